@@ -1,0 +1,65 @@
+//! Kernel benchmarks: matmul of 768×768 and 2048×768 weights in Q8_0, Q4_0, Q4_K, Q6_K and F16
+//! at n = 1 (decode, memory-bound) and n = 64 (prefill, compute-bound). Throughput is reported
+//! in multiply-adds (rows × cols × n elements) per second; GFLOP/s is twice that.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use memoria_kernels::{
+    GgmlType, QuantizedActivations, WeightMatrix, matmul_prequantized, quantize_row,
+};
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn quantize_matrix(ty: GgmlType, x: &[f32], cols: usize) -> Vec<u8> {
+    let rb = ty.row_bytes(cols).expect("block aligned");
+    let mut out = vec![0u8; x.len() / cols * rb];
+    for (src, dst) in x.chunks_exact(cols).zip(out.chunks_exact_mut(rb)) {
+        quantize_row(ty, src, dst).expect("lengths");
+    }
+    out
+}
+
+fn bench_matmul(c: &mut Criterion) {
+    let types = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+        GgmlType::F16,
+    ];
+    let shapes = [(768usize, 768usize), (2048, 768)];
+    let mut group = c.benchmark_group("matmul");
+    for ty in types {
+        for (rows, cols) in shapes {
+            let data = quantize_matrix(ty, &values(rows * cols, 1), cols); // [rows, row_bytes]
+            let w = WeightMatrix::new(ty, &data, rows, cols).expect("shape");
+            for n in [1usize, 64] {
+                let x = values(n * cols, 2); // [n, cols]
+                let mut xq = QuantizedActivations::new();
+                xq.quantize(ty.vec_dot_type(), &x, n, cols);
+                let mut out = vec![0.0f32; n * rows]; // [n, rows]
+                group.throughput(Throughput::Elements((rows * cols * n) as u64));
+                let id = BenchmarkId::new(format!("{ty}_{rows}x{cols}"), format!("n{n}"));
+                group.bench_with_input(id, &n, |b, _| {
+                    b.iter(|| matmul_prequantized(black_box(&w), black_box(&xq), &mut out))
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_matmul);
+criterion_main!(benches);

@@ -1,0 +1,98 @@
+//! `memoria model synth`: writes a random-weight model of a real shape (e.g. the 110M llama
+//! shape) as GGUF, for benchmarks and tests; never downloads anything.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use memoria_kernels::GgmlType;
+use memoria_model::synth::{SynthArch, SynthSpec, SynthVocab, write_synth};
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Write a random-weight model of the given shape.
+    Synth(SynthArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Output GGUF path.
+    out: PathBuf,
+    /// Architecture: llama or qwen2.
+    #[arg(long, default_value = "llama")]
+    arch: String,
+    /// Embedding width.
+    #[arg(long, default_value_t = 768)]
+    dim: usize,
+    /// Transformer blocks.
+    #[arg(long, default_value_t = 12)]
+    layers: usize,
+    /// Attention heads.
+    #[arg(long, default_value_t = 12)]
+    heads: usize,
+    /// K/V heads (defaults to --heads).
+    #[arg(long)]
+    kv_heads: Option<usize>,
+    /// Feed-forward width.
+    #[arg(long, default_value_t = 2048)]
+    ffn: usize,
+    /// Copy the tokenizer from this GGUF file (e.g. a vocab-only file).
+    #[arg(long, conflicts_with = "vocab_size")]
+    vocab_from: Option<PathBuf>,
+    /// Generate a SentencePiece-style vocabulary of this size instead.
+    #[arg(long)]
+    vocab_size: Option<usize>,
+    /// Weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k.
+    #[arg(long = "type", default_value = "q8_0")]
+    ty: String,
+    /// Training context length written to the metadata.
+    #[arg(long, default_value_t = 2048)]
+    context: usize,
+    /// RoPE frequency base.
+    #[arg(long, default_value_t = 10000.0)]
+    rope_base: f32,
+    /// Write a separate output projection instead of tying it to the embedding.
+    #[arg(long)]
+    untied: bool,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn main(c: ModelCommand) -> anyhow::Result<()> {
+    let ModelCommand::Synth(a) = c;
+    let arch = match a.arch.as_str() {
+        "llama" => SynthArch::Llama,
+        "qwen2" => SynthArch::Qwen2,
+        other => anyhow::bail!("--arch {other:?}: use llama or qwen2"),
+    };
+    let ty = GgmlType::parse(&a.ty)
+        .filter(|t| *t != GgmlType::Q8K)
+        .with_context(|| format!("--type {:?}: use f32, f16, bf16, q8_0, q4_0, q4_k or q6_k", a.ty))?;
+    let vocab = match (a.vocab_from, a.vocab_size) {
+        (Some(p), None) => SynthVocab::FromFile(p),
+        (None, Some(n)) => SynthVocab::Size(n),
+        (None, None) => SynthVocab::Size(512),
+        (Some(_), Some(_)) => anyhow::bail!("give --vocab-from or --vocab-size, not both"),
+    };
+    let spec = SynthSpec {
+        arch,
+        dim: a.dim,
+        layers: a.layers,
+        heads: a.heads,
+        kv_heads: a.kv_heads.unwrap_or(a.heads),
+        ffn: a.ffn,
+        vocab,
+        ty,
+        context: a.context,
+        seed: a.seed,
+        rope_base: a.rope_base,
+        tied_embeddings: !a.untied,
+    };
+    let started = Instant::now();
+    write_synth(&spec, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
+    eprintln!("wrote {} ({size} bytes) in {:.1} s", a.out.display(), started.elapsed().as_secs_f64());
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! `memoria`: the command-line front end. Parses flags (clap) and dispatches to one module per
+//! subcommand under `cmd/`. A library so the integration tests can build the same binary.
+
+mod cmd;
+mod load;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// memoria: a serverless LLM host with a shared session-state memory.
+#[derive(Debug, Parser)]
+#[command(name = "memoria", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate text from a prompt with a GGUF model.
+    Run(cmd::run::RunArgs),
+    /// Tokenize text with a model's (or a vocab-only file's) tokenizer.
+    Tokenize(cmd::tokenize::TokenizeArgs),
+    /// Print a GGUF file's metadata and tensors.
+    Inspect(cmd::inspect::InspectArgs),
+    /// Measure prompt processing and generation speed, like llama-bench.
+    Bench(cmd::bench::BenchArgs),
+    /// Model file tools.
+    #[command(subcommand)]
+    Model(cmd::synth::ModelCommand),
+}
+
+/// Runs the CLI with the process arguments; the binary's whole `main`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => cmd::run::main(a),
+        Command::Tokenize(a) => cmd::tokenize::main(a),
+        Command::Inspect(a) => cmd::inspect::main(a),
+        Command::Bench(a) => cmd::bench::main(a),
+        Command::Model(c) => cmd::synth::main(c),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

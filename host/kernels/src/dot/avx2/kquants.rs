@@ -1,0 +1,159 @@
+//! K-quant tiles: Q4_K·Q8_K and Q6_K·Q8_K.
+//!
+//! Weights are decoded per super-block into unsigned levels (Q4_K: 0..15, Q6_K: 0..63), so
+//! `maddubs(levels, x)` is exact without sign tricks; sub-block scales are applied with `madd`.
+//! Q4_K mins and the Q6_K offset of 32 are folded in through Q8_K's `bsums`. All integer sums are
+//! exact; per (row, token) the op sequence is independent of `R`, `C`.
+
+use std::arch::x86_64::*;
+
+use super::{hsum, load_f16, load_f32, load128, load256};
+use crate::quant::scale_min_k4;
+
+/// Q8_K field offsets: d: f32 at 0, qs at 4, bsums at 260; 292 bytes per block.
+const Q8K_QS: usize = 4;
+const Q8K_BSUMS: usize = 260;
+const Q8K_SIZE: usize = 292;
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` Q4_K blocks, every `x[t]` to `nb` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q4k<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: blocks readable (caller); all loads unaligned.
+    unsafe {
+        let mask = _mm256_set1_epi8(0x0F);
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let mut accm = [[0.0f32; C]; R];
+        for b in 0..nb {
+            let mut wd = [0.0f32; R];
+            let mut wdmin = [0.0f32; R];
+            let mut levels = [[_mm256_setzero_si256(); 8]; R];
+            let mut scales = [[_mm256_setzero_si256(); 8]; R];
+            let mut mins = [[0i32; 8]; R];
+            for r in 0..R {
+                let p = w[r].add(b * 144);
+                wd[r] = load_f16(p);
+                wdmin[r] = load_f16(p.add(2));
+                let packed: [u8; 12] = p.add(4).cast::<[u8; 12]>().read_unaligned();
+                for j in 0..8 {
+                    let (sc, m) = scale_min_k4(j, &packed);
+                    scales[r][j] = _mm256_set1_epi16(sc as i16);
+                    mins[r][j] = m as i32;
+                }
+                for k in 0..4 {
+                    let q = load256(p.add(16 + 32 * k));
+                    levels[r][2 * k] = _mm256_and_si256(q, mask);
+                    levels[r][2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), mask);
+                }
+            }
+            for t in 0..C {
+                let px = x[t].add(b * Q8K_SIZE);
+                let xd = load_f32(px);
+                let bsums: [i16; 16] = px.add(Q8K_BSUMS).cast::<[i16; 16]>().read_unaligned();
+                let mut xq = [_mm256_setzero_si256(); 8];
+                for (j, v) in xq.iter_mut().enumerate() {
+                    *v = load256(px.add(Q8K_QS + 32 * j));
+                }
+                for r in 0..R {
+                    let mut sumi = _mm256_setzero_si256();
+                    for j in 0..8 {
+                        let p = _mm256_maddubs_epi16(levels[r][j], xq[j]);
+                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][j]));
+                    }
+                    let mut summ = 0i32;
+                    for j in 0..8 {
+                        summ += mins[r][j] * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32);
+                    }
+                    let s = _mm256_cvtepi32_ps(sumi);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * xd), s, acc[r][t]);
+                    accm[r][t] += (wdmin[r] * xd) * summ as f32;
+                }
+            }
+        }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]) - accm[r][t];
+            }
+        }
+    }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` Q6_K blocks, every `x[t]` to `nb` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q6k<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: blocks readable (caller); all loads unaligned.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m30 = _mm256_set1_epi8(0x30);
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        for b in 0..nb {
+            let mut wd = [0.0f32; R];
+            let mut levels = [[_mm256_setzero_si256(); 8]; R];
+            let mut scales = [[_mm256_setzero_si256(); 8]; R];
+            let mut sc16 = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                let p = w[r].add(b * 210);
+                let (ql, qh, sc) = (p, p.add(128), p.add(192));
+                wd[r] = load_f16(p.add(208));
+                for h in 0..2 {
+                    let ql0 = load256(ql.add(64 * h));
+                    let ql1 = load256(ql.add(64 * h + 32));
+                    let qh = load256(qh.add(32 * h));
+                    let hi0 = _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30);
+                    let hi1 = _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30);
+                    let hi2 = _mm256_and_si256(qh, m30);
+                    let hi3 = _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30);
+                    let lv = &mut levels[r][4 * h..4 * h + 4];
+                    lv[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), hi0);
+                    lv[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), hi1);
+                    lv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4), hi2);
+                    lv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4), hi3);
+                }
+                let s: [i8; 16] = sc.cast::<[i8; 16]>().read_unaligned();
+                for c in 0..8 {
+                    let lo = _mm_set1_epi16(s[2 * c] as i16);
+                    let hi = _mm_set1_epi16(s[2 * c + 1] as i16);
+                    scales[r][c] = _mm256_set_m128i(hi, lo);
+                }
+                sc16[r] = _mm256_cvtepi8_epi16(load128(sc));
+            }
+            for t in 0..C {
+                let px = x[t].add(b * Q8K_SIZE);
+                let xd = load_f32(px);
+                let bsums = load256(px.add(Q8K_BSUMS));
+                let mut xq = [_mm256_setzero_si256(); 8];
+                for (j, v) in xq.iter_mut().enumerate() {
+                    *v = load256(px.add(Q8K_QS + 32 * j));
+                }
+                for r in 0..R {
+                    let mut sumi = _mm256_setzero_si256();
+                    for c in 0..8 {
+                        let p = _mm256_maddubs_epi16(levels[r][c], xq[c]);
+                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][c]));
+                    }
+                    // Remove the offset: 32 * sum_j scale_j * bsum_j.
+                    let corr = _mm256_madd_epi16(bsums, sc16[r]);
+                    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(corr));
+                    let s = _mm256_cvtepi32_ps(sumi);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * xd), s, acc[r][t]);
+                }
+            }
+        }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]);
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! AVX2 + FMA + F16C tile kernels: `R` weight rows × `C` activation rows per call, each weight
+//! block loaded and decoded once and reused for all `C` activations.
+//!
+//! Invariant (batch invariance): the accumulator of each (row, token) pair goes through the same
+//! sequence of operations whatever `R` and `C` are, and is reduced by the same [`hsum`], so a
+//! tile entry is bit-identical to the 1×1 call for that pair.
+
+mod float;
+mod kquants;
+mod q8;
+
+use std::arch::x86_64::*;
+
+use crate::types::GgmlType;
+
+/// Computes `out[r][t] = dot(w[r], x[t])` over `n` elements.
+///
+/// # Safety
+/// The CPU must support avx2, fma and f16c. Each `w[r]` must point to `ty.row_bytes(n)` readable
+/// bytes and each `x[t]` to `ty.vec_dot_type().row_bytes(n)` readable bytes (any alignment),
+/// with `n` a multiple of `ty.block_size()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn tile<const R: usize, const C: usize>(
+    ty: GgmlType,
+    w: [*const u8; R],
+    x: [*const u8; C],
+    n: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: forwarded from this function's contract; each kernel documents the same one.
+    unsafe {
+        match ty {
+            GgmlType::F32 => float::tile_f32::<R, C>(w, x, n, out),
+            GgmlType::F16 => float::tile_f16::<R, C>(w, x, n, out),
+            GgmlType::BF16 => float::tile_bf16::<R, C>(w, x, n, out),
+            GgmlType::Q4_0 => q8::tile_q4_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8_0 => q8::tile_q8_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8K => q8::tile_q8k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q4K => kquants::tile_q4k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q6K => kquants::tile_q6k::<R, C>(w, x, n / 256, out),
+        }
+    }
+}
+
+/// Horizontal sum of 8 lanes in a fixed order: (lo128 + hi128), then pairs, then the last two.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Reads a little-endian f16 at `p` (any alignment) as f32.
+///
+/// # Safety
+/// `p` must point to 2 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load_f16(p: *const u8) -> f32 {
+    // SAFETY: 2 readable bytes at p (caller); unaligned read.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// Reads a little-endian f32 at `p` (any alignment).
+///
+/// # Safety
+/// `p` must point to 4 readable bytes.
+#[inline(always)]
+pub(crate) unsafe fn load_f32(p: *const u8) -> f32 {
+    // SAFETY: 4 readable bytes at p (caller); unaligned read.
+    unsafe { p.cast::<f32>().read_unaligned() }
+}
+
+/// Loads 32 bytes at `p` (any alignment).
+///
+/// # Safety
+/// `p` must point to 32 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: 32 readable bytes at p (caller); unaligned load.
+    unsafe { _mm256_loadu_si256(p.cast()) }
+}
+
+/// Loads 16 bytes at `p` (any alignment).
+///
+/// # Safety
+/// `p` must point to 16 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load128(p: *const u8) -> __m128i {
+    // SAFETY: 16 readable bytes at p (caller); unaligned load.
+    unsafe { _mm_loadu_si128(p.cast()) }
+}

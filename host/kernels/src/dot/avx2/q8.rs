@@ -1,0 +1,142 @@
+//! Int8-based tiles: Q8_0·Q8_0, Q4_0·Q8_0 (weights decoded to int8) and Q8_K·Q8_K.
+//!
+//! Per 32 elements: `maddubs(|w|, sign(x, w))` then `madd` with ones gives 8 exact i32 partial
+//! sums; per block `acc = fma(dw * dx, f32(sumi), acc)`. Requires activations in [-127, 127].
+//! Invariant: per (row, token) the op sequence is independent of `R`, `C`.
+
+use std::arch::x86_64::*;
+
+use super::{hsum, load_f16, load_f32, load128, load256};
+
+/// Exact i32x8 partial sums of `w · x` over 32 int8 values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot32(wabs: __m256i, wsgn: __m256i, x: __m256i) -> __m256i {
+    let p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(x, wsgn));
+    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+}
+
+/// Shared body of the 32-element-block formats; `decode` yields (scale, int8 values) of a block.
+///
+/// # Safety
+/// avx2/fma/f16c; `decode(r, b)` must be safe to call for r < R, b < nb; every `x[t]` points to
+/// `nb` Q8_0 blocks.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_blocks32<const R: usize, const C: usize>(
+    decode: impl Fn(usize, usize) -> (f32, __m256i),
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: the caller guarantees avx2/fma/f16c and readable blocks; all loads are unaligned.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        for b in 0..nb {
+            let mut wd = [0.0f32; R];
+            let mut wabs = [_mm256_setzero_si256(); R];
+            let mut wsgn = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                let (d, q) = decode(r, b);
+                wd[r] = d;
+                wabs[r] = _mm256_abs_epi8(q);
+                wsgn[r] = q;
+            }
+            for t in 0..C {
+                let p = x[t].add(b * 34);
+                let xd = load_f16(p);
+                let xq = load256(p.add(2));
+                for r in 0..R {
+                    let s = _mm256_cvtepi32_ps(dot32(wabs[r], wsgn[r], xq));
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * xd), s, acc[r][t]);
+                }
+            }
+        }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` and `x[t]` points to `nb` Q8_0 blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q8_0<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    let decode = |r: usize, b: usize| {
+        // SAFETY: b < nb blocks of 34 bytes at w[r] (caller); features enabled (caller).
+        unsafe {
+            let p = w[r].add(b * 34);
+            (load_f16(p), load256(p.add(2)))
+        }
+    };
+    // SAFETY: same contract.
+    unsafe { tile_blocks32::<R, C>(decode, x, nb, out) }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` Q4_0 blocks, every `x[t]` to `nb` Q8_0 blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q4_0<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    let decode = |r: usize, b: usize| {
+        // SAFETY: b < nb blocks of 18 bytes at w[r] (caller); features enabled (caller).
+        unsafe {
+            let p = w[r].add(b * 18);
+            let q = load128(p.add(2));
+            // Low nibbles are elements 0..16, high nibbles 16..32.
+            let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+            let v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+            (load_f16(p), _mm256_sub_epi8(v, _mm256_set1_epi8(8)))
+        }
+    };
+    // SAFETY: same contract.
+    unsafe { tile_blocks32::<R, C>(decode, x, nb, out) }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` and `x[t]` points to `nb` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q8k<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: blocks readable (caller); unaligned loads.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        for b in 0..nb {
+            for t in 0..C {
+                let px = x[t].add(b * 292);
+                let xd = load_f32(px);
+                for r in 0..R {
+                    let pw = w[r].add(b * 292);
+                    let mut sumi = _mm256_setzero_si256();
+                    for c in 0..8 {
+                        let q = load256(pw.add(4 + 32 * c));
+                        let xq = load256(px.add(4 + 32 * c));
+                        sumi = _mm256_add_epi32(sumi, dot32(_mm256_abs_epi8(q), q, xq));
+                    }
+                    let s = _mm256_cvtepi32_ps(sumi);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(load_f32(pw) * xd), s, acc[r][t]);
+                }
+            }
+        }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]);
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Scalar reference dot products, the same formulas as ggml's generic C
+//! (`ggml_vec_dot_*_generic`): integer sums per block, then one float scale per block.
+//!
+//! Invariant: these are the ground truth the SIMD kernels are tested against; integer parts are
+//! exact, float parts follow ggml's evaluation order (f32/f16/bf16 sums accumulate in f64 like
+//! `ggml_float`).
+
+use half::{bf16, f16};
+
+use crate::quant::{
+    BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, bf16_to_f32, scale_min_k4, unpack_q6k,
+};
+use crate::types::QK_K;
+
+/// `ggml_vec_dot_f32`: products in f32, sum in f64.
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut sum = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        sum += (x * y) as f64;
+    }
+    sum as f32
+}
+
+/// `ggml_vec_dot_f16`: products of the f32 values in f32, sum in f64.
+pub fn dot_f16(a: &[f16], b: &[f16]) -> f32 {
+    let mut sum = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        sum += (x.to_f32() * y.to_f32()) as f64;
+    }
+    sum as f32
+}
+
+/// `ggml_vec_dot_bf16`: products in f32, sum in f64.
+pub fn dot_bf16(a: &[bf16], b: &[bf16]) -> f32 {
+    let mut sum = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        sum += (bf16_to_f32(*x) * bf16_to_f32(*y)) as f64;
+    }
+    sum as f32
+}
+
+/// `ggml_vec_dot_q4_0_q8_0`.
+pub fn dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let (mut sumi0, mut sumi1) = (0i32, 0i32);
+        for j in 0..16 {
+            let v0 = (bx.qs[j] & 0xF) as i32 - 8;
+            let v1 = (bx.qs[j] >> 4) as i32 - 8;
+            sumi0 += v0 * by.qs[j] as i32;
+            sumi1 += v1 * by.qs[j + 16] as i32;
+        }
+        let sumi = sumi0 + sumi1;
+        sumf += sumi as f32 * bx.d.to_f32() * by.d.to_f32();
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q8_0_q8_0`.
+pub fn dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let sumi: i32 = bx
+            .qs
+            .iter()
+            .zip(&by.qs)
+            .map(|(&a, &b)| a as i32 * b as i32)
+            .sum();
+        sumf += sumi as f32 * (bx.d.to_f32() * by.d.to_f32());
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q4_K_q8_K`: 8 lane accumulators (element index mod 8), summed at the end.
+pub fn dot_q4k_q8k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let mut aux8 = [0i8; QK_K];
+        for k in 0..4 {
+            for l in 0..32 {
+                aux8[64 * k + l] = (bx.qs[32 * k + l] & 0xF) as i8;
+                aux8[64 * k + l + 32] = (bx.qs[32 * k + l] >> 4) as i8;
+            }
+        }
+        let scales = bx.scales;
+        let bsums = by.bsums;
+        let mut sumi = 0i32;
+        for j in 0..QK_K / 16 {
+            sumi += bsums[j] as i32 * scale_min_k4(j / 2, &scales).1 as i32;
+        }
+        let mut aux32 = [0i32; 8];
+        for j in 0..QK_K / 32 {
+            let scale = scale_min_k4(j, &scales).0 as i32;
+            for g in 0..4 {
+                let base = 32 * j + 8 * g;
+                for l in 0..8 {
+                    let p = by.qs[base + l] as i16 * aux8[base + l] as i16;
+                    aux32[l] += scale * p as i32;
+                }
+            }
+        }
+        let by_d = by.d;
+        let d = bx.d.to_f32() * by_d;
+        for l in 0..8 {
+            sums[l] += d * aux32[l] as f32;
+        }
+        let dmin = bx.dmin.to_f32() * by_d;
+        sumf -= dmin * sumi as f32;
+    }
+    for s in sums {
+        sumf += s;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q6_K_q8_K`: 8 lane accumulators (element index mod 8), summed at the end.
+pub fn dot_q6k_q8k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    for (bx, by) in x.iter().zip(y) {
+        let aux8 = unpack_q6k(bx);
+        let mut aux32 = [0i32; 8];
+        for j in 0..QK_K / 16 {
+            let scale = bx.scales[j] as i32;
+            for g in 0..2 {
+                let base = 16 * j + 8 * g;
+                for l in 0..8 {
+                    let p = by.qs[base + l] as i16 * aux8[base + l] as i16;
+                    aux32[l] += scale * p as i32;
+                }
+            }
+        }
+        let d = bx.d.to_f32() * by.d;
+        for l in 0..8 {
+            sums[l] += d * aux32[l] as f32;
+        }
+    }
+    let mut sumf = 0.0f32;
+    for s in sums {
+        sumf += s;
+    }
+    sumf
+}
+
+/// Q8_K · Q8_K (not in ggml's CPU backend; defined for completeness): exact integer sum per
+/// super-block, scaled by the product of the two scales.
+pub fn dot_q8k_q8k(x: &[BlockQ8K], y: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let sumi: i32 = bx
+            .qs
+            .iter()
+            .zip(&by.qs)
+            .map(|(&a, &b)| a as i32 * b as i32)
+            .sum();
+        let (dx, dy) = (bx.d, by.d);
+        sumf += sumi as f32 * (dx * dy);
+    }
+    sumf
+}

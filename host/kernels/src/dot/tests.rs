@@ -1,0 +1,186 @@
+//! Tests of the dot products: AVX2 vs scalar reference for every type (both paths forced
+//! explicitly), exact integer parts, typed helpers, unaligned inputs.
+
+use half::f16;
+
+use super::*;
+use crate::quant::{dequantize_row, quantize_row};
+use crate::testutil::{Rng, quantize_matrix};
+use crate::types::QK_K;
+
+const TYPES: [GgmlType; 8] = GgmlType::ALL;
+
+fn avx2_available() -> bool {
+    simd::detected() == SimdLevel::Avx2
+}
+
+/// Σ|w_i x_i| over the dequantized operands, the scale of the float rounding error.
+fn abs_dot(ty: GgmlType, a: &[u8], b: &[u8], n: usize) -> f64 {
+    let mut wa = vec![0.0; n];
+    let mut xb = vec![0.0; n];
+    dequantize_row(ty, a, &mut wa).unwrap();
+    dequantize_row(ty.vec_dot_type(), b, &mut xb).unwrap();
+    wa.iter()
+        .zip(&xb)
+        .map(|(p, q)| (*p as f64 * *q as f64).abs())
+        .sum()
+}
+
+fn exact_dot(ty: GgmlType, a: &[u8], b: &[u8], n: usize) -> f64 {
+    let mut wa = vec![0.0; n];
+    let mut xb = vec![0.0; n];
+    dequantize_row(ty, a, &mut wa).unwrap();
+    dequantize_row(ty.vec_dot_type(), b, &mut xb).unwrap();
+    wa.iter().zip(&xb).map(|(p, q)| *p as f64 * *q as f64).sum()
+}
+
+fn operands(ty: GgmlType, n: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut rng = Rng::new(seed);
+    let a = quantize_matrix(ty, &rng.vec(n, 1.0), n);
+    let b = quantize_matrix(ty.vec_dot_type(), &rng.vec(n, 1.0), n);
+    (a, b)
+}
+
+#[test]
+fn simd_matches_reference_every_type() {
+    if !avx2_available() {
+        return;
+    }
+    for ty in TYPES {
+        for (i, n) in [256usize, 512, 1024, 768].into_iter().enumerate() {
+            let (a, b) = operands(ty, n, 10 + i as u64);
+            let s = vec_dot_with(SimdLevel::Scalar, ty, &a, &b, n);
+            let v = vec_dot_with(SimdLevel::Avx2, ty, &a, &b, n);
+            let tol = 1e-5 * abs_dot(ty, &a, &b, n) + 1e-6;
+            assert!(
+                ((s - v) as f64).abs() <= tol,
+                "{ty} n={n}: scalar {s} simd {v} tol {tol}"
+            );
+        }
+    }
+}
+
+#[test]
+fn float_dots_with_tails_match_reference() {
+    if !avx2_available() {
+        return;
+    }
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        for n in [1usize, 7, 8, 9, 63, 64, 100] {
+            let (a, b) = operands(ty, n, n as u64);
+            let s = vec_dot_with(SimdLevel::Scalar, ty, &a, &b, n);
+            let v = vec_dot_with(SimdLevel::Avx2, ty, &a, &b, n);
+            let tol = 1e-5 * abs_dot(ty, &a, &b, n) + 1e-7;
+            assert!(((s - v) as f64).abs() <= tol, "{ty} n={n}: {s} vs {v}");
+        }
+    }
+}
+
+/// With every scale 1.0, products and sums are small integers: both paths must be exact.
+#[test]
+fn integer_parts_are_exact() {
+    let n = 2 * QK_K;
+    let mut rng = Rng::new(7);
+    let one = f16::ONE.to_bits().to_le_bytes();
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+        GgmlType::Q8K,
+    ] {
+        let (mut a, mut b) = operands(ty, n, 70);
+        // Force scales to 1 (f16 at known offsets), keep the quantized levels.
+        let (bs, offs): (usize, &[usize]) = match ty {
+            GgmlType::Q4_0 => (18, &[0]),
+            GgmlType::Q8_0 => (34, &[0]),
+            GgmlType::Q4K => (144, &[0, 2]),
+            GgmlType::Q6K => (210, &[208]),
+            _ => (292, &[]),
+        };
+        for blk in a.chunks_exact_mut(bs) {
+            for &o in offs {
+                blk[o..o + 2].copy_from_slice(&one);
+            }
+            if ty == GgmlType::Q8K {
+                blk[..4].copy_from_slice(&1.0f32.to_le_bytes());
+            }
+        }
+        let ybs = ty.vec_dot_type().type_size();
+        for blk in b.chunks_exact_mut(ybs) {
+            if ty.vec_dot_type() == GgmlType::Q8_0 {
+                blk[..2].copy_from_slice(&one);
+            } else {
+                blk[..4].copy_from_slice(&1.0f32.to_le_bytes());
+            }
+        }
+        let exact = exact_dot(ty, &a, &b, n);
+        let s = vec_dot_with(SimdLevel::Scalar, ty, &a, &b, n);
+        assert_eq!(s as f64, exact, "{ty} scalar");
+        if avx2_available() {
+            let v = vec_dot_with(SimdLevel::Avx2, ty, &a, &b, n);
+            assert_eq!(v as f64, exact, "{ty} simd");
+        }
+        let _ = rng.uniform();
+    }
+}
+
+#[test]
+fn vec_dot_matches_dequantized_f64() {
+    for ty in TYPES {
+        let n = 512;
+        let (a, b) = operands(ty, n, 99);
+        let got = vec_dot(ty, &a, &b, n) as f64;
+        let want = exact_dot(ty, &a, &b, n);
+        let tol = 1e-5 * abs_dot(ty, &a, &b, n) + 1e-6;
+        assert!((got - want).abs() <= tol, "{ty}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn typed_helpers_match_reference() {
+    let mut rng = Rng::new(8);
+    let a = rng.vec(67, 1.0);
+    let b = rng.vec(67, 1.0);
+    let tol = 1e-5 * a.iter().zip(&b).map(|(x, y)| (x * y).abs()).sum::<f32>();
+    assert!((dot_f32(&a, &b) - reference::dot_f32(&a, &b)).abs() <= tol);
+    let ah: Vec<f16> = a.iter().map(|&v| f16::from_f32(v)).collect();
+    let bh: Vec<f16> = b.iter().map(|&v| f16::from_f32(v)).collect();
+    assert!((dot_f16(&ah, &bh) - reference::dot_f16(&ah, &bh)).abs() <= tol * 1.01);
+}
+
+#[test]
+fn unaligned_operands_give_identical_results() {
+    for ty in TYPES {
+        let n = QK_K;
+        let (a, b) = operands(ty, n, 5);
+        let mut a1 = vec![0u8; a.len() + 1];
+        let mut b1 = vec![0u8; b.len() + 3];
+        a1[1..].copy_from_slice(&a);
+        b1[3..].copy_from_slice(&b);
+        for level in [SimdLevel::Scalar, simd::detected()] {
+            let x = vec_dot_with(level, ty, &a, &b, n);
+            let y = vec_dot_with(level, ty, &a1[1..], &b1[3..], n);
+            assert_eq!(x.to_bits(), y.to_bits(), "{ty} {level:?}");
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "wrong length")]
+fn vec_dot_rejects_short_rows() {
+    let a = vec![0u8; 33];
+    let b = vec![0u8; 34];
+    vec_dot(GgmlType::Q8_0, &a, &b, 32);
+}
+
+#[test]
+fn quantize_row_used_for_operands_is_deterministic() {
+    let mut rng = Rng::new(9);
+    let x = rng.vec(256, 1.0);
+    let mut q1 = vec![0u8; 292];
+    let mut q2 = vec![0u8; 292];
+    quantize_row(GgmlType::Q8K, &x, &mut q1).unwrap();
+    quantize_row(GgmlType::Q8K, &x, &mut q2).unwrap();
+    assert_eq!(q1, q2);
+}

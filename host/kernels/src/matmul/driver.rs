@@ -1,0 +1,112 @@
+//! Work splitting for matmul: row ranges per rayon task, `ROW_TILE` weight rows × up to
+//! `TOKEN_TILE` tokens per kernel call, weight tile reused (from L1) across all token tiles.
+//!
+//! Invariant: tasks write disjoint `(t, r)` entries of `out`; tiles shorter than `ROW_TILE`
+//! repeat the last row pointer (extra results discarded), so the per-pair arithmetic never
+//! depends on tile edges.
+
+use rayon::prelude::*;
+
+use super::{QuantizedActivations, WeightMatrix};
+use crate::dot::vec_dot_scalar;
+use crate::simd::{self, SimdLevel};
+
+/// Weight rows per kernel call.
+const ROW_TILE: usize = 4;
+/// Maximum tokens per kernel call.
+const TOKEN_TILE: usize = 4;
+
+/// A raw pointer to `out` that tasks may share because they write disjoint entries.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: only used to write disjoint (t, r) entries from different tasks (see `run`).
+unsafe impl Send for OutPtr {}
+// SAFETY: as above; no entry is read or written by two tasks.
+unsafe impl Sync for OutPtr {}
+
+/// Fills `out` (`[n, w.rows]`, length checked by the caller).
+pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations, out: &mut [f32]) {
+    let (rows, n) = (w.rows, xq.n());
+    if rows == 0 || n == 0 {
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    // ~8 tasks per thread for balance; a multiple of ROW_TILE rows each.
+    let per_task = rows
+        .div_ceil(threads * 8)
+        .next_multiple_of(ROW_TILE)
+        .max(ROW_TILE);
+    let tasks = rows.div_ceil(per_task);
+    let ptr = OutPtr(out.as_mut_ptr());
+    let use_avx2 = level == SimdLevel::Avx2 && simd::detected() == SimdLevel::Avx2;
+    (0..tasks).into_par_iter().for_each(|task| {
+        let r0 = task * per_task;
+        let r1 = (r0 + per_task).min(rows);
+        if use_avx2 {
+            #[cfg(target_arch = "x86_64")]
+            run_rows_avx2(w, xq, r0, r1, ptr);
+        } else {
+            run_rows_scalar(w, xq, r0, r1, ptr);
+        }
+    });
+}
+
+fn run_rows_scalar(w: &WeightMatrix, xq: &QuantizedActivations, r0: usize, r1: usize, out: OutPtr) {
+    let rows = w.rows;
+    for r in r0..r1 {
+        let wr = w.row(r);
+        for t in 0..xq.n() {
+            let v = vec_dot_scalar(w.ty, wr, xq.row(t), w.cols);
+            // SAFETY: t < n and r < rows, so the index is inside `out` ([n, rows]); this task
+            // is the only writer of rows r0..r1.
+            unsafe { *out.0.add(t * rows + r) = v };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn run_rows_avx2(w: &WeightMatrix, xq: &QuantizedActivations, r0: usize, r1: usize, out: OutPtr) {
+    use crate::dot::avx2::tile;
+    let (rows, n, cols) = (w.rows, xq.n(), w.cols);
+    let (wb, xb) = (w.data.as_ptr(), xq.bytes().as_ptr());
+    let (wrb, xrb) = (w.row_bytes(), xq.row_bytes());
+    for rt in (r0..r1).step_by(ROW_TILE) {
+        let valid = (r1 - rt).min(ROW_TILE);
+        // SAFETY: rt + min(i, valid - 1) < r1 <= rows: a whole row inside `w.data`.
+        let wp: [*const u8; ROW_TILE] =
+            std::array::from_fn(|i| unsafe { wb.add((rt + i.min(valid - 1)) * wrb) });
+        let mut t0 = 0;
+        while t0 < n {
+            let c = (n - t0).min(TOKEN_TILE);
+            // SAFETY: t0 + i < n: a whole activation row inside `xq.bytes()`.
+            let xp = |i: usize| unsafe { xb.add((t0 + i) * xrb) };
+            let mut res = [[0.0f32; TOKEN_TILE]; ROW_TILE];
+            // SAFETY: AVX2/FMA/F16C detected (`use_avx2`); pointers cover full rows of `cols`
+            // elements of w.ty / its vec_dot_type (validated by WeightMatrix and the caller).
+            unsafe {
+                macro_rules! call {
+                    ($c:literal) => {{
+                        let mut o = [[0.0f32; $c]; ROW_TILE];
+                        tile::<ROW_TILE, $c>(w.ty, wp, std::array::from_fn(xp), cols, &mut o);
+                        for (dst, src) in res.iter_mut().zip(&o) {
+                            dst[..$c].copy_from_slice(src);
+                        }
+                    }};
+                }
+                match c {
+                    1 => call!(1),
+                    2 => call!(2),
+                    3 => call!(3),
+                    _ => call!(4),
+                }
+            }
+            for (i, row) in res.iter().enumerate().take(valid) {
+                for (j, &v) in row.iter().enumerate().take(c) {
+                    // SAFETY: t0 + j < n, rt + i < r1 <= rows; only this task writes these rows.
+                    unsafe { *out.0.add((t0 + j) * rows + rt + i) = v };
+                }
+            }
+            t0 += c;
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Causal multi-head attention of one query token over the K/V rows of its own sequence,
+//! read through [`KvRead`] so the cache layout (contiguous, paged blocks, tiers) can change
+//! without touching the maths. Grouped-query attention: query head `h` reads K/V head
+//! `h / (n_heads / n_kv_heads)`.
+//!
+//! With an f16 cache the query and the attention weights are rounded to f16 before their dot
+//! products, as ggml does when it multiplies an f16 tensor, so results track llama.cpp closely.
+
+use half::f16;
+
+use super::softmax::softmax_in_place;
+
+/// One cached K or V row (`[n_kv_heads * head_dim]`) in its storage type.
+#[derive(Clone, Copy, Debug)]
+pub enum KvRow<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+/// Read access to one layer's K/V rows of one sequence, by absolute position.
+pub trait KvRead: Sync {
+    /// Key row at `pos`: `[n_kv_heads * head_dim]`.
+    fn key(&self, pos: usize) -> KvRow<'_>;
+    /// Value row at `pos`: `[n_kv_heads * head_dim]`.
+    fn value(&self, pos: usize) -> KvRow<'_>;
+}
+
+/// Buffers reused between attention calls (no allocation once warmed up).
+#[derive(Debug, Default)]
+pub struct AttnScratch {
+    scores: Vec<f32>,
+    q16: Vec<f16>,
+}
+
+/// Shape of an attention call.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    /// Multiplier applied to `q·k` before the softmax (usually `1/sqrt(head_dim)`).
+    pub scale: f32,
+}
+
+/// Attention of one token whose query is `q` (`[n_heads * head_dim]`, RoPE applied) over the
+/// positions `0..n_pos` of `kv`; writes `[n_heads * head_dim]` into `out`.
+pub fn attend(
+    q: &[f32],
+    kv: &dyn KvRead,
+    n_pos: usize,
+    shape: AttnShape,
+    scratch: &mut AttnScratch,
+    out: &mut [f32],
+) {
+    let AttnShape {
+        n_heads,
+        n_kv_heads,
+        head_dim,
+        scale,
+    } = shape;
+    assert!(
+        n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+        "attention: heads not grouped evenly"
+    );
+    assert_eq!(q.len(), n_heads * head_dim, "attention: query length");
+    assert_eq!(out.len(), n_heads * head_dim, "attention: output length");
+    let group = n_heads / n_kv_heads;
+    let AttnScratch { scores, q16 } = scratch;
+    // [n_heads, n_pos]
+    scores.clear();
+    scores.resize(n_heads * n_pos, 0.0);
+    q16.clear();
+    q16.extend(q.iter().map(|&v| f16::from_f32(v)));
+    for pos in 0..n_pos {
+        let krow = kv.key(pos);
+        for h in 0..n_heads {
+            let kh = (h / group) * head_dim..(h / group + 1) * head_dim;
+            let qh = h * head_dim..(h + 1) * head_dim;
+            let dot = match krow {
+                KvRow::F32(k) => dot_f32(&q[qh], &k[kh]),
+                KvRow::F16(k) => dot_f16(&q16[qh], &k[kh]),
+            };
+            scores[h * n_pos + pos] = dot * scale;
+        }
+    }
+    for h in 0..n_heads {
+        softmax_in_place(&mut scores[h * n_pos..(h + 1) * n_pos]);
+    }
+    out.fill(0.0);
+    for pos in 0..n_pos {
+        let vrow = kv.value(pos);
+        for h in 0..n_heads {
+            let vh = (h / group) * head_dim..(h / group + 1) * head_dim;
+            let o = &mut out[h * head_dim..(h + 1) * head_dim];
+            let p = scores[h * n_pos + pos];
+            match vrow {
+                KvRow::F32(v) => axpy_f32(o, p, &v[vh]),
+                KvRow::F16(v) => axpy_f16(o, f16::from_f32(p).to_f32(), &v[vh]),
+            }
+        }
+    }
+}
+
+fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn dot_f16(a: &[f16], b: &[f16]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x.to_f32() * y.to_f32()).sum()
+}
+
+fn axpy_f32(out: &mut [f32], p: f32, v: &[f32]) {
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o += p * x;
+    }
+}
+
+fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o += p * x.to_f32();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Rows(Vec<Vec<f32>>, Vec<Vec<f32>>);
+    impl KvRead for Rows {
+        fn key(&self, pos: usize) -> KvRow<'_> {
+            KvRow::F32(&self.0[pos])
+        }
+        fn value(&self, pos: usize) -> KvRow<'_> {
+            KvRow::F32(&self.1[pos])
+        }
+    }
+
+    #[test]
+    fn single_position_returns_its_value_for_every_grouped_head() {
+        let kv = Rows(vec![vec![1.0, 0.0]], vec![vec![3.0, -2.0]]);
+        let shape = AttnShape {
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 2,
+            scale: 1.0,
+        };
+        let mut out = [0.0; 4];
+        attend(
+            &[0.5, 0.5, 1.0, 1.0],
+            &kv,
+            1,
+            shape,
+            &mut AttnScratch::default(),
+            &mut out,
+        );
+        assert_eq!(out, [3.0, -2.0, 3.0, -2.0]);
+    }
+
+    #[test]
+    fn attends_more_to_matching_key() {
+        let kv = Rows(vec![vec![10.0], vec![-10.0]], vec![vec![1.0], vec![-1.0]]);
+        let shape = AttnShape {
+            n_heads: 1,
+            n_kv_heads: 1,
+            head_dim: 1,
+            scale: 1.0,
+        };
+        let mut out = [0.0];
+        attend(&[1.0], &kv, 2, shape, &mut AttnScratch::default(), &mut out);
+        assert!(out[0] > 0.99);
+    }
+}

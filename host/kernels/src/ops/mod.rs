@@ -1,0 +1,18 @@
+//! Element-wise and per-row ops of a llama layer: RMS norm, RoPE, softmax, SiLU-gated FFN
+//! activation, and attention over K/V read through a caller-supplied indirection.
+//!
+//! Every op works on one row at a time with a fixed evaluation order, so results are identical
+//! whatever batch a row is computed in (batch invariance). Formulas follow ggml's CPU backend
+//! (sums of squares and softmax denominators in f64, RoPE angles by repeated f32 products).
+
+mod activation;
+mod attention;
+mod norm;
+mod rope;
+mod softmax;
+
+pub use activation::{add_in_place, silu, silu_mul_in_place};
+pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
+pub use norm::rms_norm;
+pub use rope::{RopeStyle, RopeTables};
+pub use softmax::softmax_in_place;

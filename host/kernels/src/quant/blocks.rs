@@ -1,0 +1,107 @@
+//! GGML block layouts, bit-exact with llama.cpp's `ggml-common.h`.
+//!
+//! Invariant: every block is `#[repr(C, packed)]` (alignment 1) and `Pod`, so any `&[u8]` whose
+//! length is a multiple of the block size can be viewed as `&[Block]` with `bytemuck::cast_slice`
+//! whatever its address: GGUF tensor data is only 32-byte aligned at the tensor start, and e.g.
+//! Q8_0 blocks (34 B) are not even 4-aligned. Multi-byte fields are read by value (copied), never
+//! by reference.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use crate::types::QK_K;
+
+/// `block_q4_0`: 32 weights as 4-bit unsigned nibbles with an implicit offset of 8.
+/// Element `j` (< 16) is the low nibble of `qs[j]`, element `j + 16` the high nibble.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ4_0 {
+    pub d: f16,
+    pub qs: [u8; 16],
+}
+
+/// `block_q8_0`: 32 signed 8-bit values and one f16 scale.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ8_0 {
+    pub d: f16,
+    pub qs: [i8; 32],
+}
+
+/// `block_q4_K`: 256 weights in 8 sub-blocks of 32, 6-bit scales and mins packed in `scales`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ4K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// `block_q6_K`: 256 weights of 6 bits (low 4 in `ql`, high 2 in `qh`), 16 signed 8-bit scales.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: f16,
+}
+
+/// `block_q8_K`: 256 signed 8-bit values, an f32 scale and the sums of each group of 16.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; QK_K / 16],
+}
+
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ4K>() == 144);
+const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ8K>() == 292);
+const _: () = assert!(align_of::<BlockQ4_0>() == 1);
+const _: () = assert!(align_of::<BlockQ8_0>() == 1);
+const _: () = assert!(align_of::<BlockQ4K>() == 1);
+const _: () = assert!(align_of::<BlockQ6K>() == 1);
+const _: () = assert!(align_of::<BlockQ8K>() == 1);
+
+/// Decodes the 6-bit scale and min of sub-block `j` (0..8) of a Q4_K block
+/// (`get_scale_min_k4` in ggml).
+#[inline(always)]
+pub fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::GgmlType;
+
+    #[test]
+    fn block_sizes_match_type_sizes() {
+        assert_eq!(size_of::<BlockQ4_0>(), GgmlType::Q4_0.type_size());
+        assert_eq!(size_of::<BlockQ8_0>(), GgmlType::Q8_0.type_size());
+        assert_eq!(size_of::<BlockQ4K>(), GgmlType::Q4K.type_size());
+        assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
+        assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
+    }
+
+    #[test]
+    fn blocks_cast_from_unaligned_bytes() {
+        let buf = vec![0u8; 292 * 2 + 1];
+        let blocks: &[BlockQ8K] = bytemuck::cast_slice(&buf[1..]);
+        assert_eq!(blocks.len(), 2);
+        let d = blocks[1].d;
+        assert_eq!(d, 0.0);
+    }
+}

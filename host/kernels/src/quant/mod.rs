@@ -1,0 +1,80 @@
+//! Quantization formats: block layouts (bit-exact with llama.cpp) and row-level
+//! quantize/dequantize for every supported [`GgmlType`], following ggml's `*_ref` quantizers.
+//!
+//! Invariant: public entry points validate lengths and return [`KernelError`] instead of
+//! panicking; a row of `n` elements of type `t` is exactly `t.row_bytes(n)` bytes.
+
+// Index loops mirror ggml's reference C, which keeps the formulas easy to compare.
+#![allow(clippy::needless_range_loop)]
+
+mod blocks;
+mod float;
+mod q4_0;
+mod q4k;
+mod q6k;
+mod q8_0;
+mod q8k;
+mod round;
+mod search;
+
+pub use blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, scale_min_k4};
+pub use float::{f16_to_f32_row, f32_to_f16_row};
+pub(crate) use q6k::unpack as unpack_q6k;
+pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, nearest_int};
+
+use crate::KernelError;
+use crate::types::GgmlType;
+
+/// Bytes for `n` elements of `ty`, or the error explaining why `bytes` does not fit.
+pub(crate) fn check_row(ty: GgmlType, n: usize, bytes: usize) -> Result<(), KernelError> {
+    let block = ty.block_size();
+    let expected = ty
+        .row_bytes(n)
+        .ok_or(KernelError::RowNotBlockAligned { ty, cols: n, block })?;
+    if expected != bytes {
+        return Err(KernelError::WrongDataLength {
+            ty,
+            rows: 1,
+            cols: n,
+            expected,
+            got: bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes one row: `src` holds `dst.len()` elements of `ty` (`ty.row_bytes(dst.len())` bytes).
+pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), KernelError> {
+    check_row(ty, dst.len(), src.len())?;
+    match ty {
+        GgmlType::F32 => float::f32_bytes_to_f32(src, dst),
+        GgmlType::F16 => float::f16_bytes_to_f32(src, dst),
+        GgmlType::BF16 => float::bf16_bytes_to_f32(src, dst),
+        GgmlType::Q4_0 => q4_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q8_0 => q8_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q4K => q4k::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q6K => q6k::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q8K => q8k::dequantize(bytemuck::cast_slice(src), dst),
+    }
+    Ok(())
+}
+
+/// Encodes one row: `dst` receives `src.len()` elements of `ty` (`ty.row_bytes(src.len())`
+/// bytes), quantized exactly like llama.cpp's reference quantizers.
+pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+    check_row(ty, src.len(), dst.len())?;
+    match ty {
+        GgmlType::F32 => float::f32_to_f32_bytes(src, dst),
+        GgmlType::F16 => float::f32_to_f16_bytes(src, dst),
+        GgmlType::BF16 => float::f32_to_bf16_bytes(src, dst),
+        GgmlType::Q4_0 => q4_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q8_0 => q8_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q4K => q4k::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q6K => q6k::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q8K => q8k::quantize(src, bytemuck::cast_slice_mut(dst)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+//! Q4_K quantize/dequantize (`quantize_row_q4_K_ref` with `make_qkx2_quants`,
+//! `dequantize_row_q4_K`).
+//!
+//! Layout: 8 sub-blocks of 32; sub-block pair (2k, 2k+1) shares `qs[32k..32k+32]`, low nibbles for
+//! 2k and high nibbles for 2k+1. Scales/mins are 6-bit, packed as `scale_min_k4` decodes them.
+
+use super::blocks::{BlockQ4K, scale_min_k4};
+use super::round::{f16_to_f32, f32_to_f16, nearest_int};
+use super::search::{Qkx2Search, make_qkx2_quants};
+use crate::types::QK_K;
+
+pub fn quantize(src: &[f32], dst: &mut [BlockQ4K]) {
+    let search = Qkx2Search {
+        rmin: -1.0,
+        rdelta: 0.1,
+        nstep: 20,
+        use_mad: false,
+    };
+    for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
+        let mut levels = [0u8; QK_K];
+        let mut scales = [0.0f32; 8];
+        let mut mins = [0.0f32; 8];
+        let mut max_scale = 0.0f32;
+        let mut max_min = 0.0f32;
+        for j in 0..8 {
+            let xs = &x[32 * j..32 * j + 32];
+            let sum_x2: f32 = xs.iter().fold(0.0, |s, v| s + v * v);
+            let av_x = (sum_x2 / 32.0).sqrt();
+            let mut weights = [0.0f32; 32];
+            for (w, v) in weights.iter_mut().zip(xs) {
+                *w = av_x + v.abs();
+            }
+            let (s, m) = make_qkx2_quants(15, xs, &weights, &mut levels[32 * j..], &search);
+            scales[j] = s;
+            mins[j] = m;
+            if s > max_scale {
+                max_scale = s;
+            }
+            if m > max_min {
+                max_min = m;
+            }
+        }
+        let inv_scale = if max_scale > 0.0 {
+            63.0 / max_scale
+        } else {
+            0.0
+        };
+        let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+        let mut packed = [0u8; 12];
+        for j in 0..8 {
+            let ls = nearest_int(inv_scale * scales[j]).min(63) as u8;
+            let lm = nearest_int(inv_min * mins[j]).min(63) as u8;
+            if j < 4 {
+                packed[j] = ls;
+                packed[j + 4] = lm;
+            } else {
+                packed[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+                packed[j - 4] |= (ls >> 4) << 6;
+                packed[j] |= (lm >> 4) << 6;
+            }
+        }
+        y.scales = packed;
+        y.d = f32_to_f16(max_scale / 63.0);
+        y.dmin = f32_to_f16(max_min / 63.0);
+        let (d_all, dmin_all) = (f16_to_f32(y.d), f16_to_f32(y.dmin));
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, &packed);
+            let d = d_all * sc as f32;
+            if d == 0.0 {
+                continue;
+            }
+            let dm = dmin_all * m as f32;
+            for ii in 0..32 {
+                let l = nearest_int((x[32 * j + ii] + dm) / d);
+                levels[32 * j + ii] = l.clamp(0, 15) as u8;
+            }
+        }
+        let mut qs = [0u8; QK_K / 2];
+        for (k, q) in qs.chunks_exact_mut(32).enumerate() {
+            let base = 64 * k;
+            for l in 0..32 {
+                q[l] = levels[base + l] | (levels[base + l + 32] << 4);
+            }
+        }
+        y.qs = qs;
+    }
+}
+
+pub fn dequantize(src: &[BlockQ4K], dst: &mut [f32]) {
+    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
+        let d = f16_to_f32(b.d);
+        let min = f16_to_f32(b.dmin);
+        let scales = b.scales;
+        for k in 0..4 {
+            let q = &b.qs[32 * k..32 * k + 32];
+            let (sc1, m1) = scale_min_k4(2 * k, &scales);
+            let (sc2, m2) = scale_min_k4(2 * k + 1, &scales);
+            let (d1, m1) = (d * sc1 as f32, min * m1 as f32);
+            let (d2, m2) = (d * sc2 as f32, min * m2 as f32);
+            let out = &mut y[64 * k..64 * k + 64];
+            for l in 0..32 {
+                out[l] = d1 * (q[l] & 0xF) as f32 - m1;
+                out[l + 32] = d2 * (q[l] >> 4) as f32 - m2;
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Q8_0 quantize/dequantize (`quantize_row_q8_0_ref`, `dequantize_row_q8_0`).
+//!
+//! Invariant: quantized values lie in [-127, 127] (never -128), which the SIMD dot products rely
+//! on (`_mm256_sign_epi8` of -128 would wrap).
+
+use super::blocks::BlockQ8_0;
+use super::round::{f16_to_f32, f32_to_f16};
+use crate::types::QK8_0;
+
+pub fn quantize(src: &[f32], dst: &mut [BlockQ8_0]) {
+    for (x, y) in src.chunks_exact(QK8_0).zip(dst.iter_mut()) {
+        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        y.d = f32_to_f16(d);
+        for (q, &v) in y.qs.iter_mut().zip(x) {
+            // C `roundf`: half away from zero.
+            *q = (v * id).round() as i8;
+        }
+    }
+}
+
+pub fn dequantize(src: &[BlockQ8_0], dst: &mut [f32]) {
+    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK8_0)) {
+        let d = f16_to_f32(b.d);
+        for (o, &q) in y.iter_mut().zip(&b.qs) {
+            *o = q as f32 * d;
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Q8_K quantize/dequantize (`quantize_row_q8_K_ref`): the activation format for K-quant dots.
+//!
+//! Invariant: values lie in [-127, 127] and `bsums[j]` is the exact sum of `qs[16j..16j+16]`
+//! (zero for an all-zero block, where llama.cpp leaves them unset).
+
+use super::blocks::BlockQ8K;
+use super::round::nearest_int;
+use crate::types::QK_K;
+
+pub fn quantize(src: &[f32], dst: &mut [BlockQ8K]) {
+    for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
+        let mut amax = 0.0f32;
+        let mut max = 0.0f32;
+        for &v in x {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *y = bytemuck::Zeroable::zeroed();
+            continue;
+        }
+        let iscale = -127.0 / max;
+        let mut qs = [0i8; QK_K];
+        for (q, &v) in qs.iter_mut().zip(x) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
+        let mut bsums = [0i16; QK_K / 16];
+        for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+            *s = g.iter().map(|&q| q as i16).sum();
+        }
+        y.qs = qs;
+        y.bsums = bsums;
+        y.d = 1.0 / iscale;
+    }
+}
+
+pub fn dequantize(src: &[BlockQ8K], dst: &mut [f32]) {
+    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
+        let d = b.d;
+        for (o, &q) in y.iter_mut().zip(&b.qs) {
+            *o = d * q as f32;
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Tests of quantize/dequantize: round-trip error bounds, format invariants, length errors.
+
+use half::f16;
+
+use super::*;
+use crate::simd::SimdLevel;
+use crate::testutil::Rng;
+use crate::types::QK_K;
+
+fn round_trip(ty: GgmlType, x: &[f32]) -> Vec<f32> {
+    let mut q = vec![0u8; ty.row_bytes(x.len()).unwrap()];
+    quantize_row(ty, x, &mut q).unwrap();
+    let mut y = vec![0.0; x.len()];
+    dequantize_row(ty, &q, &mut y).unwrap();
+    y
+}
+
+fn rel_rmse(x: &[f32], y: &[f32]) -> f64 {
+    let err: f64 = x.iter().zip(y).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
+    let sig: f64 = x.iter().map(|a| (*a as f64).powi(2)).sum();
+    (err / sig).sqrt()
+}
+
+#[test]
+fn round_trip_error_bounds_every_type() {
+    let mut rng = Rng::new(1);
+    let x = rng.vec(4 * QK_K, 2.0);
+    let bounds = [
+        (GgmlType::F32, 0.0),
+        (GgmlType::F16, 1e-3),
+        (GgmlType::BF16, 5e-3),
+        (GgmlType::Q8_0, 0.01),
+        (GgmlType::Q8K, 0.01),
+        (GgmlType::Q6K, 0.03),
+        (GgmlType::Q4_0, 0.15),
+        (GgmlType::Q4K, 0.12),
+    ];
+    for (ty, bound) in bounds {
+        let y = round_trip(ty, &x);
+        let e = rel_rmse(&x, &y);
+        assert!(e <= bound, "{ty}: relative rmse {e} > {bound}");
+    }
+}
+
+#[test]
+fn block_max_error_bounds_q8_0_q4_0() {
+    let mut rng = Rng::new(2);
+    let x = rng.vec(32 * 64, 3.0);
+    for (ty, steps) in [(GgmlType::Q8_0, 127.0f32), (GgmlType::Q4_0, 8.0)] {
+        let y = round_trip(ty, &x);
+        for (xb, yb) in x.chunks(32).zip(y.chunks(32)) {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            // One quantization step (d rounded to f16) bounds every element's error.
+            let bound = amax / steps * 1.002;
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= bound, "{ty}: |{a} - {b}| > {bound}");
+            }
+        }
+    }
+}
+
+#[test]
+fn zero_rows_stay_zero() {
+    let x = vec![0.0f32; 2 * QK_K];
+    for ty in GgmlType::ALL {
+        assert!(round_trip(ty, &x).iter().all(|&v| v == 0.0), "{ty}");
+    }
+}
+
+#[test]
+fn q8_0_exact_on_representable_values() {
+    // amax 127 gives d = 1, so integers round-trip exactly.
+    let x: Vec<f32> = (0..32)
+        .map(|i| (i * 8 - 127).clamp(-127, 127) as f32)
+        .collect();
+    let mut x = x;
+    x[0] = 127.0;
+    assert_eq!(round_trip(GgmlType::Q8_0, &x), x);
+}
+
+#[test]
+fn q8k_bsums_and_range() {
+    let mut rng = Rng::new(3);
+    let x = rng.vec(2 * QK_K, 1.0);
+    let mut q = vec![0u8; GgmlType::Q8K.row_bytes(x.len()).unwrap()];
+    quantize_row(GgmlType::Q8K, &x, &mut q).unwrap();
+    for b in bytemuck::cast_slice::<u8, BlockQ8K>(&q) {
+        let bsums = b.bsums;
+        for (j, g) in b.qs.chunks(16).enumerate() {
+            assert_eq!(bsums[j] as i32, g.iter().map(|&v| v as i32).sum::<i32>());
+            assert!(g.iter().all(|&v| v != -128));
+        }
+    }
+}
+
+#[test]
+fn k_quant_scales_use_full_range() {
+    let mut rng = Rng::new(4);
+    let x = rng.vec(QK_K, 1.0);
+    let mut q = vec![0u8; 144];
+    quantize_row(GgmlType::Q4K, &x, &mut q).unwrap();
+    let b: BlockQ4K = bytemuck::pod_read_unaligned(&q);
+    let max_sc = (0..8).map(|j| scale_min_k4(j, &b.scales).0).max().unwrap();
+    assert_eq!(max_sc, 63);
+    let mut q = vec![0u8; 210];
+    quantize_row(GgmlType::Q6K, &x, &mut q).unwrap();
+    let b: BlockQ6K = bytemuck::pod_read_unaligned(&q);
+    assert!(b.scales.iter().any(|&s| s.unsigned_abs() >= 127));
+}
+
+#[test]
+fn length_errors_are_reported() {
+    let mut out = vec![0.0f32; 32];
+    assert_eq!(
+        dequantize_row(GgmlType::Q8_0, &[0u8; 33], &mut out),
+        Err(KernelError::WrongDataLength {
+            ty: GgmlType::Q8_0,
+            rows: 1,
+            cols: 32,
+            expected: 34,
+            got: 33
+        })
+    );
+    let mut out = vec![0.0f32; 31];
+    assert!(matches!(
+        dequantize_row(GgmlType::Q4_0, &[0u8; 18], &mut out),
+        Err(KernelError::RowNotBlockAligned { .. })
+    ));
+    assert!(quantize_row(GgmlType::Q4K, &[0.0; 256], &mut [0u8; 143]).is_err());
+    assert!(quantize_row(GgmlType::F16, &[0.0; 3], &mut [0u8; 8]).is_err());
+}
+
+#[test]
+fn unaligned_rows_decode_like_aligned() {
+    let mut rng = Rng::new(5);
+    let x = rng.vec(QK_K, 1.0);
+    for ty in GgmlType::ALL {
+        let rb = ty.row_bytes(QK_K).unwrap();
+        let mut q = vec![0u8; rb + 1];
+        quantize_row(ty, &x, &mut q[1..]).unwrap();
+        let mut a = vec![0.0; QK_K];
+        let mut b = vec![0.0; QK_K];
+        dequantize_row(ty, &q[1..], &mut a).unwrap();
+        let aligned = q[1..].to_vec();
+        dequantize_row(ty, &aligned, &mut b).unwrap();
+        assert_eq!(a, b, "{ty}");
+    }
+}
+
+#[test]
+fn f16_rows_simd_matches_scalar() {
+    let mut rng = Rng::new(6);
+    let mut x = rng.vec(77, 1000.0);
+    x.extend([
+        f32::INFINITY,
+        -0.0,
+        1e-7,
+        65520.0,
+        65519.0,
+        f32::NAN,
+        2.0f32.powi(-24) * 1.5,
+    ]);
+    let scalar: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+    let mut simd = vec![f16::ZERO; x.len()];
+    f32_to_f16_row(&x, &mut simd);
+    let bits = |v: &[f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<_>>();
+    if crate::simd::level() == SimdLevel::Avx2 {
+        let nan_pos = x.iter().position(|v| v.is_nan()).unwrap();
+        assert!(simd[nan_pos].is_nan());
+        let mut a = bits(&simd);
+        let mut b = bits(&scalar);
+        a.remove(nan_pos);
+        b.remove(nan_pos);
+        assert_eq!(a, b);
+    } else {
+        assert_eq!(bits(&simd), bits(&scalar));
+    }
+    let mut back = vec![0.0f32; x.len()];
+    f16_to_f32_row(&simd, &mut back);
+    for (h, f) in simd.iter().zip(&back) {
+        assert!(h.to_f32() == *f || f.is_nan());
+    }
+}
+
+#[test]
+fn bf16_rows_round_trip() {
+    let x = [1.0f32, -3.5, 1.0 + 1.0 / 256.0, f32::INFINITY];
+    let y = round_trip(GgmlType::BF16, &x);
+    assert_eq!(y, vec![1.0, -3.5, 1.0, f32::INFINITY]);
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn q8_0_round_trip_within_one_step(x in prop::collection::vec(-1e3f32..1e3, 32..=32)) {
+            let y = round_trip(GgmlType::Q8_0, &x);
+            let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            for (a, b) in x.iter().zip(&y) {
+                prop_assert!((a - b).abs() <= amax / 127.0 * 1.002 + 1e-30);
+            }
+        }
+
+        #[test]
+        fn k_quants_bounded_error(x in prop::collection::vec(-10f32..10.0, 256..=256)) {
+            let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            for (ty, frac) in [(GgmlType::Q6K, 0.05f32), (GgmlType::Q4K, 0.25), (GgmlType::Q8K, 0.01)] {
+                let y = round_trip(ty, &x);
+                for (a, b) in x.iter().zip(&y) {
+                    prop_assert!((a - b).abs() <= amax * frac + 1e-6, "{} {} {}", ty, a, b);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! GGML tensor element types: ids as written in GGUF, block sizes and byte sizes per block.
+//!
+//! Invariant: `type_size` and `block_size` are exactly llama.cpp's `ggml_type_traits`, so a row of
+//! `n` elements of type `t` occupies `t.row_bytes(n)` bytes in a GGUF file.
+
+use std::fmt;
+
+/// Elements per super-block of the K-quant formats (`QK_K` in ggml).
+pub const QK_K: usize = 256;
+/// Elements per block of Q8_0 / Q4_0 (`QK8_0`, `QK4_0` in ggml).
+pub const QK8_0: usize = 32;
+pub const QK4_0: usize = 32;
+
+/// The subset of ggml types memoria reads, writes and computes with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Q4_0,
+    Q8_0,
+    Q4K,
+    Q6K,
+    Q8K,
+    BF16,
+}
+
+impl GgmlType {
+    /// All supported types, in ggml id order.
+    pub const ALL: [GgmlType; 8] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+        GgmlType::Q8K,
+        GgmlType::BF16,
+    ];
+
+    /// The numeric id stored in GGUF tensor infos (`enum ggml_type`).
+    pub const fn id(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q8_0 => 8,
+            GgmlType::Q4K => 12,
+            GgmlType::Q6K => 14,
+            GgmlType::Q8K => 15,
+            GgmlType::BF16 => 30,
+        }
+    }
+
+    /// Maps a GGUF type id to a supported type; `None` for ids memoria does not implement.
+    pub const fn from_id(id: u32) -> Option<GgmlType> {
+        Some(match id {
+            0 => GgmlType::F32,
+            1 => GgmlType::F16,
+            2 => GgmlType::Q4_0,
+            8 => GgmlType::Q8_0,
+            12 => GgmlType::Q4K,
+            14 => GgmlType::Q6K,
+            15 => GgmlType::Q8K,
+            30 => GgmlType::BF16,
+            _ => return None,
+        })
+    }
+
+    /// Name of a ggml type id, including the ones memoria does not implement (for error messages).
+    pub const fn name_of_id(id: u32) -> &'static str {
+        match id {
+            0 => "f32",
+            1 => "f16",
+            2 => "q4_0",
+            3 => "q4_1",
+            6 => "q5_0",
+            7 => "q5_1",
+            8 => "q8_0",
+            9 => "q8_1",
+            10 => "q2_k",
+            11 => "q3_k",
+            12 => "q4_k",
+            13 => "q5_k",
+            14 => "q6_k",
+            15 => "q8_k",
+            16..=23 => "iq*",
+            24 => "i8",
+            25 => "i16",
+            26 => "i32",
+            27 => "i64",
+            28 => "f64",
+            29 => "iq1_m",
+            30 => "bf16",
+            _ => "unknown",
+        }
+    }
+
+    /// Elements per block.
+    pub const fn block_size(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
+            GgmlType::Q4_0 | GgmlType::Q8_0 => 32,
+            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+        }
+    }
+
+    /// Bytes per block.
+    pub const fn type_size(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::Q4_0 => 18,
+            GgmlType::Q8_0 => 34,
+            GgmlType::Q4K => 144,
+            GgmlType::Q6K => 210,
+            GgmlType::Q8K => 292,
+        }
+    }
+
+    /// Bytes taken by a row of `n` elements, or `None` if `n` is not a multiple of the block size
+    /// or the size overflows.
+    pub const fn row_bytes(self, n: usize) -> Option<usize> {
+        if !n.is_multiple_of(self.block_size()) {
+            return None;
+        }
+        (n / self.block_size()).checked_mul(self.type_size())
+    }
+
+    /// Lower-case name as llama.cpp prints it.
+    pub const fn name(self) -> &'static str {
+        Self::name_of_id(self.id())
+    }
+
+    /// Parses a name such as `q8_0`, `Q4_K`, `f16` (case-insensitive).
+    pub fn parse(name: &str) -> Option<GgmlType> {
+        let lower = name.to_ascii_lowercase();
+        Self::ALL.into_iter().find(|t| t.name() == lower)
+    }
+
+    /// The type the other operand of a dot product with a row of `self` is converted to
+    /// (ggml's `vec_dot_type`): activations are quantized once per matmul to this type.
+    pub const fn vec_dot_type(self) -> GgmlType {
+        match self {
+            GgmlType::F32 => GgmlType::F32,
+            GgmlType::F16 => GgmlType::F16,
+            GgmlType::BF16 => GgmlType::BF16,
+            GgmlType::Q4_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => GgmlType::Q8K,
+        }
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_sizes_match_ggml() {
+        for t in GgmlType::ALL {
+            assert_eq!(GgmlType::from_id(t.id()), Some(t));
+            assert_eq!(GgmlType::parse(t.name()), Some(t));
+        }
+        assert_eq!(GgmlType::Q8_0.row_bytes(64), Some(68));
+        assert_eq!(GgmlType::Q4K.row_bytes(512), Some(288));
+        assert_eq!(GgmlType::Q6K.row_bytes(100), None);
+        assert_eq!(GgmlType::from_id(3), None);
+        assert_eq!(GgmlType::name_of_id(3), "q4_1");
+    }
+}

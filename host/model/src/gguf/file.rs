@@ -1,0 +1,194 @@
+//! `GgufFile`: an opened GGUF file (memory-mapped or in memory) with typed metadata lookups and
+//! zero-copy access to tensor data.
+//!
+//! Invariant: a `GgufFile` only exists for a buffer that `reader::parse` fully validated, so
+//! every `TensorInfo` it hands out addresses bytes inside the buffer.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::path::Path;
+
+use memmap2::Mmap;
+
+use super::error::GgufError;
+use super::reader::{Parsed, parse};
+use super::tensor::TensorInfo;
+use super::value::{MetaArray, MetaValue};
+
+enum Backing {
+    Mmap(Mmap),
+    Bytes(Vec<u8>),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Bytes(v) => v,
+        }
+    }
+}
+
+/// A validated GGUF file. Weights are used in place from the mapping.
+pub struct GgufFile {
+    backing: Backing,
+    version: u32,
+    alignment: u64,
+    data_offset: u64,
+    metadata: Vec<(String, MetaValue)>,
+    key_index: HashMap<String, usize>,
+    tensors: Vec<TensorInfo>,
+    tensor_index: HashMap<String, usize>,
+}
+
+impl GgufFile {
+    /// Memory-maps `path` read-only and validates it.
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
+        let path = path.as_ref();
+        let io = |source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len == 0 {
+            return GgufFile::from_bytes(Vec::new());
+        }
+        // SAFETY: the mapping is read-only and private to this process. Like every memory-mapped
+        // model loader we rely on the file not being truncated or rewritten while it is open;
+        // the writer replaces files by rename, which leaves existing mappings intact.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        GgufFile::with_backing(Backing::Mmap(map))
+    }
+
+    /// Validates an in-memory GGUF image.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile, GgufError> {
+        GgufFile::with_backing(Backing::Bytes(bytes))
+    }
+
+    fn with_backing(backing: Backing) -> Result<GgufFile, GgufError> {
+        let Parsed {
+            version,
+            alignment,
+            data_offset,
+            metadata,
+            key_index,
+            tensors,
+            tensor_index,
+        } = parse(backing.bytes())?;
+        Ok(GgufFile {
+            backing,
+            version,
+            alignment,
+            data_offset,
+            metadata,
+            key_index,
+            tensors,
+            tensor_index,
+        })
+    }
+
+    /// Format version (2 or 3).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Data alignment (`general.alignment` or 32).
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// Absolute file offset of the data section.
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+
+    /// All metadata, in file order.
+    pub fn metadata(&self) -> &[(String, MetaValue)] {
+        &self.metadata
+    }
+
+    pub fn get(&self, key: &str) -> Option<&MetaValue> {
+        self.key_index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.get(key)?.as_str()
+    }
+
+    /// Any integer type holding a value >= 0.
+    pub fn get_u64(&self, key: &str) -> Option<u64> {
+        self.get(key)?.as_u64()
+    }
+
+    /// Any integer type holding a value in `0..=u32::MAX`.
+    pub fn get_u32(&self, key: &str) -> Option<u32> {
+        u32::try_from(self.get_u64(key)?).ok()
+    }
+
+    /// An f32 or f64 value.
+    pub fn get_f32(&self, key: &str) -> Option<f32> {
+        self.get(key)?.as_f32()
+    }
+
+    pub fn get_bool(&self, key: &str) -> Option<bool> {
+        self.get(key)?.as_bool()
+    }
+
+    pub fn get_array(&self, key: &str) -> Option<&MetaArray> {
+        self.get(key)?.as_array()
+    }
+
+    /// Tensor infos in file order.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The tensor's bytes, borrowed from the mapping.
+    ///
+    /// # Panics
+    /// If `info` does not describe a range of this file (it did not come from this file).
+    pub fn tensor_data(&self, info: &TensorInfo) -> &[u8] {
+        let bytes = self.backing.bytes();
+        let range = usize::try_from(info.offset)
+            .ok()
+            .zip(
+                info.offset
+                    .checked_add(info.size)
+                    .and_then(|e| usize::try_from(e).ok()),
+            )
+            .and_then(|(start, end)| bytes.get(start..end));
+        match range {
+            Some(data) => data,
+            None => panic!(
+                "tensor '{}' ({}+{}) is not inside this {}-byte GGUF file",
+                info.name,
+                info.offset,
+                info.size,
+                bytes.len()
+            ),
+        }
+    }
+
+    /// Size of the whole file in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.backing.bytes().len() as u64
+    }
+}
+
+impl fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("version", &self.version)
+            .field("alignment", &self.alignment)
+            .field("metadata_keys", &self.metadata.len())
+            .field("tensors", &self.tensors.len())
+            .field("file_size", &self.file_size())
+            .finish()
+    }
+}

@@ -1,0 +1,88 @@
+//! The llama-family model: hyper-parameters, weights used in place from the GGUF mapping, and a
+//! forward pass over a batch of tokens from any number of sequences whose K/V live in a
+//! caller-owned [`KvStore`]. Config (`HParams`), weights (`ModelWeights`) and per-step buffers
+//! (`Scratch`) are separate, as in llama2.c; the forward pass allocates nothing once warm.
+
+mod forward;
+mod hparams;
+mod kv;
+mod weights;
+
+use std::path::Path;
+
+pub use forward::{BatchToken, Scratch};
+pub use hparams::{Arch, HParams};
+pub use kv::{ContiguousKv, KvDtype, KvStore, SeqLayerView};
+pub use weights::{LayerWeights, MatDesc, ModelWeights};
+
+use memoria_kernels::ops::RopeTables;
+
+use crate::gguf::{GgufError, GgufFile};
+
+/// Why a model could not be loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("missing metadata key `{0}`")]
+    MissingKey(String),
+    #[error("architecture `{0}` is not supported (supported: llama, qwen2)")]
+    UnsupportedArch(String),
+    #[error("metadata `{key}`: {why}")]
+    BadHParam { key: String, why: String },
+    #[error("missing tensor `{0}`")]
+    MissingTensor(String),
+    #[error("tensor `{name}`: {why}")]
+    BadTensor { name: String, why: String },
+    #[error("invalid batch: {0}")]
+    BadBatch(String),
+}
+
+/// A loaded model: the mapping it reads from, its shape and its weight descriptors.
+#[derive(Debug)]
+pub struct Model {
+    file: GgufFile,
+    hparams: HParams,
+    weights: ModelWeights,
+    rope: RopeTables,
+}
+
+impl Model {
+    /// Maps and validates a GGUF model file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
+        Model::from_gguf(GgufFile::open(path)?)
+    }
+
+    /// Validates an already opened GGUF file as a model.
+    pub fn from_gguf(file: GgufFile) -> Result<Model, ModelError> {
+        let hparams = HParams::from_gguf(&file)?;
+        let weights = ModelWeights::load(&file, &hparams)?;
+        let rope = RopeTables::new(
+            hparams.rope_style,
+            hparams.rope_dims,
+            hparams.rope_base,
+            hparams.rope_freq_scale,
+        );
+        Ok(Model { file, hparams, weights, rope })
+    }
+
+    /// The model's shape.
+    pub fn hparams(&self) -> &HParams {
+        &self.hparams
+    }
+
+    /// The GGUF file (metadata, tokenizer, tensors).
+    pub fn gguf(&self) -> &GgufFile {
+        &self.file
+    }
+
+    /// The weight descriptors.
+    pub fn weights(&self) -> &ModelWeights {
+        &self.weights
+    }
+
+    /// A contiguous K/V cache sized for this model.
+    pub fn new_contiguous_kv(&self, dtype: KvDtype, n_seq: usize, capacity: usize) -> ContiguousKv {
+        ContiguousKv::new(dtype, self.hparams.n_layer, self.hparams.kv_dim(), n_seq, capacity)
+    }
+}

@@ -1,0 +1,128 @@
+//! Tensor descriptors of a loaded model: every weight is checked once at load (name, shape,
+//! type, byte length) and then used in place from the GGUF mapping; only the small 1-D norm
+//! and bias vectors are copied out as f32.
+
+use memoria_kernels::{GgmlType, WeightMatrix, quant::dequantize_row};
+
+use super::{ModelError, hparams::Arch, hparams::HParams};
+use crate::gguf::{GgufFile, TensorInfo};
+
+/// A 2-D weight `[rows, cols]` (GGUF dims `[cols, rows]`) living in the mapping.
+#[derive(Clone, Debug)]
+pub struct MatDesc {
+    pub info: TensorInfo,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl MatDesc {
+    /// The matrix view over the file's bytes.
+    pub fn view<'a>(&self, file: &'a GgufFile) -> WeightMatrix<'a> {
+        WeightMatrix { ty: self.info.ty, data: file.tensor_data(&self.info), rows: self.rows, cols: self.cols }
+    }
+}
+
+/// The weights of one transformer block.
+#[derive(Clone, Debug)]
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: MatDesc,
+    pub wk: MatDesc,
+    pub wv: MatDesc,
+    pub wo: MatDesc,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: MatDesc,
+    pub w_up: MatDesc,
+    pub w_down: MatDesc,
+}
+
+/// Every weight of the model.
+#[derive(Clone, Debug)]
+pub struct ModelWeights {
+    pub token_embd: MatDesc,
+    pub output_norm: Vec<f32>,
+    /// `token_embd` when the output projection is tied to the embedding.
+    pub output: MatDesc,
+    pub layers: Vec<LayerWeights>,
+}
+
+impl ModelWeights {
+    /// Resolves and validates every tensor the architecture needs.
+    pub fn load(f: &GgufFile, hp: &HParams) -> Result<ModelWeights, ModelError> {
+        let (d, kv, ff, v) = (hp.n_embd, hp.kv_dim(), hp.n_ff, hp.n_vocab);
+        let token_embd = mat(f, "token_embd.weight", d, v)?;
+        let output = match f.tensor("output.weight") {
+            Some(_) => mat(f, "output.weight", d, v)?,
+            None => token_embd.clone(),
+        };
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for i in 0..hp.n_layer {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let bias = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                match hp.arch {
+                    Arch::Qwen2 => vector(f, &n(s), len).map(Some),
+                    Arch::Llama => match f.tensor(&n(s)) {
+                        Some(_) => vector(f, &n(s), len).map(Some),
+                        None => Ok(None),
+                    },
+                }
+            };
+            layers.push(LayerWeights {
+                attn_norm: vector(f, &n("attn_norm.weight"), d)?,
+                wq: mat(f, &n("attn_q.weight"), d, d)?,
+                wk: mat(f, &n("attn_k.weight"), d, kv)?,
+                wv: mat(f, &n("attn_v.weight"), d, kv)?,
+                wo: mat(f, &n("attn_output.weight"), d, d)?,
+                bq: bias("attn_q.bias", d)?,
+                bk: bias("attn_k.bias", kv)?,
+                bv: bias("attn_v.bias", kv)?,
+                ffn_norm: vector(f, &n("ffn_norm.weight"), d)?,
+                w_gate: mat(f, &n("ffn_gate.weight"), d, ff)?,
+                w_up: mat(f, &n("ffn_up.weight"), d, ff)?,
+                w_down: mat(f, &n("ffn_down.weight"), ff, d)?,
+            });
+        }
+        Ok(ModelWeights { token_embd, output_norm: vector(f, "output_norm.weight", d)?, output, layers })
+    }
+}
+
+fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, ModelError> {
+    f.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+}
+
+/// A matrix with GGUF dims `[cols, rows]`.
+fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<MatDesc, ModelError> {
+    let info = find(f, name)?;
+    let want = [cols as u64, rows as u64];
+    if info.dims.as_slice() != want {
+        return Err(ModelError::BadTensor {
+            name: name.into(),
+            why: format!("dims {:?}, expected {want:?}", info.dims),
+        });
+    }
+    if info.ty == GgmlType::Q8K {
+        return Err(ModelError::BadTensor { name: name.into(), why: "q8_k is not a weight type".into() });
+    }
+    let desc = MatDesc { info: info.clone(), rows, cols };
+    WeightMatrix::new(info.ty, f.tensor_data(info), rows, cols)
+        .map_err(|e| ModelError::BadTensor { name: name.into(), why: e.to_string() })?;
+    Ok(desc)
+}
+
+/// A 1-D tensor of `len` elements, dequantized to f32.
+fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    let info = find(f, name)?;
+    if info.dims.as_slice() != [len as u64] {
+        return Err(ModelError::BadTensor {
+            name: name.into(),
+            why: format!("dims {:?}, expected [{len}]", info.dims),
+        });
+    }
+    let mut out = vec![0.0f32; len];
+    dequantize_row(info.ty, f.tensor_data(info), &mut out)
+        .map_err(|e| ModelError::BadTensor { name: name.into(), why: e.to_string() })?;
+    Ok(out)
+}

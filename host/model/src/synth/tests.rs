@@ -1,0 +1,144 @@
+//! Tests of the synthesizer: every type reads back with the right shapes, types and metadata;
+//! output is deterministic per seed; the generated vocabulary is SentencePiece-shaped.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use memoria_kernels::GgmlType;
+
+use super::vocab::{FIRST_NORMAL, spm_tokenizer};
+use super::*;
+use crate::gguf::{GgufFile, MetaArray};
+
+fn read_back(spec: &SynthSpec) -> GgufFile {
+    GgufFile::from_bytes(synthesize(spec).unwrap().to_bytes()).unwrap()
+}
+
+#[test]
+fn synth_tiny_model_every_type_reads_back() {
+    for ty in GgmlType::ALL.into_iter().filter(|&t| t != GgmlType::Q8K) {
+        for arch in [Arch::Llama, Arch::Qwen2] {
+            let spec = SynthSpec::tiny(arch, ty);
+            let f = read_back(&spec);
+            let a = arch.name();
+            assert_eq!(f.get_str("general.architecture"), Some(a));
+            assert_eq!(f.get_u32(&format!("{a}.embedding_length")), Some(256));
+            assert_eq!(f.get_u32(&format!("{a}.block_count")), Some(2));
+            assert_eq!(f.get_u32(&format!("{a}.attention.head_count_kv")), Some(2));
+            assert_eq!(f.get_u32(&format!("{a}.rope.dimension_count")), Some(64));
+            assert_eq!(f.get_u32(&format!("{a}.vocab_size")), Some(512));
+            assert_eq!(f.get_u32("general.file_type"), Some(file_type(ty)));
+            assert_eq!(
+                f.get_array("tokenizer.ggml.tokens").map(MetaArray::len),
+                Some(512)
+            );
+            let emb = f.tensor("token_embd.weight").unwrap();
+            assert_eq!(emb.dims, [256, 512]);
+            let want_emb = if matches!(ty, GgmlType::Q4_0 | GgmlType::Q4K) {
+                GgmlType::Q6K
+            } else {
+                ty
+            };
+            assert_eq!(emb.ty, want_emb);
+            assert_eq!(f.tensor("output.weight").unwrap().ty, want_emb);
+            assert_eq!(f.tensor("output_norm.weight").unwrap().ty, GgmlType::F32);
+            let k = f.tensor("blk.1.attn_k.weight").unwrap();
+            assert_eq!((k.dims.as_slice(), k.ty), (&[256u64, 128][..], ty));
+            assert_eq!(f.tensor("blk.0.ffn_down.weight").unwrap().dims, [512, 256]);
+            assert_eq!(f.tensor("blk.0.attn_q.bias").is_some(), arch == Arch::Qwen2);
+            let per_layer = if arch == Arch::Qwen2 { 12 } else { 9 };
+            assert_eq!(f.tensors().len(), 3 + 2 * per_layer);
+        }
+    }
+}
+
+#[test]
+fn synth_is_deterministic_and_seed_dependent() {
+    let mut spec = SynthSpec::tiny(Arch::Llama, GgmlType::F32);
+    spec.tied_embeddings = true;
+    let a = synthesize(&spec).unwrap().to_bytes();
+    assert_eq!(a, synthesize(&spec).unwrap().to_bytes());
+    let f = GgufFile::from_bytes(a.clone()).unwrap();
+    assert!(f.tensor("output.weight").is_none());
+    let norm: Vec<f32> = f
+        .tensor_data(f.tensor("output_norm.weight").unwrap())
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert!(norm.iter().all(|v| (0.95..=1.05).contains(v)));
+    let q: Vec<f32> = f
+        .tensor_data(f.tensor("blk.0.attn_q.weight").unwrap())
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let std = (q.iter().map(|v| v * v).sum::<f32>() / q.len() as f32).sqrt();
+    assert!((0.018..0.022).contains(&std), "std {std}");
+    spec.seed = 2;
+    assert_ne!(a, synthesize(&spec).unwrap().to_bytes());
+}
+
+#[test]
+fn synth_vocab_is_spm_shaped_and_unique() {
+    let meta = spm_tokenizer(5000);
+    let get = |k: &str| &meta.iter().find(|(key, _)| key == k).unwrap().1;
+    let tokens = get("tokenizer.ggml.tokens")
+        .as_array()
+        .unwrap()
+        .as_strings()
+        .unwrap();
+    assert_eq!(tokens.len(), 5000);
+    assert_eq!(
+        (tokens[0].as_str(), tokens[1].as_str(), tokens[2].as_str()),
+        ("<unk>", "<s>", "</s>")
+    );
+    assert_eq!(
+        (tokens[3].as_str(), tokens[258].as_str()),
+        ("<0x00>", "<0xFF>")
+    );
+    assert_eq!(tokens.iter().collect::<HashSet<_>>().len(), 5000);
+    let types = get("tokenizer.ggml.token_type")
+        .as_array()
+        .unwrap()
+        .as_i32()
+        .unwrap();
+    assert_eq!((types[0], types[1], types[3], types[259]), (2, 3, 6, 1));
+    let scores = get("tokenizer.ggml.scores")
+        .as_array()
+        .unwrap()
+        .as_f32()
+        .unwrap();
+    assert!(scores[FIRST_NORMAL..].windows(2).all(|w| w[0] > w[1]));
+}
+
+/// The 110M shape synthesizes in seconds (run with `--ignored`; timing depends on the host).
+#[test]
+#[ignore = "timing check: synthesizes ~110M parameters"]
+fn synth_110m_shape_is_fast() {
+    for ty in [GgmlType::Q8_0, GgmlType::Q4K, GgmlType::F16] {
+        let start = std::time::Instant::now();
+        let w = synthesize(&SynthSpec::stories110m(ty)).unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "stories110m {ty}: {} tensors in {secs:.2}s",
+            w.tensor_count()
+        );
+        assert!(secs < 20.0, "{ty}: {secs:.2}s");
+    }
+}
+
+#[test]
+fn synth_rejects_bad_specs() {
+    let mut spec = SynthSpec::tiny(Arch::Llama, GgmlType::Q4K);
+    spec.ffn = 300;
+    assert!(matches!(synthesize(&spec), Err(SynthError::BadSpec(_))));
+    let mut spec = SynthSpec::tiny(Arch::Llama, GgmlType::F32);
+    spec.kv_heads = 3;
+    assert!(matches!(synthesize(&spec), Err(SynthError::BadSpec(_))));
+    spec = SynthSpec::tiny(Arch::Llama, GgmlType::Q8K);
+    assert!(matches!(synthesize(&spec), Err(SynthError::BadSpec(_))));
+    spec = SynthSpec::tiny(Arch::Llama, GgmlType::F32);
+    spec.vocab = SynthVocab::Size(10);
+    assert!(matches!(synthesize(&spec), Err(SynthError::BadSpec(_))));
+    spec.vocab = SynthVocab::FromFile(PathBuf::from("/nonexistent/vocab.gguf"));
+    assert!(matches!(synthesize(&spec), Err(SynthError::Vocab { .. })));
+}

@@ -1,0 +1,121 @@
+//! The `memoria` binary end to end: run (text and --json), tokenize, inspect, model synth and
+//! bench, and clear failures on bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::shared;
+
+fn memoria(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("spawn memoria")
+}
+
+fn ok_stdout(args: &[&str]) -> String {
+    let out = memoria(args);
+    assert!(
+        out.status.success(),
+        "memoria {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memoria-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn run_json_reproduces_llama_cpp_greedy_tokens() {
+    let model = shared::path("models/stories260K-f32.gguf");
+    let golden = shared::json("golden/greedy-f32.json");
+    let case = &golden["greedy"]["results"][0];
+    let dir = temp_dir("run");
+    let logits = dir.join("logits.json");
+    let out = ok_stdout(&[
+        "run", "-m", s(&model), "-p", case["prompt"].as_str().expect("prompt"), "-n", "64",
+        "--temp", "0", "-t", "2", "--json", "--logits-out", s(&logits),
+    ]);
+    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["prompt_tokens"], case["prompt_ids"]);
+    assert_eq!(v["tokens"], case["generated_ids"]);
+    assert_eq!(v["text"], case["generated_text"]);
+    assert!(v["timings"]["predicted_per_second"].as_f64().expect("rate") > 0.0);
+    let l: Vec<f64> = serde_json::from_str(&std::fs::read_to_string(&logits).expect("logits file"))
+        .expect("logits array");
+    assert_eq!(l.len(), 512);
+    let argmax = (0..l.len()).fold(0, |b, i| if l[i] > l[b] { i } else { b });
+    assert_eq!(Value::from(argmax), case["generated_ids"][0]);
+}
+
+#[test]
+fn run_prints_prompt_and_continuation_as_text() {
+    let model = shared::path("models/stories260K-f16.gguf");
+    let out = ok_stdout(&["run", "-m", s(&model), "-p", "Once upon a time", "-n", "16", "--temp", "0"]);
+    assert!(out.starts_with("Once upon a time, there was a little girl"), "{out}");
+}
+
+#[test]
+fn tokenize_works_on_vocab_only_files() {
+    let vocab = shared::path("vocab/ggml-vocab-gpt-2.gguf");
+    let out = ok_stdout(&["tokenize", "-m", s(&vocab), "--json", "Once upon a time"]);
+    assert_eq!(out.trim(), "[7454,2402,257,640]");
+    let model = shared::path("models/stories260K-f32.gguf");
+    let out = ok_stdout(&["tokenize", "-m", s(&model), "--json", "<s>hi"]);
+    let with_special: Vec<u32> = serde_json::from_str(out.trim()).expect("ids");
+    let out = ok_stdout(&["tokenize", "-m", s(&model), "--json", "--no-parse-special", "--no-bos", "<s>hi"]);
+    let plain: Vec<u32> = serde_json::from_str(out.trim()).expect("ids");
+    assert_eq!(&with_special[..2], &[1, 1]);
+    assert_ne!(plain[0], 1);
+}
+
+#[test]
+fn inspect_lists_metadata_and_tensors() {
+    let model = shared::path("models/stories260K-f16.gguf");
+    let out = ok_stdout(&["inspect", s(&model)]);
+    assert!(out.contains("general.architecture"), "{out}");
+    assert!(out.contains("token_embd.weight") && out.contains("f16"), "{out}");
+}
+
+#[test]
+fn synth_model_runs_and_benches() {
+    let dir = temp_dir("synth");
+    for ty in ["q8_0", "q4_0", "q4_k", "f16"] {
+        let path = dir.join(format!("tiny-{ty}.gguf"));
+        ok_stdout(&[
+            "model", "synth", s(&path), "--dim", "64", "--layers", "2", "--heads", "4",
+            "--kv-heads", "2", "--ffn", "128", "--vocab-size", "300", "--type", ty, "--seed", "7",
+        ]);
+        let out = ok_stdout(&["bench", "-m", s(&path), "-p", "32", "-n", "8", "-r", "1", "--json"]);
+        let v: Value = serde_json::from_str(out.trim()).expect("bench JSON");
+        assert!(v["pp_tokens_per_s"].as_f64().expect("pp") > 0.0, "{out}");
+        assert!(v["tg_tokens_per_s"].as_f64().expect("tg") > 0.0, "{out}");
+        let out = ok_stdout(&["run", "-m", s(&path), "-p", "hello", "-n", "5", "--temp", "0", "--json"]);
+        let v: Value = serde_json::from_str(out.trim()).expect("run JSON");
+        assert!(v["tokens"].as_array().expect("tokens").len() <= 5);
+    }
+}
+
+#[test]
+fn bad_model_file_is_a_clear_error() {
+    let dir = temp_dir("bad");
+    let path = dir.join("not-a-model.gguf");
+    std::fs::write(&path, b"GGUF\x03\x00\x00\x00truncated").expect("write");
+    let out = memoria(&["run", "-m", s(&path), "-p", "hi"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error:") && err.contains("not-a-model.gguf"), "{err}");
+    let out = memoria(&["run", "-m", s(&dir.join("missing.gguf")), "-p", "hi"]);
+    assert!(!out.status.success());
+}

@@ -1,0 +1,11 @@
+//! memoria's integration tests, one binary. Modules are named after the subject they pin.
+
+mod chat;
+mod cli;
+mod engine;
+mod golden;
+mod gguf;
+mod kernels;
+mod sampling;
+mod shared;
+mod tokenizer;

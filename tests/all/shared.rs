@@ -1,0 +1,32 @@
+//! Locates `../shared` (llama.cpp's golden outputs, test vocabularies, the stories260K models).
+//! A missing folder fails loudly: tests that need it must never pass by skipping.
+
+use std::path::PathBuf;
+
+/// The project's shared data folder: `$MEMORIA_SHARED` or `../shared` beside the checkout.
+pub fn dir() -> PathBuf {
+    let dir = std::env::var_os("MEMORIA_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
+    assert!(
+        dir.join("golden").is_dir(),
+        "shared test data not found at {} (expected golden/, vocab/, models/ beside the checkout; \
+         set MEMORIA_SHARED to its path)",
+        dir.display()
+    );
+    dir
+}
+
+/// A file under the shared folder, asserted to exist.
+pub fn path(rel: &str) -> PathBuf {
+    let p = dir().join(rel);
+    assert!(p.is_file(), "shared test file missing: {}", p.display());
+    p
+}
+
+/// Parses a JSON file under the shared folder.
+pub fn json(rel: &str) -> serde_json::Value {
+    let p = path(rel);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
