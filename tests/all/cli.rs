@@ -44,8 +44,20 @@ fn run_json_reproduces_llama_cpp_greedy_tokens() {
     let dir = temp_dir("run");
     let logits = dir.join("logits.json");
     let out = ok_stdout(&[
-        "run", "-m", s(&model), "-p", case["prompt"].as_str().expect("prompt"), "-n", "64",
-        "--temp", "0", "-t", "2", "--json", "--logits-out", s(&logits),
+        "run",
+        "-m",
+        s(&model),
+        "-p",
+        case["prompt"].as_str().expect("prompt"),
+        "-n",
+        "64",
+        "--temp",
+        "0",
+        "-t",
+        "2",
+        "--json",
+        "--logits-out",
+        s(&logits),
     ]);
     let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
     assert_eq!(v["prompt_tokens"], case["prompt_ids"]);
@@ -62,8 +74,21 @@ fn run_json_reproduces_llama_cpp_greedy_tokens() {
 #[test]
 fn run_prints_prompt_and_continuation_as_text() {
     let model = shared::path("models/stories260K-f16.gguf");
-    let out = ok_stdout(&["run", "-m", s(&model), "-p", "Once upon a time", "-n", "16", "--temp", "0"]);
-    assert!(out.starts_with("Once upon a time, there was a little girl"), "{out}");
+    let out = ok_stdout(&[
+        "run",
+        "-m",
+        s(&model),
+        "-p",
+        "Once upon a time",
+        "-n",
+        "16",
+        "--temp",
+        "0",
+    ]);
+    assert!(
+        out.starts_with("Once upon a time, there was a little girl"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -74,7 +99,15 @@ fn tokenize_works_on_vocab_only_files() {
     let model = shared::path("models/stories260K-f32.gguf");
     let out = ok_stdout(&["tokenize", "-m", s(&model), "--json", "<s>hi"]);
     let with_special: Vec<u32> = serde_json::from_str(out.trim()).expect("ids");
-    let out = ok_stdout(&["tokenize", "-m", s(&model), "--json", "--no-parse-special", "--no-bos", "<s>hi"]);
+    let out = ok_stdout(&[
+        "tokenize",
+        "-m",
+        s(&model),
+        "--json",
+        "--no-parse-special",
+        "--no-bos",
+        "<s>hi",
+    ]);
     let plain: Vec<u32> = serde_json::from_str(out.trim()).expect("ids");
     assert_eq!(&with_special[..2], &[1, 1]);
     assert_ne!(plain[0], 1);
@@ -85,7 +118,10 @@ fn inspect_lists_metadata_and_tensors() {
     let model = shared::path("models/stories260K-f16.gguf");
     let out = ok_stdout(&["inspect", s(&model)]);
     assert!(out.contains("general.architecture"), "{out}");
-    assert!(out.contains("token_embd.weight") && out.contains("f16"), "{out}");
+    assert!(
+        out.contains("token_embd.weight") && out.contains("f16"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -94,14 +130,53 @@ fn synth_model_runs_and_benches() {
     for ty in ["q8_0", "q4_0", "q4_k", "f16"] {
         let path = dir.join(format!("tiny-{ty}.gguf"));
         ok_stdout(&[
-            "model", "synth", s(&path), "--dim", "64", "--layers", "2", "--heads", "4",
-            "--kv-heads", "2", "--ffn", "128", "--vocab-size", "300", "--type", ty, "--seed", "7",
+            "model",
+            "synth",
+            s(&path),
+            "--dim",
+            "64",
+            "--layers",
+            "2",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "2",
+            "--ffn",
+            "128",
+            "--vocab-size",
+            "300",
+            "--type",
+            ty,
+            "--seed",
+            "7",
         ]);
-        let out = ok_stdout(&["bench", "-m", s(&path), "-p", "32", "-n", "8", "-r", "1", "--json"]);
+        let out = ok_stdout(&[
+            "bench",
+            "-m",
+            s(&path),
+            "-p",
+            "32",
+            "-n",
+            "8",
+            "-r",
+            "1",
+            "--json",
+        ]);
         let v: Value = serde_json::from_str(out.trim()).expect("bench JSON");
         assert!(v["pp_tokens_per_s"].as_f64().expect("pp") > 0.0, "{out}");
         assert!(v["tg_tokens_per_s"].as_f64().expect("tg") > 0.0, "{out}");
-        let out = ok_stdout(&["run", "-m", s(&path), "-p", "hello", "-n", "5", "--temp", "0", "--json"]);
+        let out = ok_stdout(&[
+            "run",
+            "-m",
+            s(&path),
+            "-p",
+            "hello",
+            "-n",
+            "5",
+            "--temp",
+            "0",
+            "--json",
+        ]);
         let v: Value = serde_json::from_str(out.trim()).expect("run JSON");
         assert!(v["tokens"].as_array().expect("tokens").len() <= 5);
     }
@@ -115,7 +190,10 @@ fn bad_model_file_is_a_clear_error() {
     let out = memoria(&["run", "-m", s(&path), "-p", "hi"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("error:") && err.contains("not-a-model.gguf"), "{err}");
+    assert!(
+        err.contains("error:") && err.contains("not-a-model.gguf"),
+        "{err}"
+    );
     let out = memoria(&["run", "-m", s(&dir.join("missing.gguf")), "-p", "hi"]);
     assert!(!out.status.success());
 }

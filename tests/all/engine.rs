@@ -22,7 +22,12 @@ fn chunked(model: &Model, prompt: &[u32], chunk: usize, dtype: KvDtype) -> Vec<f
         let batch: Vec<BatchToken> = part
             .iter()
             .enumerate()
-            .map(|(i, &token)| BatchToken { token, pos: c * chunk + i, seq: 0, logits: true })
+            .map(|(i, &token)| BatchToken {
+                token,
+                pos: c * chunk + i,
+                seq: 0,
+                logits: true,
+            })
             .collect();
         all.extend_from_slice(model.forward(&batch, &mut kv, &mut s).expect("forward"));
     }
@@ -32,11 +37,18 @@ fn chunked(model: &Model, prompt: &[u32], chunk: usize, dtype: KvDtype) -> Vec<f
 #[test]
 fn logits_are_identical_for_any_chunking() {
     let (model, tok) = stories();
-    let prompt = tok.encode("Once upon a time, there was a little dog named Max. He liked", true, true);
+    let prompt = tok.encode(
+        "Once upon a time, there was a little dog named Max. He liked",
+        true,
+        true,
+    );
     for dtype in [KvDtype::F16, KvDtype::F32] {
         let whole = chunked(&model, &prompt, prompt.len(), dtype);
         for chunk in [1, 2, 3, 7] {
-            assert!(whole == chunked(&model, &prompt, chunk, dtype), "chunk {chunk} {dtype:?}");
+            assert!(
+                whole == chunked(&model, &prompt, chunk, dtype),
+                "chunk {chunk} {dtype:?}"
+            );
         }
     }
 }
@@ -44,7 +56,9 @@ fn logits_are_identical_for_any_chunking() {
 #[test]
 fn logits_are_identical_among_63_other_sequences() {
     let (model, tok) = stories();
-    let texts: Vec<String> = (0..64).map(|i| format!("Tom had {i} red balls and a big cat")).collect();
+    let texts: Vec<String> = (0..64)
+        .map(|i| format!("Tom had {i} red balls and a big cat"))
+        .collect();
     let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tok.encode(t, true, true)).collect();
     let longest = prompts.iter().map(Vec::len).max().expect("prompts");
     let mut kv = model.new_contiguous_kv(KvDtype::F16, prompts.len(), longest);
@@ -56,9 +70,17 @@ fn logits_are_identical_among_63_other_sequences() {
             .iter()
             .enumerate()
             .filter(|(_, p)| pos < p.len())
-            .map(|(seq, p)| BatchToken { token: p[pos], pos, seq, logits: true })
+            .map(|(seq, p)| BatchToken {
+                token: p[pos],
+                pos,
+                seq,
+                logits: true,
+            })
             .collect();
-        let out = model.forward(&batch, &mut kv, &mut s).expect("forward").to_vec();
+        let out = model
+            .forward(&batch, &mut kv, &mut s)
+            .expect("forward")
+            .to_vec();
         let n_vocab = model.hparams().n_vocab;
         for (row, t) in batch.iter().enumerate() {
             together[t.seq].extend_from_slice(&out[row * n_vocab..(row + 1) * n_vocab]);
@@ -66,7 +88,10 @@ fn logits_are_identical_among_63_other_sequences() {
     }
     for (seq, prompt) in prompts.iter().enumerate() {
         let alone = chunked(&model, prompt, prompt.len(), KvDtype::F16);
-        assert!(alone == together[seq], "sequence {seq} differs when batched");
+        assert!(
+            alone == together[seq],
+            "sequence {seq} differs when batched"
+        );
     }
 }
 
@@ -75,8 +100,18 @@ fn bad_batches_are_errors_not_panics() {
     let (model, _) = stories();
     let mut kv = model.new_contiguous_kv(KvDtype::F16, 1, 4);
     let mut s = Scratch::default();
-    let too_big = [BatchToken { token: 100_000, pos: 0, seq: 0, logits: true }];
+    let too_big = [BatchToken {
+        token: 100_000,
+        pos: 0,
+        seq: 0,
+        logits: true,
+    }];
     assert!(model.forward(&too_big, &mut kv, &mut s).is_err());
-    let past_end = [BatchToken { token: 1, pos: 4, seq: 0, logits: true }];
+    let past_end = [BatchToken {
+        token: 1,
+        pos: 4,
+        seq: 0,
+        logits: true,
+    }];
     assert!(model.forward(&past_end, &mut kv, &mut s).is_err());
 }

@@ -3,8 +3,8 @@
 mod chat;
 mod cli;
 mod engine;
-mod golden;
 mod gguf;
+mod golden;
 mod kernels;
 mod sampling;
 mod shared;

@@ -45,5 +45,9 @@ pub fn load_model(path: &Path, quiet: bool) -> anyhow::Result<Loaded> {
     }
     std::hint::black_box(checksum);
     bar.finish_and_clear();
-    Ok(Loaded { model, tokenizer, load_ms: started.elapsed().as_secs_f64() * 1000.0 })
+    Ok(Loaded {
+        model,
+        tokenizer,
+        load_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
 }

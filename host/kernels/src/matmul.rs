@@ -65,3 +65,6 @@ pub fn matmul_prequantized_with(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod timing;

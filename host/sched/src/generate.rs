@@ -68,7 +68,11 @@ impl Timings {
 }
 
 fn rate(n: usize, ms: f64) -> f64 {
-    if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 }
+    if ms > 0.0 {
+        n as f64 * 1000.0 / ms
+    } else {
+        0.0
+    }
 }
 
 /// Result of [`generate`].
@@ -104,9 +108,16 @@ pub fn generate(
     if n_prompt == 0 {
         return Err(GenerateError::EmptyPrompt);
     }
-    let n_ctx = if req.n_ctx == 0 { n_prompt + req.max_tokens } else { req.n_ctx };
+    let n_ctx = if req.n_ctx == 0 {
+        n_prompt + req.max_tokens
+    } else {
+        req.n_ctx
+    };
     if n_prompt > n_ctx {
-        return Err(GenerateError::PromptTooLong { prompt: n_prompt, n_ctx });
+        return Err(GenerateError::PromptTooLong {
+            prompt: n_prompt,
+            n_ctx,
+        });
     }
     let mut kv = model.new_contiguous_kv(req.kv_dtype, 1, n_ctx);
     let mut scratch = Scratch::default();
@@ -123,7 +134,12 @@ pub fn generate(
         batch.clear();
         batch.extend(chunk.iter().enumerate().map(|(i, &token)| {
             let pos = c * n_batch + i;
-            BatchToken { token, pos, seq: 0, logits: pos + 1 == n_prompt }
+            BatchToken {
+                token,
+                pos,
+                seq: 0,
+                logits: pos + 1 == n_prompt,
+            }
         }));
         let out = model.forward(&batch, &mut kv, &mut scratch)?;
         if !out.is_empty() {
@@ -162,7 +178,12 @@ pub fn generate(
         if pos >= n_ctx {
             break StopReason::ContextFull;
         }
-        let step = [BatchToken { token, pos, seq: 0, logits: true }];
+        let step = [BatchToken {
+            token,
+            pos,
+            seq: 0,
+            logits: true,
+        }];
         let out = model.forward(&step, &mut kv, &mut scratch)?;
         logits.clear();
         logits.extend_from_slice(out);
@@ -183,5 +204,11 @@ pub fn generate(
         generated_tokens: tokens.len(),
         generate_ms: started.elapsed().as_secs_f64() * 1000.0,
     };
-    Ok(GenerateOutput { tokens, text, prompt_logits, stop_reason, timings })
+    Ok(GenerateOutput {
+        tokens,
+        text,
+        prompt_logits,
+        stop_reason,
+        timings,
+    })
 }

@@ -102,7 +102,12 @@ fn prompt_rate(model: &Model, n: usize, n_batch: usize, n_vocab: u32) -> anyhow:
     while start < n {
         let end = (start + n_batch.max(1)).min(n);
         let batch: Vec<BatchToken> = (start..end)
-            .map(|pos| BatchToken { token: token(pos, n_vocab), pos, seq: 0, logits: pos + 1 == n })
+            .map(|pos| BatchToken {
+                token: token(pos, n_vocab),
+                pos,
+                seq: 0,
+                logits: pos + 1 == n,
+            })
             .collect();
         model.forward(&batch, &mut kv, &mut scratch)?;
         start = end;
@@ -115,7 +120,12 @@ fn gen_rate(model: &Model, n: usize, n_vocab: u32) -> anyhow::Result<f64> {
     let mut scratch = Scratch::default();
     let started = Instant::now();
     for pos in 0..n {
-        let step = [BatchToken { token: token(pos, n_vocab), pos, seq: 0, logits: true }];
+        let step = [BatchToken {
+            token: token(pos, n_vocab),
+            pos,
+            seq: 0,
+            logits: true,
+        }];
         model.forward(&step, &mut kv, &mut scratch)?;
     }
     Ok(n as f64 / started.elapsed().as_secs_f64())

@@ -26,7 +26,14 @@ pub fn main(a: InspectArgs) -> anyhow::Result<()> {
     println!("tensors:   {} ({} bytes)", f.tensors().len(), total);
     for t in f.tensors() {
         let dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
-        println!("  {:<32} {:<6} [{}] {} bytes @ {}", t.name, t.ty.name(), dims.join(", "), t.size, t.offset);
+        println!(
+            "  {:<32} {:<6} [{}] {} bytes @ {}",
+            t.name,
+            t.ty.name(),
+            dims.join(", "),
+            t.size,
+            t.offset
+        );
     }
     Ok(())
 }

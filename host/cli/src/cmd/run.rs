@@ -73,7 +73,9 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     super::init_threads(a.threads)?;
     let prompt = match (&a.prompt, &a.file) {
         (Some(p), _) => p.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
+        }
         (None, None) => anyhow::bail!("give a prompt with -p TEXT or -f FILE"),
     };
     let loaded = load_model(&a.model, a.json)?;

@@ -69,7 +69,12 @@ pub fn main(c: ModelCommand) -> anyhow::Result<()> {
     };
     let ty = GgmlType::parse(&a.ty)
         .filter(|t| *t != GgmlType::Q8K)
-        .with_context(|| format!("--type {:?}: use f32, f16, bf16, q8_0, q4_0, q4_k or q6_k", a.ty))?;
+        .with_context(|| {
+            format!(
+                "--type {:?}: use f32, f16, bf16, q8_0, q4_0, q4_k or q6_k",
+                a.ty
+            )
+        })?;
     let vocab = match (a.vocab_from, a.vocab_size) {
         (Some(p), None) => SynthVocab::FromFile(p),
         (None, Some(n)) => SynthVocab::Size(n),
@@ -93,6 +98,10 @@ pub fn main(c: ModelCommand) -> anyhow::Result<()> {
     let started = Instant::now();
     write_synth(&spec, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
     let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
-    eprintln!("wrote {} ({size} bytes) in {:.1} s", a.out.display(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "wrote {} ({size} bytes) in {:.1} s",
+        a.out.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -32,10 +32,13 @@ pub struct TokenizeArgs {
 pub fn main(a: TokenizeArgs) -> anyhow::Result<()> {
     let text = match (&a.text, &a.file) {
         (Some(t), _) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
+        }
         (None, None) => anyhow::bail!("give TEXT or --file PATH"),
     };
-    let file = GgufFile::open(&a.model).with_context(|| format!("opening {}", a.model.display()))?;
+    let file =
+        GgufFile::open(&a.model).with_context(|| format!("opening {}", a.model.display()))?;
     let tok = Tokenizer::from_gguf(&file).context("reading the tokenizer")?;
     let ids = tok.encode(&text, !a.no_bos, !a.no_parse_special);
     if a.json {

@@ -11,8 +11,10 @@ use super::{QuantizedActivations, WeightMatrix};
 use crate::dot::vec_dot_scalar;
 use crate::simd::{self, SimdLevel};
 
-/// Weight rows per kernel call.
+/// Weight rows per kernel call for batches (n > 1) and for single tokens (more independent
+/// accumulators while streaming the weight once).
 const ROW_TILE: usize = 4;
+const ROW_TILE_DECODE: usize = 8;
 /// Maximum tokens per kernel call.
 const TOKEN_TILE: usize = 4;
 
@@ -44,7 +46,11 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
         let r1 = (r0 + per_task).min(rows);
         if use_avx2 {
             #[cfg(target_arch = "x86_64")]
-            run_rows_avx2(w, xq, r0, r1, ptr);
+            if n == 1 {
+                run_rows_avx2::<ROW_TILE_DECODE>(w, xq, r0, r1, ptr);
+            } else {
+                run_rows_avx2::<ROW_TILE>(w, xq, r0, r1, ptr);
+            }
         } else {
             run_rows_scalar(w, xq, r0, r1, ptr);
         }
@@ -65,29 +71,35 @@ fn run_rows_scalar(w: &WeightMatrix, xq: &QuantizedActivations, r0: usize, r1: u
 }
 
 #[cfg(target_arch = "x86_64")]
-fn run_rows_avx2(w: &WeightMatrix, xq: &QuantizedActivations, r0: usize, r1: usize, out: OutPtr) {
+fn run_rows_avx2<const RT: usize>(
+    w: &WeightMatrix,
+    xq: &QuantizedActivations,
+    r0: usize,
+    r1: usize,
+    out: OutPtr,
+) {
     use crate::dot::avx2::tile;
     let (rows, n, cols) = (w.rows, xq.n(), w.cols);
     let (wb, xb) = (w.data.as_ptr(), xq.bytes().as_ptr());
     let (wrb, xrb) = (w.row_bytes(), xq.row_bytes());
-    for rt in (r0..r1).step_by(ROW_TILE) {
-        let valid = (r1 - rt).min(ROW_TILE);
+    for rt in (r0..r1).step_by(RT) {
+        let valid = (r1 - rt).min(RT);
         // SAFETY: rt + min(i, valid - 1) < r1 <= rows: a whole row inside `w.data`.
-        let wp: [*const u8; ROW_TILE] =
+        let wp: [*const u8; RT] =
             std::array::from_fn(|i| unsafe { wb.add((rt + i.min(valid - 1)) * wrb) });
         let mut t0 = 0;
         while t0 < n {
             let c = (n - t0).min(TOKEN_TILE);
             // SAFETY: t0 + i < n: a whole activation row inside `xq.bytes()`.
             let xp = |i: usize| unsafe { xb.add((t0 + i) * xrb) };
-            let mut res = [[0.0f32; TOKEN_TILE]; ROW_TILE];
+            let mut res = [[0.0f32; TOKEN_TILE]; RT];
             // SAFETY: AVX2/FMA/F16C detected (`use_avx2`); pointers cover full rows of `cols`
             // elements of w.ty / its vec_dot_type (validated by WeightMatrix and the caller).
             unsafe {
                 macro_rules! call {
                     ($c:literal) => {{
-                        let mut o = [[0.0f32; $c]; ROW_TILE];
-                        tile::<ROW_TILE, $c>(w.ty, wp, std::array::from_fn(xp), cols, &mut o);
+                        let mut o = [[0.0f32; $c]; RT];
+                        tile::<RT, $c>(w.ty, wp, std::array::from_fn(xp), cols, &mut o);
                         for (dst, src) in res.iter_mut().zip(&o) {
                             dst[..$c].copy_from_slice(src);
                         }

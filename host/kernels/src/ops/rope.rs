@@ -23,7 +23,10 @@ pub struct RopeTables {
 impl RopeTables {
     /// `n_dims` rotary dimensions (even, ≤ head size); `freq_scale` is 1/linear-scaling factor.
     pub fn new(style: RopeStyle, n_dims: usize, freq_base: f32, freq_scale: f32) -> Self {
-        assert!(n_dims % 2 == 0, "rope: rotary dimension count must be even");
+        assert!(
+            n_dims.is_multiple_of(2),
+            "rope: rotary dimension count must be even"
+        );
         RopeTables {
             style,
             n_dims,
@@ -46,7 +49,7 @@ impl RopeTables {
     /// Rotates every head in `x` (`[n_heads, head_dim]`) by the angles in `cos_sin`.
     pub fn rotate(&self, x: &mut [f32], head_dim: usize, cos_sin: &[(f32, f32)]) {
         assert!(
-            self.n_dims <= head_dim && x.len() % head_dim == 0,
+            self.n_dims <= head_dim && x.len().is_multiple_of(head_dim),
             "rope: shape"
         );
         let half = self.n_dims / 2;

@@ -2,8 +2,12 @@
 //! read from a [`KvStore`]. Every op works row by row with a fixed order, so a token's K/V and
 //! logits do not depend on what else is in the batch (batch invariance).
 
-use memoria_kernels::ops::{AttnScratch, AttnShape, add_in_place, attend, rms_norm, silu_mul_in_place};
-use memoria_kernels::{GgmlType, QuantizedActivations, WeightMatrix, matmul::get_rows, matmul_prequantized};
+use memoria_kernels::ops::{
+    AttnScratch, AttnShape, add_in_place, attend, rms_norm, silu_mul_in_place,
+};
+use memoria_kernels::{
+    GgmlType, QuantizedActivations, WeightMatrix, matmul::get_rows, matmul_prequantized,
+};
 use rayon::prelude::*;
 
 use super::{KvStore, Model, ModelError};
@@ -48,25 +52,27 @@ impl Activations {
 /// Per-step buffers, grown on demand and reused (no allocation once warm).
 #[derive(Default)]
 pub struct Scratch {
-    x: Vec<f32>,       // [n, n_embd] residual stream
-    xn: Vec<f32>,      // [n, n_embd] normed input of a block
-    q: Vec<f32>,       // [n, n_embd]
-    k: Vec<f32>,       // [n, kv_dim]
-    v: Vec<f32>,       // [n, kv_dim]
-    att: Vec<f32>,     // [n, n_embd]
-    proj: Vec<f32>,    // [n, n_embd]
-    gate: Vec<f32>,    // [n, n_ff]
-    up: Vec<f32>,      // [n, n_ff]
+    x: Vec<f32>,           // [n, n_embd] residual stream
+    xn: Vec<f32>,          // [n, n_embd] normed input of a block
+    q: Vec<f32>,           // [n, n_embd]
+    k: Vec<f32>,           // [n, kv_dim]
+    v: Vec<f32>,           // [n, kv_dim]
+    att: Vec<f32>,         // [n, n_embd]
+    proj: Vec<f32>,        // [n, n_embd]
+    gate: Vec<f32>,        // [n, n_ff]
+    up: Vec<f32>,          // [n, n_ff]
     rope: Vec<(f32, f32)>, // [n, rope_dims/2]
-    ids: Vec<u32>,     // [n]
-    picked: Vec<f32>,  // [n_out, n_embd]
-    logits: Vec<f32>,  // [n_out, n_vocab]
+    ids: Vec<u32>,         // [n]
+    picked: Vec<f32>,      // [n_out, n_embd]
+    logits: Vec<f32>,      // [n_out, n_vocab]
     act: Activations,
 }
 
 impl std::fmt::Debug for Scratch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scratch").field("tokens", &(self.x.len())).finish()
+        f.debug_struct("Scratch")
+            .field("tokens", &(self.x.len()))
+            .finish()
     }
 }
 
@@ -91,7 +97,10 @@ impl Model {
         let (d, kvd, ff, hd) = (hp.n_embd, hp.kv_dim(), hp.n_ff, hp.head_dim);
         for (i, t) in batch.iter().enumerate() {
             if t.token as usize >= hp.n_vocab {
-                return Err(ModelError::BadBatch(format!("token {} at {i} ≥ n_vocab {}", t.token, hp.n_vocab)));
+                return Err(ModelError::BadBatch(format!(
+                    "token {} at {i} ≥ n_vocab {}",
+                    t.token, hp.n_vocab
+                )));
             }
             if t.pos >= kv.capacity(t.seq) {
                 return Err(ModelError::BadBatch(format!(
@@ -115,9 +124,18 @@ impl Model {
         s.ids.clear();
         s.ids.extend(batch.iter().map(|t| t.token));
         let file = &self.file;
-        get_rows(&self.weights.token_embd.view(file), &s.ids, grow(&mut s.x, n * d));
+        get_rows(
+            &self.weights.token_embd.view(file),
+            &s.ids,
+            grow(&mut s.x, n * d),
+        );
 
-        let shape = AttnShape { n_heads: hp.n_head, n_kv_heads: hp.n_head_kv, head_dim: hd, scale: 1.0 / (hd as f32).sqrt() };
+        let shape = AttnShape {
+            n_heads: hp.n_head,
+            n_kv_heads: hp.n_head_kv,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
         for (li, lw) in self.weights.layers.iter().enumerate() {
             // Attention block.
             let x = &s.x[..n * d];
@@ -139,18 +157,24 @@ impl Model {
                 let cs = &s.rope[i * half..(i + 1) * half];
                 self.rope.rotate(&mut s.q[i * d..(i + 1) * d], hd, cs);
                 self.rope.rotate(&mut s.k[i * kvd..(i + 1) * kvd], hd, cs);
-                kv.write(t.seq, li, t.pos, &s.k[i * kvd..(i + 1) * kvd], &s.v[i * kvd..(i + 1) * kvd]);
+                kv.write(
+                    t.seq,
+                    li,
+                    t.pos,
+                    &s.k[i * kvd..(i + 1) * kvd],
+                    &s.v[i * kvd..(i + 1) * kvd],
+                );
             }
             let kv_ro: &K = kv;
             let q = &s.q[..n * d];
             let att = grow(&mut s.att, n * d);
-            att.par_chunks_mut(d).zip(q.par_chunks(d)).zip(batch.par_iter()).for_each_init(
-                AttnScratch::default,
-                |scratch, ((out, qr), t)| {
+            att.par_chunks_mut(d)
+                .zip(q.par_chunks(d))
+                .zip(batch.par_iter())
+                .for_each_init(AttnScratch::default, |scratch, ((out, qr), t)| {
                     let view = kv_ro.view(t.seq, li);
                     attend(qr, &view, t.pos + 1, shape, scratch, out);
-                },
-            );
+                });
             s.act.invalidate();
             let proj = grow(&mut s.proj, n * d);
             s.act.project(&lw.wo.view(file), &s.att[..n * d], n, proj);
@@ -163,24 +187,41 @@ impl Model {
             }
             s.act.invalidate();
             let gate = grow(&mut s.gate, n * ff);
-            s.act.project(&lw.w_gate.view(file), &s.xn[..n * d], n, gate);
+            s.act
+                .project(&lw.w_gate.view(file), &s.xn[..n * d], n, gate);
             let up = grow(&mut s.up, n * ff);
             s.act.project(&lw.w_up.view(file), &s.xn[..n * d], n, up);
             silu_mul_in_place(&mut s.gate[..n * ff], &s.up[..n * ff]);
             s.act.invalidate();
             let proj = grow(&mut s.proj, n * d);
-            s.act.project(&lw.w_down.view(file), &s.gate[..n * ff], n, proj);
+            s.act
+                .project(&lw.w_down.view(file), &s.gate[..n * ff], n, proj);
             add_in_place(&mut s.x[..n * d], &s.proj[..n * d]);
         }
 
         let picked = grow(&mut s.picked, n_out * d);
-        for (row, (t, xr)) in batch.iter().zip(s.x.chunks_exact(d)).filter(|(t, _)| t.logits).enumerate() {
+        for (row, (t, xr)) in batch
+            .iter()
+            .zip(s.x.chunks_exact(d))
+            .filter(|(t, _)| t.logits)
+            .enumerate()
+        {
             let _ = t;
-            rms_norm(xr, &self.weights.output_norm, hp.rms_eps, &mut picked[row * d..(row + 1) * d]);
+            rms_norm(
+                xr,
+                &self.weights.output_norm,
+                hp.rms_eps,
+                &mut picked[row * d..(row + 1) * d],
+            );
         }
         let logits = grow(&mut s.logits, n_out * hp.n_vocab);
         s.act.invalidate();
-        s.act.project(&self.weights.output.view(file), &s.picked[..n_out * d], n_out, logits);
+        s.act.project(
+            &self.weights.output.view(file),
+            &s.picked[..n_out * d],
+            n_out,
+            logits,
+        );
         Ok(&s.logits[..n_out * hp.n_vocab])
     }
 }

@@ -83,7 +83,10 @@ impl HParams {
         let rms_eps = f
             .get_f32(&key("attention.layer_norm_rms_epsilon"))
             .ok_or_else(|| ModelError::MissingKey(key("attention.layer_norm_rms_epsilon")))?;
-        let bad = |what: &str, why: String| ModelError::BadHParam { key: key(what), why };
+        let bad = |what: &str, why: String| ModelError::BadHParam {
+            key: key(what),
+            why,
+        };
         if n_embd == 0 || n_embd > MAX_DIM {
             return Err(bad("embedding_length", format!("{n_embd} out of range")));
         }
@@ -93,10 +96,13 @@ impl HParams {
         if n_ff == 0 || n_ff > 8 * MAX_DIM {
             return Err(bad("feed_forward_length", format!("{n_ff} out of range")));
         }
-        if n_head == 0 || n_embd % n_head != 0 {
-            return Err(bad("attention.head_count", format!("{n_head} does not divide {n_embd}")));
+        if n_head == 0 || !n_embd.is_multiple_of(n_head) {
+            return Err(bad(
+                "attention.head_count",
+                format!("{n_head} does not divide {n_embd}"),
+            ));
         }
-        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+        if n_head_kv == 0 || !n_head.is_multiple_of(n_head_kv) {
             return Err(bad(
                 "attention.head_count_kv",
                 format!("{n_head_kv} does not divide head_count {n_head}"),
@@ -106,13 +112,19 @@ impl HParams {
             .get_u64(&key("attention.key_length"))
             .map_or(n_embd / n_head, |v| v as usize);
         if head_dim * n_head != n_embd {
-            return Err(bad("attention.key_length", format!("{head_dim} × {n_head} ≠ {n_embd}")));
+            return Err(bad(
+                "attention.key_length",
+                format!("{head_dim} × {n_head} ≠ {n_embd}"),
+            ));
         }
         let rope_dims = f
             .get_u64(&key("rope.dimension_count"))
             .map_or(head_dim, |v| v as usize);
-        if rope_dims == 0 || rope_dims > head_dim || rope_dims % 2 != 0 {
-            return Err(bad("rope.dimension_count", format!("{rope_dims} with head size {head_dim}")));
+        if rope_dims == 0 || rope_dims > head_dim || !rope_dims.is_multiple_of(2) {
+            return Err(bad(
+                "rope.dimension_count",
+                format!("{rope_dims} with head size {head_dim}"),
+            ));
         }
         let rope_base = f.get_f32(&key("rope.freq_base")).unwrap_or(10000.0);
         let scaling_type = f.get_str(&key("rope.scaling.type")).unwrap_or("none");
@@ -120,11 +132,17 @@ impl HParams {
             "linear" => f.get_f32(&key("rope.scaling.factor")).unwrap_or(1.0),
             "none" => f.get_f32(&key("rope.scale_linear")).unwrap_or(1.0),
             other => {
-                return Err(bad("rope.scaling.type", format!("{other:?} is not supported")));
+                return Err(bad(
+                    "rope.scaling.type",
+                    format!("{other:?} is not supported"),
+                ));
             }
         };
         if !(factor.is_finite() && factor > 0.0 && rope_base.is_finite() && rope_base > 0.0) {
-            return Err(bad("rope.freq_base", format!("base {rope_base}, scale {factor}")));
+            return Err(bad(
+                "rope.freq_base",
+                format!("base {rope_base}, scale {factor}"),
+            ));
         }
         let tok = f
             .tensor("token_embd.weight")

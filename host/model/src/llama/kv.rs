@@ -97,10 +97,21 @@ pub struct ContiguousKv {
 
 impl ContiguousKv {
     /// `n_seq` sequences of up to `capacity` positions each.
-    pub fn new(dtype: KvDtype, n_layer: usize, kv_dim: usize, n_seq: usize, capacity: usize) -> Self {
+    pub fn new(
+        dtype: KvDtype,
+        n_layer: usize,
+        kv_dim: usize,
+        n_seq: usize,
+        capacity: usize,
+    ) -> Self {
         let len = n_layer * capacity * kv_dim;
         let seqs = (0..n_seq)
-            .map(|_| SeqCache { capacity, kv_dim, k: Buf::new(dtype, len), v: Buf::new(dtype, len) })
+            .map(|_| SeqCache {
+                capacity,
+                kv_dim,
+                k: Buf::new(dtype, len),
+                v: Buf::new(dtype, len),
+            })
             .collect();
         ContiguousKv { n_layer, seqs }
     }
@@ -130,11 +141,15 @@ pub struct SeqLayerView<'a> {
 impl KvRead for SeqLayerView<'_> {
     fn key(&self, pos: usize) -> KvRow<'_> {
         assert!(pos < self.seq.capacity, "kv: position {pos} past capacity");
-        self.seq.k.row(self.base + pos * self.seq.kv_dim, self.seq.kv_dim)
+        self.seq
+            .k
+            .row(self.base + pos * self.seq.kv_dim, self.seq.kv_dim)
     }
     fn value(&self, pos: usize) -> KvRow<'_> {
         assert!(pos < self.seq.capacity, "kv: position {pos} past capacity");
-        self.seq.v.row(self.base + pos * self.seq.kv_dim, self.seq.kv_dim)
+        self.seq
+            .v
+            .row(self.base + pos * self.seq.kv_dim, self.seq.kv_dim)
     }
 }
 
@@ -143,7 +158,11 @@ impl KvStore for ContiguousKv {
 
     fn write(&mut self, seq: usize, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let s = &mut self.seqs[seq];
-        assert!(pos < s.capacity, "kv: position {pos} past capacity {}", s.capacity);
+        assert!(
+            pos < s.capacity,
+            "kv: position {pos} past capacity {}",
+            s.capacity
+        );
         assert!(k.len() == s.kv_dim && v.len() == s.kv_dim, "kv: row width");
         let at = (layer * s.capacity + pos) * s.kv_dim;
         s.k.store(at, k);
@@ -152,7 +171,10 @@ impl KvStore for ContiguousKv {
 
     fn view(&self, seq: usize, layer: usize) -> SeqLayerView<'_> {
         let s = &self.seqs[seq];
-        SeqLayerView { seq: s, base: layer * s.capacity * s.kv_dim }
+        SeqLayerView {
+            seq: s,
+            base: layer * s.capacity * s.kv_dim,
+        }
     }
 
     fn capacity(&self, seq: usize) -> usize {

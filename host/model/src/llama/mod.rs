@@ -63,7 +63,12 @@ impl Model {
             hparams.rope_base,
             hparams.rope_freq_scale,
         );
-        Ok(Model { file, hparams, weights, rope })
+        Ok(Model {
+            file,
+            hparams,
+            weights,
+            rope,
+        })
     }
 
     /// The model's shape.
@@ -83,6 +88,12 @@ impl Model {
 
     /// A contiguous K/V cache sized for this model.
     pub fn new_contiguous_kv(&self, dtype: KvDtype, n_seq: usize, capacity: usize) -> ContiguousKv {
-        ContiguousKv::new(dtype, self.hparams.n_layer, self.hparams.kv_dim(), n_seq, capacity)
+        ContiguousKv::new(
+            dtype,
+            self.hparams.n_layer,
+            self.hparams.kv_dim(),
+            n_seq,
+            capacity,
+        )
     }
 }

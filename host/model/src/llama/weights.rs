@@ -18,7 +18,12 @@ pub struct MatDesc {
 impl MatDesc {
     /// The matrix view over the file's bytes.
     pub fn view<'a>(&self, file: &'a GgufFile) -> WeightMatrix<'a> {
-        WeightMatrix { ty: self.info.ty, data: file.tensor_data(&self.info), rows: self.rows, cols: self.cols }
+        WeightMatrix {
+            ty: self.info.ty,
+            data: file.tensor_data(&self.info),
+            rows: self.rows,
+            cols: self.cols,
+        }
     }
 }
 
@@ -85,12 +90,18 @@ impl ModelWeights {
                 w_down: mat(f, &n("ffn_down.weight"), ff, d)?,
             });
         }
-        Ok(ModelWeights { token_embd, output_norm: vector(f, "output_norm.weight", d)?, output, layers })
+        Ok(ModelWeights {
+            token_embd,
+            output_norm: vector(f, "output_norm.weight", d)?,
+            output,
+            layers,
+        })
     }
 }
 
 fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, ModelError> {
-    f.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    f.tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
 }
 
 /// A matrix with GGUF dims `[cols, rows]`.
@@ -104,11 +115,22 @@ fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<MatDesc, Mo
         });
     }
     if info.ty == GgmlType::Q8K {
-        return Err(ModelError::BadTensor { name: name.into(), why: "q8_k is not a weight type".into() });
+        return Err(ModelError::BadTensor {
+            name: name.into(),
+            why: "q8_k is not a weight type".into(),
+        });
     }
-    let desc = MatDesc { info: info.clone(), rows, cols };
-    WeightMatrix::new(info.ty, f.tensor_data(info), rows, cols)
-        .map_err(|e| ModelError::BadTensor { name: name.into(), why: e.to_string() })?;
+    let desc = MatDesc {
+        info: info.clone(),
+        rows,
+        cols,
+    };
+    WeightMatrix::new(info.ty, f.tensor_data(info), rows, cols).map_err(|e| {
+        ModelError::BadTensor {
+            name: name.into(),
+            why: e.to_string(),
+        }
+    })?;
     Ok(desc)
 }
 
@@ -122,7 +144,9 @@ fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> 
         });
     }
     let mut out = vec![0.0f32; len];
-    dequantize_row(info.ty, f.tensor_data(info), &mut out)
-        .map_err(|e| ModelError::BadTensor { name: name.into(), why: e.to_string() })?;
+    dequantize_row(info.ty, f.tensor_data(info), &mut out).map_err(|e| ModelError::BadTensor {
+        name: name.into(),
+        why: e.to_string(),
+    })?;
     Ok(out)
 }

@@ -110,22 +110,6 @@ fn synth_vocab_is_spm_shaped_and_unique() {
     assert!(scores[FIRST_NORMAL..].windows(2).all(|w| w[0] > w[1]));
 }
 
-/// The 110M shape synthesizes in seconds (run with `--ignored`; timing depends on the host).
-#[test]
-#[ignore = "timing check: synthesizes ~110M parameters"]
-fn synth_110m_shape_is_fast() {
-    for ty in [GgmlType::Q8_0, GgmlType::Q4K, GgmlType::F16] {
-        let start = std::time::Instant::now();
-        let w = synthesize(&SynthSpec::stories110m(ty)).unwrap();
-        let secs = start.elapsed().as_secs_f64();
-        eprintln!(
-            "stories110m {ty}: {} tensors in {secs:.2}s",
-            w.tensor_count()
-        );
-        assert!(secs < 20.0, "{ty}: {secs:.2}s");
-    }
-}
-
 #[test]
 fn synth_rejects_bad_specs() {
     let mut spec = SynthSpec::tiny(Arch::Llama, GgmlType::Q4K);

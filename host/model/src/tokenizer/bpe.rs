@@ -80,11 +80,11 @@ impl BpeModel {
         let mut symbols: Vec<Symbol> = Vec::new();
         let mut queue: BinaryHeap<Bigram> = BinaryHeap::new();
         for word in self.pre.split(text) {
-            if self.ignore_merges {
-                if let Some(id) = vocab.find(&word) {
-                    out.push(id);
-                    continue;
-                }
+            if self.ignore_merges
+                && let Some(id) = vocab.find(&word)
+            {
+                out.push(id);
+                continue;
             }
             symbols.clear();
             queue.clear();

@@ -74,20 +74,20 @@ pub(crate) fn detokenize(
 ) -> Vec<u8> {
     let mut ids = ids;
     let mut remove_space = tok.add_space_prefix;
-    if remove_special && tok.add_bos {
-        if let (Some(&first), Some(bos)) = (ids.first(), tok.special.bos) {
-            if first == bos {
-                remove_space = false;
-                ids = &ids[1..];
-            }
-        }
+    if remove_special
+        && tok.add_bos
+        && let Some((&first, rest)) = ids.split_first()
+        && Some(first) == tok.special.bos
+    {
+        remove_space = false;
+        ids = rest;
     }
-    if remove_special && tok.add_eos {
-        if let (Some(&last), Some(eos)) = (ids.last(), tok.special.eos) {
-            if last == eos {
-                ids = &ids[..ids.len() - 1];
-            }
-        }
+    if remove_special
+        && tok.add_eos
+        && let Some((&last, rest)) = ids.split_last()
+        && Some(last) == tok.special.eos
+    {
+        ids = rest;
     }
     let mut text = Vec::new();
     for &id in ids {
@@ -145,13 +145,9 @@ fn clean_spaces(text: &mut Vec<u8>) {
         let x = text[i];
         if text[i - 1] == b' ' && x == b'\'' && i + 1 < n {
             let x1 = text[i + 1];
-            if x1 == b's' || x1 == b'm' {
+            let re_ve = i + 2 < n && matches!(x1, b'r' | b'v') && text[i + 2] == b'e';
+            if x1 == b's' || x1 == b'm' || re_ve {
                 total -= 1;
-            } else if i + 2 < n {
-                let x2 = text[i + 2];
-                if (x1 == b'r' && x2 == b'e') || (x1 == b'v' && x2 == b'e') {
-                    total -= 1;
-                }
             }
         }
         text[total] = x;

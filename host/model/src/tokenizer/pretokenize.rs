@@ -50,17 +50,6 @@ pub(crate) fn pre_config(name: Option<&str>) -> Result<PreConfig, TokenizerError
             vec![LLAMA3]
         }
         "dbrx" | "smaug-bpe" => vec![LLAMA3],
-        "deepseek-llm" => {
-            cfg.clean_spaces = false;
-            vec![
-                "[\r\n]",
-                "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
-                "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
-                "\\s+$",
-                "[一-龥ࠀ-一가-퟿]+",
-                r"\p{N}+",
-            ]
-        }
         "deepseek-coder" => {
             cfg.clean_spaces = false;
             vec![
@@ -181,18 +170,17 @@ fn collapse_regex(expr: &str) -> Result<String, TokenizerError> {
             && bytes[i + 1] == b'p'
             && bytes[i + 2] == b'{'
             && bytes[i + 4] == b'}'
+            && let Some(class) = category_class(&expr[i..i + 5])
         {
-            if let Some(class) = category_class(&expr[i..i + 5]) {
-                if !inside {
-                    out.push('[');
-                }
-                out.push_str(class);
-                if !inside {
-                    out.push(']');
-                }
-                i += 5;
-                continue;
+            if !inside {
+                out.push('[');
             }
+            out.push_str(class);
+            if !inside {
+                out.push(']');
+            }
+            i += 5;
+            continue;
         }
         out.push(c as char);
         i += 1;

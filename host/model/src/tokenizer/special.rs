@@ -22,13 +22,13 @@ pub(crate) fn partition(
     specials: &[u32],
     parse_special: bool,
 ) -> Vec<Fragment> {
+    if text.is_empty() {
+        return Vec::new();
+    }
     let mut frags = vec![Fragment::Text {
         start: 0,
         end: text.len(),
     }];
-    if text.is_empty() {
-        return Vec::new();
-    }
     let bytes = text.as_bytes();
     for &id in specials {
         let data = &vocab.tokens[id as usize];

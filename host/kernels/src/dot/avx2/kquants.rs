@@ -54,6 +54,7 @@ pub unsafe fn tile_q4k<const R: usize, const C: usize>(
             for t in 0..C {
                 let px = x[t].add(b * Q8K_SIZE);
                 let xd = load_f32(px);
+                let xdv = _mm256_set1_ps(xd);
                 let bsums: [i16; 16] = px.add(Q8K_BSUMS).cast::<[i16; 16]>().read_unaligned();
                 let mut xq = [_mm256_setzero_si256(); 8];
                 for (j, v) in xq.iter_mut().enumerate() {
@@ -70,7 +71,8 @@ pub unsafe fn tile_q4k<const R: usize, const C: usize>(
                         summ += mins[r][j] * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32);
                     }
                     let s = _mm256_cvtepi32_ps(sumi);
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * xd), s, acc[r][t]);
+                    let d = _mm256_mul_ps(_mm256_set1_ps(wd[r]), xdv);
+                    acc[r][t] = _mm256_fmadd_ps(d, s, acc[r][t]);
                     accm[r][t] += (wdmin[r] * xd) * summ as f32;
                 }
             }
@@ -130,7 +132,7 @@ pub unsafe fn tile_q6k<const R: usize, const C: usize>(
             }
             for t in 0..C {
                 let px = x[t].add(b * Q8K_SIZE);
-                let xd = load_f32(px);
+                let xdv = _mm256_set1_ps(load_f32(px));
                 let bsums = load256(px.add(Q8K_BSUMS));
                 let mut xq = [_mm256_setzero_si256(); 8];
                 for (j, v) in xq.iter_mut().enumerate() {
@@ -146,7 +148,8 @@ pub unsafe fn tile_q6k<const R: usize, const C: usize>(
                     let corr = _mm256_madd_epi16(bsums, sc16[r]);
                     sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(corr));
                     let s = _mm256_cvtepi32_ps(sumi);
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * xd), s, acc[r][t]);
+                    let d = _mm256_mul_ps(_mm256_set1_ps(wd[r]), xdv);
+                    acc[r][t] = _mm256_fmadd_ps(d, s, acc[r][t]);
                 }
             }
         }

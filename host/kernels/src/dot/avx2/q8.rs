@@ -33,22 +33,23 @@ unsafe fn tile_blocks32<const R: usize, const C: usize>(
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); C]; R];
         for b in 0..nb {
-            let mut wd = [0.0f32; R];
+            let mut wd = [_mm256_setzero_ps(); R];
             let mut wabs = [_mm256_setzero_si256(); R];
             let mut wsgn = [_mm256_setzero_si256(); R];
             for r in 0..R {
                 let (d, q) = decode(r, b);
-                wd[r] = d;
+                wd[r] = _mm256_set1_ps(d);
                 wabs[r] = _mm256_abs_epi8(q);
                 wsgn[r] = q;
             }
             for t in 0..C {
                 let p = x[t].add(b * 34);
-                let xd = load_f16(p);
+                let xd = _mm256_set1_ps(load_f16(p));
                 let xq = load256(p.add(2));
                 for r in 0..R {
                     let s = _mm256_cvtepi32_ps(dot32(wabs[r], wsgn[r], xq));
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * xd), s, acc[r][t]);
+                    // Lane-wise product == the scalar product dw * dx in every lane.
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], xd), s, acc[r][t]);
                 }
             }
         }
