@@ -1,7 +1,10 @@
 //! Batch invariance of the forward pass: a sequence's logits are bit-identical whether its
 //! tokens run alone, one by one, in chunks, or interleaved with 63 other sequences.
 
-use memoria_model::llama::{BatchToken, KvDtype, Model, Scratch};
+use memoria_kernels::GgmlType;
+use memoria_model::gguf::GgufFile;
+use memoria_model::llama::{Arch, BatchToken, KvDtype, Model, Scratch};
+use memoria_model::synth::{self, SynthSpec};
 use memoria_model::tokenizer::Tokenizer;
 
 use crate::shared;
@@ -114,4 +117,44 @@ fn bad_batches_are_errors_not_panics() {
         logits: true,
     }];
     assert!(model.forward(&past_end, &mut kv, &mut s).is_err());
+}
+
+fn synthetic(arch: synth::Arch, ty: GgmlType) -> Model {
+    let bytes = synth::synthesize(&SynthSpec::tiny(arch, ty))
+        .expect("synthesize")
+        .to_bytes();
+    Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load")
+}
+
+#[test]
+fn synthetic_models_of_every_type_are_chunk_invariant() {
+    let prompt: Vec<u32> = (0..21).map(|i| (i * 37 + 5) % 500).collect();
+    for (arch, ty) in [
+        (synth::Arch::Llama, GgmlType::Q8_0),
+        (synth::Arch::Llama, GgmlType::Q4_0),
+        (synth::Arch::Llama, GgmlType::Q4K),
+        (synth::Arch::Llama, GgmlType::Q6K),
+        (synth::Arch::Llama, GgmlType::BF16),
+        (synth::Arch::Qwen2, GgmlType::F16),
+        (synth::Arch::Qwen2, GgmlType::F32),
+    ] {
+        let model = synthetic(arch, ty);
+        let expected_arch = if arch == synth::Arch::Qwen2 {
+            Arch::Qwen2
+        } else {
+            Arch::Llama
+        };
+        assert_eq!(model.hparams().arch, expected_arch);
+        let whole = chunked(&model, &prompt, prompt.len(), KvDtype::F16);
+        assert!(
+            whole.iter().all(|v| v.is_finite()),
+            "{arch:?} {ty}: non-finite logits"
+        );
+        for chunk in [1, 5, 16] {
+            assert!(
+                whole == chunked(&model, &prompt, chunk, KvDtype::F16),
+                "{arch:?} {ty} chunk {chunk}"
+            );
+        }
+    }
 }

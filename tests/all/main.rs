@@ -6,6 +6,7 @@ mod engine;
 mod gguf;
 mod golden;
 mod kernels;
+mod kv;
 mod sampling;
 mod shared;
 mod tokenizer;

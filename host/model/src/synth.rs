@@ -43,9 +43,6 @@ impl Arch {
     }
 }
 
-/// `Arch` under the name the CLI imports.
-pub use self::Arch as SynthArch;
-
 /// Where the vocabulary comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SynthVocab {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use memoria_kernels::GgmlType;
-use memoria_model::synth::{SynthArch, SynthSpec, SynthVocab, write_synth};
+use memoria_model::synth::{Arch as SynthArch, SynthSpec, SynthVocab, write_synth};
 
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {

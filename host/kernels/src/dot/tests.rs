@@ -184,3 +184,49 @@ fn quantize_row_used_for_operands_is_deterministic() {
     quantize_row(GgmlType::Q8K, &x, &mut q2).unwrap();
     assert_eq!(q1, q2);
 }
+
+/// Every tile shape gives each (row, token) pair the same bits as the 1×1 kernel.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn tile_shapes_agree_bit_for_bit() {
+    if !avx2_available() {
+        return;
+    }
+    let n = 2 * QK_K;
+    for ty in TYPES {
+        let mut rng = Rng::new(ty.id() as u64 + 1000);
+        let rows: Vec<Vec<u8>> = (0..8)
+            .map(|_| quantize_matrix(ty, &rng.vec(n, 1.0), n))
+            .collect();
+        let vdt = ty.vec_dot_type();
+        let toks: Vec<Vec<u8>> = (0..4)
+            .map(|_| quantize_matrix(vdt, &rng.vec(n, 1.0), n))
+            .collect();
+        let wp: [*const u8; 8] = std::array::from_fn(|i| rows[i].as_ptr());
+        let xp: [*const u8; 4] = std::array::from_fn(|i| toks[i].as_ptr());
+        let mut o81 = [[0.0f32; 1]; 8];
+        let mut o44 = [[0.0f32; 4]; 4];
+        let mut o23 = [[0.0f32; 3]; 2];
+        // SAFETY: AVX2 checked above; every pointer covers a full row of n elements.
+        unsafe {
+            avx2::tile::<8, 1>(ty, wp, [xp[0]], n, &mut o81);
+            avx2::tile::<4, 4>(ty, [wp[0], wp[1], wp[2], wp[3]], xp, n, &mut o44);
+            avx2::tile::<2, 3>(ty, [wp[1], wp[0]], [xp[2], xp[0], xp[1]], n, &mut o23);
+        }
+        for r in 0..4 {
+            for t in 0..4 {
+                let one = vec_dot_with(SimdLevel::Avx2, ty, &rows[r], &toks[t], n);
+                assert_eq!(one.to_bits(), o44[r][t].to_bits(), "{ty} 4x4 r={r} t={t}");
+            }
+        }
+        for r in 0..8 {
+            assert_eq!(
+                o81[r][0].to_bits(),
+                vec_dot_with(SimdLevel::Avx2, ty, &rows[r], &toks[0], n).to_bits()
+            );
+        }
+        assert_eq!(o23[0][0].to_bits(), o44[1][2].to_bits(), "{ty}");
+        assert_eq!(o23[1][1].to_bits(), o44[0][0].to_bits(), "{ty}");
+        assert_eq!(o23[0][2].to_bits(), o44[1][1].to_bits(), "{ty}");
+    }
+}

@@ -1,7 +1,7 @@
-//! Work splitting for matmul: row ranges per rayon task, `ROW_TILE` weight rows × up to
-//! `TOKEN_TILE` tokens per kernel call, weight tile reused (from L1) across all token tiles.
+//! Work splitting for matmul: row ranges per rayon task, a few weight rows × up to `TOKEN_TILE`
+//! tokens per kernel call, the weight tile reused (from L1) across all token tiles.
 //!
-//! Invariant: tasks write disjoint `(t, r)` entries of `out`; tiles shorter than `ROW_TILE`
+//! Invariant: tasks write disjoint `(t, r)` entries of `out`; row tiles cut short by the range end
 //! repeat the last row pointer (extra results discarded), so the per-pair arithmetic never
 //! depends on tile edges.
 
@@ -10,12 +10,20 @@ use rayon::prelude::*;
 use super::{QuantizedActivations, WeightMatrix};
 use crate::dot::vec_dot_scalar;
 use crate::simd::{self, SimdLevel};
+#[cfg(target_arch = "x86_64")]
+use crate::types::GgmlType;
 
-/// Weight rows per kernel call for batches (n > 1) and for single tokens (more independent
-/// accumulators while streaming the weight once).
-const ROW_TILE: usize = 4;
+/// Weight rows per kernel call for batches (n > 1): `ROW_TILE_WIDE` for Q8_0/Q4_0, `ROW_TILE`
+/// for the others (measured on AVX2: 16 accumulators spill less than the K-quant tiles do);
+/// `ROW_TILE_DECODE` for single tokens (more independent accumulators while streaming).
+/// `per_task` is a multiple of all of them.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const ROW_TILE: usize = 2;
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const ROW_TILE_WIDE: usize = 4;
 const ROW_TILE_DECODE: usize = 8;
 /// Maximum tokens per kernel call.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const TOKEN_TILE: usize = 4;
 
 /// A raw pointer to `out` that tasks may share because they write disjoint entries.
@@ -33,11 +41,16 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
         return;
     }
     let threads = rayon::current_num_threads().max(1);
-    // ~8 tasks per thread for balance; a multiple of ROW_TILE rows each.
+    // ~8 tasks per thread for balance; a multiple of both row tiles each.
     let per_task = rows
-        .div_ceil(threads * 8)
-        .next_multiple_of(ROW_TILE)
-        .max(ROW_TILE);
+        .div_ceil(
+            threads
+                * std::env::var("MEMORIA_TPT")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(8),
+        )
+        .next_multiple_of(ROW_TILE_DECODE);
     let tasks = rows.div_ceil(per_task);
     let ptr = OutPtr(out.as_mut_ptr());
     let use_avx2 = level == SimdLevel::Avx2 && simd::detected() == SimdLevel::Avx2;
@@ -46,10 +59,14 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
         let r1 = (r0 + per_task).min(rows);
         if use_avx2 {
             #[cfg(target_arch = "x86_64")]
-            if n == 1 {
-                run_rows_avx2::<ROW_TILE_DECODE>(w, xq, r0, r1, ptr);
-            } else {
-                run_rows_avx2::<ROW_TILE>(w, xq, r0, r1, ptr);
+            match (n, w.ty) {
+                (1, _) => run_rows_avx2::<ROW_TILE_DECODE, 1>(w, xq, r0, r1, ptr),
+                // Int8 formats with cheap per-pair work: more rows per weight decode.
+                (_, GgmlType::Q8_0 | GgmlType::Q4_0) => {
+                    run_rows_avx2::<ROW_TILE_WIDE, TOKEN_TILE>(w, xq, r0, r1, ptr)
+                }
+                // Formats with heavier decoded tiles (K-quants, floats): fewer rows, less spill.
+                _ => run_rows_avx2::<ROW_TILE, TOKEN_TILE>(w, xq, r0, r1, ptr),
             }
         } else {
             run_rows_scalar(w, xq, r0, r1, ptr);
@@ -71,7 +88,7 @@ fn run_rows_scalar(w: &WeightMatrix, xq: &QuantizedActivations, r0: usize, r1: u
 }
 
 #[cfg(target_arch = "x86_64")]
-fn run_rows_avx2<const RT: usize>(
+fn run_rows_avx2<const RT: usize, const CT: usize>(
     w: &WeightMatrix,
     xq: &QuantizedActivations,
     r0: usize,
@@ -79,20 +96,29 @@ fn run_rows_avx2<const RT: usize>(
     out: OutPtr,
 ) {
     use crate::dot::avx2::tile;
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
     let (rows, n, cols) = (w.rows, xq.n(), w.cols);
     let (wb, xb) = (w.data.as_ptr(), xq.bytes().as_ptr());
     let (wrb, xrb) = (w.row_bytes(), xq.row_bytes());
     for rt in (r0..r1).step_by(RT) {
         let valid = (r1 - rt).min(RT);
+        if n <= 2 {
+            // Streaming (memory-bound) case: ask for the next row tile while computing this one.
+            let next = ((rt + RT).min(r1) * wrb)..((rt + 2 * RT).min(r1) * wrb);
+            for off in next.step_by(64) {
+                // SAFETY: off < r1 * wrb <= w.data.len(); prefetch has no architectural effect.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(wb.add(off).cast()) };
+            }
+        }
         // SAFETY: rt + min(i, valid - 1) < r1 <= rows: a whole row inside `w.data`.
         let wp: [*const u8; RT] =
             std::array::from_fn(|i| unsafe { wb.add((rt + i.min(valid - 1)) * wrb) });
         let mut t0 = 0;
         while t0 < n {
-            let c = (n - t0).min(TOKEN_TILE);
+            let c = (n - t0).min(CT);
             // SAFETY: t0 + i < n: a whole activation row inside `xq.bytes()`.
             let xp = |i: usize| unsafe { xb.add((t0 + i) * xrb) };
-            let mut res = [[0.0f32; TOKEN_TILE]; RT];
+            let mut res = [[0.0f32; 4]; RT];
             // SAFETY: AVX2/FMA/F16C detected (`use_avx2`); pointers cover full rows of `cols`
             // elements of w.ty / its vec_dot_type (validated by WeightMatrix and the caller).
             unsafe {

@@ -67,3 +67,57 @@ fn timing_report() {
         );
     }
 }
+
+/// A decode/prefill pass over distinct weights for every layer (≈ the 110M llama's matmuls), so
+/// the weights stream from DRAM like in a real model rather than staying cache-hot.
+#[test]
+#[ignore = "timing report, run explicitly"]
+fn timing_model_pass() {
+    const LAYERS: usize = 12;
+    // (rows, cols) of wq, wk, wv, wo, w1, w3, w2.
+    let layer_shapes = [
+        (768, 768),
+        (768, 768),
+        (768, 768),
+        (768, 768),
+        (2048, 768),
+        (2048, 768),
+        (768, 2048),
+    ];
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K] {
+        let mut rng = Rng::new(7);
+        let mut mats: Vec<(Vec<u8>, usize, usize)> = Vec::new();
+        for _ in 0..LAYERS {
+            for &(rows, cols) in &layer_shapes {
+                mats.push((
+                    quantize_matrix(ty, &rng.vec(rows * cols, 0.5), cols),
+                    rows,
+                    cols,
+                ));
+            }
+        }
+        mats.push((
+            quantize_matrix(ty, &rng.vec(32000 * 768, 0.5), 768),
+            32000,
+            768,
+        ));
+        let mb: usize = mats.iter().map(|m| m.0.len()).sum::<usize>() >> 20;
+        for n in [1usize, 64] {
+            let x768 = rng.vec(n * 768, 1.0);
+            let x2048 = rng.vec(n * 2048, 1.0);
+            let mut out = vec![0.0; n * 32000];
+            let s = best_secs(5, || {
+                for (data, rows, cols) in &mats {
+                    let w = WeightMatrix::new(ty, data, *rows, *cols).unwrap();
+                    let x = if *cols == 768 { &x768 } else { &x2048 };
+                    matmul(&w, x, n, &mut out[..n * rows]);
+                }
+            });
+            println!(
+                "{ty:>5} model pass ({mb} MiB) n={n:<3} {:>8.2} ms  {:>6.0} tok/s",
+                s * 1e3,
+                n as f64 / s
+            );
+        }
+    }
+}

@@ -7,6 +7,7 @@
 use half::f16;
 
 use super::round::{bf16_to_f32, f32_to_bf16, f32_to_f16};
+#[cfg(target_arch = "x86_64")]
 use crate::simd::{self, SimdLevel};
 
 pub fn f32_bytes_to_f32(src: &[u8], dst: &mut [f32]) {

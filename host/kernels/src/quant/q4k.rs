@@ -48,8 +48,9 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ4K]) {
         let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
         let mut packed = [0u8; 12];
         for j in 0..8 {
-            let ls = nearest_int(inv_scale * scales[j]).min(63) as u8;
-            let lm = nearest_int(inv_min * mins[j]).min(63) as u8;
+            // C stores into uint8_t before MIN(63, ..): wrap first, then clamp.
+            let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
+            let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
             if j < 4 {
                 packed[j] = ls;
                 packed[j + 4] = lm;

@@ -1,4 +1,4 @@
-//! Int8-based tiles: Q8_0·Q8_0, Q4_0·Q8_0 (weights decoded to int8) and Q8_K·Q8_K.
+//! Int8-based tiles: Q8_0·Q8_0, Q4_0·Q8_0 (unsigned levels with an offset term) and Q8_K·Q8_K.
 //!
 //! Per 32 elements: `maddubs(|w|, sign(x, w))` then `madd` with ones gives 8 exact i32 partial
 //! sums; per block `acc = fma(dw * dx, f32(sumi), acc)`. Requires activations in [-127, 127].
@@ -81,6 +81,11 @@ pub unsafe fn tile_q8_0<const R: usize, const C: usize>(
     unsafe { tile_blocks32::<R, C>(decode, x, nb, out) }
 }
 
+/// Q4_0. For a single token the weights stay unsigned (levels 0..15): `maddubs(levels, x)` minus
+/// `8 * Σx` over the same 4-element lane groups (cheaper per-row decode). For batches they are
+/// decoded to signed int8 once and shared. Both forms produce the same exact i32 lanes followed
+/// by the same float operations, so results are bit-identical whichever form a pair goes through.
+///
 /// # Safety
 /// avx2/fma/f16c; every `w[r]` points to `nb` Q4_0 blocks, every `x[t]` to `nb` Q8_0 blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -90,19 +95,57 @@ pub unsafe fn tile_q4_0<const R: usize, const C: usize>(
     nb: usize,
     out: &mut [[f32; C]; R],
 ) {
-    let decode = |r: usize, b: usize| {
-        // SAFETY: b < nb blocks of 18 bytes at w[r] (caller); features enabled (caller).
-        unsafe {
-            let p = w[r].add(b * 18);
-            let q = load128(p.add(2));
-            // Low nibbles are elements 0..16, high nibbles 16..32.
-            let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
-            let v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-            (load_f16(p), _mm256_sub_epi8(v, _mm256_set1_epi8(8)))
+    if C > 1 {
+        // Batches: decode to signed int8 once per block and share it across the C tokens.
+        let decode = |r: usize, b: usize| {
+            // SAFETY: b < nb blocks of 18 bytes at w[r] (caller); features enabled (caller).
+            unsafe {
+                let p = w[r].add(b * 18);
+                let q = load128(p.add(2));
+                let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+                let v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+                (load_f16(p), _mm256_sub_epi8(v, _mm256_set1_epi8(8)))
+            }
+        };
+        // SAFETY: same contract.
+        unsafe { tile_blocks32::<R, C>(decode, x, nb, out) };
+        return;
+    }
+    // SAFETY: blocks readable (caller); all loads unaligned.
+    unsafe {
+        let mask = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let eights = _mm256_set1_epi8(8);
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        for b in 0..nb {
+            let mut wd = [_mm256_setzero_ps(); R];
+            let mut wq = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                let p = w[r].add(b * 18);
+                let q = load128(p.add(2));
+                // Low nibbles are elements 0..16, high nibbles 16..32.
+                let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+                wq[r] = _mm256_and_si256(v, mask);
+                wd[r] = _mm256_set1_ps(load_f16(p));
+            }
+            for t in 0..C {
+                let p = x[t].add(b * 34);
+                let xd = _mm256_set1_ps(load_f16(p));
+                let xq = load256(p.add(2));
+                let offset = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, xq), ones);
+                for r in 0..R {
+                    let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], xq), ones);
+                    let s = _mm256_cvtepi32_ps(_mm256_sub_epi32(dot, offset));
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], xd), s, acc[r][t]);
+                }
+            }
         }
-    };
-    // SAFETY: same contract.
-    unsafe { tile_blocks32::<R, C>(decode, x, nb, out) }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]);
+            }
+        }
+    }
 }
 
 /// # Safety

@@ -1,0 +1,172 @@
+//! The block hash chain, a stable format: these keys are stored on disk and shared across hosts,
+//! so every byte fed to the hash below is part of the format and must never change silently
+//! (bump the `-v1` domain strings instead).
+//!
+//! `H` is BLAKE3 (32-byte output), over the concatenation of:
+//!
+//! ```text
+//! root = H("memoria-kv-root-v1" || model_fingerprint[32] || elem_name || block_tokens: u32 LE
+//!          || namespace_salt[32])
+//! h_i  = H("memoria-kv-block-v1" || h_{i-1}[32] || token_0: u32 LE || ... || token_{B-1}: u32 LE)
+//! ```
+//!
+//! `elem_name` is the ASCII of [`crate::KvElem::name`] (`f32`, `f16`, `q8_0`, `q4_0`), with no
+//! length prefix: the fixed-size fields around it keep the encoding unambiguous. `h_{-1}` is the
+//! root. Two sequences share block `i` exactly when they share the model, element type, block size,
+//! namespace salt and all tokens up to the end of block `i`. Never `DefaultHasher`.
+
+use std::fmt;
+
+use crate::layout::KvElem;
+
+const ROOT_DOMAIN: &[u8] = b"memoria-kv-root-v1";
+const BLOCK_DOMAIN: &[u8] = b"memoria-kv-block-v1";
+const SALT_CONTEXT: &str = "memoria-kv namespace salt v1";
+
+/// Key of a full block (or of the chain's root).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockHash(pub [u8; 32]);
+
+/// Identity of the model whose K/V the blocks hold (e.g. a hash of the GGUF's tensors and hparams).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ModelFingerprint(pub [u8; 32]);
+
+/// Per-namespace salt: namespaces with equal salts share cached blocks, others never do.
+/// The host derives it from configuration, never from a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NamespaceSalt(pub [u8; 32]);
+
+impl ModelFingerprint {
+    /// Fingerprint of arbitrary identifying bytes (BLAKE3 of them).
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(*blake3::hash(bytes).as_bytes())
+    }
+}
+
+impl NamespaceSalt {
+    /// Salt derived from a configuration label: BLAKE3 `derive_key("memoria-kv namespace salt v1", label)`.
+    pub fn derive(label: &str) -> Self {
+        Self(blake3::derive_key(SALT_CONTEXT, label.as_bytes()))
+    }
+}
+
+impl BlockHash {
+    /// The chain's root `h_{-1}` for one model, element type, block size and namespace salt.
+    pub fn root(
+        model: &ModelFingerprint,
+        elem: KvElem,
+        block_tokens: usize,
+        salt: &NamespaceSalt,
+    ) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(ROOT_DOMAIN);
+        h.update(&model.0);
+        h.update(elem.name().as_bytes());
+        // Layouts cap block_tokens far below u32::MAX; saturate rather than wrap for odd callers.
+        h.update(
+            &u32::try_from(block_tokens)
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        h.update(&salt.0);
+        Self(*h.finalize().as_bytes())
+    }
+
+    /// `h_i` from `h_{i-1}` and block `i`'s tokens.
+    pub fn chain(prev: &BlockHash, tokens: &[u32]) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(BLOCK_DOMAIN);
+        h.update(&prev.0);
+        for t in tokens {
+            h.update(&t.to_le_bytes());
+        }
+        Self(*h.finalize().as_bytes())
+    }
+
+    /// Lower-case hex, for logs and store keys.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Debug for BlockHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BlockHash({})", &self.to_hex()[..16])
+    }
+}
+
+impl fmt::Display for BlockHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_depends_on_every_input() {
+        let m = ModelFingerprint([1; 32]);
+        let s = NamespaceSalt::derive("shared");
+        let r = BlockHash::root(&m, KvElem::F16, 16, &s);
+        assert_ne!(r, BlockHash::root(&m, KvElem::F32, 16, &s));
+        assert_ne!(r, BlockHash::root(&m, KvElem::F16, 32, &s));
+        assert_ne!(
+            r,
+            BlockHash::root(&m, KvElem::F16, 16, &NamespaceSalt::derive("t1"))
+        );
+        assert_ne!(
+            r,
+            BlockHash::root(&ModelFingerprint([2; 32]), KvElem::F16, 16, &s)
+        );
+        let a = BlockHash::chain(&r, &[1, 2, 3]);
+        assert_eq!(a, BlockHash::chain(&r, &[1, 2, 3]));
+        assert_ne!(a, BlockHash::chain(&r, &[1, 2, 4]));
+        assert_ne!(BlockHash::chain(&a, &[1]), BlockHash::chain(&r, &[1]));
+    }
+
+    #[test]
+    fn known_values_never_change() {
+        let root = BlockHash::root(
+            &ModelFingerprint([0; 32]),
+            KvElem::F16,
+            16,
+            &NamespaceSalt::derive("shared"),
+        );
+        let h0 = BlockHash::chain(&root, &(0..16).collect::<Vec<u32>>());
+        assert_eq!(
+            root.to_hex(),
+            "1f9bd541997e3c748e954af61cd54b41162280fa51c1d96ea5e4596116abb684"
+        );
+        assert_eq!(
+            h0.to_hex(),
+            "869984e273ed60b2636cc808ddf94243caae9b2110b92cba9e85be8af16ce529"
+        );
+    }
+
+    #[test]
+    fn format_matches_the_documented_bytes() {
+        let m = ModelFingerprint([7; 32]);
+        let s = NamespaceSalt([9; 32]);
+        let mut bytes = b"memoria-kv-root-v1".to_vec();
+        bytes.extend_from_slice(&[7; 32]);
+        bytes.extend_from_slice(b"q8_0");
+        bytes.extend_from_slice(&16u32.to_le_bytes());
+        bytes.extend_from_slice(&[9; 32]);
+        let root = BlockHash::root(&m, KvElem::Q8_0, 16, &s);
+        assert_eq!(root.0, *blake3::hash(&bytes).as_bytes());
+        let mut bytes = b"memoria-kv-block-v1".to_vec();
+        bytes.extend_from_slice(&root.0);
+        bytes.extend_from_slice(&5u32.to_le_bytes());
+        bytes.extend_from_slice(&70000u32.to_le_bytes());
+        assert_eq!(
+            BlockHash::chain(&root, &[5, 70000]).0,
+            *blake3::hash(&bytes).as_bytes()
+        );
+        assert_eq!(
+            NamespaceSalt::derive("x").0,
+            blake3::derive_key("memoria-kv namespace salt v1", b"x")
+        );
+    }
+}

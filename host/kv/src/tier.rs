@@ -1,0 +1,28 @@
+//! The hooks between the hot pool and lower tiers (cold RAM, redb, remote). The pool calls
+//! [`TierSink::demote`] for every sealed block it evicts, before the memory is reused, and
+//! [`TierSource::fetch`] on a prefix miss, in prefix order, before giving up on a block.
+
+use crate::hash::BlockHash;
+use crate::ids::NamespaceId;
+
+/// Receives blocks evicted from the pool.
+pub trait TierSink: Send {
+    /// `data` is the block's full byte image (`[layer][K|V][slot][row]`), `tokens` its B tokens,
+    /// `ns` the namespace it is attributed to. Called before the block's memory is reused.
+    fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]);
+}
+
+/// Supplies blocks missing from the pool.
+pub trait TierSource {
+    /// Fills `out` (one block's bytes) with the block keyed by `hash` and returns true, or
+    /// returns false (leaving `out` unspecified) when it does not have it.
+    fn fetch(&mut self, hash: &BlockHash, out: &mut [u8]) -> bool;
+}
+
+/// The default sink: evicted blocks are dropped.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopSink;
+
+impl TierSink for NoopSink {
+    fn demote(&mut self, _: &BlockHash, _: NamespaceId, _: &[u32], _: &[u8]) {}
+}
