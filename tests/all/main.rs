@@ -8,5 +8,6 @@ mod golden;
 mod kernels;
 mod kv;
 mod sampling;
+mod sessions;
 mod shared;
 mod tokenizer;

@@ -6,7 +6,7 @@ use crate::hash::BlockHash;
 use crate::ids::NamespaceId;
 
 /// Receives blocks evicted from the pool.
-pub trait TierSink: Send {
+pub trait TierSink: Send + Sync {
     /// `data` is the block's full byte image (`[layer][K|V][slot][row]`), `tokens` its B tokens,
     /// `ns` the namespace it is attributed to. Called before the block's memory is reused.
     fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]);

@@ -1,6 +1,46 @@
-//! memoria-sched: turns logits into tokens (sampling, penalties, stop strings) and, as the
-//! session-state memory lands, owns sessions, batching and the engine thread.
+//! memoria-sched: sessions, continuous batching and the engine thread over the shared block
+//! pool, plus sampling, stop strings and the single-sequence generation loop.
 
+pub mod config;
+mod engine;
 pub mod generate;
+pub mod handle;
+pub mod paged;
 pub mod sampling;
+pub mod session;
+pub mod stats;
 pub mod stop;
+pub mod utf8;
+
+pub use config::EngineConfig;
+pub use engine::{GenerateParams, SessionInfo};
+pub use handle::{EngineHandle, GenerationStream};
+pub use session::{Event, SessionId, Usage, WarmInfo};
+pub use stats::{EngineStats, EngineStatsSnapshot};
+
+/// Why an engine request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("session {0:?} not found in this namespace")]
+    NotFound(SessionId),
+    #[error("session {0:?} is busy with a generation")]
+    Busy(SessionId),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("context overflow: {have} tokens + {adding} > {max}")]
+    ContextOverflow {
+        have: usize,
+        adding: usize,
+        max: usize,
+    },
+    #[error("too many sessions (limit {0})")]
+    TooManySessions(usize),
+    #[error("K/V memory: {0}")]
+    Pool(#[from] memoria_kv::PoolError),
+    #[error("cancelled")]
+    Cancelled,
+    #[error("the engine has stopped")]
+    Stopped,
+    #[error("internal error: {0}")]
+    Internal(String),
+}

@@ -5,8 +5,13 @@
 //! 8-aligned whenever the row size allows; kernels never rely on it (all reads are unaligned).
 //! Each row is quantized independently, so a row's bytes do not depend on the batch.
 
+use rayon::prelude::*;
+
 use crate::quant::quantize_row;
 use crate::types::GgmlType;
+
+/// Below this many elements a batch is quantized on the calling thread (rayon overhead).
+const PARALLEL_MIN_ELEMS: usize = 1 << 15;
 
 /// `n` activation rows of `cols` elements, stored as `ty` (`[n, ty.row_bytes(cols)]`).
 #[derive(Clone, Debug)]
@@ -58,8 +63,17 @@ impl QuantizedActivations {
             return;
         }
         let bytes = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.buf)[..total];
-        for (src, dst) in x.chunks_exact(cols).zip(bytes.chunks_exact_mut(row_bytes)) {
+        let one = |(src, dst): (&[f32], &mut [u8])| {
             quantize_row(ty, src, dst).expect("lengths computed above");
+        };
+        if n * cols >= PARALLEL_MIN_ELEMS {
+            x.par_chunks_exact(cols)
+                .zip(bytes.par_chunks_exact_mut(row_bytes))
+                .for_each(one);
+        } else {
+            x.chunks_exact(cols)
+                .zip(bytes.chunks_exact_mut(row_bytes))
+                .for_each(one);
         }
     }
 

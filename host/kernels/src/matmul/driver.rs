@@ -22,6 +22,9 @@ const ROW_TILE: usize = 2;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const ROW_TILE_WIDE: usize = 4;
 const ROW_TILE_DECODE: usize = 8;
+/// Tokens per pass over a task's rows (bounds the activation working set).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const TOKEN_BLOCK: usize = 64;
 /// Maximum tokens per kernel call.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const TOKEN_TILE: usize = 4;
@@ -41,16 +44,9 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
         return;
     }
     let threads = rayon::current_num_threads().max(1);
-    // ~8 tasks per thread for balance; a multiple of both row tiles each.
-    let per_task = rows
-        .div_ceil(
-            threads
-                * std::env::var("MEMORIA_TPT")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(8),
-        )
-        .next_multiple_of(ROW_TILE_DECODE);
+    // ~4 tasks per thread: enough for work stealing, few enough to keep per-call overhead low.
+    // A multiple of every row tile.
+    let per_task = rows.div_ceil(threads * 4).next_multiple_of(ROW_TILE_DECODE);
     let tasks = rows.div_ceil(per_task);
     let ptr = OutPtr(out.as_mut_ptr());
     let use_avx2 = level == SimdLevel::Avx2 && simd::detected() == SimdLevel::Avx2;
@@ -97,54 +93,59 @@ fn run_rows_avx2<const RT: usize, const CT: usize>(
 ) {
     use crate::dot::avx2::tile;
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    const { assert!(CT >= 1 && CT <= TOKEN_TILE) };
     let (rows, n, cols) = (w.rows, xq.n(), w.cols);
     let (wb, xb) = (w.data.as_ptr(), xq.bytes().as_ptr());
     let (wrb, xrb) = (w.row_bytes(), xq.row_bytes());
-    for rt in (r0..r1).step_by(RT) {
-        let valid = (r1 - rt).min(RT);
-        if n <= 2 {
-            // Streaming (memory-bound) case: ask for the next row tile while computing this one.
-            let next = ((rt + RT).min(r1) * wrb)..((rt + 2 * RT).min(r1) * wrb);
-            for off in next.step_by(64) {
-                // SAFETY: off < r1 * wrb <= w.data.len(); prefetch has no architectural effect.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(wb.add(off).cast()) };
-            }
-        }
-        // SAFETY: rt + min(i, valid - 1) < r1 <= rows: a whole row inside `w.data`.
-        let wp: [*const u8; RT] =
-            std::array::from_fn(|i| unsafe { wb.add((rt + i.min(valid - 1)) * wrb) });
-        let mut t0 = 0;
-        while t0 < n {
-            let c = (n - t0).min(CT);
-            // SAFETY: t0 + i < n: a whole activation row inside `xq.bytes()`.
-            let xp = |i: usize| unsafe { xb.add((t0 + i) * xrb) };
-            let mut res = [[0.0f32; 4]; RT];
-            // SAFETY: AVX2/FMA/F16C detected (`use_avx2`); pointers cover full rows of `cols`
-            // elements of w.ty / its vec_dot_type (validated by WeightMatrix and the caller).
-            unsafe {
-                macro_rules! call {
-                    ($c:literal) => {{
-                        let mut o = [[0.0f32; $c]; RT];
-                        tile::<RT, $c>(w.ty, wp, std::array::from_fn(xp), cols, &mut o);
-                        for (dst, src) in res.iter_mut().zip(&o) {
-                            dst[..$c].copy_from_slice(src);
-                        }
-                    }};
-                }
-                match c {
-                    1 => call!(1),
-                    2 => call!(2),
-                    3 => call!(3),
-                    _ => call!(4),
+    // Token blocks keep the activations of one pass over this task's rows in L2.
+    for tb in (0..n).step_by(TOKEN_BLOCK) {
+        let tb_end = (tb + TOKEN_BLOCK).min(n);
+        for rt in (r0..r1).step_by(RT) {
+            let valid = (r1 - rt).min(RT);
+            if n <= 2 {
+                // Streaming (memory-bound) case: request the next row tile while computing this.
+                let next = ((rt + RT).min(r1) * wrb)..((rt + 2 * RT).min(r1) * wrb);
+                for off in next.step_by(64) {
+                    // SAFETY: off < r1 * wrb <= w.data.len(); prefetching has no other effect.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(wb.add(off).cast()) };
                 }
             }
-            for (i, row) in res.iter().enumerate().take(valid) {
-                for (j, &v) in row.iter().enumerate().take(c) {
-                    // SAFETY: t0 + j < n, rt + i < r1 <= rows; only this task writes these rows.
-                    unsafe { *out.0.add((t0 + j) * rows + rt + i) = v };
+            // SAFETY: rt + min(i, valid - 1) < r1 <= rows: a whole row inside `w.data`.
+            let wp: [*const u8; RT] =
+                std::array::from_fn(|i| unsafe { wb.add((rt + i.min(valid - 1)) * wrb) });
+            let mut t0 = tb;
+            while t0 < tb_end {
+                let c = (tb_end - t0).min(CT);
+                // SAFETY: t0 + i < n: a whole activation row inside `xq.bytes()`.
+                let xp = |i: usize| unsafe { xb.add((t0 + i) * xrb) };
+                let mut res = [[0.0f32; TOKEN_TILE]; RT];
+                // SAFETY: AVX2/FMA/F16C detected (`use_avx2`); pointers cover full rows of `cols`
+                // elements of w.ty / its vec_dot_type (validated by WeightMatrix and the caller).
+                unsafe {
+                    macro_rules! call {
+                        ($c:literal) => {{
+                            let mut o = [[0.0f32; $c]; RT];
+                            tile::<RT, $c>(w.ty, wp, std::array::from_fn(xp), cols, &mut o);
+                            for (dst, src) in res.iter_mut().zip(&o) {
+                                dst[..$c].copy_from_slice(src);
+                            }
+                        }};
+                    }
+                    match c {
+                        1 => call!(1),
+                        2 => call!(2),
+                        3 => call!(3),
+                        _ => call!(4),
+                    }
                 }
+                for (i, row) in res.iter().enumerate().take(valid) {
+                    for (j, &v) in row.iter().enumerate().take(c) {
+                        // SAFETY: t0 + j < n, rt + i < r1 <= rows; only this task writes them.
+                        unsafe { *out.0.add((t0 + j) * rows + rt + i) = v };
+                    }
+                }
+                t0 += c;
             }
-            t0 += c;
         }
     }
 }

@@ -212,3 +212,27 @@ fn empty_batch_is_a_no_op() {
     let mut out: Vec<f32> = vec![];
     matmul(&w, &[], 0, &mut out);
 }
+
+#[test]
+fn batch_invariance_across_token_blocks() {
+    let n = 70; // more than one token block of the driver
+    let cols = QK_K;
+    let x = Rng::new(21).vec(n * cols, 1.0); // [n, cols]
+    for ty in [GgmlType::Q4_0, GgmlType::Q6K, GgmlType::BF16] {
+        let data = weights(ty, 12, cols, 5);
+        let w = WeightMatrix::new(ty, &data, 12, cols).unwrap();
+        for level in levels() {
+            let mut full = vec![0.0; n * 12]; // [n, 12]
+            matmul_with(level, &w, &x, n, &mut full);
+            for t in [0, 1, 63, 64, 65, 69] {
+                let mut one = vec![0.0; 12];
+                matmul_with(level, &w, &x[t * cols..(t + 1) * cols], 1, &mut one);
+                assert_eq!(
+                    bits(&one),
+                    bits(&full[t * 12..(t + 1) * 12]),
+                    "{ty} {level:?} t={t}"
+                );
+            }
+        }
+    }
+}

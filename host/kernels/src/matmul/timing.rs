@@ -121,3 +121,19 @@ fn timing_model_pass() {
         }
     }
 }
+
+#[test]
+#[ignore = "timing report, run explicitly"]
+fn timing_activation_quantize() {
+    let (n, cols) = (512usize, 2048usize);
+    let x = Rng::new(3).vec(n * cols, 1.0); // [n, cols]
+    let mut xq = QuantizedActivations::new();
+    for ty in [GgmlType::Q8_0, GgmlType::Q8K, GgmlType::F16] {
+        let s = best_secs(10, || xq.quantize(ty, &x, n, cols));
+        println!(
+            "quantize {ty:>5} [{n}, {cols}]: {:.2} ms ({:.2} ns/elem)",
+            s * 1e3,
+            s * 1e9 / (n * cols) as f64
+        );
+    }
+}

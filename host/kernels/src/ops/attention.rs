@@ -8,6 +8,9 @@
 
 use half::f16;
 
+use crate::GgmlType;
+use crate::quant::dequantize_row;
+
 use super::softmax::softmax_in_place;
 
 /// One cached K or V row (`[n_kv_heads * head_dim]`) in its storage type.
@@ -15,6 +18,28 @@ use super::softmax::softmax_in_place;
 pub enum KvRow<'a> {
     F32(&'a [f32]),
     F16(&'a [f16]),
+    /// GGML q8_0 blocks (`kv_dim / 32 × 34` bytes), dequantized on read.
+    Q8_0(&'a [u8]),
+    /// GGML q4_0 blocks (`kv_dim / 32 × 18` bytes), dequantized on read.
+    Q4_0(&'a [u8]),
+}
+
+impl KvRow<'_> {
+    /// Dequantizes a quantized row into `buf` (`[kv_dim]`) and returns it as an f32 row; other
+    /// rows are returned as they are.
+    fn expand<'b>(self, buf: &'b mut Vec<f32>, kv_dim: usize) -> KvRow<'b>
+    where
+        Self: 'b,
+    {
+        let (ty, bytes) = match self {
+            KvRow::Q8_0(b) => (GgmlType::Q8_0, b),
+            KvRow::Q4_0(b) => (GgmlType::Q4_0, b),
+            other => return other,
+        };
+        buf.resize(kv_dim, 0.0);
+        dequantize_row(ty, bytes, buf).expect("kv: quantized row length");
+        KvRow::F32(buf)
+    }
 }
 
 /// Read access to one layer's K/V rows of one sequence, by absolute position.
@@ -30,6 +55,7 @@ pub trait KvRead: Sync {
 pub struct AttnScratch {
     scores: Vec<f32>,
     q16: Vec<f16>,
+    row: Vec<f32>,
 }
 
 /// Shape of an attention call.
@@ -65,20 +91,22 @@ pub fn attend(
     assert_eq!(q.len(), n_heads * head_dim, "attention: query length");
     assert_eq!(out.len(), n_heads * head_dim, "attention: output length");
     let group = n_heads / n_kv_heads;
-    let AttnScratch { scores, q16 } = scratch;
+    let AttnScratch { scores, q16, row } = scratch;
+    let kv_dim = n_kv_heads * head_dim;
     // [n_heads, n_pos]
     scores.clear();
     scores.resize(n_heads * n_pos, 0.0);
     q16.clear();
     q16.extend(q.iter().map(|&v| f16::from_f32(v)));
     for pos in 0..n_pos {
-        let krow = kv.key(pos);
+        let krow = kv.key(pos).expand(row, kv_dim);
         for h in 0..n_heads {
             let kh = (h / group) * head_dim..(h / group + 1) * head_dim;
             let qh = h * head_dim..(h + 1) * head_dim;
             let dot = match krow {
                 KvRow::F32(k) => dot_f32(&q[qh], &k[kh]),
                 KvRow::F16(k) => dot_f16(&q16[qh], &k[kh]),
+                KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
             };
             scores[h * n_pos + pos] = dot * scale;
         }
@@ -88,7 +116,7 @@ pub fn attend(
     }
     out.fill(0.0);
     for pos in 0..n_pos {
-        let vrow = kv.value(pos);
+        let vrow = kv.value(pos).expand(row, kv_dim);
         for h in 0..n_heads {
             let vh = (h / group) * head_dim..(h / group + 1) * head_dim;
             let o = &mut out[h * head_dim..(h + 1) * head_dim];
@@ -96,6 +124,7 @@ pub fn attend(
             match vrow {
                 KvRow::F32(v) => axpy_f32(o, p, &v[vh]),
                 KvRow::F16(v) => axpy_f16(o, f16::from_f32(p).to_f32(), &v[vh]),
+                KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
             }
         }
     }

@@ -175,6 +175,11 @@ impl GgufFile {
         }
     }
 
+    /// The whole file's bytes (from the mapping).
+    pub fn bytes(&self) -> &[u8] {
+        self.backing.bytes()
+    }
+
     /// Size of the whole file in bytes.
     pub fn file_size(&self) -> u64 {
         self.backing.bytes().len() as u64

@@ -9,6 +9,7 @@ mod kv;
 mod weights;
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 pub use forward::{BatchToken, Scratch};
 pub use hparams::{Arch, HParams};
@@ -45,6 +46,7 @@ pub struct Model {
     hparams: HParams,
     weights: ModelWeights,
     rope: RopeTables,
+    fingerprint: OnceLock<[u8; 32]>,
 }
 
 impl Model {
@@ -68,6 +70,7 @@ impl Model {
             hparams,
             weights,
             rope,
+            fingerprint: OnceLock::new(),
         })
     }
 
@@ -79,6 +82,17 @@ impl Model {
     /// The GGUF file (metadata, tokenizer, tensors).
     pub fn gguf(&self) -> &GgufFile {
         &self.file
+    }
+
+    /// A content fingerprint of the model file: blake3 of every byte (header, metadata and
+    /// weights), computed on first use. K/V block hashes start from it, so state computed by one
+    /// model is never served to another.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        *self.fingerprint.get_or_init(|| {
+            let mut h = blake3::Hasher::new();
+            h.update_rayon(self.file.bytes());
+            *h.finalize().as_bytes()
+        })
     }
 
     /// The weight descriptors.

@@ -1,0 +1,38 @@
+//! Engine configuration: K/V pool shape and budget, step token budget, session limits.
+
+use std::time::Duration;
+
+use memoria_kv::KvElem;
+
+/// How the engine sizes its pool and batches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Element type of cached K/V (f16 by default, as llama.cpp).
+    pub kv_elem: KvElem,
+    /// Tokens per K/V block.
+    pub block_tokens: usize,
+    /// Bytes of K/V the pool may hold.
+    pub kv_budget_bytes: usize,
+    /// Tokens per forward pass (decode tokens plus prefill chunks).
+    pub step_tokens: usize,
+    /// Longest context a session may hold (0: the model's training context).
+    pub max_context: usize,
+    /// Sessions open at once.
+    pub max_sessions: usize,
+    /// Idle sessions (no running job) are closed after this long.
+    pub idle_ttl: Option<Duration>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            kv_elem: KvElem::F16,
+            block_tokens: 16,
+            kv_budget_bytes: 256 << 20,
+            step_tokens: 512,
+            max_context: 0,
+            max_sessions: 4096,
+            idle_ttl: Some(Duration::from_secs(600)),
+        }
+    }
+}

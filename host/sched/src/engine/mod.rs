@@ -1,0 +1,442 @@
+//! The engine thread: owns the model, the block pool and every session; callers talk to it only
+//! through [`Command`]s. Between steps it takes requests; each step batches every running
+//! session's next token plus chunks of pending prefills into one forward pass (see `step`).
+//! Nothing here locks: other threads read [`EngineStats`] and the pool's atomics.
+
+mod command;
+mod step;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub(crate) use command::{Command, Reply};
+pub use command::{GenerateParams, SessionInfo};
+
+use memoria_kv::{BlockPool, ModelFingerprint, NamespaceId, SeqId};
+use memoria_model::llama::{Model, Scratch};
+use memoria_model::tokenizer::Tokenizer;
+
+use crate::EngineError;
+use crate::config::EngineConfig;
+use crate::sampling::Sampler;
+use crate::session::{Event, Generation, Job, Session, SessionId, Usage, Warm};
+use crate::stats::EngineStats;
+use crate::stop::StopMatcher;
+use crate::utf8::Utf8Buf;
+
+pub(crate) struct Engine {
+    pub model: Arc<Model>,
+    pub tok: Arc<Tokenizer>,
+    pub pool: BlockPool,
+    pub fingerprint: ModelFingerprint,
+    pub cfg: EngineConfig,
+    pub sessions: BTreeMap<SessionId, Session>,
+    pub next_id: u64,
+    pub scratch: Scratch,
+    pub stats: Arc<EngineStats>,
+    /// Rotates which decoding session goes first when they exceed the step budget.
+    pub round_robin: usize,
+}
+
+impl Engine {
+    /// Runs until `Shutdown` or every sender is gone.
+    pub fn run(mut self, rx: Receiver<Command>) {
+        loop {
+            let busy = self.has_work();
+            let first = if busy {
+                rx.try_recv().ok()
+            } else {
+                match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            };
+            let mut shutdown = false;
+            for cmd in first
+                .into_iter()
+                .chain(std::iter::from_fn(|| rx.try_recv().ok()))
+            {
+                if matches!(cmd, Command::Shutdown) {
+                    shutdown = true;
+                    break;
+                }
+                self.handle(cmd);
+            }
+            self.sweep_idle();
+            if self.has_work() {
+                self.step();
+            }
+            if shutdown {
+                self.drain_on_shutdown();
+                break;
+            }
+        }
+        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
+        for id in ids {
+            self.close_session(id);
+        }
+    }
+
+    /// Finishes running generations before the thread exits (graceful drain).
+    fn drain_on_shutdown(&mut self) {
+        while self.has_work() {
+            self.step();
+        }
+    }
+
+    pub fn has_work(&self) -> bool {
+        self.sessions.values().any(|s| s.job.is_some())
+    }
+
+    fn session(&mut self, ns: NamespaceId, id: SessionId) -> Result<&mut Session, EngineError> {
+        match self.sessions.get_mut(&id) {
+            Some(s) if s.ns == ns => Ok(s),
+            _ => Err(EngineError::NotFound(id)),
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        let now = Instant::now();
+        match cmd {
+            Command::Open { ns, salt, reply } => {
+                let r = if self.sessions.len() >= self.cfg.max_sessions {
+                    Err(EngineError::TooManySessions(self.cfg.max_sessions))
+                } else {
+                    let root = self.pool.root_hash(&self.fingerprint, &salt);
+                    let seq = self.pool.create_seq(ns, root);
+                    let id = SessionId(self.next_id);
+                    self.next_id += 1;
+                    self.sessions.insert(id, Session::new(ns, root, seq, now));
+                    Ok(id)
+                };
+                let _ = reply.send(r);
+            }
+            Command::Append {
+                ns,
+                session,
+                tokens,
+                reply,
+            } => {
+                let _ = reply.send(self.append(ns, session, tokens));
+            }
+            Command::Generate {
+                ns,
+                session,
+                params,
+                events,
+            } => {
+                if let Err(e) = self.start_generation(ns, session, params, events.clone()) {
+                    let _ = events.send(Event::Error(e.to_string()));
+                }
+            }
+            Command::Fork { ns, session, reply } => {
+                let _ = reply.send(self.fork(ns, session));
+            }
+            Command::Truncate {
+                ns,
+                session,
+                len,
+                reply,
+            } => {
+                let _ = reply.send(self.truncate(ns, session, len));
+            }
+            Command::Close { ns, session, reply } => {
+                let r = self.session(ns, session).map(|_| ());
+                if r.is_ok() {
+                    self.close_session(session);
+                }
+                let _ = reply.send(r);
+            }
+            Command::Info { ns, session, reply } => {
+                let r = self
+                    .session(ns, session)
+                    .map(|s| (s.seq, s.pending.len(), s.job.is_some()));
+                let r = r.and_then(|(seq, pending, busy)| {
+                    let len = self.pool.seq_len(seq)? + pending;
+                    Ok(SessionInfo { len, pending, busy })
+                });
+                let _ = reply.send(r);
+            }
+            Command::Logits { ns, session, reply } => {
+                let _ = reply.send(self.session(ns, session).map(|s| s.last_logits.clone()));
+            }
+            Command::Tokens { ns, session, reply } => {
+                let r = self
+                    .session(ns, session)
+                    .map(|s| (s.seq, s.pending.clone()));
+                let r = r.and_then(|(seq, pending)| {
+                    let mut t = self.pool.seq_tokens(seq)?.to_vec();
+                    t.extend(pending);
+                    Ok(t)
+                });
+                let _ = reply.send(r);
+            }
+            Command::Warm {
+                ns,
+                salt,
+                tokens,
+                pin,
+                ttl,
+                reply,
+            } => self.start_warm(ns, salt, tokens, pin, ttl, reply),
+            Command::SetNamespacePolicy {
+                ns,
+                priority,
+                max_blocks,
+            } => {
+                self.pool.set_namespace_priority(ns, priority);
+                self.pool.set_namespace_cap(ns, max_blocks);
+            }
+            Command::Shutdown => {}
+        }
+        self.stats.set_sessions(self.sessions.len());
+    }
+
+    fn context_len(&self, s: &Session) -> Result<usize, EngineError> {
+        Ok(self.pool.seq_len(s.seq)? + s.pending.len())
+    }
+
+    fn append(
+        &mut self,
+        ns: NamespaceId,
+        id: SessionId,
+        tokens: Vec<u32>,
+    ) -> Result<usize, EngineError> {
+        let n_vocab = self.model.hparams().n_vocab;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(EngineError::InvalidArgument(format!(
+                "token {bad} ≥ vocabulary size {n_vocab}"
+            )));
+        }
+        let max = self.cfg.max_context;
+        let s = self
+            .sessions
+            .get(&id)
+            .filter(|s| s.ns == ns)
+            .ok_or(EngineError::NotFound(id))?;
+        if s.job.is_some() {
+            return Err(EngineError::Busy(id));
+        }
+        let len = self.context_len(s)?;
+        if len + tokens.len() > max {
+            return Err(EngineError::ContextOverflow {
+                have: len,
+                adding: tokens.len(),
+                max,
+            });
+        }
+        let added = tokens.len();
+        let s = self.session(ns, id)?;
+        s.pending.extend(tokens);
+        s.last_used = Instant::now();
+        Ok(len + added)
+    }
+
+    fn start_generation(
+        &mut self,
+        ns: NamespaceId,
+        id: SessionId,
+        params: GenerateParams,
+        events: tokio::sync::mpsc::UnboundedSender<Event>,
+    ) -> Result<(), EngineError> {
+        params
+            .sampling
+            .validate()
+            .map_err(|e| EngineError::InvalidArgument(e.to_string()))?;
+        let n_vocab = self.model.hparams().n_vocab;
+        let s = self
+            .sessions
+            .get(&id)
+            .filter(|s| s.ns == ns)
+            .ok_or(EngineError::NotFound(id))?;
+        if s.job.is_some() {
+            return Err(EngineError::Busy(id));
+        }
+        let seq = s.seq;
+        let mut context = self.pool.seq_tokens(seq)?.to_vec();
+        context.extend_from_slice(&s.pending);
+        if context.is_empty() {
+            return Err(EngineError::InvalidArgument(
+                "the session's context is empty".into(),
+            ));
+        }
+        let mut sampler = Sampler::new(params.sampling.clone(), n_vocab);
+        for &t in &context {
+            sampler.accept(t);
+        }
+        let s = self.session(ns, id)?;
+        let usage = Usage {
+            prompt_tokens: s.pending.len(),
+            cached_tokens: 0,
+            completion_tokens: 0,
+        };
+        let now = Instant::now();
+        s.job = Some(Job::Generate(Box::new(Generation {
+            sampler,
+            stops: StopMatcher::new(params.stop),
+            utf8: Utf8Buf::default(),
+            events,
+            max_tokens: params.max_tokens,
+            produced: 0,
+            started: now,
+            first_token: None,
+            usage,
+            ephemeral: params.close_when_done,
+        })));
+        s.queued_at = now;
+        s.last_used = now;
+        if params.max_tokens == 0 {
+            self.finish_generation(id, crate::generate::StopReason::Length);
+            return Ok(());
+        }
+        let s = self.session(ns, id)?;
+        if s.pending.is_empty() {
+            if s.last_logits.is_some() {
+                // The last token's logits are at hand: sample without a forward pass.
+                let logits = s.last_logits.take().unwrap_or_default();
+                self.on_logits(id, &logits);
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.last_logits = Some(logits);
+                }
+            } else {
+                // Recompute the last token to get its logits.
+                let len = self.pool.seq_len(seq)?;
+                let last = self.pool.seq_tokens(seq)?[len - 1];
+                self.pool.truncate(seq, len - 1)?;
+                self.session(ns, id)?.pending.push(last);
+            }
+        }
+        Ok(())
+    }
+
+    fn fork(&mut self, ns: NamespaceId, id: SessionId) -> Result<SessionId, EngineError> {
+        if self.sessions.len() >= self.cfg.max_sessions {
+            return Err(EngineError::TooManySessions(self.cfg.max_sessions));
+        }
+        let src = self
+            .sessions
+            .get(&id)
+            .filter(|s| s.ns == ns)
+            .ok_or(EngineError::NotFound(id))?;
+        if src.job.is_some() {
+            return Err(EngineError::Busy(id));
+        }
+        let seq: SeqId = self.pool.fork(src.seq)?;
+        let now = Instant::now();
+        let mut copy = Session::new(ns, src.root, seq, now);
+        copy.pending = src.pending.clone();
+        copy.fresh = src.fresh;
+        copy.last_logits = src.last_logits.clone();
+        let new_id = SessionId(self.next_id);
+        self.next_id += 1;
+        self.sessions.insert(new_id, copy);
+        self.stats
+            .forks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(new_id)
+    }
+
+    fn truncate(&mut self, ns: NamespaceId, id: SessionId, len: usize) -> Result<(), EngineError> {
+        let s = self
+            .sessions
+            .get(&id)
+            .filter(|s| s.ns == ns)
+            .ok_or(EngineError::NotFound(id))?;
+        if s.job.is_some() {
+            return Err(EngineError::Busy(id));
+        }
+        let seq = s.seq;
+        let computed = self.pool.seq_len(seq)?;
+        let total = computed + s.pending.len();
+        if len > total {
+            return Err(EngineError::InvalidArgument(format!(
+                "truncate to {len} past the end ({total})"
+            )));
+        }
+        if len == total {
+            return Ok(());
+        }
+        if len >= computed {
+            let s = self.session(ns, id)?;
+            s.pending.truncate(len - computed);
+        } else {
+            self.pool.truncate(seq, len)?;
+            let s = self.session(ns, id)?;
+            s.pending.clear();
+            s.last_logits = None;
+        }
+        Ok(())
+    }
+
+    fn start_warm(
+        &mut self,
+        ns: NamespaceId,
+        salt: memoria_kv::NamespaceSalt,
+        tokens: Vec<u32>,
+        pin: memoria_kv::PinLevel,
+        ttl: Option<Duration>,
+        reply: Reply<crate::session::WarmInfo>,
+    ) {
+        if tokens.is_empty() || tokens.len() > self.cfg.max_context {
+            let _ = reply.send(Err(EngineError::InvalidArgument(format!(
+                "a warm prefix needs 1..={} tokens, got {}",
+                self.cfg.max_context,
+                tokens.len()
+            ))));
+            return;
+        }
+        let root = self.pool.root_hash(&self.fingerprint, &salt);
+        let seq = self.pool.create_seq(ns, root);
+        let now = Instant::now();
+        let mut s = Session::new(ns, root, seq, now);
+        s.pending = tokens;
+        s.job = Some(Job::Warm(Warm {
+            pin,
+            ttl,
+            reply,
+            cached_tokens: 0,
+        }));
+        let id = SessionId(self.next_id);
+        self.next_id += 1;
+        self.sessions.insert(id, s);
+    }
+
+    /// Releases a session's blocks (full blocks stay cached for others) and ends its job.
+    pub fn close_session(&mut self, id: SessionId) {
+        if let Some(s) = self.sessions.remove(&id) {
+            match s.job {
+                Some(Job::Generate(g)) => {
+                    let _ = g.events.send(Event::Error("session closed".into()));
+                }
+                Some(Job::Warm(w)) => {
+                    let _ = w.reply.send(Err(EngineError::Cancelled));
+                }
+                None => {}
+            }
+            let _ = self.pool.drop_seq(s.seq);
+        }
+        self.stats.set_sessions(self.sessions.len());
+    }
+
+    /// Closes sessions idle longer than the configured TTL.
+    fn sweep_idle(&mut self) {
+        let Some(ttl) = self.cfg.idle_ttl else { return };
+        let now = Instant::now();
+        self.pool.set_now(now);
+        let idle: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.job.is_none() && now.duration_since(s.last_used) > ttl)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in idle {
+            self.close_session(id);
+            self.stats
+                .ttl_closed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! One engine step: plan (every decoding session's next token first, rotated for fairness, then
+//! chunks of pending prefills in arrival order, within a token budget), reserve K/V slots in the
+//! pool, run one forward pass for the whole batch, commit, then sample and stream.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use memoria_kv::BlockId;
+use memoria_model::llama::BatchToken;
+
+use super::Engine;
+use crate::EngineError;
+use crate::generate::StopReason;
+use crate::paged::PagedKv;
+use crate::session::{Event, Job, SessionId, WarmInfo};
+
+/// One session's share of a step.
+struct Planned {
+    id: SessionId,
+    n: usize,
+    /// Position of the chunk's first token.
+    start: usize,
+    logits: bool,
+}
+
+impl Engine {
+    pub(crate) fn step(&mut self) {
+        self.reap_cancelled();
+        let plan = self.plan();
+        if plan.is_empty() {
+            return;
+        }
+        let mut tables: Vec<Vec<BlockId>> = Vec::with_capacity(plan.len());
+        let mut batch = Vec::new();
+        for (i, p) in plan.iter().enumerate() {
+            let s = &self.sessions[&p.id];
+            tables.push(
+                self.pool
+                    .block_table(s.seq)
+                    .map(<[BlockId]>::to_vec)
+                    .unwrap_or_default(),
+            );
+            batch.extend(
+                s.pending[..p.n]
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &token)| BatchToken {
+                        token,
+                        pos: p.start + j,
+                        seq: i,
+                        logits: p.logits && j + 1 == p.n,
+                    }),
+            );
+        }
+        let started = Instant::now();
+        let n_vocab = self.model.hparams().n_vocab;
+        let result = {
+            let mut kv = PagedKv::new(&mut self.pool, &tables);
+            self.model
+                .forward(&batch, &mut kv, &mut self.scratch)
+                .map(<[f32]>::to_vec)
+        };
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => {
+                for p in &plan {
+                    let _ = self.pool.truncate(self.sessions[&p.id].seq, p.start);
+                    self.fail_job(p.id, EngineError::Internal(e.to_string()));
+                }
+                return;
+            }
+        };
+        self.stats.record_step(
+            batch.len(),
+            plan.iter().filter(|p| p.n == 1).count(),
+            started.elapsed(),
+        );
+        let mut row = 0;
+        for p in &plan {
+            let Some(s) = self.sessions.get_mut(&p.id) else {
+                continue;
+            };
+            let chunk: Vec<u32> = s.pending.drain(..p.n).collect();
+            if let Err(e) = self.pool.commit(s.seq, &chunk) {
+                self.fail_job(p.id, e.into());
+                continue;
+            }
+            if p.logits {
+                let l = logits[row * n_vocab..(row + 1) * n_vocab].to_vec();
+                row += 1;
+                self.on_logits(p.id, &l);
+                if let Some(s) = self.sessions.get_mut(&p.id) {
+                    s.last_logits = Some(l);
+                }
+            } else if let Some(s) = self.sessions.get_mut(&p.id) {
+                s.last_logits = None;
+            }
+        }
+    }
+
+    /// Chooses this step's work and reserves its K/V slots.
+    fn plan(&mut self) -> Vec<Planned> {
+        let mut decoders = Vec::new();
+        let mut prefills = Vec::new();
+        for (id, s) in &self.sessions {
+            if !s.runnable() {
+                continue;
+            }
+            let decoding =
+                matches!(&s.job, Some(Job::Generate(g)) if g.produced > 0) && s.pending.len() == 1;
+            if decoding {
+                decoders.push(*id);
+            } else {
+                prefills.push((s.queued_at, *id));
+            }
+        }
+        prefills.sort();
+        self.stats
+            .queue_depth
+            .store((decoders.len() + prefills.len()) as u64, Relaxed);
+        if !decoders.is_empty() {
+            let k = self.round_robin % decoders.len();
+            decoders.rotate_left(k);
+            self.round_robin = self.round_robin.wrapping_add(1);
+        }
+        let mut budget = self.cfg.step_tokens.max(1);
+        let mut plan = Vec::new();
+        for id in decoders
+            .into_iter()
+            .chain(prefills.into_iter().map(|(_, id)| id))
+        {
+            if budget == 0 {
+                break;
+            }
+            if let Err(e) = self.match_cached_prefix(id) {
+                self.fail_job(id, e);
+                continue;
+            }
+            let s = &self.sessions[&id];
+            let n = s.pending.len().min(budget);
+            let logits = n == s.pending.len();
+            let seq = s.seq;
+            let start = match self.pool.seq_len(seq) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.fail_job(id, e.into());
+                    continue;
+                }
+            };
+            match self.pool.reserve(seq, n) {
+                Ok(_) => {
+                    budget -= n;
+                    plan.push(Planned {
+                        id,
+                        n,
+                        start,
+                        logits,
+                    });
+                }
+                Err(e) => self.fail_job(id, e.into()),
+            }
+        }
+        plan
+    }
+
+    /// On a session's first compute, attaches the longest cached prefix of its pending tokens.
+    fn match_cached_prefix(&mut self, id: SessionId) -> Result<(), EngineError> {
+        let s = self
+            .sessions
+            .get_mut(&id)
+            .ok_or(EngineError::NotFound(id))?;
+        if !s.fresh {
+            return Ok(());
+        }
+        s.fresh = false;
+        let hit = self.pool.match_prefix(s.seq, &s.pending)?;
+        s.pending.drain(..hit);
+        match &mut s.job {
+            Some(Job::Generate(g)) => g.usage.cached_tokens += hit,
+            Some(Job::Warm(w)) => w.cached_tokens += hit,
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Handles the logits after a session's last computed token.
+    pub(crate) fn on_logits(&mut self, id: SessionId, logits: &[f32]) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        match &mut s.job {
+            Some(Job::Generate(g)) => {
+                if !s.pending.is_empty() {
+                    return;
+                }
+                let token = g.sampler.sample(logits);
+                g.sampler.accept(token);
+                let now = Instant::now();
+                if g.first_token.is_none() {
+                    g.first_token = Some(now);
+                }
+                s.last_used = now;
+                if self.tok.is_eog(token) {
+                    self.finish_generation(id, StopReason::Eog);
+                    return;
+                }
+                g.produced += 1;
+                g.usage.completion_tokens += 1;
+                s.pending.push(token);
+                let text = g.utf8.push(&self.tok.token_to_piece(token, true));
+                let out = g.stops.push(&text);
+                let _ = g.events.send(Event::Token {
+                    id: token,
+                    text: out.emit,
+                });
+                let context = self.pool.seq_len(s.seq).unwrap_or(0) + s.pending.len();
+                let reason = if out.stopped {
+                    Some(StopReason::StopString)
+                } else if g.produced >= g.max_tokens {
+                    Some(StopReason::Length)
+                } else if context >= self.cfg.max_context {
+                    Some(StopReason::ContextFull)
+                } else {
+                    None
+                };
+                if let Some(r) = reason {
+                    self.finish_generation(id, r);
+                }
+            }
+            Some(Job::Warm(_)) if s.pending.is_empty() => self.finish_warm(id),
+            _ => {}
+        }
+    }
+
+    /// Ends a generation: flushes held-back text, reports usage, closes one-shot sessions.
+    pub(crate) fn finish_generation(&mut self, id: SessionId, reason: StopReason) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let Some(Job::Generate(mut g)) = s.job.take() else {
+            return;
+        };
+        let mut tail = String::new();
+        if reason != StopReason::StopString {
+            let out = g.stops.push(&g.utf8.finish());
+            tail.push_str(&out.emit);
+            if !out.stopped {
+                tail.push_str(&g.stops.finish());
+            }
+        }
+        let ttft_ms = g
+            .first_token
+            .map_or(0.0, |t| t.duration_since(g.started).as_secs_f64() * 1000.0);
+        let _ = g.events.send(Event::Done {
+            reason,
+            text_tail: tail,
+            usage: g.usage,
+            ttft_ms,
+        });
+        self.stats.generations.fetch_add(1, Relaxed);
+        if g.ephemeral {
+            self.close_session(id);
+        }
+    }
+
+    /// Pins a warmed prefix and closes its session (the blocks stay cached).
+    fn finish_warm(&mut self, id: SessionId) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let Some(Job::Warm(w)) = s.job.take() else {
+            return;
+        };
+        let (root, seq) = (s.root, s.seq);
+        let tokens = self
+            .pool
+            .seq_tokens(seq)
+            .map(<[u32]>::to_vec)
+            .unwrap_or_default();
+        let blocks_pinned = self.pool.pin_prefix(&root, &tokens, w.pin, w.ttl);
+        let info = WarmInfo {
+            tokens: tokens.len(),
+            cached_tokens: w.cached_tokens,
+            blocks_pinned,
+        };
+        let _ = w.reply.send(Ok(info));
+        self.close_session(id);
+    }
+
+    /// Fails a session's job with `err`; one-shot sessions are closed.
+    pub(crate) fn fail_job(&mut self, id: SessionId, err: EngineError) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        match s.job.take() {
+            Some(Job::Generate(g)) => {
+                let _ = g.events.send(Event::Error(err.to_string()));
+                if g.ephemeral {
+                    self.close_session(id);
+                }
+            }
+            Some(Job::Warm(w)) => {
+                let _ = w.reply.send(Err(err));
+                self.close_session(id);
+            }
+            None => {}
+        }
+    }
+
+    /// Cancels generations whose client went away; one-shot sessions release their blocks.
+    fn reap_cancelled(&mut self) {
+        let gone: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| matches!(&s.job, Some(Job::Generate(g)) if g.events.is_closed()))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.stats.cancelled.fetch_add(1, Relaxed);
+            let Some(s) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            if let Some(Job::Generate(g)) = s.job.take()
+                && g.ephemeral
+            {
+                self.close_session(id);
+            }
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The callers' side of the engine: [`EngineHandle`] starts the engine thread and sends it
+//! commands; every method is async and awaits the engine's reply over a oneshot channel, so
+//! tokio tasks never block a runtime thread. Generations stream [`Event`]s through a
+//! [`GenerationStream`]; dropping the stream cancels the generation.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use memoria_kv::{
+    BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PinLevel, PoolStats,
+};
+use memoria_model::llama::{Model, Scratch};
+use memoria_model::tokenizer::Tokenizer;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::EngineError;
+use crate::config::EngineConfig;
+use crate::engine::{Command, Engine, GenerateParams, SessionInfo};
+use crate::session::{Event, SessionId, WarmInfo};
+use crate::stats::EngineStats;
+
+/// A running engine. Cloneable; the engine stops when [`EngineHandle::shutdown`] is called or
+/// every handle is dropped.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: Sender<Command>,
+    tokenizer: Arc<Tokenizer>,
+    model: Arc<Model>,
+    pool_stats: Arc<PoolStats>,
+    stats: Arc<EngineStats>,
+    thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineHandle").finish_non_exhaustive()
+    }
+}
+
+/// Tokens of a running generation; `next` yields events until `Done` or `Error`.
+#[derive(Debug)]
+pub struct GenerationStream {
+    rx: mpsc::UnboundedReceiver<Event>,
+}
+
+impl GenerationStream {
+    /// The next event, or `None` once the engine has nothing more to send.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.rx.recv().await
+    }
+
+    /// The next event, blocking the calling thread (not for async contexts).
+    pub fn blocking_next(&mut self) -> Option<Event> {
+        self.rx.blocking_recv()
+    }
+}
+
+impl EngineHandle {
+    /// Builds the pool (`cfg.kv_budget_bytes`) and starts the engine thread.
+    pub fn start(
+        model: Arc<Model>,
+        tokenizer: Arc<Tokenizer>,
+        mut cfg: EngineConfig,
+    ) -> Result<EngineHandle, EngineError> {
+        let hp = model.hparams();
+        if cfg.max_context == 0 {
+            cfg.max_context = hp.n_ctx_train.max(1);
+        }
+        let layout =
+            KvLayout::new(hp.n_layer, hp.kv_dim(), cfg.kv_elem).with_block_tokens(cfg.block_tokens);
+        let pool = BlockPool::new(layout, cfg.kv_budget_bytes)?;
+        let pool_stats = pool.stats();
+        let stats = Arc::new(EngineStats::default());
+        let fingerprint = ModelFingerprint(model.fingerprint());
+        let engine = Engine {
+            model: model.clone(),
+            tok: tokenizer.clone(),
+            pool,
+            fingerprint,
+            cfg,
+            sessions: Default::default(),
+            next_id: 1,
+            scratch: Scratch::default(),
+            stats: stats.clone(),
+            round_robin: 0,
+        };
+        let (tx, rx) = channel();
+        let thread = std::thread::Builder::new()
+            .name("memoria-engine".into())
+            .spawn(move || engine.run(rx))
+            .map_err(|e| EngineError::Internal(format!("spawning the engine thread: {e}")))?;
+        Ok(EngineHandle {
+            tx,
+            tokenizer,
+            model,
+            pool_stats,
+            stats,
+            thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+        })
+    }
+
+    /// The model's tokenizer.
+    pub fn tokenizer(&self) -> &Arc<Tokenizer> {
+        &self.tokenizer
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Block pool figures (per namespace and total).
+    pub fn pool_stats(&self) -> &Arc<PoolStats> {
+        &self.pool_stats
+    }
+
+    /// Engine figures.
+    pub fn stats(&self) -> &Arc<EngineStats> {
+        &self.stats
+    }
+
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, EngineError>>) -> Command,
+    ) -> Result<T, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .map_err(|_| EngineError::Stopped)?;
+        rx.await.map_err(|_| EngineError::Stopped)?
+    }
+
+    /// Opens an empty session in `ns`, whose cached blocks are keyed with `salt` (derived by the
+    /// host from configuration, never from a request).
+    pub async fn open(
+        &self,
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+    ) -> Result<SessionId, EngineError> {
+        self.call(|reply| Command::Open { ns, salt, reply }).await
+    }
+
+    /// Appends tokens (computed lazily, by the next generation); returns the context length.
+    pub async fn append(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        tokens: Vec<u32>,
+    ) -> Result<usize, EngineError> {
+        self.call(|reply| Command::Append {
+            ns,
+            session,
+            tokens,
+            reply,
+        })
+        .await
+    }
+
+    /// Starts generating; the stream yields tokens then `Done`. Dropping it cancels.
+    pub fn generate(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        params: GenerateParams,
+    ) -> Result<GenerationStream, EngineError> {
+        let (events, rx) = mpsc::unbounded_channel();
+        self.tx
+            .send(Command::Generate {
+                ns,
+                session,
+                params,
+                events,
+            })
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(GenerationStream { rx })
+    }
+
+    /// A new session sharing every block of `session` (nothing copied).
+    pub async fn fork(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+    ) -> Result<SessionId, EngineError> {
+        self.call(|reply| Command::Fork { ns, session, reply })
+            .await
+    }
+
+    /// Drops every token at position `len` and after.
+    pub async fn truncate(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        len: usize,
+    ) -> Result<(), EngineError> {
+        self.call(|reply| Command::Truncate {
+            ns,
+            session,
+            len,
+            reply,
+        })
+        .await
+    }
+
+    /// Closes a session; its full blocks stay cached for others.
+    pub async fn close(&self, ns: NamespaceId, session: SessionId) -> Result<(), EngineError> {
+        self.call(|reply| Command::Close { ns, session, reply })
+            .await
+    }
+
+    /// Context length, pending tokens and whether a job runs.
+    pub async fn info(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+    ) -> Result<SessionInfo, EngineError> {
+        self.call(|reply| Command::Info { ns, session, reply })
+            .await
+    }
+
+    /// Logits after the session's last computed token, if it was computed with logits.
+    pub async fn logits(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+    ) -> Result<Option<Vec<f32>>, EngineError> {
+        self.call(|reply| Command::Logits { ns, session, reply })
+            .await
+    }
+
+    /// Every token of the session's context.
+    pub async fn tokens(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+    ) -> Result<Vec<u32>, EngineError> {
+        self.call(|reply| Command::Tokens { ns, session, reply })
+            .await
+    }
+
+    /// Prefills `tokens` (reusing what is cached) and pins the resulting blocks.
+    pub async fn warm(
+        &self,
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        tokens: Vec<u32>,
+        pin: PinLevel,
+        ttl: Option<Duration>,
+    ) -> Result<WarmInfo, EngineError> {
+        self.call(|reply| Command::Warm {
+            ns,
+            salt,
+            tokens,
+            pin,
+            ttl,
+            reply,
+        })
+        .await
+    }
+
+    /// Sets a namespace's eviction priority and block cap.
+    pub fn set_namespace_policy(
+        &self,
+        ns: NamespaceId,
+        priority: i32,
+        max_blocks: Option<usize>,
+    ) -> Result<(), EngineError> {
+        self.tx
+            .send(Command::SetNamespacePolicy {
+                ns,
+                priority,
+                max_blocks,
+            })
+            .map_err(|_| EngineError::Stopped)
+    }
+
+    /// Lets running generations finish, then stops the engine thread and waits for it.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Command::Shutdown);
+        let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The model's view of the shared block pool: implements [`KvStore`] for the sequences of one
+//! engine step. Position `p` of a sequence lives in block `table[p / B]`, slot `p % B`; writes
+//! go only to slots the pool reserved for this step (exclusively owned, unsealed blocks), reads
+//! follow each sequence's own block table, so attention cost is proportional to its own length.
+
+use half::f16;
+use memoria_kernels::GgmlType;
+use memoria_kernels::ops::{KvRead, KvRow};
+use memoria_kernels::quant::quantize_row;
+use memoria_kv::{BlockId, BlockPool, KvElem, KvPart};
+use memoria_model::llama::KvStore;
+
+/// The step's sequences (batch `seq` index → block table) over the pool.
+pub struct PagedKv<'p> {
+    pool: &'p mut BlockPool,
+    tables: &'p [Vec<BlockId>],
+}
+
+impl<'p> PagedKv<'p> {
+    /// `tables[i]` is the block table of the batch's sequence `i`, already covering every
+    /// position the step writes.
+    pub fn new(pool: &'p mut BlockPool, tables: &'p [Vec<BlockId>]) -> Self {
+        PagedKv { pool, tables }
+    }
+}
+
+/// Converts an f32 row to the pool's element type, in place in `dst`.
+fn store_row(elem: KvElem, src: &[f32], dst: &mut [u8]) {
+    match elem {
+        KvElem::F32 => dst.copy_from_slice(bytemuck::cast_slice(src)),
+        KvElem::F16 => {
+            let out: &mut [f16] = bytemuck::cast_slice_mut(dst);
+            for (d, &s) in out.iter_mut().zip(src) {
+                *d = f16::from_f32(s);
+            }
+        }
+        KvElem::Q8_0 => quantize_row(GgmlType::Q8_0, src, dst).expect("kv row size"),
+        KvElem::Q4_0 => quantize_row(GgmlType::Q4_0, src, dst).expect("kv row size"),
+    }
+}
+
+fn load_row(elem: KvElem, bytes: &[u8]) -> KvRow<'_> {
+    match elem {
+        KvElem::F32 => KvRow::F32(bytemuck::cast_slice(bytes)),
+        KvElem::F16 => KvRow::F16(bytemuck::cast_slice(bytes)),
+        KvElem::Q8_0 => KvRow::Q8_0(bytes),
+        KvElem::Q4_0 => KvRow::Q4_0(bytes),
+    }
+}
+
+/// One layer of one sequence, read through its block table.
+pub struct PagedView<'a> {
+    pool: &'a BlockPool,
+    table: &'a [BlockId],
+    layer: usize,
+    block_tokens: usize,
+    elem: KvElem,
+}
+
+impl PagedView<'_> {
+    fn read(&self, pos: usize, part: KvPart) -> KvRow<'_> {
+        let block = self.table[pos / self.block_tokens];
+        load_row(
+            self.elem,
+            self.pool
+                .row(block, self.layer, part, pos % self.block_tokens),
+        )
+    }
+}
+
+impl KvRead for PagedView<'_> {
+    fn key(&self, pos: usize) -> KvRow<'_> {
+        self.read(pos, KvPart::K)
+    }
+    fn value(&self, pos: usize) -> KvRow<'_> {
+        self.read(pos, KvPart::V)
+    }
+}
+
+impl KvStore for PagedKv<'_> {
+    type View<'a>
+        = PagedView<'a>
+    where
+        Self: 'a;
+
+    fn write(&mut self, seq: usize, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let layout = *self.pool.layout();
+        let b = layout.block_tokens;
+        let block = self.tables[seq][pos / b];
+        store_row(
+            layout.elem,
+            k,
+            self.pool.row_mut(block, layer, KvPart::K, pos % b),
+        );
+        store_row(
+            layout.elem,
+            v,
+            self.pool.row_mut(block, layer, KvPart::V, pos % b),
+        );
+    }
+
+    fn view(&self, seq: usize, layer: usize) -> PagedView<'_> {
+        let layout = self.pool.layout();
+        PagedView {
+            pool: self.pool,
+            table: &self.tables[seq],
+            layer,
+            block_tokens: layout.block_tokens,
+            elem: layout.elem,
+        }
+    }
+
+    fn capacity(&self, seq: usize) -> usize {
+        self.tables
+            .get(seq)
+            .map_or(0, |t| t.len() * self.pool.layout().block_tokens)
+    }
+}

@@ -1,0 +1,117 @@
+//! Engine-side session state: the pool sequence holding its computed K/V, tokens appended but not
+//! yet computed (prefill is lazy), the logits of its last computed token, and the job it runs
+//! (a generation streaming to a client, or a warm-up that pins its prefix).
+
+use std::time::{Duration, Instant};
+
+use memoria_kv::{BlockHash, NamespaceId, PinLevel, SeqId};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::EngineError;
+use crate::sampling::Sampler;
+use crate::stop::StopMatcher;
+use crate::utf8::Utf8Buf;
+
+/// A session handle: unique for the engine's lifetime, valid only with its namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(pub u64);
+
+/// Token counts of one generation, OpenAI-style.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens that had to be in the context before generating (appended since the last job).
+    pub prompt_tokens: usize,
+    /// Of those, tokens whose K/V came from the shared cache instead of being computed.
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+/// What a generation sends to its client, in order: tokens, then exactly one `Done` or `Error`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    Token {
+        id: u32,
+        text: String,
+    },
+    Done {
+        reason: crate::generate::StopReason,
+        text_tail: String,
+        usage: Usage,
+        ttft_ms: f64,
+    },
+    Error(String),
+}
+
+/// A running generation.
+pub(crate) struct Generation {
+    pub sampler: Sampler,
+    pub stops: StopMatcher,
+    pub utf8: Utf8Buf,
+    pub events: mpsc::UnboundedSender<Event>,
+    pub max_tokens: usize,
+    pub produced: usize,
+    pub started: Instant,
+    pub first_token: Option<Instant>,
+    pub usage: Usage,
+    /// Close the session when the generation ends or its client goes away.
+    pub ephemeral: bool,
+}
+
+/// A warm-up: compute the prefix, pin its blocks, report, close.
+pub(crate) struct Warm {
+    pub pin: PinLevel,
+    pub ttl: Option<Duration>,
+    pub reply: oneshot::Sender<Result<WarmInfo, EngineError>>,
+    pub cached_tokens: usize,
+}
+
+/// Result of warming a prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarmInfo {
+    pub tokens: usize,
+    pub cached_tokens: usize,
+    pub blocks_pinned: usize,
+}
+
+pub(crate) enum Job {
+    Generate(Box<Generation>),
+    Warm(Warm),
+}
+
+pub(crate) struct Session {
+    pub ns: NamespaceId,
+    /// Root of the session's block hash chain (model fingerprint, K/V type, namespace salt).
+    pub root: BlockHash,
+    pub seq: SeqId,
+    /// Appended tokens whose K/V are not computed yet, in order.
+    pub pending: Vec<u32>,
+    /// No K/V computed or matched yet: the first compute tries the shared prefix cache.
+    pub fresh: bool,
+    /// Logits after the last computed token, when it was computed with logits.
+    pub last_logits: Option<Vec<f32>>,
+    pub job: Option<Job>,
+    pub last_used: Instant,
+    /// When the current job was queued (prefill order is first come, first served).
+    pub queued_at: Instant,
+}
+
+impl Session {
+    pub fn new(ns: NamespaceId, root: BlockHash, seq: SeqId, now: Instant) -> Session {
+        Session {
+            ns,
+            root,
+            seq,
+            pending: Vec::new(),
+            fresh: true,
+            last_logits: None,
+            job: None,
+            last_used: now,
+            queued_at: now,
+        }
+    }
+
+    /// Whether the session has tokens to compute for a job.
+    pub fn runnable(&self) -> bool {
+        self.job.is_some() && !self.pending.is_empty()
+    }
+}

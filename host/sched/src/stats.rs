@@ -1,0 +1,91 @@
+//! Engine counters and gauges (atomics), readable from any thread while the engine runs:
+//! sessions, queue depth, steps, tokens per step, decode vs prefill work, forks, cancellations.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Live engine figures.
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub sessions_active: AtomicU64,
+    /// Sessions with work waiting at the start of the last step.
+    pub queue_depth: AtomicU64,
+    pub steps: AtomicU64,
+    pub step_tokens_total: AtomicU64,
+    pub step_tokens_max: AtomicU64,
+    pub last_step_tokens: AtomicU64,
+    pub decode_tokens: AtomicU64,
+    pub prefill_tokens: AtomicU64,
+    pub step_micros_total: AtomicU64,
+    pub generations: AtomicU64,
+    pub forks: AtomicU64,
+    pub cancelled: AtomicU64,
+    pub ttl_closed: AtomicU64,
+}
+
+/// A plain copy of [`EngineStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EngineStatsSnapshot {
+    pub sessions_active: u64,
+    pub queue_depth: u64,
+    pub steps: u64,
+    pub step_tokens_total: u64,
+    pub step_tokens_max: u64,
+    pub last_step_tokens: u64,
+    pub decode_tokens: u64,
+    pub prefill_tokens: u64,
+    pub step_seconds_total: f64,
+    pub generations: u64,
+    pub forks: u64,
+    pub cancelled: u64,
+    pub ttl_closed: u64,
+}
+
+impl EngineStatsSnapshot {
+    /// Mean tokens per forward pass.
+    pub fn mean_step_tokens(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            self.step_tokens_total as f64 / self.steps as f64
+        }
+    }
+}
+
+impl EngineStats {
+    pub(crate) fn set_sessions(&self, n: usize) {
+        self.sessions_active.store(n as u64, Relaxed);
+    }
+
+    pub(crate) fn record_step(&self, tokens: usize, decode_tokens: usize, took: Duration) {
+        let t = tokens as u64;
+        self.steps.fetch_add(1, Relaxed);
+        self.step_tokens_total.fetch_add(t, Relaxed);
+        self.step_tokens_max.fetch_max(t, Relaxed);
+        self.last_step_tokens.store(t, Relaxed);
+        self.decode_tokens.fetch_add(decode_tokens as u64, Relaxed);
+        self.prefill_tokens
+            .fetch_add((tokens - decode_tokens.min(tokens)) as u64, Relaxed);
+        self.step_micros_total
+            .fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    /// Reads every figure.
+    pub fn snapshot(&self) -> EngineStatsSnapshot {
+        EngineStatsSnapshot {
+            sessions_active: self.sessions_active.load(Relaxed),
+            queue_depth: self.queue_depth.load(Relaxed),
+            steps: self.steps.load(Relaxed),
+            step_tokens_total: self.step_tokens_total.load(Relaxed),
+            step_tokens_max: self.step_tokens_max.load(Relaxed),
+            last_step_tokens: self.last_step_tokens.load(Relaxed),
+            decode_tokens: self.decode_tokens.load(Relaxed),
+            prefill_tokens: self.prefill_tokens.load(Relaxed),
+            step_seconds_total: self.step_micros_total.load(Relaxed) as f64 / 1e6,
+            generations: self.generations.load(Relaxed),
+            forks: self.forks.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
+            ttl_closed: self.ttl_closed.load(Relaxed),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Incremental UTF-8 assembly for streamed tokens: byte pieces are joined across tokens and only
+//! complete characters are released; invalid sequences become U+FFFD, never a panic.
+
+/// Bytes waiting for the rest of a multi-byte character.
+#[derive(Debug, Default)]
+pub struct Utf8Buf {
+    pending: Vec<u8>,
+}
+
+impl Utf8Buf {
+    /// Appends `bytes` and returns every complete character now available.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
+                    match e.error_len() {
+                        // An incomplete character at the end: keep it for the next piece.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        Some(bad) => {
+                            out.push('\u{FFFD}');
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Releases whatever is left (an incomplete character becomes U+FFFD).
+    pub fn finish(&mut self) -> String {
+        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_split_characters_and_replaces_bad_bytes() {
+        let mut b = Utf8Buf::default();
+        let llama = "🦙".as_bytes();
+        assert_eq!(b.push(&llama[..1]), "");
+        assert_eq!(b.push(&llama[1..3]), "");
+        assert_eq!(b.push(&[llama[3], b'a']), "🦙a");
+        assert_eq!(b.push(&[0xff, b'b']), "\u{FFFD}b");
+        assert_eq!(b.push(&llama[..2]), "");
+        assert_eq!(b.finish(), "\u{FFFD}");
+    }
+}
