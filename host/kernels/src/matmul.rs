@@ -31,11 +31,12 @@ pub fn matmul(w: &WeightMatrix, x: &[f32], n: usize, out: &mut [f32]) {
 
 /// [`matmul`] on an explicit SIMD path (tests and benches compare paths with it).
 pub fn matmul_with(level: SimdLevel, w: &WeightMatrix, x: &[f32], n: usize, out: &mut [f32]) {
-    SCRATCH.with(|s| {
-        let mut xq = s.borrow_mut();
-        xq.quantize(w.ty.vec_dot_type(), x, n, w.cols);
-        matmul_prequantized_with(level, w, &xq, out);
-    })
+    // Taken out of the cell while in use: a nested matmul on this thread (rayon work stealing
+    // while we wait) then simply gets a fresh buffer instead of a borrow panic.
+    let mut xq = SCRATCH.with(RefCell::take);
+    xq.quantize(w.ty.vec_dot_type(), x, n, w.cols);
+    matmul_prequantized_with(level, w, &xq, out);
+    SCRATCH.with(|s| *s.borrow_mut() = xq);
 }
 
 /// `out = xq · wᵀ` for activations already converted with

@@ -76,6 +76,8 @@ pub struct WarmInfo {
 pub(crate) enum Job {
     Generate(Box<Generation>),
     Warm(Warm),
+    /// Compute every pending token and reply with the last token's logits.
+    Prefill(oneshot::Sender<Result<Vec<f32>, EngineError>>),
 }
 
 pub(crate) struct Session {

@@ -1,14 +1,17 @@
 //! `memoria run`: tokenize a prompt as llama.cpp's `llama-simple` does (BOS per metadata,
-//! special tokens parsed), generate, and print text or one JSON object.
+//! special tokens parsed), prefill and generate through the engine (the same sessions, block
+//! pool and batching as the server), and print text or one JSON object.
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use memoria_model::llama::KvDtype;
-use memoria_sched::generate::{GenerateRequest, generate};
+use memoria_kv::{KvElem, NamespaceId, NamespaceSalt};
 use memoria_sched::sampling::SamplingParams;
+use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use serde_json::json;
 
 use crate::load::load_model;
@@ -54,9 +57,9 @@ pub struct RunArgs {
     /// Context size (0: prompt + n-predict).
     #[arg(short = 'c', long = "ctx-size", default_value_t = 0)]
     ctx_size: usize,
-    /// K/V cache element type: f16 (default, as llama.cpp) or f32.
+    /// K/V cache element type: f16 (default, as llama.cpp), f32, q8_0 or q4_0.
     #[arg(long = "cache-type", default_value = "f16", value_parser = parse_kv)]
-    cache_type: KvDtype,
+    cache_type: KvElem,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
@@ -65,8 +68,12 @@ pub struct RunArgs {
     logits_out: Option<PathBuf>,
 }
 
-fn parse_kv(s: &str) -> Result<KvDtype, String> {
-    KvDtype::parse(s).ok_or_else(|| format!("unknown cache type {s:?} (use f16 or f32)"))
+/// Parses a K/V element type name.
+pub fn parse_kv(s: &str) -> Result<KvElem, String> {
+    [KvElem::F16, KvElem::F32, KvElem::Q8_0, KvElem::Q4_0]
+        .into_iter()
+        .find(|e| e.name() == s.to_ascii_lowercase())
+        .ok_or_else(|| format!("unknown cache type {s:?} (use f16, f32, q8_0 or q4_0)"))
 }
 
 pub fn main(a: RunArgs) -> anyhow::Result<()> {
@@ -79,6 +86,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give a prompt with -p TEXT or -f FILE"),
     };
     let loaded = load_model(&a.model, a.json)?;
+    let load_ms = loaded.load_ms;
     let tok = &loaded.tokenizer;
     let prompt_tokens = tok.encode(&prompt, true, true);
     let sampling = SamplingParams {
@@ -91,45 +99,68 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         ..SamplingParams::default()
     };
     sampling.validate().context("sampling parameters")?;
-    let req = GenerateRequest {
-        prompt: prompt_tokens.clone(),
-        max_tokens: a.n_predict,
-        sampling,
-        stop: a.stop.clone(),
-        kv_dtype: a.cache_type,
-        n_ctx: a.ctx_size,
-        n_batch: 512,
-    };
+    let model = Arc::new(loaded.model);
+    let max_context = if a.ctx_size > 0 { a.ctx_size } else { model.hparams().n_ctx_train };
+    let cfg = EngineConfig { kv_elem: a.cache_type, max_context, ..EngineConfig::default() };
+    let engine = EngineHandle::start(model, Arc::new(loaded.tokenizer), cfg)?;
+    let params = GenerateParams { sampling, max_tokens: a.n_predict, stop: a.stop.clone(), close_when_done: true };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut stdout = std::io::stdout().lock();
     if !a.json {
         stdout.write_all(prompt.as_bytes())?;
         stdout.flush()?;
     }
-    let out = generate(&loaded.model, tok, &req, |text| {
-        if !a.json {
-            let _ = stdout.write_all(text.as_bytes());
-            let _ = stdout.flush();
+    let ns = NamespaceId(0);
+    let (out, prompt_logits, t) = rt.block_on(async {
+        let session = engine.open(ns, NamespaceSalt::derive("memoria-cli")).await?;
+        engine.append(ns, session, prompt_tokens.clone()).await?;
+        let started = Instant::now();
+        let prompt_logits = engine.prefill(ns, session).await?;
+        let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let started = Instant::now();
+        let mut stream = engine.generate(ns, session, params)?;
+        let (mut tokens, mut text, mut finish) = (Vec::new(), String::new(), "length");
+        while let Some(ev) = stream.next().await {
+            let piece = match ev {
+                Event::Token { id, text } => {
+                    tokens.push(id);
+                    text
+                }
+                Event::Done { reason, text_tail, .. } => {
+                    finish = reason.as_str();
+                    text_tail
+                }
+                Event::Error(e) => anyhow::bail!("generation failed: {e}"),
+            };
+            text.push_str(&piece);
+            if !a.json {
+                stdout.write_all(piece.as_bytes())?;
+                stdout.flush()?;
+            }
         }
+        let t = Timings { prompt_n: prompt_tokens.len(), prompt_ms, predicted_n: tokens.len(), predicted_ms: started.elapsed().as_secs_f64() * 1000.0 };
+        anyhow::Ok(((tokens, text, finish), prompt_logits, t))
     })?;
+    engine.shutdown();
+    let (tokens, text, finish) = out;
     if let Some(path) = &a.logits_out {
-        let text = serde_json::to_string(&out.prompt_logits)?;
+        let text = serde_json::to_string(&prompt_logits)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let t = out.timings;
     if a.json {
         let obj = json!({
             "prompt_tokens": prompt_tokens,
-            "tokens": out.tokens,
-            "text": out.text,
-            "finish_reason": out.stop_reason.as_str(),
+            "tokens": tokens,
+            "text": text,
+            "finish_reason": finish,
             "timings": {
-                "load_ms": loaded.load_ms,
-                "prompt_n": t.prompt_tokens,
+                "load_ms": load_ms,
+                "prompt_n": t.prompt_n,
                 "prompt_ms": t.prompt_ms,
-                "prompt_per_second": t.prompt_per_s(),
-                "predicted_n": t.generated_tokens,
-                "predicted_ms": t.generate_ms,
-                "predicted_per_second": t.generate_per_s(),
+                "prompt_per_second": rate(t.prompt_n, t.prompt_ms),
+                "predicted_n": t.predicted_n,
+                "predicted_ms": t.predicted_ms,
+                "predicted_per_second": rate(t.predicted_n, t.predicted_ms),
             },
         });
         writeln!(stdout, "{obj}")?;
@@ -137,13 +168,25 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         writeln!(stdout)?;
         eprintln!(
             "prompt: {} tokens, {:.1} ms ({:.1} t/s) | generated: {} tokens, {:.1} ms ({:.1} t/s)",
-            t.prompt_tokens,
+            t.prompt_n,
             t.prompt_ms,
-            t.prompt_per_s(),
-            t.generated_tokens,
-            t.generate_ms,
-            t.generate_per_s()
+            rate(t.prompt_n, t.prompt_ms),
+            t.predicted_n,
+            t.predicted_ms,
+            rate(t.predicted_n, t.predicted_ms)
         );
     }
     Ok(())
+}
+
+/// Prompt and generation timings of one run.
+struct Timings {
+    prompt_n: usize,
+    prompt_ms: f64,
+    predicted_n: usize,
+    predicted_ms: f64,
+}
+
+fn rate(n: usize, ms: f64) -> f64 {
+    if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 }
 }

@@ -236,3 +236,34 @@ fn batch_invariance_across_token_blocks() {
         }
     }
 }
+
+/// Matmuls running inside rayon tasks (nested parallelism, work stealing on the same thread)
+/// neither panic nor change results.
+#[test]
+fn nested_parallel_matmuls_agree() {
+    use rayon::prelude::*;
+    let n = 64;
+    let cols = 2 * QK_K;
+    let x = Rng::new(8).vec(n * cols, 1.0); // [n, cols]; large enough to quantize in parallel
+    let data = weights(GgmlType::Q8_0, 16, cols, 3);
+    let w = WeightMatrix::new(GgmlType::Q8_0, &data, 16, cols).unwrap();
+    let mut want = vec![0.0; n * 16];
+    matmul(&w, &x, n, &mut want);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let outs: Vec<Vec<f32>> = pool.install(|| {
+        (0..8)
+            .into_par_iter()
+            .map(|_| {
+                let mut out = vec![0.0; n * 16];
+                matmul(&w, &x, n, &mut out);
+                out
+            })
+            .collect()
+    });
+    for out in outs {
+        assert_eq!(bits(&out), bits(&want));
+    }
+}

@@ -132,6 +132,7 @@ impl Engine {
                     let _ = events.send(Event::Error(e.to_string()));
                 }
             }
+            Command::Prefill { ns, session, reply } => self.start_prefill(ns, session, reply),
             Command::Fork { ns, session, reply } => {
                 let _ = reply.send(self.fork(ns, session));
             }
@@ -312,6 +313,46 @@ impl Engine {
         Ok(())
     }
 
+    /// Computes a session's pending tokens and replies with the last token's logits.
+    fn start_prefill(&mut self, ns: NamespaceId, id: SessionId, reply: Reply<Vec<f32>>) {
+        let seq = match self.session(ns, id) {
+            Ok(s) if s.job.is_some() => {
+                let _ = reply.send(Err(EngineError::Busy(id)));
+                return;
+            }
+            Ok(s) => s.seq,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let s = &self.sessions[&id];
+        if s.pending.is_empty() {
+            if let Some(l) = &s.last_logits {
+                let _ = reply.send(Ok(l.clone()));
+                return;
+            }
+            // Recompute the last token to get its logits.
+            let len = self.pool.seq_len(seq).unwrap_or(0);
+            if len == 0 {
+                let _ = reply.send(Err(EngineError::InvalidArgument("the session's context is empty".into())));
+                return;
+            }
+            let last = self.pool.seq_tokens(seq).map(|t| t[len - 1]).unwrap_or(0);
+            if let Err(e) = self.pool.truncate(seq, len - 1) {
+                let _ = reply.send(Err(e.into()));
+                return;
+            }
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.pending.push(last);
+            }
+        }
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.job = Some(Job::Prefill(reply));
+            s.queued_at = Instant::now();
+        }
+    }
+
     fn fork(&mut self, ns: NamespaceId, id: SessionId) -> Result<SessionId, EngineError> {
         if self.sessions.len() >= self.cfg.max_sessions {
             return Err(EngineError::TooManySessions(self.cfg.max_sessions));
@@ -413,6 +454,9 @@ impl Engine {
                 }
                 Some(Job::Warm(w)) => {
                     let _ = w.reply.send(Err(EngineError::Cancelled));
+                }
+                Some(Job::Prefill(reply)) => {
+                    let _ = reply.send(Err(EngineError::Cancelled));
                 }
                 None => {}
             }

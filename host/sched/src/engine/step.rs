@@ -178,7 +178,7 @@ impl Engine {
         match &mut s.job {
             Some(Job::Generate(g)) => g.usage.cached_tokens += hit,
             Some(Job::Warm(w)) => w.cached_tokens += hit,
-            None => {}
+            Some(Job::Prefill(_)) | None => {}
         }
         Ok(())
     }
@@ -228,6 +228,12 @@ impl Engine {
                 }
             }
             Some(Job::Warm(_)) if s.pending.is_empty() => self.finish_warm(id),
+            Some(Job::Prefill(_)) if s.pending.is_empty() => {
+                if let Some(Job::Prefill(reply)) = s.job.take() {
+                    s.last_used = Instant::now();
+                    let _ = reply.send(Ok(logits.to_vec()));
+                }
+            }
             _ => {}
         }
     }
@@ -302,6 +308,9 @@ impl Engine {
             Some(Job::Warm(w)) => {
                 let _ = w.reply.send(Err(err));
                 self.close_session(id);
+            }
+            Some(Job::Prefill(reply)) => {
+                let _ = reply.send(Err(err));
             }
             None => {}
         }

@@ -1,0 +1,28 @@
+//! memoria-tenant: who a request belongs to. Namespaces with an isolation policy (which sets the
+//! K/V hash salt), API keys, quotas and component limits, as plain validated data.
+//!
+//! Invariants: a namespace's salt and id are derived here from configuration only, never from a
+//! request; API keys are kept as blake3 digests and looked up by digest.
+
+mod isolation;
+mod limits;
+mod registry;
+
+pub use isolation::Isolation;
+pub use limits::Limits;
+pub use registry::{Namespace, NamespaceSpec, Tenants};
+
+/// Why a tenant configuration is invalid; messages name the namespace and key to fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TenantError {
+    #[error("namespace name {0:?}: use 1-64 characters of a-z, 0-9, '-' or '_'")]
+    BadName(String),
+    #[error("namespace {0:?} is defined twice")]
+    Duplicate(String),
+    #[error("namespaces.{ns}.isolation: {why}")]
+    BadIsolation { ns: String, why: String },
+    #[error("namespaces.{ns}.api_keys: {why}")]
+    BadKey { ns: String, why: String },
+    #[error("namespaces.{ns}.limits.{key}: {why}")]
+    BadLimit { ns: String, key: &'static str, why: String },
+}

@@ -1,0 +1,167 @@
+//! The validated set of namespaces: ids, salts, key digests, and look-ups by name and by key.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memoria_kv::{NamespaceId, NamespaceSalt};
+use serde::Deserialize;
+
+use crate::{Isolation, Limits, TenantError};
+
+/// One namespace as configured (`[namespaces.NAME]` in host.toml).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceSpec {
+    /// `shared`, `isolated` or `group:NAME`.
+    #[serde(default = "default_isolation")]
+    pub isolation: Isolation,
+    /// Bearer keys that select this namespace (empty: open, when the host has no global key).
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    /// Quotas and component limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// The tenant's WebAssembly component, if it has one.
+    #[serde(default)]
+    pub component: Option<PathBuf>,
+    /// Texts to prefill and pin at start-up.
+    #[serde(default)]
+    pub preload: Vec<String>,
+}
+
+fn default_isolation() -> Isolation {
+    Isolation::Isolated
+}
+
+/// A validated namespace with its host-derived id and salt.
+#[derive(Debug)]
+pub struct Namespace {
+    pub id: NamespaceId,
+    pub name: String,
+    pub salt: NamespaceSalt,
+    pub spec: NamespaceSpec,
+}
+
+/// Every namespace of a host.
+#[derive(Debug, Default)]
+pub struct Tenants {
+    by_name: HashMap<String, Arc<Namespace>>,
+    by_key: HashMap<[u8; 32], Arc<Namespace>>,
+    ordered: Vec<Arc<Namespace>>,
+}
+
+fn key_digest(key: &str) -> [u8; 32] {
+    *blake3::hash(key.as_bytes()).as_bytes()
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+impl Tenants {
+    /// Validates `specs` (in order; ids are assigned 1, 2, ... in that order).
+    pub fn new(specs: Vec<(String, NamespaceSpec)>) -> Result<Tenants, TenantError> {
+        let mut t = Tenants::default();
+        for (i, (name, spec)) in specs.into_iter().enumerate() {
+            if !valid_name(&name) {
+                return Err(TenantError::BadName(name));
+            }
+            if t.by_name.contains_key(&name) {
+                return Err(TenantError::Duplicate(name));
+            }
+            spec.limits.validate(&name)?;
+            let ns = Arc::new(Namespace {
+                id: NamespaceId(u32::try_from(i + 1).unwrap_or(u32::MAX)),
+                salt: spec.isolation.salt(&name),
+                name: name.clone(),
+                spec,
+            });
+            for key in &ns.spec.api_keys {
+                if key.len() < 8 {
+                    return Err(TenantError::BadKey { ns: name, why: "keys need at least 8 characters".into() });
+                }
+                if t.by_key.insert(key_digest(key), ns.clone()).is_some() {
+                    return Err(TenantError::BadKey { ns: name, why: "the same key is given to two namespaces".into() });
+                }
+            }
+            t.by_name.insert(name, ns.clone());
+            t.ordered.push(ns);
+        }
+        Ok(t)
+    }
+
+    /// The namespace called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Namespace>> {
+        self.by_name.get(name)
+    }
+
+    /// The namespace a bearer key belongs to.
+    pub fn by_key(&self, key: &str) -> Option<&Arc<Namespace>> {
+        self.by_key.get(&key_digest(key))
+    }
+
+    /// All namespaces in configuration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Namespace>> {
+        self.ordered.iter()
+    }
+
+    /// Number of namespaces.
+    pub fn len(&self) -> usize {
+        self.ordered.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ordered.is_empty()
+    }
+}
+
+impl Namespace {
+    /// Whether `key` is one of this namespace's keys.
+    pub fn accepts_key(&self, key: &str) -> bool {
+        let d = key_digest(key);
+        self.spec.api_keys.iter().any(|k| key_digest(k) == d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(toml_text: &str) -> NamespaceSpec {
+        toml::from_str(toml_text).expect("spec")
+    }
+
+    #[test]
+    fn registry_validates_and_looks_up() {
+        let t = Tenants::new(vec![
+            ("alpha".into(), spec("isolation = \"isolated\"\napi_keys = [\"alpha-key-1\"]")),
+            ("gamma".into(), spec("isolation = \"group:shared\"")),
+            ("delta".into(), spec("isolation = \"group:shared\"")),
+        ])
+        .expect("valid");
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.by_key("alpha-key-1").map(|n| n.name.as_str()), Some("alpha"));
+        assert!(t.by_key("nope-nope-nope").is_none());
+        assert_eq!(t.get("gamma").map(|n| n.salt), t.get("delta").map(|n| n.salt));
+        assert_ne!(t.get("alpha").map(|n| n.salt), t.get("gamma").map(|n| n.salt));
+        assert!(t.get("alpha").is_some_and(|n| n.accepts_key("alpha-key-1")));
+    }
+
+    #[test]
+    fn bad_configs_name_the_problem() {
+        let err = Tenants::new(vec![("Bad Name".into(), spec(""))]).expect_err("bad name");
+        assert!(err.to_string().contains("Bad Name"));
+        let err = toml::from_str::<NamespaceSpec>("isolation = \"open\"").expect_err("bad isolation");
+        assert!(err.to_string().contains("shared, isolated or group:NAME"), "{err}");
+        let err = toml::from_str::<NamespaceSpec>("colour = 1").expect_err("unknown key");
+        assert!(err.to_string().contains("colour"), "{err}");
+        let err = Tenants::new(vec![("a".into(), spec("[limits]\nmax_concurrent = 0"))]).expect_err("limit");
+        assert_eq!(err.to_string(), "namespaces.a.limits.max_concurrent: must be at least 1");
+        let dup = spec("api_keys = [\"same-key-123\"]");
+        let err = Tenants::new(vec![("a".into(), dup.clone()), ("b".into(), dup)]).expect_err("dup key");
+        assert!(matches!(err, TenantError::BadKey { .. }));
+    }
+}
