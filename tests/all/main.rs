@@ -10,4 +10,5 @@ mod kv;
 mod sampling;
 mod sessions;
 mod shared;
+mod tenants;
 mod tokenizer;

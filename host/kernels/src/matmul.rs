@@ -67,5 +67,3 @@ pub fn matmul_prequantized_with(
 #[cfg(test)]
 mod tests;
 
-#[cfg(test)]
-mod timing;

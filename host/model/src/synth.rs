@@ -5,6 +5,7 @@
 //! seeded per tensor and per row, so thread count and platform do not change a single byte),
 //! and every file is one llama.cpp can load: its names, shapes, types and metadata keys.
 
+pub mod demo;
 mod vocab;
 mod weights;
 

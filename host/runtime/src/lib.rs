@@ -1,5 +1,26 @@
 //! memoria-runtime: runs each namespace's WebAssembly component for the `/ns/{namespace}/...`
-//! routes. The HTTP server only sees [`ComponentRouter`]; the wasmtime host implements it.
+//! routes. The HTTP server only sees [`ComponentRouter`]; [`Runtime`] implements it with one
+//! wasmtime engine (pooling allocator, epoch interruption), components compiled once, and a
+//! fresh sandboxed store per request whose host functions (`memoria:llm`) only ever reach the
+//! caller's namespace.
+//!
+//! Invariants: the namespace (and so the K/V salt) comes from the server's routing, never from
+//! the guest; every guest-visible handle lives in the store's resource table; a trap ends only
+//! its own request.
+
+mod bindings;
+mod bounded;
+mod components;
+mod config;
+mod engine;
+mod errors;
+mod host;
+mod limiter;
+mod named;
+mod namespaces;
+mod router;
+mod serve;
+mod state;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,6 +29,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use memoria_tenant::Namespace;
+
+pub use components::{ComponentError, validate_component};
+pub use config::RuntimeConfig;
+pub use namespaces::RuntimeStats;
+pub use router::{Runtime, RuntimeError};
+pub use state::TenantState;
 
 /// Error type of streamed response bodies.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
@@ -23,4 +50,14 @@ pub type ResponseFuture = Pin<Box<dyn Future<Output = hyper::Response<HttpBody>>
 pub trait ComponentRouter: Send + Sync + 'static {
     /// Handles one request with the namespace's component.
     fn handle(&self, ns: Arc<Namespace>, path: String, req: hyper::Request<hyper::body::Incoming>) -> ResponseFuture;
+}
+
+/// A request body built in memory, for callers that are not a hyper connection (tests, benches,
+/// internal requests): `Runtime::handle_request(ns, path, request_with(full_body(bytes)))`.
+pub type LocalBody = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
+
+/// `bytes` as a [`LocalBody`].
+pub fn full_body(bytes: impl Into<Bytes>) -> LocalBody {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(bytes.into()).map_err(|n: std::convert::Infallible| match n {}).boxed_unsync()
 }

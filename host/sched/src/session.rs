@@ -55,6 +55,8 @@ pub(crate) struct Generation {
     pub usage: Usage,
     /// Close the session when the generation ends or its client goes away.
     pub ephemeral: bool,
+    /// Do not stop on end-of-generation tokens.
+    pub ignore_eos: bool,
 }
 
 /// A warm-up: compute the prefix, pin its blocks, report, close.
@@ -95,6 +97,9 @@ pub(crate) struct Session {
     pub last_used: Instant,
     /// When the current job was queued (prefill order is first come, first served).
     pub queued_at: Instant,
+    /// Chain hash of the first full block of the tokens this session started computing: a fresh
+    /// session whose first block another session is computing waits and then shares it.
+    pub first_block: Option<BlockHash>,
 }
 
 impl Session {
@@ -109,6 +114,7 @@ impl Session {
             job: None,
             last_used: now,
             queued_at: now,
+            first_block: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! The validated set of namespaces: ids, salts, key digests, and look-ups by name and by key.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -22,9 +22,13 @@ pub struct NamespaceSpec {
     /// Quotas and component limits.
     #[serde(default)]
     pub limits: Limits,
-    /// The tenant's WebAssembly component, if it has one.
+    /// The tenant's WebAssembly component, if it has one (serves every `/ns/NAME/...` path).
     #[serde(default)]
     pub component: Option<PathBuf>,
+    /// Components by first path segment: `/ns/NAME/{key}/...` goes to `components[key]`
+    /// (checked before `component`).
+    #[serde(default)]
+    pub components: BTreeMap<String, PathBuf>,
     /// Texts to prefill and pin at start-up.
     #[serde(default)]
     pub preload: Vec<String>,

@@ -103,7 +103,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     let max_context = if a.ctx_size > 0 { a.ctx_size } else { model.hparams().n_ctx_train };
     let cfg = EngineConfig { kv_elem: a.cache_type, max_context, ..EngineConfig::default() };
     let engine = EngineHandle::start(model, Arc::new(loaded.tokenizer), cfg)?;
-    let params = GenerateParams { sampling, max_tokens: a.n_predict, stop: a.stop.clone(), close_when_done: true };
+    let params = GenerateParams { sampling, max_tokens: a.n_predict, stop: a.stop.clone(), close_when_done: true, ignore_eos: false };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut stdout = std::io::stdout().lock();
     if !a.json {

@@ -11,7 +11,9 @@ use half::f16;
 use crate::GgmlType;
 use crate::quant::dequantize_row;
 
+use super::axpy::{axpy_f16, axpy_f32};
 use super::softmax::softmax_in_place;
+use crate::dot::{dot_f16, dot_f32};
 
 /// One cached K or V row (`[n_kv_heads * head_dim]`) in its storage type.
 #[derive(Clone, Copy, Debug)]
@@ -127,26 +129,6 @@ pub fn attend(
                 KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
             }
         }
-    }
-}
-
-fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn dot_f16(a: &[f16], b: &[f16]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x.to_f32() * y.to_f32()).sum()
-}
-
-fn axpy_f32(out: &mut [f32], p: f32, v: &[f32]) {
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o += p * x;
-    }
-}
-
-fn axpy_f16(out: &mut [f32], p: f32, v: &[f16]) {
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o += p * x.to_f32();
     }
 }
 

@@ -215,3 +215,49 @@ mod props {
         }
     }
 }
+
+/// Hand-derived Q4_0 block: the largest magnitude (-8) fixes d = -8 / -8 = 1, so level j
+/// encodes x = j - 8, and levels are `trunc(x * id + 8.5)` clamped to 15.
+#[test]
+fn q4_0_golden_block() {
+    let mut x = [7.0f32; 32];
+    for (j, v) in x.iter_mut().take(16).enumerate() {
+        *v = j as f32 - 8.0;
+    }
+    let mut q = [0u8; 18];
+    quantize_row(GgmlType::Q4_0, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::ONE.to_le_bytes());
+    for j in 0..16 {
+        assert_eq!(q[2 + j], j as u8 | (15 << 4), "byte {j}");
+    }
+}
+
+/// Hand-derived Q8_0 block: amax 254 gives d = 2; values round half away from zero.
+#[test]
+fn q8_0_golden_block() {
+    let mut x = [0.0f32; 32];
+    x[0] = -254.0;
+    x[1] = 3.0; // 1.5 -> 2
+    x[2] = -3.0; // -1.5 -> -2
+    x[3] = 5.0; // 2.5 -> 3 (ties away from zero, not to even)
+    let mut q = [0u8; 34];
+    quantize_row(GgmlType::Q8_0, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::from_f32(2.0).to_le_bytes());
+    assert_eq!(&q[2..6], &[(-127i8) as u8, 2, (-2i8) as u8, 3]);
+}
+
+/// Q8_K rounds ties to even (`nearest_int`) with iscale = -127 / max.
+#[test]
+fn q8k_golden_block() {
+    let mut x = [0.0f32; QK_K];
+    x[0] = -127.0; // iscale = 1
+    x[1] = 2.5; // -> 2 (ties to even)
+    x[2] = 3.5; // -> 4
+    let mut q = vec![0u8; 292];
+    quantize_row(GgmlType::Q8K, &x, &mut q).unwrap();
+    let b: BlockQ8K = bytemuck::pod_read_unaligned(&q);
+    let (d, bsums) = (b.d, b.bsums);
+    assert_eq!(d, 1.0);
+    assert_eq!(&b.qs[..3], &[-127, 2, 4]);
+    assert_eq!(bsums[0], -121);
+}

@@ -52,7 +52,7 @@ impl Activations {
 /// Per-step buffers, grown on demand and reused (no allocation once warm).
 #[derive(Default)]
 pub struct Scratch {
-    x: Vec<f32>,           // [n, n_embd] residual stream
+    pub(super) x: Vec<f32>, // [n, n_embd] residual stream
     xn: Vec<f32>,          // [n, n_embd] normed input of a block
     q: Vec<f32>,           // [n, n_embd]
     k: Vec<f32>,           // [n, kv_dim]

@@ -3,6 +3,7 @@
 //! caller-owned [`KvStore`]. Config (`HParams`), weights (`ModelWeights`) and per-step buffers
 //! (`Scratch`) are separate, as in llama2.c; the forward pass allocates nothing once warm.
 
+mod embed;
 mod forward;
 mod hparams;
 mod kv;

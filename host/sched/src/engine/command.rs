@@ -21,6 +21,21 @@ pub struct GenerateParams {
     pub stop: Vec<String>,
     /// Close the session when the generation ends or the client goes away (one-shot requests).
     pub close_when_done: bool,
+    /// Keep going past end-of-generation tokens (benchmarks, llama.cpp's `ignore_eos`).
+    pub ignore_eos: bool,
+}
+
+impl GenerateParams {
+    /// Greedy decoding of up to `max_tokens` tokens, session kept open.
+    pub fn greedy(max_tokens: usize) -> GenerateParams {
+        GenerateParams {
+            sampling: SamplingParams::greedy(),
+            max_tokens,
+            stop: Vec::new(),
+            close_when_done: false,
+            ignore_eos: false,
+        }
+    }
 }
 
 /// A snapshot of one session.

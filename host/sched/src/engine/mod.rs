@@ -286,6 +286,7 @@ impl Engine {
             first_token: None,
             usage,
             ephemeral: params.close_when_done,
+            ignore_eos: params.ignore_eos,
         })));
         s.queued_at = now;
         s.last_used = now;

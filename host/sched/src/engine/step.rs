@@ -2,10 +2,11 @@
 //! chunks of pending prefills in arrival order, within a token budget), reserve K/V slots in the
 //! pool, run one forward pass for the whole batch, commit, then sample and stream.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use memoria_kv::BlockId;
+use memoria_kv::{BlockHash, BlockId};
 use memoria_model::llama::BatchToken;
 
 use super::Engine;
@@ -125,12 +126,16 @@ impl Engine {
         }
         let mut budget = self.cfg.step_tokens.max(1);
         let mut plan = Vec::new();
+        let mut inflight = self.prefixes_in_flight();
         for id in decoders
             .into_iter()
             .chain(prefills.into_iter().map(|(_, id)| id))
         {
             if budget == 0 {
                 break;
+            }
+            if self.waits_for_shared_prefix(id, &mut inflight) {
+                continue;
             }
             if let Err(e) = self.match_cached_prefix(id) {
                 self.fail_job(id, e);
@@ -161,6 +166,34 @@ impl Engine {
             }
         }
         plan
+    }
+
+    /// First-block hashes of sessions still prefilling (not yet decoding).
+    fn prefixes_in_flight(&self) -> HashSet<BlockHash> {
+        self.sessions
+            .values()
+            .filter(|s| !s.fresh && s.job.is_some() && !s.pending.is_empty())
+            .filter(|s| !matches!(&s.job, Some(Job::Generate(g)) if g.produced > 0))
+            .filter_map(|s| s.first_block)
+            .collect()
+    }
+
+    /// Whether a fresh session should wait because another session is computing the same first
+    /// block: it then shares the whole computed prefix instead of computing it again. Otherwise
+    /// records the session's first block as in flight.
+    fn waits_for_shared_prefix(&mut self, id: SessionId, inflight: &mut HashSet<BlockHash>) -> bool {
+        let b = self.pool.layout().block_tokens;
+        let Some(s) = self.sessions.get_mut(&id) else { return false };
+        if !s.fresh || s.pending.len() <= b {
+            return false;
+        }
+        let first = BlockHash::chain(&s.root, &s.pending[..b]);
+        if inflight.contains(&first) {
+            return true;
+        }
+        s.first_block = Some(first);
+        inflight.insert(first);
+        false
     }
 
     /// On a session's first compute, attaches the longest cached prefix of its pending tokens.
@@ -200,7 +233,7 @@ impl Engine {
                     g.first_token = Some(now);
                 }
                 s.last_used = now;
-                if self.tok.is_eog(token) {
+                if self.tok.is_eog(token) && !g.ignore_eos {
                     self.finish_generation(id, StopReason::Eog);
                     return;
                 }

@@ -1,7 +1,9 @@
-//! Int8-based tiles: Q8_0·Q8_0, Q4_0·Q8_0 (unsigned levels with an offset term) and Q8_K·Q8_K.
+//! Int8-based tiles: Q8_0·Q8_0, Q4_0·Q8_0 and Q8_K·Q8_K.
 //!
 //! Per 32 elements: `maddubs(|w|, sign(x, w))` then `madd` with ones gives 8 exact i32 partial
-//! sums; per block `acc = fma(dw * dx, f32(sumi), acc)`. Requires activations in [-127, 127].
+//! sums (lane m = elements 4m..4m+4); per block `acc = fma(dw * dx, f32(sumi), acc)`. Requires
+//! activations in [-127, 127] (the sign trick cannot negate -128). Single-token Q4_0 computes
+//! the same i32 lanes from unsigned levels minus `8 * Σx`.
 //! Invariant: per (row, token) the op sequence is independent of `R`, `C`.
 
 use std::arch::x86_64::*;

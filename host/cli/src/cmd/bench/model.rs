@@ -1,4 +1,4 @@
-//! `memoria bench`: prompt processing (one sequence, `-p` tokens in batches of up to 512) and
+//! `memoria bench -m MODEL`: prompt processing (one sequence, `-p` tokens in batches of up to 512) and
 //! generation (`-n` single-token steps) throughput, averaged over repetitions after a warm-up,
 //! as llama.cpp's `llama-bench` measures pp and tg.
 
@@ -12,10 +12,10 @@ use serde_json::json;
 use crate::load::load_model;
 
 #[derive(Debug, Args)]
-pub struct BenchArgs {
+pub struct ModelBenchArgs {
     /// GGUF model file.
-    #[arg(short = 'm', long)]
-    model: PathBuf,
+    #[arg(short = 'm', long, required = true)]
+    model: Option<PathBuf>,
     /// Prompt tokens to process (0: skip).
     #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
     n_prompt: usize,
@@ -36,9 +36,10 @@ pub struct BenchArgs {
     json: bool,
 }
 
-pub fn main(a: BenchArgs) -> anyhow::Result<()> {
-    super::init_threads(a.threads)?;
-    let loaded = load_model(&a.model, a.json)?;
+pub fn main(a: ModelBenchArgs) -> anyhow::Result<()> {
+    let path = a.model.clone().ok_or_else(|| anyhow::anyhow!("give a model with -m"))?;
+    crate::cmd::init_threads(a.threads)?;
+    let loaded = load_model(&path, a.json)?;
     let model = &loaded.model;
     let n_vocab = model.hparams().n_vocab as u32;
     let reps = a.repetitions.max(1);
@@ -57,7 +58,7 @@ pub fn main(a: BenchArgs) -> anyhow::Result<()> {
         println!(
             "{}",
             json!({
-                "model": a.model.display().to_string(),
+                "model": path.display().to_string(),
                 "threads": threads,
                 "n_prompt": a.n_prompt,
                 "n_gen": a.n_gen,
@@ -69,7 +70,7 @@ pub fn main(a: BenchArgs) -> anyhow::Result<()> {
         let hp = model.hparams();
         println!(
             "model: {} ({} layers, dim {}, {} threads)",
-            a.model.display(),
+            path.display(),
             hp.n_layer,
             hp.n_embd,
             threads

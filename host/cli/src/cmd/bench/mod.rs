@@ -1,0 +1,33 @@
+//! `memoria bench`: with flags alone, prompt-processing and generation speed of one model (like
+//! llama-bench); with a subcommand, a workload benchmark (batched decoding, shared prefixes, ...).
+
+mod batched;
+mod model;
+mod prefix;
+
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    sub: Option<BenchCommand>,
+    #[command(flatten)]
+    model: model::ModelBenchArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Continuous batching of B sessions, like llama-batched-bench.
+    Batched(batched::BatchedArgs),
+    /// Many concurrent sessions sharing a long prefix.
+    Prefix(prefix::PrefixArgs),
+}
+
+pub fn main(a: BenchArgs) -> anyhow::Result<()> {
+    match a.sub {
+        None => model::main(a.model),
+        Some(BenchCommand::Batched(b)) => batched::main(b),
+        Some(BenchCommand::Prefix(p)) => prefix::main(p),
+    }
+}

@@ -1,0 +1,101 @@
+//! Who a request is: the namespace comes from the route (`/ns/{name}/...`) or from the bearer
+//! key, never from the body. A host with no keys at all is open (llama-server style): key-less
+//! `/v1` requests go to the default namespace. Admin requests need the admin key, compared in
+//! constant time. Invariant: an unknown key is 401, a known key used outside its namespace 403.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use memoria_tenant::Namespace;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The bearer token of a request, if any.
+pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(v) = headers.get(http::header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
+    match v.split_once(' ') {
+        Some((scheme, key)) if scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty() => {
+            Ok(Some(key.trim()))
+        }
+        _ => Err(ApiError::unauthorized(
+            "the Authorization header must be `Bearer KEY`",
+        )),
+    }
+}
+
+/// The namespace of an OpenAI-route request without a namespace in its path.
+pub fn namespace_for_key(state: &AppState, headers: &HeaderMap) -> Result<Arc<Namespace>, ApiError> {
+    let tenants = state.tenants();
+    match bearer(headers)? {
+        Some(key) => tenants.by_key(key).cloned().ok_or_else(|| {
+            if state.auth_required() {
+                ApiError::unauthorized("invalid API key")
+            } else {
+                ApiError::unauthorized("invalid API key: this host has no API keys; send none")
+            }
+        }),
+        None if state.auth_required() => Err(ApiError::unauthorized(
+            "missing API key: send `Authorization: Bearer KEY`",
+        )),
+        None => state.default_namespace().ok_or_else(|| {
+            ApiError::forbidden(format!(
+                "the default namespace {:?} is not configured",
+                state.config.default_namespace
+            ))
+        }),
+    }
+}
+
+/// The namespace named in a `/ns/{name}/...` path, checking the caller's key against it.
+pub fn namespace_for_route(
+    state: &AppState,
+    name: &str,
+    headers: &HeaderMap,
+) -> Result<Arc<Namespace>, ApiError> {
+    let tenants = state.tenants();
+    let key = bearer(headers)?;
+    let ns = tenants
+        .get(name)
+        .cloned()
+        .ok_or_else(|| ApiError::forbidden(format!("unknown namespace {name:?}")).with_code("unknown_namespace"))?;
+    if ns.spec.api_keys.is_empty() && !state.auth_required() {
+        return Ok(ns);
+    }
+    match key {
+        None => Err(ApiError::unauthorized(format!(
+            "namespace {name:?} needs an API key: send `Authorization: Bearer KEY`"
+        ))),
+        Some(k) if ns.accepts_key(k) => Ok(ns),
+        Some(k) if tenants.by_key(k).is_some() => Err(ApiError::forbidden(format!(
+            "this API key does not belong to namespace {name:?}"
+        ))),
+        Some(_) => Err(ApiError::unauthorized("invalid API key")),
+    }
+}
+
+/// Checks the admin key.
+pub fn check_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(admin) = state.config.admin_key.as_deref() else {
+        return Err(ApiError::forbidden(
+            "the admin API is off: start the server with --admin-key KEY (or [server] admin_key)",
+        ));
+    };
+    match bearer(headers)? {
+        Some(k) if constant_time_eq(k.as_bytes(), admin.as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError::forbidden("this key is not the admin key")),
+        None => Err(ApiError::unauthorized(
+            "the admin API needs the admin key: send `Authorization: Bearer ADMIN_KEY`",
+        )),
+    }
+}
+
+/// Compares digests, so the time taken does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    blake3::hash(a) == blake3::hash(b)
+}

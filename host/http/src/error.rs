@@ -1,0 +1,189 @@
+//! API errors in OpenAI's format: `{"error": {"message", "type", "param", "code"}}` with the
+//! HTTP status that matches. Invariant: every non-2xx response the server itself produces goes
+//! through [`ApiError`], so clients always get this shape (and 429s always carry Retry-After).
+
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+
+use crate::body::{Response, json_response};
+
+/// One failed request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// OpenAI's `type`: `invalid_request_error`, `authentication_error`, ...
+    pub kind: &'static str,
+    /// The request field at fault, when one is.
+    pub param: Option<String>,
+    pub code: Option<&'static str>,
+    /// Seconds for `Retry-After` (429 and 503).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            kind,
+            param: None,
+            code: None,
+            retry_after: None,
+        }
+    }
+
+    /// 400, naming the field at fault.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
+        let mut e = ApiError::bad_request(message);
+        e.param = Some(param.into());
+        e
+    }
+
+    /// 400 without a field.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+    }
+
+    /// 401: no key or an unknown key.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", message)
+            .with_code("invalid_api_key")
+    }
+
+    /// 403: a valid key that may not do this.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "permission_error", message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "invalid_request_error", message)
+            .with_code("not_found")
+    }
+
+    /// 405.
+    pub fn method_not_allowed(method: &http::Method, path: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            format!("method {method} is not allowed on {path}"),
+        )
+        .with_code("method_not_allowed")
+    }
+
+    /// 413.
+    pub fn too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
+        .with_code("request_too_large")
+    }
+
+    /// 415.
+    pub fn unsupported_media(got: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            format!("Content-Type {got:?} is not supported; send application/json"),
+        )
+    }
+
+    /// 429 with Retry-After.
+    pub fn overloaded(namespace: &str, retry_after: u64) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            format!(
+                "namespace {namespace:?} is at its concurrency and queue limits; retry after {retry_after} s"
+            ),
+        )
+        .with_code("rate_limit_exceeded");
+        e.retry_after = Some(retry_after);
+        e
+    }
+
+    /// 501: a route whose backing feature is not in this build.
+    pub fn not_implemented(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_implemented_error", message)
+            .with_code("not_implemented")
+    }
+
+    /// 503: the server is shutting down or the engine stopped.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message);
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 500.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
+    }
+
+    /// Sets `code`.
+    pub fn with_code(mut self, code: &'static str) -> ApiError {
+        self.code = Some(code);
+        self
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        })
+    }
+
+    /// The HTTP response.
+    pub fn into_response(self) -> Response {
+        let mut resp = json_response(self.status, &self.to_json());
+        if let Some(s) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
+    }
+}
+
+impl From<memoria_sched::EngineError> for ApiError {
+    fn from(e: memoria_sched::EngineError) -> ApiError {
+        use memoria_sched::EngineError as E;
+        match e {
+            E::ContextOverflow { have, adding, max } => ApiError::invalid(
+                "messages",
+                format!(
+                    "this model's maximum context length is {max} tokens; the request needs {} ({have} + {adding})",
+                    have + adding
+                ),
+            )
+            .with_code("context_length_exceeded"),
+            E::InvalidArgument(m) => ApiError::bad_request(m),
+            E::NotFound(id) => ApiError::not_found(format!("session {} not found", id.0)),
+            E::Busy(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                format!("session {} is busy", id.0),
+            ),
+            E::Stopped | E::Cancelled => ApiError::unavailable("the engine is shutting down"),
+            E::TooManySessions(n) => {
+                let mut e = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    format!("the engine has its maximum of {n} sessions open"),
+                );
+                e.retry_after = Some(1);
+                e
+            }
+            E::Pool(p) => ApiError::internal(format!("K/V memory: {p}")),
+            E::Internal(m) => ApiError::internal(m),
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! memoria-http: the HTTP front of the host. A hyper 1.x server with an OpenAI-compatible API
+//! (chat, completions — whole or SSE —, embeddings, models), Prometheus `/metrics`, `/stats`,
+//! `/health`, an admin API behind the admin key, and tenant routes `/ns/{namespace}/...` handed
+//! to the wasm runtime's [`memoria_runtime::ComponentRouter`].
+//!
+//! Invariants: a request's namespace comes from its route or bearer key, never from its body;
+//! admission refuses with 429 at once instead of failing accepted work; every error a client
+//! sees is an OpenAI error object; a client that disconnects cancels its generation.
+
+mod admin;
+mod admission;
+mod auth;
+mod body;
+mod error;
+mod metrics;
+mod openai;
+mod router;
+mod server;
+mod sessions;
+mod state;
+
+pub use error::ApiError;
+pub use server::{Server, ShutdownReport, shutdown_signal};
+pub use state::{AppState, HttpConfig, Reloader, ServerParts};

@@ -1,0 +1,160 @@
+//! `POST /v1/embeddings`: mean-pooled, L2-normalised final hidden states of each input
+//! (`Model::embed`), computed on a blocking thread beside the engine and cached by content.
+//! `encoding_format` is `float` or `base64` (little-endian f32, what the `openai` package asks
+//! for by default).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::Ctx;
+use super::embed_cache::key;
+use super::schema::{EmbedInput, EmbeddingRequest};
+use crate::body::{Response, ok_json};
+use crate::error::ApiError;
+
+/// Most inputs per request (OpenAI's limit).
+const MAX_INPUTS: usize = 2048;
+
+/// Handles one request.
+pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
+    let req: EmbeddingRequest = super::json::parse(&body)?;
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "encoding_format",
+                format!("`encoding_format` {other:?}: use float or base64"),
+            ));
+        }
+    };
+    let engine = &ctx.state.engine;
+    let n_embd = engine.model().hparams().n_embd;
+    if let Some(d) = req.dimensions
+        && d != n_embd as u64
+    {
+        return Err(ApiError::invalid(
+            "dimensions",
+            format!("`dimensions` = {d}: this model's embeddings have {n_embd} dimensions"),
+        ));
+    }
+    let tok = engine.tokenizer().clone();
+    let inputs: Vec<Vec<u32>> = match req.input {
+        EmbedInput::Text(t) => vec![text_tokens(&tok, &t, 0)?],
+        EmbedInput::Texts(v) => v
+            .iter()
+            .enumerate()
+            .map(|(i, t)| text_tokens(&tok, t, i))
+            .collect::<Result<_, _>>()?,
+        EmbedInput::Tokens(ids) => vec![ids],
+        EmbedInput::TokenLists(v) => v,
+    };
+    if inputs.is_empty() || inputs.len() > MAX_INPUTS {
+        return Err(ApiError::invalid(
+            "input",
+            format!("`input` needs 1 to {MAX_INPUTS} items, got {}", inputs.len()),
+        ));
+    }
+    let n_vocab = tok.n_vocab();
+    let max = ctx.max_context();
+    for (i, ids) in inputs.iter().enumerate() {
+        if ids.is_empty() {
+            return Err(ApiError::invalid("input", format!("`input[{i}]` is empty")));
+        }
+        if ids.len() > max {
+            return Err(ApiError::invalid(
+                "input",
+                format!("`input[{i}]` has {} tokens; this model's maximum context length is {max}", ids.len()),
+            )
+            .with_code("context_length_exceeded"));
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(ApiError::invalid(
+                "input",
+                format!("`input[{i}]`: token id {bad} is not in the vocabulary ({n_vocab} tokens)"),
+            ));
+        }
+    }
+    let _permit = ctx.admit().await?;
+    let mut data = Vec::with_capacity(inputs.len());
+    let mut prompt_tokens = 0;
+    for (i, ids) in inputs.into_iter().enumerate() {
+        prompt_tokens += ids.len();
+        let vector = embed_one(&ctx, ids).await?;
+        let embedding = if base64 {
+            Value::String(encode_base64(&vector))
+        } else {
+            json!(*vector)
+        };
+        data.push(json!({"object": "embedding", "index": i, "embedding": embedding}));
+    }
+    Ok(ok_json(&json!({
+        "object": "list",
+        "data": data,
+        "model": ctx.model_id(),
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    })))
+}
+
+fn text_tokens(
+    tok: &memoria_model::tokenizer::Tokenizer,
+    text: &str,
+    i: usize,
+) -> Result<Vec<u32>, ApiError> {
+    if text.is_empty() {
+        return Err(ApiError::invalid("input", format!("`input[{i}]` is an empty string")));
+    }
+    Ok(tok.encode(text, true, false))
+}
+
+/// One input's vector, from the cache or computed.
+async fn embed_one(ctx: &Ctx, ids: Vec<u32>) -> Result<Arc<Vec<f32>>, ApiError> {
+    ctx.nsm.embeddings.fetch_add(1, Relaxed);
+    let k = key(&ctx.ns.salt, &ids);
+    if let Some(v) = ctx.state.embed_cache.get(&k) {
+        ctx.nsm.embedding_cache_hits.fetch_add(1, Relaxed);
+        return Ok(v);
+    }
+    let model = ctx.state.engine.model().clone();
+    let batch = ctx.state.config.embed_batch;
+    let v = tokio::task::spawn_blocking(move || model.embed(&ids, batch))
+        .await
+        .map_err(|e| ApiError::internal(format!("embedding task: {e}")))?
+        .map_err(|e| ApiError::internal(format!("embedding: {e}")))?;
+    let v = Arc::new(v);
+    ctx.state.embed_cache.put(k, v.clone());
+    Ok(v)
+}
+
+/// Standard base64 (with padding) of the vector's little-endian f32 bytes.
+fn encode_base64(v: &[f32]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_rfc4648() {
+        let one = super::encode_base64(&[1.0]);
+        assert_eq!(one, "AACAPw==");
+        let two = super::encode_base64(&[1.0, -2.0]);
+        assert_eq!(two, "AACAPwAAAMA=");
+    }
+}

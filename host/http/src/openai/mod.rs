@@ -1,0 +1,100 @@
+//! The OpenAI-compatible API: chat completions and completions (whole or streamed as SSE),
+//! embeddings, models, and llama-server's tokenize/detokenize. Every handler gets a [`Ctx`]
+//! whose namespace was resolved from the route or key; it parses and validates the body (400s
+//! name the field), checks the token budget, then takes an admission slot (429 when full).
+
+pub mod chat;
+pub mod completions;
+pub mod embed_cache;
+pub mod embeddings;
+mod json;
+pub use json::parse as parse_json;
+pub mod models;
+mod params;
+mod run;
+mod schema;
+pub mod tokenize;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use memoria_sched::Usage;
+use memoria_tenant::Namespace;
+use serde_json::{Value, json};
+
+use crate::admission::Permit;
+use crate::error::ApiError;
+use crate::metrics::NsMetrics;
+use crate::state::AppState;
+
+/// One request's context.
+pub struct Ctx {
+    pub state: Arc<AppState>,
+    pub ns: Arc<Namespace>,
+    pub nsm: Arc<NsMetrics>,
+    pub started: Instant,
+}
+
+impl Ctx {
+    /// The context of a request in namespace `ns`.
+    pub fn new(state: Arc<AppState>, ns: Arc<Namespace>, started: Instant) -> Ctx {
+        let nsm = state.metrics.ns(&ns.name);
+        nsm.requests.fetch_add(1, Relaxed);
+        Ctx {
+            state,
+            ns,
+            nsm,
+            started,
+        }
+    }
+
+    /// Takes a slot in the namespace's gate, or 429 at once.
+    pub async fn admit(&self) -> Result<Permit, ApiError> {
+        let gate = self
+            .state
+            .admission
+            .gate(&self.ns.name, &self.ns.spec.limits);
+        match gate.admit().await {
+            Some(p) => Ok(p),
+            None => {
+                self.nsm.rejected_overload.fetch_add(1, Relaxed);
+                Err(ApiError::overloaded(&self.ns.name, self.state.config.retry_after_s))
+            }
+        }
+    }
+
+    /// The longest context a request may use.
+    pub fn max_context(&self) -> usize {
+        self.state.config.max_context
+    }
+
+    /// The model id responses carry.
+    pub fn model_id(&self) -> &str {
+        &self.state.config.model_id
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A response id with `prefix` (unique within the process, distinct across restarts).
+pub fn response_id(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Relaxed);
+    format!("{prefix}-{:x}{n:06x}", unix_now())
+}
+
+/// The `usage` object, with `prompt_tokens_details.cached_tokens`.
+pub fn usage_json(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+    })
+}

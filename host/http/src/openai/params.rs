@@ -1,0 +1,199 @@
+//! Validation of generation parameters shared by chat and completions: sampling ranges (as
+//! OpenAI documents them, plus llama-server's top_k/min_p/repeat_penalty), `n`, `stop`,
+//! unsupported features, and the token budget against the namespace's limit and the context.
+//! Invariant: a request that passes is one the engine accepts; each refusal names its field.
+
+use memoria_sched::GenerateParams;
+use memoria_sched::sampling::SamplingParams;
+use serde_json::Value;
+
+use super::schema::Stop;
+use crate::error::ApiError;
+
+/// The sampling fields of a request.
+#[derive(Debug, Default)]
+pub struct SamplingFields {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+    pub min_p: Option<f64>,
+    pub repeat_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub seed: Option<i64>,
+}
+
+fn in_range(field: &str, v: Option<f64>, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
+    match v {
+        None => Ok(None),
+        Some(x) if x.is_finite() && (lo..=hi).contains(&x) => Ok(Some(x as f32)),
+        Some(x) => Err(ApiError::invalid(
+            field,
+            format!("`{field}` = {x} is out of range: use a number in [{lo}, {hi}]"),
+        )),
+    }
+}
+
+/// llama.cpp's sampling defaults overridden by the request's fields.
+pub fn sampling(f: &SamplingFields) -> Result<SamplingParams, ApiError> {
+    let mut p = SamplingParams::default();
+    if let Some(t) = in_range("temperature", f.temperature, 0.0, 2.0)? {
+        p.temperature = t;
+    }
+    if let Some(v) = in_range("top_p", f.top_p, 0.0, 1.0)? {
+        p.top_p = v;
+    }
+    if let Some(v) = in_range("min_p", f.min_p, 0.0, 1.0)? {
+        p.min_p = v;
+    }
+    if let Some(v) = in_range("presence_penalty", f.presence_penalty, -2.0, 2.0)? {
+        p.presence_penalty = v;
+    }
+    if let Some(v) = in_range("frequency_penalty", f.frequency_penalty, -2.0, 2.0)? {
+        p.frequency_penalty = v;
+    }
+    if let Some(v) = in_range("repeat_penalty", f.repeat_penalty, 0.0, 10.0)? {
+        if v <= 0.0 {
+            return Err(ApiError::invalid("repeat_penalty", "`repeat_penalty` must be > 0"));
+        }
+        p.repeat_penalty = v;
+    }
+    if let Some(k) = f.top_k {
+        p.top_k = usize::try_from(k.min(1 << 20)).unwrap_or(0);
+    }
+    if let Some(s) = f.seed {
+        p.seed = s as u64;
+    }
+    p.validate()
+        .map_err(|e| ApiError::invalid(e.field, e.to_string()))?;
+    Ok(p)
+}
+
+/// `stop` as a list (at most 4 non-empty strings of at most 256 bytes).
+pub fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
+    let v = match stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(v)) => v,
+    };
+    if v.len() > 4 {
+        return Err(ApiError::invalid("stop", format!("`stop` has {} strings; at most 4 are allowed", v.len())));
+    }
+    if v.iter().any(|s| s.is_empty() || s.len() > 256) {
+        return Err(ApiError::invalid("stop", "each `stop` string needs 1-256 bytes"));
+    }
+    Ok(v)
+}
+
+/// Refuses `n` other than 1.
+pub fn check_n(field: &str, n: Option<u64>) -> Result<(), ApiError> {
+    match n {
+        None | Some(1) => Ok(()),
+        Some(n) => Err(ApiError::invalid(
+            field,
+            format!("`{field}` = {n}: only one choice per request is supported (use 1)"),
+        )),
+    }
+}
+
+/// Refuses a feature that is set to something other than its neutral value.
+pub fn unsupported(field: &str, set: bool, what: &str) -> Result<(), ApiError> {
+    if set {
+        Err(ApiError::invalid(field, format!("`{field}`: {what} is not supported by this server")))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks `response_format` (only `{"type": "text"}`).
+pub fn check_response_format(v: Option<&Value>) -> Result<(), ApiError> {
+    match v {
+        None => Ok(()),
+        Some(v) if v.get("type").and_then(Value::as_str) == Some("text") => Ok(()),
+        Some(_) => Err(ApiError::invalid(
+            "response_format",
+            "`response_format`: only {\"type\": \"text\"} is supported",
+        )),
+    }
+}
+
+/// The completion budget: the request's `max_tokens` (≥ 1, within the namespace's limit) or what
+/// the context leaves; the prompt plus the budget must fit the context.
+pub fn token_budget(
+    field: &str,
+    requested: Option<u64>,
+    prompt_tokens: usize,
+    max_context: usize,
+    limit: usize,
+) -> Result<usize, ApiError> {
+    if prompt_tokens == 0 {
+        return Err(ApiError::bad_request("the prompt is empty"));
+    }
+    if prompt_tokens >= max_context {
+        return Err(ApiError::invalid(
+            "messages",
+            format!(
+                "this model's maximum context length is {max_context} tokens, but the prompt has {prompt_tokens} tokens"
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    let room = max_context - prompt_tokens;
+    match requested {
+        None => Ok(room.min(limit)),
+        Some(0) => Err(ApiError::invalid(field, format!("`{field}` must be at least 1"))),
+        Some(m) if m > limit as u64 => Err(ApiError::invalid(
+            field,
+            format!("`{field}` = {m} is above this namespace's limit of {limit} tokens per request"),
+        )),
+        Some(m) if m as usize > room => Err(ApiError::invalid(
+            field,
+            format!(
+                "this model's maximum context length is {max_context} tokens, but {} were requested ({prompt_tokens} in the prompt, {m} for the completion)",
+                prompt_tokens + m as usize
+            ),
+        )
+        .with_code("context_length_exceeded")),
+        Some(m) => Ok(m as usize),
+    }
+}
+
+/// Engine parameters of a one-shot request.
+pub fn generate_params(sampling: SamplingParams, max_tokens: usize, stop: Vec<String>) -> GenerateParams {
+    GenerateParams {
+        sampling,
+        max_tokens,
+        stop,
+        close_when_done: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_checks_name_counts() {
+        assert_eq!(token_budget("max_tokens", None, 10, 100, 4096).expect("fits"), 90);
+        assert_eq!(token_budget("max_tokens", None, 10, 100, 20).expect("fits"), 20);
+        let e = token_budget("max_tokens", Some(95), 10, 100, 4096).expect_err("too long");
+        assert!(e.message.contains("105") && e.message.contains("100"), "{}", e.message);
+        assert!(token_budget("max_tokens", Some(0), 10, 100, 4096).is_err());
+        assert!(token_budget("max_tokens", Some(5), 100, 100, 4096).is_err());
+    }
+
+    #[test]
+    fn sampling_ranges_name_the_field() {
+        let f = SamplingFields {
+            temperature: Some(3.0),
+            ..Default::default()
+        };
+        assert_eq!(sampling(&f).expect_err("hot").param.as_deref(), Some("temperature"));
+        let f = SamplingFields {
+            top_p: Some(-0.1),
+            ..Default::default()
+        };
+        assert_eq!(sampling(&f).expect_err("top_p").param.as_deref(), Some("top_p"));
+        assert!(sampling(&SamplingFields::default()).is_ok());
+    }
+}

@@ -1,0 +1,160 @@
+//! The OpenAI request schema memoria accepts, strictly: unknown fields are refused (400 naming
+//! them) and every known field has a type. Fields memoria cannot honour (tools, logprobs, n > 1)
+//! are accepted by the decoder and refused by validation with a message that says so.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `stop`: one string or up to four.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `stream_options`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamOptions {
+    pub include_usage: Option<bool>,
+}
+
+/// A content part of a chat message.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+    pub image_url: Option<Value>,
+    pub input_audio: Option<Value>,
+    pub file: Option<Value>,
+}
+
+/// A chat message's content.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One chat message.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub role: String,
+    pub content: Option<Content>,
+    pub name: Option<String>,
+    pub tool_calls: Option<Value>,
+    pub tool_call_id: Option<String>,
+    pub refusal: Option<String>,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatRequest {
+    pub model: Option<String>,
+    pub messages: Vec<Message>,
+    pub max_tokens: Option<u64>,
+    pub max_completion_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+    pub min_p: Option<f64>,
+    pub repeat_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub seed: Option<i64>,
+    pub n: Option<u64>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub stop: Option<Stop>,
+    pub user: Option<String>,
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<u64>,
+    pub logit_bias: Option<serde_json::Map<String, Value>>,
+    pub response_format: Option<Value>,
+    pub tools: Option<Vec<Value>>,
+    pub tool_choice: Option<Value>,
+    pub parallel_tool_calls: Option<bool>,
+    pub metadata: Option<Value>,
+    pub store: Option<bool>,
+    pub service_tier: Option<String>,
+}
+
+/// `prompt` of a completion: text or token ids, one or a list of one.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionRequest {
+    pub model: Option<String>,
+    pub prompt: Prompt,
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+    pub min_p: Option<f64>,
+    pub repeat_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub seed: Option<i64>,
+    pub n: Option<u64>,
+    pub best_of: Option<u64>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub stop: Option<Stop>,
+    pub echo: Option<bool>,
+    pub suffix: Option<String>,
+    pub user: Option<String>,
+    pub logprobs: Option<u64>,
+    pub logit_bias: Option<serde_json::Map<String, Value>>,
+}
+
+/// `input` of an embeddings request.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum EmbedInput {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// `POST /v1/embeddings`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingRequest {
+    pub model: Option<String>,
+    pub input: EmbedInput,
+    pub encoding_format: Option<String>,
+    pub dimensions: Option<u64>,
+    pub user: Option<String>,
+}
+
+/// `POST /tokenize` (llama-server's).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizeRequest {
+    pub content: String,
+    pub add_special: Option<bool>,
+    pub parse_special: Option<bool>,
+}
+
+/// `POST /detokenize` (llama-server's).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetokenizeRequest {
+    pub tokens: Vec<u32>,
+}

@@ -1,0 +1,166 @@
+//! What every request handler shares: the engine, the namespaces (swapped whole on reload), the
+//! chat template, admission gates, metrics, the live-session registry and the embedding cache.
+//! Invariant: namespaces are only ever resolved from configuration (route or key), never from a
+//! request body; a reload swaps the `Tenants` atomically and keeps namespace ids stable.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use memoria_kv::NamespaceId;
+use memoria_model::chat::ChatTemplate;
+use memoria_runtime::ComponentRouter;
+use memoria_sched::EngineHandle;
+use memoria_tenant::{Namespace, Tenants};
+
+use crate::admission::Admission;
+use crate::metrics::Metrics;
+use crate::openai::embed_cache::EmbedCache;
+use crate::sessions::SessionRegistry;
+
+/// Rebuilds the namespaces from configuration (`POST /admin/reload`); the message of an error
+/// names the config key at fault.
+pub type Reloader = Box<dyn Fn() -> Result<Tenants, String> + Send + Sync>;
+
+/// Server settings (validated by the caller).
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// The model id `/v1/models` reports and responses carry.
+    pub model_id: String,
+    /// Largest request body accepted (413 past it).
+    pub max_body_bytes: usize,
+    /// Bearer key of the `/admin` API (None: the admin API is off).
+    pub admin_key: Option<String>,
+    /// Namespace of OpenAI requests that carry no key (open hosts) or the `--api-key` key.
+    pub default_namespace: String,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_timeout: Duration,
+    /// Seconds a 429 asks the client to wait.
+    pub retry_after_s: u64,
+    /// Embeddings kept by content hash.
+    pub embed_cache_entries: usize,
+    /// Tokens per embedding forward pass.
+    pub embed_batch: usize,
+    /// Longest context of one request (the engine's `max_context`).
+    pub max_context: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            model_id: "memoria".into(),
+            max_body_bytes: 4 << 20,
+            admin_key: None,
+            default_namespace: "shared".into(),
+            shutdown_timeout: Duration::from_secs(30),
+            retry_after_s: 1,
+            embed_cache_entries: 4096,
+            embed_batch: 512,
+            max_context: 2048,
+        }
+    }
+}
+
+/// Everything the server is built from.
+pub struct ServerParts {
+    pub engine: EngineHandle,
+    pub tenants: Tenants,
+    pub config: HttpConfig,
+    /// The model's chat template (or ChatML).
+    pub chat: ChatTemplate,
+    /// Tenant components for `/ns/{namespace}/...` (None: those routes serve only `/v1`).
+    pub router: Option<Arc<dyn ComponentRouter>>,
+    pub reloader: Option<Reloader>,
+}
+
+/// Shared state of a running server.
+pub struct AppState {
+    pub engine: EngineHandle,
+    pub config: HttpConfig,
+    pub chat: ChatTemplate,
+    pub router: Option<Arc<dyn ComponentRouter>>,
+    pub reloader: Option<Reloader>,
+    tenants: RwLock<Arc<Tenants>>,
+    pub admission: Admission,
+    pub metrics: Metrics,
+    pub sessions: SessionRegistry,
+    pub embed_cache: EmbedCache,
+    pub started: Instant,
+    pub shutting_down: AtomicBool,
+}
+
+impl AppState {
+    /// Builds the shared state and applies each namespace's eviction policy to the engine.
+    pub fn new(parts: ServerParts) -> AppState {
+        apply_policies(&parts.engine, &parts.tenants);
+        AppState {
+            embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
+            engine: parts.engine,
+            config: parts.config,
+            chat: parts.chat,
+            router: parts.router,
+            reloader: parts.reloader,
+            tenants: RwLock::new(Arc::new(parts.tenants)),
+            admission: Admission::default(),
+            metrics: Metrics::default(),
+            sessions: SessionRegistry::default(),
+            started: Instant::now(),
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    /// The current namespaces.
+    pub fn tenants(&self) -> Arc<Tenants> {
+        self.tenants.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the namespaces. Refuses a set that renames or drops a namespace, or moves its
+    /// id, since live sessions and cached blocks are keyed by id.
+    pub fn replace_tenants(&self, new: Tenants) -> Result<(), String> {
+        let old = self.tenants();
+        for ns in old.iter() {
+            match new.get(&ns.name) {
+                Some(n) if n.id == ns.id => {}
+                Some(_) => {
+                    return Err(format!(
+                        "namespaces.{}: its position changed; add new namespaces after existing ones or restart",
+                        ns.name
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "namespaces.{}: removing a namespace needs a restart",
+                        ns.name
+                    ));
+                }
+            }
+        }
+        apply_policies(&self.engine, &new);
+        *self.tenants.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+        Ok(())
+    }
+
+    /// The name of namespace `id` (for metric labels).
+    pub fn namespace_name(&self, id: NamespaceId) -> String {
+        self.tenants()
+            .iter()
+            .find(|n| n.id == id)
+            .map_or_else(|| format!("ns{}", id.0), |n| n.name.clone())
+    }
+
+    /// Whether any namespace has keys (then every `/v1` request needs one).
+    pub fn auth_required(&self) -> bool {
+        self.tenants().iter().any(|n| !n.spec.api_keys.is_empty())
+    }
+
+    /// The default namespace.
+    pub fn default_namespace(&self) -> Option<Arc<Namespace>> {
+        self.tenants().get(&self.config.default_namespace).cloned()
+    }
+}
+
+fn apply_policies(engine: &EngineHandle, tenants: &Tenants) {
+    for ns in tenants.iter() {
+        let _ = engine.set_namespace_policy(ns.id, ns.spec.limits.priority, ns.spec.limits.max_blocks);
+    }
+}

@@ -1,0 +1,32 @@
+//! Host-wide runtime settings: where compiled components are cached, the chat template guests
+//! get from `apply-chat-template`, and the epoch tick.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use memoria_model::chat::ChatTemplate;
+
+/// How the runtime is set up; one per host.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Folder for compiled components (`<blake3 of wasm>.cwasm`); `None`: compile at every start.
+    pub cache_dir: Option<PathBuf>,
+    /// Template for `models.apply-chat-template` (None: ChatML).
+    pub chat_template: Option<Arc<ChatTemplate>>,
+    /// Model id reported by `models.list-models`.
+    pub model_id: String,
+    /// Period of the epoch ticker; wall-time limits are rounded up to it.
+    pub epoch_tick: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: None,
+            chat_template: None,
+            model_id: "memoria".into(),
+            epoch_tick: Duration::from_millis(10),
+        }
+    }
+}

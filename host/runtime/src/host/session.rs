@@ -1,0 +1,268 @@
+//! `memoria:llm/session`: guest sessions as [`SessionRes`] entries of the store's resource
+//! table. Each holds a namespace session slot and the engine session id; the id never leaves
+//! the host, and every engine call names the store's namespace, so a guest can only reach its
+//! own namespace's sessions.
+//!
+//! Invariant: an engine session is closed exactly once, when its handle is dropped by the guest
+//! or, failing that, when the store (the request) ends.
+
+use memoria_kv::NamespaceId;
+use memoria_sched::{EngineHandle, Event, GenerateParams as EngineParams, SessionId};
+use memoria_sched::generate::StopReason;
+use memoria_sched::sampling::SamplingParams;
+use wasmtime::component::Resource;
+
+use crate::TenantState;
+use crate::bindings::memoria::llm::session::{
+    FinishReason, GenerateParams, Generation, Host, HostSession,
+};
+use crate::bindings::{WitError, WitUsage};
+use crate::errors::{from_engine, from_named};
+use crate::host::stream::StreamRes;
+use crate::namespaces::SessionSlot;
+
+/// Most stop strings per generation.
+const MAX_STOPS: usize = 16;
+
+/// A guest's session handle.
+#[derive(Debug)]
+pub struct SessionRes {
+    pub(crate) id: SessionId,
+    ns: NamespaceId,
+    engine: EngineHandle,
+    closed: bool,
+    _slot: SessionSlot,
+}
+
+impl SessionRes {
+    /// Closes the engine session now.
+    async fn close(mut self) {
+        self.closed = true;
+        let _ = self.engine.close(self.ns, self.id).await;
+    }
+}
+
+impl Drop for SessionRes {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        let (engine, ns, id) = (self.engine.clone(), self.ns, self.id);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = engine.close(ns, id).await;
+            });
+        }
+    }
+}
+
+pub(crate) fn usage(u: memoria_sched::Usage) -> WitUsage {
+    WitUsage {
+        prompt_tokens: u.prompt_tokens as u32,
+        cached_tokens: u.cached_tokens as u32,
+        completion_tokens: u.completion_tokens as u32,
+    }
+}
+
+pub(crate) fn finish(r: StopReason) -> FinishReason {
+    match r {
+        StopReason::Eog => FinishReason::Eog,
+        StopReason::Length => FinishReason::Length,
+        StopReason::StopString => FinishReason::StopString,
+        StopReason::ContextFull => FinishReason::ContextFull,
+    }
+}
+
+type R<T> = wasmtime::Result<Result<T, WitError>>;
+
+impl TenantState {
+    /// Opens an engine session of this namespace and wraps it as a guest resource.
+    async fn open_session(&mut self, tokens: Option<Vec<u32>>) -> Result<Resource<SessionRes>, WitError> {
+        let limit = self.ns.ns.spec.limits.max_sessions;
+        let slot = self.ns.session_slot().ok_or_else(|| {
+            WitError::QuotaExceeded(format!("this namespace already has {limit} open sessions (max_sessions)"))
+        })?;
+        let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
+        let id = engine.open(ns.id, ns.salt).await.map_err(from_engine)?;
+        let res = SessionRes { id, ns: ns.id, engine: engine.clone(), closed: false, _slot: slot };
+        if let Some(tokens) = tokens {
+            if let Err(e) = engine.append(ns.id, id, tokens).await {
+                res.close().await;
+                return Err(from_engine(e));
+            }
+        }
+        self.table.push(res).map_err(|e| WitError::Unavailable(format!("{e:#}")))
+    }
+
+    pub(crate) fn session_id(&self, s: &Resource<SessionRes>) -> wasmtime::Result<SessionId> {
+        Ok(self.table.get(s)?.id)
+    }
+
+    /// Engine parameters from guest parameters, within this request's token budget.
+    pub(crate) fn engine_params(&self, p: GenerateParams) -> Result<EngineParams, WitError> {
+        if self.tokens_left == 0 {
+            let max = self.ns.ns.spec.limits.max_tokens_per_request;
+            return Err(WitError::QuotaExceeded(format!(
+                "this request already generated {max} tokens (max_tokens_per_request)"
+            )));
+        }
+        if p.stop.len() > MAX_STOPS {
+            return Err(WitError::InvalidArgument(format!("at most {MAX_STOPS} stop strings")));
+        }
+        let stop_bytes: usize = p.stop.iter().map(String::len).sum();
+        if stop_bytes > self.max_call_bytes() {
+            return Err(WitError::InvalidArgument(format!(
+                "stop strings of {stop_bytes} bytes exceed max_host_call_bytes = {}",
+                self.max_call_bytes()
+            )));
+        }
+        let sampling = match p.sampling {
+            None => SamplingParams::greedy(),
+            Some(s) => SamplingParams {
+                temperature: s.temperature,
+                top_k: s.top_k as usize,
+                top_p: s.top_p,
+                min_p: s.min_p,
+                repeat_penalty: s.repeat_penalty,
+                seed: s.seed,
+                ..SamplingParams::default()
+            },
+        };
+        sampling.validate().map_err(|e| WitError::InvalidArgument(e.to_string()))?;
+        let mut params = EngineParams::greedy((p.max_tokens as usize).min(self.tokens_left));
+        params.sampling = sampling;
+        params.stop = p.stop;
+        Ok(params)
+    }
+
+    async fn append_tokens_to(&mut self, s: Resource<SessionRes>, tokens: Vec<u32>) -> R<u32> {
+        if let Err(e) = self.check_tokens(&tokens) {
+            return Ok(Err(e));
+        }
+        let id = self.session_id(&s)?;
+        let r = self.ns.host.engine.append(self.ns.ns.id, id, tokens).await;
+        Ok(r.map(|n| n as u32).map_err(from_engine))
+    }
+}
+
+impl Host for TenantState {}
+
+impl HostSession for TenantState {
+    async fn open(&mut self) -> R<Resource<SessionRes>> {
+        Ok(self.open_session(None).await)
+    }
+
+    async fn restore(&mut self, name: String) -> R<Resource<SessionRes>> {
+        let tokens = match self.ns.host.named.get(self.ns.ns.id, &name) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(from_named(e))),
+        };
+        Ok(self.open_session(Some(tokens.as_ref().clone())).await)
+    }
+
+    async fn append_text(&mut self, s: Resource<SessionRes>, text: String) -> R<u32> {
+        let id = self.session_id(&s)?;
+        let empty = match self.ns.host.engine.info(self.ns.ns.id, id).await {
+            Ok(info) => info.len == 0,
+            Err(e) => return Ok(Err(from_engine(e))),
+        };
+        let tokens = self.ns.host.engine.tokenizer().encode(&text, empty, false);
+        self.append_tokens_to(s, tokens).await
+    }
+
+    async fn append_tokens(&mut self, s: Resource<SessionRes>, tokens: Vec<u32>) -> R<u32> {
+        self.append_tokens_to(s, tokens).await
+    }
+
+    async fn generate(&mut self, s: Resource<SessionRes>, params: GenerateParams) -> R<Generation> {
+        let id = self.session_id(&s)?;
+        let params = match self.engine_params(params) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut stream = match self.ns.host.engine.generate(self.ns.ns.id, id, params) {
+            Ok(st) => st,
+            Err(e) => return Ok(Err(from_engine(e))),
+        };
+        let (mut text, mut tokens) = (String::new(), Vec::new());
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Event::Token { id, text: piece } => {
+                    tokens.push(id);
+                    text.push_str(&piece);
+                    self.tokens_left = self.tokens_left.saturating_sub(1);
+                }
+                Event::Done { reason, text_tail, usage: u, .. } => {
+                    text.push_str(&text_tail);
+                    return Ok(Ok(Generation { text, tokens, usage: usage(u), finish: finish(reason) }));
+                }
+                Event::Error(msg) => return Ok(Err(WitError::Unavailable(msg))),
+            }
+        }
+        Ok(Err(WitError::Unavailable("the engine ended the generation without a result".into())))
+    }
+
+    async fn stream(&mut self, s: Resource<SessionRes>, params: GenerateParams) -> R<Resource<StreamRes>> {
+        let id = self.session_id(&s)?;
+        let params = match self.engine_params(params) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        let stream = match self.ns.host.engine.generate(self.ns.ns.id, id, params) {
+            Ok(st) => st,
+            Err(e) => return Ok(Err(from_engine(e))),
+        };
+        Ok(Ok(self.table.push(StreamRes::new(stream))?))
+    }
+
+    async fn fork(&mut self, s: Resource<SessionRes>) -> R<Resource<SessionRes>> {
+        let id = self.session_id(&s)?;
+        let limit = self.ns.ns.spec.limits.max_sessions;
+        let Some(slot) = self.ns.session_slot() else {
+            return Ok(Err(WitError::QuotaExceeded(format!(
+                "this namespace already has {limit} open sessions (max_sessions)"
+            ))));
+        };
+        let (ns, engine) = (self.ns.ns.id, self.ns.host.engine.clone());
+        let child = match engine.fork(ns, id).await {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(from_engine(e))),
+        };
+        let res = SessionRes { id: child, ns, engine, closed: false, _slot: slot };
+        Ok(Ok(self.table.push(res)?))
+    }
+
+    async fn truncate(&mut self, s: Resource<SessionRes>, len: u32) -> R<()> {
+        let id = self.session_id(&s)?;
+        let r = self.ns.host.engine.truncate(self.ns.ns.id, id, len as usize).await;
+        Ok(r.map_err(from_engine))
+    }
+
+    async fn len(&mut self, s: Resource<SessionRes>) -> R<u32> {
+        let id = self.session_id(&s)?;
+        let r = self.ns.host.engine.info(self.ns.ns.id, id).await;
+        Ok(r.map(|i| i.len as u32).map_err(from_engine))
+    }
+
+    async fn tokens(&mut self, s: Resource<SessionRes>) -> R<Vec<u32>> {
+        let id = self.session_id(&s)?;
+        let r = self.ns.host.engine.tokens(self.ns.ns.id, id).await;
+        Ok(r.map_err(from_engine))
+    }
+
+    async fn save(&mut self, s: Resource<SessionRes>, name: String) -> R<()> {
+        let id = self.session_id(&s)?;
+        let tokens = match self.ns.host.engine.tokens(self.ns.ns.id, id).await {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(from_engine(e))),
+        };
+        let cap = self.ns.ns.spec.limits.max_sessions;
+        Ok(self.ns.host.named.save(self.ns.ns.id, &name, tokens, cap).map_err(from_named))
+    }
+
+    async fn drop(&mut self, s: Resource<SessionRes>) -> wasmtime::Result<()> {
+        let res = self.table.delete(s)?;
+        res.close().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,85 @@
+//! Per-namespace runtime state shared by that namespace's requests: the engine handle, the
+//! instance semaphore (`max_instances`), the open-session count (`max_sessions`), and host-wide
+//! pieces guests reach through host functions (chat template, saved sessions, counters).
+//!
+//! Invariant: a [`SessionSlot`] exists for every engine session a guest holds; dropping it is
+//! the only way the count goes down.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use memoria_model::chat::ChatTemplate;
+use memoria_sched::EngineHandle;
+use memoria_tenant::Namespace;
+use tokio::sync::Semaphore;
+
+use crate::named::NamedSessions;
+
+/// Host-wide counters of the runtime, readable from any thread.
+#[derive(Debug, Default)]
+pub struct RuntimeStats {
+    /// Requests handled by components.
+    pub requests: AtomicU64,
+    /// Requests that ended in a trap, timeout or memory-limit error.
+    pub failed: AtomicU64,
+    /// Bytes copied from guest memory into host buffers by host calls.
+    pub host_call_bytes: AtomicU64,
+    /// Host calls refused because an argument exceeded `max_host_call_bytes` (nothing copied).
+    pub host_call_refused: AtomicU64,
+}
+
+/// What every namespace's host functions share.
+#[derive(Debug)]
+pub(crate) struct HostShared {
+    pub engine: EngineHandle,
+    pub template: Arc<ChatTemplate>,
+    pub model_id: String,
+    pub named: NamedSessions,
+    pub stats: Arc<RuntimeStats>,
+}
+
+/// One namespace's runtime state.
+#[derive(Debug)]
+pub(crate) struct NsRuntime {
+    pub ns: Arc<Namespace>,
+    pub host: Arc<HostShared>,
+    pub instances: Arc<Semaphore>,
+    sessions: AtomicUsize,
+}
+
+impl NsRuntime {
+    pub fn new(ns: Arc<Namespace>, host: Arc<HostShared>) -> NsRuntime {
+        NsRuntime {
+            instances: Arc::new(Semaphore::new(ns.spec.limits.max_instances)),
+            sessions: AtomicUsize::new(0),
+            ns,
+            host,
+        }
+    }
+
+    /// Reserves one of the namespace's `max_sessions` slots.
+    pub fn session_slot(self: &Arc<Self>) -> Option<SessionSlot> {
+        let max = self.ns.spec.limits.max_sessions;
+        self.sessions
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| SessionSlot { ns: self.clone() })
+    }
+
+    /// Sessions currently open by this namespace's guests.
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.load(Ordering::Acquire)
+    }
+}
+
+/// One counted session of a namespace; released on drop.
+#[derive(Debug)]
+pub(crate) struct SessionSlot {
+    ns: Arc<NsRuntime>,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.ns.sessions.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,127 @@
+//! One tenant request: take an instance slot of the namespace, build a fresh store with the
+//! namespace's limits (memory cap, epoch deadline from `wall_time_ms`, optional fuel),
+//! instantiate the pre-linked component and call its wasi:http handler. A trap, timeout or
+//! memory-cap failure becomes a 500 for this request only.
+//!
+//! Invariant: the store (and so every session the guest opened) lives in the spawned task and
+//! is dropped when the handler returns, fails or runs out of time.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Body;
+use tokio::time::Instant;
+use wasmtime::component::Resource;
+use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+
+use crate::errors::describe_failure;
+use crate::namespaces::NsRuntime;
+use crate::{BodyError, HttpBody, TenantState};
+
+/// A plain-text response.
+pub fn text_response(status: u16, text: String) -> hyper::Response<HttpBody> {
+    let body = Full::new(Bytes::from(text)).map_err(|n: std::convert::Infallible| match n {}).boxed_unsync();
+    let mut resp = hyper::Response::new(body);
+    *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
+}
+
+/// A new store for `ns` with its limits applied.
+pub fn new_store(engine: &Engine, ns: Arc<NsRuntime>, fuel: bool) -> wasmtime::Result<Store<TenantState>> {
+    let limits = &ns.ns.spec.limits;
+    let deadline = std::time::Instant::now() + Duration::from_millis(limits.wall_time_ms);
+    let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
+    let mut store = Store::new(engine, TenantState::new(ns, deadline));
+    store.limiter(|s| &mut s.limiter);
+    if fuel {
+        store.set_fuel(fuel_budget)?;
+        store.fuel_async_yield_interval(Some(100_000))?;
+    }
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| {
+        if std::time::Instant::now() >= ctx.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    Ok(store)
+}
+
+/// Runs `req` through the component `pre` in namespace `ns`.
+pub async fn serve<B>(
+    engine: Engine,
+    ns: Arc<NsRuntime>,
+    pre: ProxyPre<TenantState>,
+    fuel: bool,
+    req: hyper::Request<B>,
+) -> hyper::Response<HttpBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
+    let stats = ns.host.stats.clone();
+    stats.requests.fetch_add(1, Relaxed);
+    let wall = Duration::from_millis(ns.ns.spec.limits.wall_time_ms);
+    let deadline = Instant::now() + wall;
+    let permit = match tokio::time::timeout_at(deadline, ns.instances.clone().acquire_owned()).await {
+        Ok(Ok(p)) => p,
+        _ => {
+            let max = ns.ns.spec.limits.max_instances;
+            return text_response(503, format!("namespace busy: all {max} instances in use (max_instances)\n"));
+        }
+    };
+    let name = ns.ns.name.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut store = match new_store(&engine, ns, fuel) {
+        Ok(s) => s,
+        Err(e) => return text_response(500, format!("creating the sandbox: {e:#}\n")),
+    };
+    let prepared = (|| -> wasmtime::Result<_> {
+        let mut http = store.data_mut().http();
+        let req = http.new_incoming_request(Scheme::Http, req)?;
+        let out = http.new_response_outparam(tx)?;
+        Ok((req, out))
+    })();
+    let (req, out): (Resource<_>, Resource<_>) = match prepared {
+        Ok(p) => p,
+        Err(e) => return text_response(400, format!("request not accepted: {e:#}\n")),
+    };
+    let task = tokio::spawn(async move {
+        let _permit = permit;
+        let run = async {
+            let proxy = pre.instantiate_async(&mut store).await?;
+            proxy.wasi_http_incoming_handler().call_handle(&mut store, req, out).await
+        };
+        let r = tokio::time::timeout_at(deadline, run).await;
+        let failure = match r {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(describe_failure(&e, store.data().limiter.hit, false)),
+            Err(_) => Some(describe_failure(&wasmtime::format_err!("timeout"), None, true)),
+        };
+        drop(store);
+        failure
+    });
+    let outcome = rx.await;
+    match outcome {
+        Ok(Ok(resp)) => resp.map(|body| body.map_err(|e| -> BodyError { format!("{e:?}").into() }).boxed_unsync()),
+        Ok(Err(code)) => text_response(500, format!("component error: {code:?}\n")),
+        Err(_) => {
+            let why = match task.await {
+                Ok(Some(why)) => why,
+                Ok(None) => "the component returned without sending a response".into(),
+                Err(e) => format!("the request task failed: {e}"),
+            };
+            stats.failed.fetch_add(1, Relaxed);
+            eprintln!("[ns {name}] request failed: {why}");
+            text_response(500, format!("{why}\n"))
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The engine's side of the persistent store: prefix matches that promote blocks from the
+//! tiers, write-through of freshly sealed blocks (behind the engine thread), and durable session
+//! save/restore. Invariants: with no store configured every path here is a plain pool call; a
+//! block is persisted with the salt of the session that sealed it; a restored session holds
+//! exactly the saved tokens, as pending, so its first compute matches them against the hot
+//! pool and the tiers and recomputes the rest.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use memoria_kv::{
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PoolError, SeqId,
+};
+use memoria_store::{BlockIdentity, SessionRecord, TierStack};
+
+use super::{Engine, Reply};
+use crate::EngineError;
+use crate::session::{Session, SessionId};
+
+/// Longest name a saved session may have, in bytes.
+pub const MAX_SAVE_NAME: usize = 256;
+
+/// Store state held by the engine thread.
+pub(crate) struct Persist {
+    stack: Option<Arc<TierStack>>,
+    model: ModelFingerprint,
+    layout: KvLayout,
+    /// Per session: its namespace salt and how many leading blocks are known to be stored.
+    sessions: HashMap<SessionId, (NamespaceSalt, usize)>,
+}
+
+impl Persist {
+    pub fn new(stack: Option<Arc<TierStack>>, model: ModelFingerprint, layout: KvLayout) -> Self {
+        Persist {
+            stack,
+            model,
+            layout,
+            sessions: HashMap::new(),
+        }
+    }
+
+    /// Installs the stack as the pool's eviction sink.
+    pub fn install(&self, pool: &mut BlockPool) {
+        if let Some(s) = &self.stack {
+            pool.set_sink(s.sink(self.model, self.layout));
+        }
+    }
+
+    pub fn on_open(&mut self, id: SessionId, ns: NamespaceId, salt: NamespaceSalt) {
+        if let Some(s) = &self.stack {
+            s.register_namespace(ns, salt);
+            self.sessions.insert(id, (salt, 0));
+        }
+    }
+
+    pub fn on_fork(&mut self, from: SessionId, to: SessionId) {
+        if let Some(&v) = self.sessions.get(&from) {
+            self.sessions.insert(to, v);
+        }
+    }
+
+    pub fn on_close(&mut self, id: SessionId) {
+        self.sessions.remove(&id);
+    }
+
+    /// Attaches the longest cached prefix of `tokens` to `seq`, promoting missing blocks from
+    /// the tiers in prefix order when a store is configured.
+    pub fn match_prefix(
+        &mut self,
+        pool: &mut BlockPool,
+        id: SessionId,
+        seq: SeqId,
+        root: BlockHash,
+        tokens: &[u32],
+    ) -> Result<usize, PoolError> {
+        let Some(stack) = &self.stack else {
+            return pool.match_prefix(seq, tokens);
+        };
+        let mut src = stack.source(self.model, self.layout, root, tokens);
+        let hit = pool.match_prefix_from(seq, tokens, &mut src)?;
+        if let Some(e) = self.sessions.get_mut(&id) {
+            e.1 = hit / self.layout.block_tokens;
+        }
+        Ok(hit)
+    }
+
+    /// Queues the session's newly sealed blocks for disk (never blocks; `force` ignores the
+    /// queue bound).
+    pub fn write_through(&mut self, pool: &BlockPool, id: SessionId, seq: SeqId, force: bool) {
+        let Some(stack) = &self.stack else { return };
+        if stack.disk().is_none() {
+            return;
+        }
+        let Some(entry) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let (Ok(table), Ok(tokens)) = (pool.block_table(seq), pool.seq_tokens(seq)) else {
+            return;
+        };
+        let b = self.layout.block_tokens;
+        let full = tokens.len() / b;
+        let from = if force { 0 } else { entry.1.min(full) };
+        for (i, block) in table.iter().enumerate().take(full).skip(from) {
+            let Some(hash) = pool.block_info(*block).and_then(|info| info.hash) else {
+                continue;
+            };
+            let identity = BlockIdentity {
+                model: self.model,
+                layout: self.layout,
+                salt: entry.0,
+                hash,
+            };
+            stack.persist(identity, &tokens[i * b..(i + 1) * b], pool.block_data(*block), force);
+        }
+        entry.1 = full;
+    }
+}
+
+impl Drop for Persist {
+    fn drop(&mut self) {
+        if let Some(s) = &self.stack {
+            let _ = s.flush();
+        }
+    }
+}
+
+impl Engine {
+    /// After a step: persist what the computed sessions sealed.
+    pub(crate) fn write_through(&mut self, ids: &[SessionId]) {
+        for id in ids {
+            if let Some(s) = self.sessions.get(id) {
+                self.persist.write_through(&self.pool, *id, s.seq, false);
+            }
+        }
+    }
+
+    fn store_with_disk(&self) -> Result<Arc<TierStack>, EngineError> {
+        match &self.persist.stack {
+            Some(s) if s.disk().is_some() => Ok(s.clone()),
+            _ => Err(EngineError::InvalidArgument(
+                "the engine has no persistent store (start it with --store DIR)".into(),
+            )),
+        }
+    }
+
+    /// Saves a session under `name` in its namespace; replies after the record is durable.
+    pub(crate) fn save_session(
+        &mut self,
+        ns: NamespaceId,
+        id: SessionId,
+        name: String,
+        reply: Reply<()>,
+    ) {
+        let r = (|| {
+            check_name(&name)?;
+            let stack = self.store_with_disk()?;
+            let s = self
+                .sessions
+                .get(&id)
+                .filter(|s| s.ns == ns)
+                .ok_or(EngineError::NotFound(id))?;
+            if s.job.is_some() {
+                return Err(EngineError::Busy(id));
+            }
+            let (seq, root) = (s.seq, s.root);
+            let mut tokens = self.pool.seq_tokens(seq)?.to_vec();
+            tokens.extend_from_slice(&s.pending);
+            if tokens.is_empty() {
+                return Err(EngineError::InvalidArgument(
+                    "the session's context is empty".into(),
+                ));
+            }
+            let salt = self
+                .persist
+                .sessions
+                .get(&id)
+                .map(|e| e.0)
+                .ok_or_else(|| EngineError::Internal("session salt unknown".into()))?;
+            self.persist.write_through(&self.pool, id, seq, true);
+            let b = self.pool.layout().block_tokens;
+            let record = SessionRecord {
+                model: self.fingerprint,
+                elem: self.pool.layout().elem,
+                block_tokens: b,
+                salt,
+                hashes: SessionRecord::chain(&root, &tokens, b),
+                tokens,
+            };
+            Ok((stack, record))
+        })();
+        match r {
+            Ok((stack, record)) => stack.save_session(
+                ns,
+                &name,
+                &record,
+                Box::new(move |r| {
+                    let _ = reply.send(r.map_err(|e| EngineError::Internal(e.to_string())));
+                }),
+            ),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// Opens a session holding a saved session's tokens (pending: the next compute reuses
+    /// every block the tiers still hold and recomputes the rest).
+    pub(crate) fn restore_session(
+        &mut self,
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        name: &str,
+    ) -> Result<SessionId, EngineError> {
+        check_name(name)?;
+        let stack = self.store_with_disk()?;
+        let missing = || EngineError::InvalidArgument(format!("no saved session {name:?} in this namespace"));
+        let rec = stack
+            .load_session(ns, name)
+            .map_err(|e| EngineError::Internal(e.to_string()))?
+            .ok_or_else(missing)?;
+        if rec.salt != salt {
+            return Err(missing());
+        }
+        let layout = *self.pool.layout();
+        if rec.model != self.fingerprint || rec.elem != layout.elem || rec.block_tokens != layout.block_tokens {
+            return Err(EngineError::InvalidArgument(format!(
+                "saved session {name:?} was made with another model or K/V layout"
+            )));
+        }
+        if self.sessions.len() >= self.cfg.max_sessions {
+            return Err(EngineError::TooManySessions(self.cfg.max_sessions));
+        }
+        if rec.tokens.len() > self.cfg.max_context {
+            return Err(EngineError::ContextOverflow {
+                have: 0,
+                adding: rec.tokens.len(),
+                max: self.cfg.max_context,
+            });
+        }
+        let n_vocab = self.model.hparams().n_vocab;
+        if rec.tokens.iter().any(|&t| t as usize >= n_vocab) {
+            return Err(EngineError::InvalidArgument(format!(
+                "saved session {name:?} holds tokens outside this model's vocabulary"
+            )));
+        }
+        let root = self.pool.root_hash(&self.fingerprint, &salt);
+        let seq = self.pool.create_seq(ns, root);
+        let mut s = Session::new(ns, root, seq, Instant::now());
+        s.pending = rec.tokens;
+        let id = SessionId(self.next_id);
+        self.next_id += 1;
+        self.sessions.insert(id, s);
+        self.persist.on_open(id, ns, salt);
+        self.stats.set_sessions(self.sessions.len());
+        Ok(id)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), EngineError> {
+    if name.is_empty() || name.len() > MAX_SAVE_NAME {
+        return Err(EngineError::InvalidArgument(format!(
+            "a saved session name needs 1..={MAX_SAVE_NAME} bytes"
+        )));
+    }
+    Ok(())
+}

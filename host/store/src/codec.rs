@@ -1,0 +1,475 @@
+//! The block codec: one K/V block as self-describing, checksummed bytes (the value stored in
+//! every tier). Invariants: [`encode`] output always passes [`decode_into`] with the same
+//! identity; every length read from the bytes is checked against the buffer and against the
+//! caller's expected layout before anything is allocated or copied; a block is only written to
+//! the caller's buffer after its checksum and identity have been verified.
+//!
+//! # Format (version 1)
+//!
+//! All integers are little-endian. Offsets are in bytes.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic "MEMKVBLK"
+//!      8     2  format version (1)
+//!     10     1  K/V element type of the block as the pool holds it: 0 f32, 1 f16, 2 q8_0, 3 q4_0
+//!     11     1  payload encoding: 0 raw, 1 lz4 block, 2 q8_0 (lossy), 3 q4_0 (lossy)
+//!     12     4  n_layer
+//!     16     4  kv_dim (elements per K or V row)
+//!     20     4  block_tokens (B, at most memoria_kv::MAX_BLOCK_TOKENS)
+//!     24    32  model fingerprint
+//!     56    32  namespace salt
+//!     88    32  block hash (the chain hash `h_i`, also the key in every tier)
+//!    120     8  raw length: bytes of the decoded block, `n_layer * 2 * B * row_bytes(kv_dim)`
+//!    128     8  payload length: bytes after the token ids, to the end of the value
+//!    136    32  checksum: BLAKE3 of bytes [0, 136) followed by bytes [168, end)
+//!    168  4*B  token ids of the block's B slots (u32 each)
+//! 168+4B     *  payload
+//! ```
+//!
+//! Decoding verifies, in order: the fixed header is present, magic, version, element and
+//! encoding codes, `B` in range, the declared payload length equals the bytes that remain, the
+//! raw length equals the caller's layout, the checksum, then identity (model fingerprint,
+//! element type, layout, salt through the requesting chain's root, block hash, token ids).
+//! Any failure is a [`CodecError`]; callers treat it as a miss and drop the stored value.
+//!
+//! Lossy encodings exist only for f16 blocks: the block's f16 values are re-quantized to
+//! q8_0/q4_0 (32 values per quant block) and expanded back to f16 on decode.
+
+use memoria_kernels::GgmlType;
+use memoria_kv::{BlockHash, KvElem, KvLayout, MAX_BLOCK_TOKENS, ModelFingerprint, NamespaceSalt};
+
+/// First bytes of every encoded block.
+pub const MAGIC: [u8; 8] = *b"MEMKVBLK";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Bytes before the token ids.
+pub const HEADER_BYTES: usize = 168;
+/// Largest decoded block accepted (1 GiB): a sanity bound on a length read from outside.
+pub const MAX_RAW_BYTES: u64 = 1 << 30;
+
+const CHECKSUM_AT: usize = 136;
+
+/// How the payload is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// The block's bytes as they are.
+    Raw = 0,
+    /// LZ4 block format of the block's bytes (lossless).
+    Lz4 = 1,
+    /// f16 values re-quantized to q8_0 (lossy).
+    Q8_0 = 2,
+    /// f16 values re-quantized to q4_0 (lossy).
+    Q4_0 = 3,
+}
+
+impl Encoding {
+    fn from_code(c: u8) -> Option<Self> {
+        [Self::Raw, Self::Lz4, Self::Q8_0, Self::Q4_0]
+            .into_iter()
+            .find(|e| *e as u8 == c)
+    }
+
+    /// Whether decoding gives back different bytes than were encoded.
+    pub fn is_lossy(self) -> bool {
+        matches!(self, Self::Q8_0 | Self::Q4_0)
+    }
+
+    fn quant_type(self) -> Option<GgmlType> {
+        match self {
+            Self::Q8_0 => Some(GgmlType::Q8_0),
+            Self::Q4_0 => Some(GgmlType::Q4_0),
+            Self::Raw | Self::Lz4 => None,
+        }
+    }
+}
+
+/// Stable one-byte code of an element type.
+pub fn elem_code(e: KvElem) -> u8 {
+    match e {
+        KvElem::F32 => 0,
+        KvElem::F16 => 1,
+        KvElem::Q8_0 => 2,
+        KvElem::Q4_0 => 3,
+    }
+}
+
+/// The element type of a code written by [`elem_code`].
+pub fn elem_from_code(c: u8) -> Option<KvElem> {
+    [KvElem::F32, KvElem::F16, KvElem::Q8_0, KvElem::Q4_0]
+        .into_iter()
+        .find(|e| elem_code(*e) == c)
+}
+
+/// Who a block belongs to: everything the header says about its identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockIdentity {
+    pub model: ModelFingerprint,
+    pub layout: KvLayout,
+    pub salt: NamespaceSalt,
+    pub hash: BlockHash,
+}
+
+/// What a reader requires of a block before using it.
+#[derive(Clone, Copy, Debug)]
+pub struct Expect<'a> {
+    pub model: ModelFingerprint,
+    pub layout: KvLayout,
+    pub hash: BlockHash,
+    /// The requesting chain's root: the header's salt must produce it (namespace check).
+    pub root: Option<BlockHash>,
+    /// The block's token ids, when the reader knows them.
+    pub tokens: Option<&'a [u32]>,
+}
+
+/// Why stored bytes were rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("block truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("not a memoria block (bad magic)")]
+    BadMagic,
+    #[error("block format version {0}, this build reads {FORMAT_VERSION}")]
+    UnsupportedVersion(u16),
+    #[error("unknown {field} code {code}")]
+    UnknownCode { field: &'static str, code: u8 },
+    #[error("{field} is {value}, outside {limit}")]
+    OutOfRange {
+        field: &'static str,
+        value: u64,
+        limit: String,
+    },
+    #[error("{field} declares {declared} bytes, but {actual} are there")]
+    LengthMismatch {
+        field: &'static str,
+        declared: u64,
+        actual: u64,
+    },
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("block belongs elsewhere: {0} differs")]
+    Foreign(&'static str),
+    #[error("payload does not decode: {0}")]
+    Payload(String),
+    #[error("cannot encode: {0}")]
+    Encode(String),
+}
+
+impl CodecError {
+    /// Whether the bytes are damaged (as opposed to intact but someone else's).
+    pub fn is_corrupt(&self) -> bool {
+        !matches!(self, CodecError::Foreign(_))
+    }
+}
+
+/// A parsed, length-checked header (checksum not yet verified).
+#[derive(Clone, Copy, Debug)]
+pub struct Header<'a> {
+    pub identity: BlockIdentity,
+    pub encoding: Encoding,
+    pub raw_len: u64,
+    token_bytes: &'a [u8],
+    payload: &'a [u8],
+    checksum: [u8; 32],
+}
+
+impl Header<'_> {
+    /// The block's token ids.
+    pub fn tokens(&self) -> impl Iterator<Item = u32> + '_ {
+        self.token_bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    }
+
+    /// Bytes of the stored payload.
+    pub fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+fn arr32(b: &[u8], at: usize) -> [u8; 32] {
+    let mut x = [0; 32];
+    x.copy_from_slice(&b[at..at + 32]);
+    x
+}
+
+fn checksum_of(bytes: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(&bytes[..CHECKSUM_AT]);
+    h.update(&bytes[HEADER_BYTES..]);
+    *h.finalize().as_bytes()
+}
+
+/// Parses and length-checks the header; does not read the payload or verify the checksum.
+pub fn parse_header(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
+    if bytes.len() < HEADER_BYTES {
+        return Err(CodecError::Truncated {
+            need: HEADER_BYTES,
+            have: bytes.len(),
+        });
+    }
+    if bytes[..8] != MAGIC {
+        return Err(CodecError::BadMagic);
+    }
+    let version = u16_at(bytes, 8);
+    if version != FORMAT_VERSION {
+        return Err(CodecError::UnsupportedVersion(version));
+    }
+    let elem = elem_from_code(bytes[10]).ok_or(CodecError::UnknownCode {
+        field: "element type",
+        code: bytes[10],
+    })?;
+    let encoding = Encoding::from_code(bytes[11]).ok_or(CodecError::UnknownCode {
+        field: "encoding",
+        code: bytes[11],
+    })?;
+    let (n_layer, kv_dim, b) = (u32_at(bytes, 12), u32_at(bytes, 16), u32_at(bytes, 20));
+    if b == 0 || b as usize > MAX_BLOCK_TOKENS {
+        return Err(CodecError::OutOfRange {
+            field: "block_tokens",
+            value: b.into(),
+            limit: format!("1..={MAX_BLOCK_TOKENS}"),
+        });
+    }
+    let layout = KvLayout {
+        n_layer: n_layer as usize,
+        kv_dim: kv_dim as usize,
+        block_tokens: b as usize,
+        elem,
+    };
+    let raw_len = u64_at(bytes, 120);
+    if raw_len > MAX_RAW_BYTES {
+        return Err(CodecError::OutOfRange {
+            field: "raw length",
+            value: raw_len,
+            limit: format!("0..={MAX_RAW_BYTES}"),
+        });
+    }
+    let payload_len = u64_at(bytes, 128);
+    let tokens_end = HEADER_BYTES + 4 * b as usize;
+    if bytes.len() < tokens_end {
+        return Err(CodecError::Truncated {
+            need: tokens_end,
+            have: bytes.len(),
+        });
+    }
+    let rest = (bytes.len() - tokens_end) as u64;
+    if payload_len != rest {
+        return Err(CodecError::LengthMismatch {
+            field: "payload length",
+            declared: payload_len,
+            actual: rest,
+        });
+    }
+    Ok(Header {
+        identity: BlockIdentity {
+            model: ModelFingerprint(arr32(bytes, 24)),
+            layout,
+            salt: NamespaceSalt(arr32(bytes, 56)),
+            hash: BlockHash(arr32(bytes, 88)),
+        },
+        encoding,
+        raw_len,
+        token_bytes: &bytes[HEADER_BYTES..tokens_end],
+        payload: &bytes[tokens_end..],
+        checksum: arr32(bytes, CHECKSUM_AT),
+    })
+}
+
+/// Parses the header and verifies the checksum over the whole value.
+pub fn verify(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
+    let h = parse_header(bytes)?;
+    let expected_raw = h
+        .identity
+        .layout
+        .block_bytes()
+        .map_err(|e| CodecError::Payload(e.to_string()))?;
+    if h.raw_len != expected_raw as u64 {
+        return Err(CodecError::LengthMismatch {
+            field: "raw length",
+            declared: h.raw_len,
+            actual: expected_raw as u64,
+        });
+    }
+    if checksum_of(bytes) != h.checksum {
+        return Err(CodecError::Checksum);
+    }
+    Ok(h)
+}
+
+/// Encodes one block. `data` is the block's bytes in `identity.layout`; `tokens` its B ids.
+/// A lossy encoding of a non-f16 block, or one that does not cut into whole quant blocks, falls
+/// back to LZ4; LZ4 that does not shrink the block falls back to raw.
+pub fn encode(
+    identity: &BlockIdentity,
+    tokens: &[u32],
+    data: &[u8],
+    encoding: Encoding,
+) -> Result<Vec<u8>, CodecError> {
+    let layout = identity.layout;
+    let raw_len = layout
+        .block_bytes()
+        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    if data.len() != raw_len || tokens.len() != layout.block_tokens {
+        return Err(CodecError::Encode(format!(
+            "{} bytes and {} tokens for a layout of {raw_len} bytes and {} tokens",
+            data.len(),
+            tokens.len(),
+            layout.block_tokens
+        )));
+    }
+    let mut encoding = encoding;
+    let lossy_ok = layout.elem == KvElem::F16 && (raw_len / 2).is_multiple_of(32);
+    if encoding.is_lossy() && !lossy_ok {
+        encoding = Encoding::Lz4;
+    }
+    let payload = match (encoding, encoding.quant_type()) {
+        (_, Some(ty)) => quantize_f16(data, ty)?,
+        (Encoding::Lz4, None) => {
+            let c = lz4_flex::block::compress(data);
+            if c.len() < data.len() {
+                c
+            } else {
+                encoding = Encoding::Raw;
+                data.to_vec()
+            }
+        }
+        _ => data.to_vec(),
+    };
+    let mut out = Vec::with_capacity(HEADER_BYTES + 4 * tokens.len() + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.push(elem_code(layout.elem));
+    out.push(encoding as u8);
+    for v in [layout.n_layer, layout.kv_dim, layout.block_tokens] {
+        let v = u32::try_from(v).map_err(|_| CodecError::Encode(format!("{v} exceeds u32")))?;
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&identity.model.0);
+    out.extend_from_slice(&identity.salt.0);
+    out.extend_from_slice(&identity.hash.0);
+    out.extend_from_slice(&(raw_len as u64).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&[0; 32]);
+    for t in tokens {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.extend_from_slice(&payload);
+    let sum = checksum_of(&out);
+    out[CHECKSUM_AT..HEADER_BYTES].copy_from_slice(&sum);
+    Ok(out)
+}
+
+/// Verifies `bytes` against `expect` and decodes the block into `out` (exactly one block of
+/// `expect.layout`). Returns the encoding it was stored with (lossy or not).
+pub fn decode_into(bytes: &[u8], expect: &Expect<'_>, out: &mut [u8]) -> Result<Encoding, CodecError> {
+    let h = verify(bytes)?;
+    let id = &h.identity;
+    if id.model != expect.model {
+        return Err(CodecError::Foreign("model fingerprint"));
+    }
+    if id.layout.elem != expect.layout.elem {
+        return Err(CodecError::Foreign("K/V element type"));
+    }
+    if id.layout != expect.layout {
+        return Err(CodecError::Foreign("layout"));
+    }
+    if id.hash != expect.hash {
+        return Err(CodecError::Foreign("block hash"));
+    }
+    if let Some(root) = expect.root {
+        let l = id.layout;
+        if BlockHash::root(&id.model, l.elem, l.block_tokens, &id.salt) != root {
+            return Err(CodecError::Foreign("namespace salt"));
+        }
+    }
+    if let Some(t) = expect.tokens
+        && !h.tokens().eq(t.iter().copied())
+    {
+        return Err(CodecError::Foreign("token ids"));
+    }
+    if out.len() as u64 != h.raw_len {
+        return Err(CodecError::LengthMismatch {
+            field: "output buffer",
+            declared: h.raw_len,
+            actual: out.len() as u64,
+        });
+    }
+    decode_payload(h.encoding, h.payload, out)?;
+    Ok(h.encoding)
+}
+
+fn decode_payload(encoding: Encoding, payload: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    match (encoding, encoding.quant_type()) {
+        (_, Some(ty)) => dequantize_f16(payload, ty, out),
+        (Encoding::Lz4, None) => {
+            let n = lz4_flex::block::decompress_into(payload, out)
+                .map_err(|e| CodecError::Payload(e.to_string()))?;
+            if n != out.len() {
+                return Err(CodecError::LengthMismatch {
+                    field: "decompressed payload",
+                    declared: out.len() as u64,
+                    actual: n as u64,
+                });
+            }
+            Ok(())
+        }
+        _ => {
+            if payload.len() != out.len() {
+                return Err(CodecError::LengthMismatch {
+                    field: "raw payload",
+                    declared: out.len() as u64,
+                    actual: payload.len() as u64,
+                });
+            }
+            out.copy_from_slice(payload);
+            Ok(())
+        }
+    }
+}
+
+fn quantize_f16(data: &[u8], ty: GgmlType) -> Result<Vec<u8>, CodecError> {
+    let mut f = vec![0f32; data.len() / 2];
+    memoria_kernels::dequantize_row(GgmlType::F16, data, &mut f)
+        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    let n = ty
+        .row_bytes(f.len())
+        .ok_or_else(|| CodecError::Encode(format!("{} values do not fit {ty:?}", f.len())))?;
+    let mut q = vec![0u8; n];
+    memoria_kernels::quantize_row(ty, &f, &mut q).map_err(|e| CodecError::Encode(e.to_string()))?;
+    Ok(q)
+}
+
+fn dequantize_f16(payload: &[u8], ty: GgmlType, out: &mut [u8]) -> Result<(), CodecError> {
+    let n = out.len() / 2;
+    if ty.row_bytes(n) != Some(payload.len()) {
+        return Err(CodecError::LengthMismatch {
+            field: "quantized payload",
+            declared: ty.row_bytes(n).unwrap_or(0) as u64,
+            actual: payload.len() as u64,
+        });
+    }
+    let mut f = vec![0f32; n];
+    memoria_kernels::dequantize_row(ty, payload, &mut f)
+        .map_err(|e| CodecError::Payload(e.to_string()))?;
+    memoria_kernels::quantize_row(GgmlType::F16, &f, out)
+        .map_err(|e| CodecError::Payload(e.to_string()))
+}
+
+#[cfg(test)]
+#[path = "codec_tests.rs"]
+mod tests;

@@ -1,0 +1,225 @@
+//! Codec round trips, every verification failure, malformed headers and huge lengths.
+
+use super::*;
+
+fn layout(elem: KvElem) -> KvLayout {
+    KvLayout::new(2, 64, elem).with_block_tokens(4)
+}
+
+fn identity(elem: KvElem) -> BlockIdentity {
+    BlockIdentity {
+        model: ModelFingerprint([1; 32]),
+        layout: layout(elem),
+        salt: NamespaceSalt::derive("a"),
+        hash: BlockHash([7; 32]),
+    }
+}
+
+fn f16_block(n_bytes: usize) -> Vec<u8> {
+    (0..n_bytes / 2)
+        .flat_map(|i| half::f16::from_f32(((i % 97) as f32 - 48.0) / 16.0).to_le_bytes())
+        .collect()
+}
+
+fn expect(id: &BlockIdentity) -> Expect<'static> {
+    Expect {
+        model: id.model,
+        layout: id.layout,
+        hash: id.hash,
+        root: None,
+        tokens: None,
+    }
+}
+
+#[test]
+fn lossless_round_trip_is_exact_for_every_element_type() {
+    for elem in [KvElem::F32, KvElem::F16, KvElem::Q8_0, KvElem::Q4_0] {
+        let id = identity(elem);
+        let n = id.layout.block_bytes().unwrap();
+        let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+        for enc in [Encoding::Raw, Encoding::Lz4] {
+            let bytes = encode(&id, &[1, 2, 3, 4], &data, enc).unwrap();
+            let mut out = vec![0; n];
+            let got = decode_into(&bytes, &expect(&id), &mut out).unwrap();
+            assert!(!got.is_lossy());
+            assert_eq!(out, data, "{elem:?} {enc:?}");
+            let h = parse_header(&bytes).unwrap();
+            assert_eq!(h.tokens().collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+            assert_eq!(h.identity, id);
+        }
+    }
+}
+
+#[test]
+fn compressible_blocks_shrink_and_incompressible_fall_back_to_raw() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let zeros = encode(&id, &[0; 4], &vec![0; n], Encoding::Lz4).unwrap();
+    assert!(zeros.len() < n / 4);
+    assert_eq!(parse_header(&zeros).unwrap().encoding, Encoding::Lz4);
+    let mut x = 0x1234_5678u32;
+    let noise: Vec<u8> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    let raw = encode(&id, &[0; 4], &noise, Encoding::Lz4).unwrap();
+    assert_eq!(parse_header(&raw).unwrap().encoding, Encoding::Raw);
+}
+
+#[test]
+fn lossy_modes_are_close_labelled_and_only_for_f16() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let data = f16_block(n);
+    for (enc, tol) in [(Encoding::Q8_0, 0.05f32), (Encoding::Q4_0, 0.5)] {
+        let bytes = encode(&id, &[0; 4], &data, enc).unwrap();
+        assert!(bytes.len() < HEADER_BYTES + 16 + n, "{enc:?} shrinks");
+        let mut out = vec![0; n];
+        assert_eq!(decode_into(&bytes, &expect(&id), &mut out), Ok(enc));
+        for (a, b) in data.chunks_exact(2).zip(out.chunks_exact(2)) {
+            let a = half::f16::from_le_bytes([a[0], a[1]]).to_f32();
+            let b = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+            assert!((a - b).abs() <= tol, "{enc:?}: {a} vs {b}");
+        }
+    }
+    let id32 = identity(KvElem::F32);
+    let n32 = id32.layout.block_bytes().unwrap();
+    let bytes = encode(&id32, &[0; 4], &vec![0; n32], Encoding::Q4_0).unwrap();
+    assert_eq!(parse_header(&bytes).unwrap().encoding, Encoding::Lz4);
+}
+
+#[test]
+fn every_flipped_byte_is_rejected() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let bytes = encode(&id, &[9, 8, 7, 6], &f16_block(n), Encoding::Raw).unwrap();
+    let mut out = vec![0; n];
+    for i in (0..bytes.len()).step_by(13).chain([bytes.len() - 1]) {
+        let mut bad = bytes.clone();
+        bad[i] ^= 0x10;
+        assert!(
+            decode_into(&bad, &expect(&id), &mut out).is_err(),
+            "flip at {i} accepted"
+        );
+    }
+}
+
+#[test]
+fn truncated_and_extended_values_are_rejected() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let bytes = encode(&id, &[0; 4], &f16_block(n), Encoding::Lz4).unwrap();
+    let mut out = vec![0; n];
+    for len in [0, 7, HEADER_BYTES - 1, HEADER_BYTES, HEADER_BYTES + 15, bytes.len() - 1] {
+        let err = decode_into(&bytes[..len], &expect(&id), &mut out).unwrap_err();
+        assert!(err.is_corrupt(), "{len}: {err}");
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(matches!(
+        decode_into(&longer, &expect(&id), &mut out),
+        Err(CodecError::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn malformed_headers_and_huge_lengths_fail_before_allocating() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let good = encode(&id, &[0; 4], &f16_block(n), Encoding::Raw).unwrap();
+    let patch = |at: usize, v: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + v.len()].copy_from_slice(v);
+        b
+    };
+    assert_eq!(parse_header(&patch(0, b"NOTABLOK")).unwrap_err(), CodecError::BadMagic);
+    assert_eq!(
+        parse_header(&patch(8, &2u16.to_le_bytes())).unwrap_err(),
+        CodecError::UnsupportedVersion(2)
+    );
+    assert!(matches!(
+        parse_header(&patch(10, &[9])),
+        Err(CodecError::UnknownCode { .. })
+    ));
+    assert!(matches!(
+        parse_header(&patch(11, &[200])),
+        Err(CodecError::UnknownCode { .. })
+    ));
+    assert!(matches!(
+        parse_header(&patch(20, &u32::MAX.to_le_bytes())),
+        Err(CodecError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        parse_header(&patch(20, &0u32.to_le_bytes())),
+        Err(CodecError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        parse_header(&patch(120, &u64::MAX.to_le_bytes())),
+        Err(CodecError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        parse_header(&patch(128, &u64::MAX.to_le_bytes())),
+        Err(CodecError::LengthMismatch { .. })
+    ));
+    // A layout whose size overflows is refused by verify, never allocated.
+    let huge = patch(12, &u32::MAX.to_le_bytes());
+    let huge = {
+        let mut b = huge;
+        b[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        b
+    };
+    assert!(verify(&huge).is_err());
+    // A declared block size of 4096 tokens with only a few bytes present is truncated.
+    let big_b = patch(20, &4096u32.to_le_bytes());
+    assert!(matches!(
+        parse_header(&big_b),
+        Err(CodecError::Truncated { .. }) | Err(CodecError::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn identity_mismatches_are_foreign() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let bytes = encode(&id, &[1, 2, 3, 4], &f16_block(n), Encoding::Raw).unwrap();
+    let mut out = vec![0; n];
+    let base = expect(&id);
+    let cases: Vec<(Expect<'_>, &str)> = vec![
+        (Expect { model: ModelFingerprint([2; 32]), ..base }, "model fingerprint"),
+        (Expect { hash: BlockHash([8; 32]), ..base }, "block hash"),
+        (
+            Expect {
+                root: Some(BlockHash::root(
+                    &id.model,
+                    KvElem::F16,
+                    4,
+                    &NamespaceSalt::derive("b"),
+                )),
+                ..base
+            },
+            "namespace salt",
+        ),
+        (Expect { tokens: Some(&[1, 2, 3, 5]), ..base }, "token ids"),
+    ];
+    for (e, field) in cases {
+        assert_eq!(decode_into(&bytes, &e, &mut out), Err(CodecError::Foreign(field)));
+    }
+    let other_elem = Expect {
+        layout: layout(KvElem::F32),
+        ..base
+    };
+    assert_eq!(
+        decode_into(&bytes, &other_elem, &mut vec![0; layout(KvElem::F32).block_bytes().unwrap()]),
+        Err(CodecError::Foreign("K/V element type"))
+    );
+    let own_root = Expect {
+        root: Some(BlockHash::root(&id.model, KvElem::F16, 4, &id.salt)),
+        tokens: Some(&[1, 2, 3, 4]),
+        ..base
+    };
+    assert!(decode_into(&bytes, &own_root, &mut out).is_ok());
+}

@@ -1,0 +1,105 @@
+//! The redb tier's in-memory index: which blocks are on disk (or queued for it), their encoded
+//! sizes, and their last-use order for the disk budget. Invariants: `bytes` is the sum of the
+//! entries' lengths; `order` holds one `(stamp, hash)` per entry; a hash is never both an entry
+//! and queued.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use memoria_kv::BlockHash;
+
+#[derive(Debug, Default)]
+pub(crate) struct DiskIndex {
+    entries: HashMap<BlockHash, (u64, u64)>,
+    order: BTreeSet<(u64, BlockHash)>,
+    queued: HashSet<BlockHash>,
+    pub bytes: u64,
+    pub clock: u64,
+}
+
+impl DiskIndex {
+    pub fn contains(&self, h: &BlockHash) -> bool {
+        self.entries.contains_key(h) || self.queued.contains(h)
+    }
+
+    pub fn on_disk(&self, h: &BlockHash) -> bool {
+        self.entries.contains_key(h)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Marks a block as queued; false when it is already stored or queued.
+    pub fn enqueue(&mut self, h: BlockHash) -> bool {
+        !self.entries.contains_key(&h) && self.queued.insert(h)
+    }
+
+    pub fn dequeue(&mut self, h: &BlockHash) {
+        self.queued.remove(h);
+    }
+
+    /// Records a block as stored with `len` bytes at `stamp` (0: now). Returns its stamp.
+    pub fn insert(&mut self, h: BlockHash, len: u64, stamp: u64) -> u64 {
+        self.remove(&h);
+        self.queued.remove(&h);
+        let stamp = if stamp == 0 { self.tick() } else { stamp };
+        self.clock = self.clock.max(stamp);
+        self.entries.insert(h, (len, stamp));
+        self.order.insert((stamp, h));
+        self.bytes += len;
+        stamp
+    }
+
+    /// Moves a stored block to most recently used; returns its new stamp and length.
+    pub fn touch(&mut self, h: &BlockHash) -> Option<(u64, u64)> {
+        let stamp = self.tick();
+        let (len, old) = self.entries.get_mut(h)?;
+        self.order.remove(&(*old, *h));
+        *old = stamp;
+        self.order.insert((stamp, *h));
+        Some((stamp, *len))
+    }
+
+    pub fn remove(&mut self, h: &BlockHash) -> bool {
+        match self.entries.remove(h) {
+            Some((len, stamp)) => {
+                self.order.remove(&(stamp, *h));
+                self.bytes -= len;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The least recently used stored block.
+    pub fn oldest(&self) -> Option<BlockHash> {
+        self.order.first().map(|(_, h)| *h)
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracks_bytes_order_and_queue() {
+        let (a, b) = (BlockHash([1; 32]), BlockHash([2; 32]));
+        let mut ix = DiskIndex::default();
+        assert!(ix.enqueue(a));
+        assert!(!ix.enqueue(a));
+        assert!(ix.contains(&a) && !ix.on_disk(&a));
+        ix.insert(a, 10, 0);
+        ix.insert(b, 5, 0);
+        assert!(!ix.enqueue(a));
+        assert_eq!((ix.len(), ix.bytes, ix.oldest()), (2, 15, Some(a)));
+        ix.touch(&a);
+        assert_eq!(ix.oldest(), Some(b));
+        assert!(ix.remove(&b));
+        assert_eq!((ix.len(), ix.bytes, ix.oldest()), (1, 10, Some(a)));
+    }
+}

@@ -1,0 +1,39 @@
+//! memoria's persistent prefix-state store: the tiers below the hot K/V pool.
+//!
+//! - [`Tier`]: a byte store of encoded blocks keyed by [`memoria_kv::BlockHash`], with batch
+//!   forms. Tiers never interpret the bytes.
+//! - [`codec`]: the versioned, checksummed block format (documented there, byte by byte).
+//! - [`ColdTier`]: compressed blocks in RAM under a byte budget (LRU), optionally lossy
+//!   (q8_0/q4_0 storage of f16 blocks; hits counted as lossy).
+//! - [`RedbTier`]: blocks and saved sessions in a redb file ([`disk::tables`] documents the
+//!   tables), written by a write-behind thread so the engine never waits on disk, with a disk
+//!   budget and its own LRU eviction.
+//! - [`TierStack`]: the pool's [`memoria_kv::TierSink`] (demote hot -> cold -> redb) and, per
+//!   request, its [`memoria_kv::TierSource`] (promote from cold, then redb). Every read is
+//!   verified (checksum, model fingerprint, K/V type, layout, namespace salt, tokens); a
+//!   corrupt or foreign block is a miss, is removed, and is counted.
+//! - [`maintenance`]: offline `stats`, `verify`, `compact` and `clear` over a store directory.
+//!
+//! Invariant across the crate: nothing read from a tier reaches the pool unverified, and every
+//! length read from stored bytes is checked before allocating.
+
+pub mod codec;
+mod cold;
+pub mod disk;
+mod error;
+pub mod maintenance;
+mod options;
+mod session;
+mod stack;
+mod stats;
+mod tier;
+
+pub use codec::{BlockIdentity, CodecError, Encoding, Expect};
+pub use cold::ColdTier;
+pub use disk::{Ack, DiskOptions, RedbTier};
+pub use error::StoreError;
+pub use options::{Lossy, StoreOptions};
+pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};
+pub use stack::{Fetched, StoreSource, TierStack};
+pub use stats::{StoreSnapshot, TierSnapshot, TierStats};
+pub use tier::Tier;

@@ -1,0 +1,272 @@
+//! Offline operations on a store directory, for `memoria store stats|verify|compact|clear`:
+//! they open the database exclusively (redb refuses while a server holds it) and never run on
+//! the engine's path. Invariants: `verify` reads every value and reports, it changes nothing
+//! unless asked to remove bad entries; `clear` removes a block's value and index entry together.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use memoria_kv::NamespaceSalt;
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use serde::Serialize;
+
+use crate::codec;
+use crate::disk::open_database;
+use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, MODELS, SESSIONS};
+use crate::error::{DbResult, StoreError};
+use crate::session::SessionRecord;
+
+/// What a store holds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StoreStats {
+    pub file_bytes: u64,
+    pub blocks: u64,
+    /// Encoded bytes of all blocks.
+    pub block_bytes: u64,
+    /// Decoded bytes of all blocks (the K/V they restore).
+    pub raw_bytes: u64,
+    pub sessions: u64,
+    /// Model fingerprint (hex) -> description.
+    pub models: BTreeMap<String, String>,
+    /// Namespace salt (hex, first 16 digits) -> (blocks, encoded bytes).
+    pub namespaces: BTreeMap<String, (u64, u64)>,
+    /// Encoding name -> blocks.
+    pub encodings: BTreeMap<String, u64>,
+    /// Blocks whose header does not parse.
+    pub unreadable: u64,
+}
+
+/// One bad entry found by [`verify`].
+#[derive(Clone, Debug, Serialize)]
+pub struct BadEntry {
+    pub table: &'static str,
+    pub key: String,
+    pub reason: String,
+}
+
+/// The result of a verification pass.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    pub file_ok: bool,
+    pub blocks_checked: u64,
+    pub sessions_checked: u64,
+    pub bad: Vec<BadEntry>,
+    pub removed: u64,
+}
+
+impl VerifyReport {
+    /// Whether nothing bad was found.
+    pub fn ok(&self) -> bool {
+        self.file_ok && self.bad.is_empty()
+    }
+}
+
+/// What [`clear`] removed.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ClearReport {
+    pub blocks: u64,
+    pub sessions: u64,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn salt_label(s: &NamespaceSalt) -> String {
+    hex(&s.0[..8])
+}
+
+fn existing(dir: &Path) -> Result<Database, StoreError> {
+    if !dir.join(DB_FILE).is_file() {
+        return Err(StoreError::Open {
+            path: dir.display().to_string(),
+            msg: format!("no {DB_FILE} here (not a memoria store)"),
+        });
+    }
+    open_database(dir)
+}
+
+/// Counts and sizes of everything in the store at `dir`.
+pub fn stats(dir: &Path) -> Result<StoreStats, StoreError> {
+    let db = existing(dir)?;
+    let mut s = StoreStats {
+        file_bytes: std::fs::metadata(dir.join(DB_FILE))?.len(),
+        ..StoreStats::default()
+    };
+    let txn = db.begin_read().db("begin read")?;
+    let blocks = txn.open_table(BLOCKS).db("open blocks")?;
+    for e in blocks.iter().db("scan blocks")? {
+        let (_, v) = e.db("read block")?;
+        let bytes = v.value();
+        s.blocks += 1;
+        s.block_bytes += bytes.len() as u64;
+        match codec::parse_header(bytes) {
+            Ok(h) => {
+                s.raw_bytes += h.raw_len;
+                let n = s
+                    .namespaces
+                    .entry(salt_label(&h.identity.salt))
+                    .or_default();
+                n.0 += 1;
+                n.1 += bytes.len() as u64;
+                *s.encodings
+                    .entry(format!("{:?}", h.encoding).to_lowercase())
+                    .or_default() += 1;
+            }
+            Err(_) => s.unreadable += 1,
+        }
+    }
+    s.sessions = txn
+        .open_table(SESSIONS)
+        .db("open sessions")?
+        .len()
+        .db("count sessions")?;
+    for e in txn.open_table(MODELS).db("open models")?.iter().db("scan models")? {
+        let (k, v) = e.db("read model")?;
+        s.models.insert(hex(&k.value()), v.value().to_string());
+    }
+    Ok(s)
+}
+
+/// Reads and checks every block (checksum, header, key = hash, index entry) and every saved
+/// session; with `remove_bad`, deletes what fails.
+pub fn verify(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> {
+    let mut db = existing(dir)?;
+    let mut r = VerifyReport {
+        file_ok: db.check_integrity().db("check integrity")?,
+        ..VerifyReport::default()
+    };
+    let mut bad_blocks = Vec::new();
+    let mut bad_sessions = Vec::new();
+    {
+        let txn = db.begin_read().db("begin read")?;
+        let blocks = txn.open_table(BLOCKS).db("open blocks")?;
+        let bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
+        for e in blocks.iter().db("scan blocks")? {
+            let (k, v) = e.db("read block")?;
+            let (key, bytes) = (k.value(), v.value());
+            r.blocks_checked += 1;
+            let why = match codec::verify(bytes) {
+                Err(e) => Some(e.to_string()),
+                Ok(h) if h.identity.hash.0 != key => Some("stored under another hash".into()),
+                Ok(_) => match bix.get(key).db("read block_index")? {
+                    None => Some("no block_index entry".into()),
+                    Some(ix) if ix.value().0 != bytes.len() as u64 => {
+                        Some("block_index length differs".into())
+                    }
+                    Some(_) => None,
+                },
+            };
+            if let Some(reason) = why {
+                r.bad.push(BadEntry {
+                    table: "blocks",
+                    key: hex(&key),
+                    reason,
+                });
+                bad_blocks.push(key);
+            }
+        }
+        for e in bix.iter().db("scan block_index")? {
+            let (k, _) = e.db("read block_index")?;
+            if blocks.get(k.value()).db("read block")?.is_none() {
+                r.bad.push(BadEntry {
+                    table: "block_index",
+                    key: hex(&k.value()),
+                    reason: "no block for this entry".into(),
+                });
+                bad_blocks.push(k.value());
+            }
+        }
+        let sessions = txn.open_table(SESSIONS).db("open sessions")?;
+        for e in sessions.iter().db("scan sessions")? {
+            let (k, v) = e.db("read session")?;
+            r.sessions_checked += 1;
+            if let Err(err) = SessionRecord::decode(v.value()) {
+                let (ns, name) = k.value();
+                r.bad.push(BadEntry {
+                    table: "sessions",
+                    key: format!("{ns}/{name}"),
+                    reason: err.to_string(),
+                });
+                bad_sessions.push((ns, name.to_string()));
+            }
+        }
+    }
+    if remove_bad && !(bad_blocks.is_empty() && bad_sessions.is_empty()) {
+        let txn = db.begin_write().db("begin write")?;
+        {
+            let mut blocks = txn.open_table(BLOCKS).db("open blocks")?;
+            let mut bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
+            let mut sessions = txn.open_table(SESSIONS).db("open sessions")?;
+            for k in &bad_blocks {
+                blocks.remove(*k).db("remove block")?;
+                bix.remove(*k).db("remove block_index")?;
+            }
+            for (ns, name) in &bad_sessions {
+                sessions.remove((*ns, name.as_str())).db("remove session")?;
+            }
+        }
+        txn.commit().db("commit")?;
+        r.removed = (bad_blocks.len() + bad_sessions.len()) as u64;
+    }
+    Ok(r)
+}
+
+/// Compacts the file; returns its size before and after.
+pub fn compact(dir: &Path) -> Result<(u64, u64), StoreError> {
+    let mut db = existing(dir)?;
+    let before = std::fs::metadata(dir.join(DB_FILE))?.len();
+    let mut rounds = 0;
+    while rounds < 8 && db.compact().db("compact")? {
+        rounds += 1;
+    }
+    drop(db);
+    let after = std::fs::metadata(dir.join(DB_FILE))?.len();
+    Ok((before, after))
+}
+
+/// Removes every block and saved session of the namespace with `salt`, or everything.
+pub fn clear(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, StoreError> {
+    let db = existing(dir)?;
+    let mut report = ClearReport::default();
+    let txn = db.begin_write().db("begin write")?;
+    {
+        let mut blocks = txn.open_table(BLOCKS).db("open blocks")?;
+        let mut bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
+        let mut sessions = txn.open_table(SESSIONS).db("open sessions")?;
+        let mut keys = Vec::new();
+        for e in blocks.iter().db("scan blocks")? {
+            let (k, v) = e.db("read block")?;
+            let ours = match salt {
+                None => true,
+                Some(s) => codec::parse_header(v.value()).is_ok_and(|h| h.identity.salt == s),
+            };
+            if ours {
+                keys.push(k.value());
+            }
+        }
+        for k in &keys {
+            blocks.remove(*k).db("remove block")?;
+            bix.remove(*k).db("remove block_index")?;
+        }
+        report.blocks = keys.len() as u64;
+        let mut names = Vec::new();
+        for e in sessions.iter().db("scan sessions")? {
+            let (k, v) = e.db("read session")?;
+            let ours = match salt {
+                None => true,
+                Some(s) => SessionRecord::decode(v.value()).is_ok_and(|r| r.salt == s),
+            };
+            if ours {
+                let (ns, name) = k.value();
+                names.push((ns, name.to_string()));
+            }
+        }
+        for (ns, name) in &names {
+            sessions.remove((*ns, name.as_str())).db("remove session")?;
+        }
+        report.sessions = names.len() as u64;
+    }
+    txn.commit().db("commit")?;
+    Ok(report)
+}

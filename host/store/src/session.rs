@@ -1,0 +1,220 @@
+//! Saved sessions: a content-addressed record of a session's tokens and the hashes of its full
+//! blocks, with the identity needed to rebuild its chain root. Restoring needs only the tokens
+//! (blocks come back through the tiers, whatever is missing is recomputed); the hashes let
+//! `verify` check the record and tools list the blocks a session needs.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic "MEMKVSES"
+//!      8     2  format version (1)
+//!     10     1  K/V element code (as the block codec)
+//!     11     1  zero
+//!     12     4  block_tokens
+//!     16    32  model fingerprint
+//!     48    32  namespace salt
+//!     80     4  n_tokens (at most MAX_SESSION_TOKENS)
+//!     84     4  n_hashes (at most n_tokens / block_tokens)
+//!     88  4*nt  token ids
+//!      *  32*nh block hashes
+//!      *    32  BLAKE3 of every byte before it
+//! ```
+
+use memoria_kv::{BlockHash, KvElem, MAX_BLOCK_TOKENS, ModelFingerprint, NamespaceSalt};
+
+use crate::codec::{elem_code, elem_from_code};
+
+const MAGIC: [u8; 8] = *b"MEMKVSES";
+const VERSION: u16 = 1;
+const FIXED: usize = 88;
+/// Longest session a record may hold (16 Mi tokens).
+pub const MAX_SESSION_TOKENS: usize = 1 << 24;
+
+/// A saved session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    pub model: ModelFingerprint,
+    pub elem: KvElem,
+    pub block_tokens: usize,
+    pub salt: NamespaceSalt,
+    /// Every token of the context, computed or pending.
+    pub tokens: Vec<u32>,
+    /// Hashes of the full blocks of `tokens`, in order.
+    pub hashes: Vec<BlockHash>,
+}
+
+/// Why a session record was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("session record truncated or too long ({0} bytes)")]
+    Length(usize),
+    #[error("not a session record (bad magic)")]
+    BadMagic,
+    #[error("session record version {0}, this build reads {VERSION}")]
+    Version(u16),
+    #[error("session record field {0} is out of range")]
+    Field(&'static str),
+    #[error("session record checksum mismatch")]
+    Checksum,
+    #[error("session record block hashes do not match its tokens")]
+    Chain,
+}
+
+impl SessionRecord {
+    /// The record's chain root.
+    pub fn root(&self) -> BlockHash {
+        BlockHash::root(&self.model, self.elem, self.block_tokens, &self.salt)
+    }
+
+    /// The hashes of every full block of `tokens`.
+    pub fn chain(root: &BlockHash, tokens: &[u32], block_tokens: usize) -> Vec<BlockHash> {
+        let mut prev = *root;
+        tokens
+            .chunks_exact(block_tokens.max(1))
+            .map(|c| {
+                prev = BlockHash::chain(&prev, c);
+                prev
+            })
+            .collect()
+    }
+
+    /// Whether the stored hashes are a prefix of the chain the tokens produce.
+    pub fn check_chain(&self) -> Result<(), SessionError> {
+        let chain = Self::chain(&self.root(), &self.tokens, self.block_tokens);
+        if self.hashes.len() <= chain.len() && chain[..self.hashes.len()] == self.hashes[..] {
+            Ok(())
+        } else {
+            Err(SessionError::Chain)
+        }
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FIXED + 4 * self.tokens.len() + 32 * self.hashes.len() + 32);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.push(elem_code(self.elem));
+        out.push(0);
+        out.extend_from_slice(&(self.block_tokens as u32).to_le_bytes());
+        out.extend_from_slice(&self.model.0);
+        out.extend_from_slice(&self.salt.0);
+        out.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.hashes.len() as u32).to_le_bytes());
+        for t in &self.tokens {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        for h in &self.hashes {
+            out.extend_from_slice(&h.0);
+        }
+        let sum = *blake3::hash(&out).as_bytes();
+        out.extend_from_slice(&sum);
+        out
+    }
+
+    /// Parses and verifies a record (lengths before allocation, checksum, chain).
+    pub fn decode(b: &[u8]) -> Result<SessionRecord, SessionError> {
+        if b.len() < FIXED + 32 {
+            return Err(SessionError::Length(b.len()));
+        }
+        if b[..8] != MAGIC {
+            return Err(SessionError::BadMagic);
+        }
+        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(SessionError::Version(version));
+        }
+        let elem = elem_from_code(b[10]).ok_or(SessionError::Field("element type"))?;
+        let block_tokens = u32_at(12);
+        if block_tokens == 0 || block_tokens > MAX_BLOCK_TOKENS {
+            return Err(SessionError::Field("block_tokens"));
+        }
+        let (nt, nh) = (u32_at(80), u32_at(84));
+        if nt > MAX_SESSION_TOKENS || nh > nt / block_tokens {
+            return Err(SessionError::Field("token or hash count"));
+        }
+        let total = FIXED + 4 * nt + 32 * nh + 32;
+        if b.len() != total {
+            return Err(SessionError::Length(b.len()));
+        }
+        if blake3::hash(&b[..total - 32]).as_bytes()[..] != b[total - 32..] {
+            return Err(SessionError::Checksum);
+        }
+        let arr = |at: usize| {
+            let mut x = [0; 32];
+            x.copy_from_slice(&b[at..at + 32]);
+            x
+        };
+        let model = ModelFingerprint(arr(16));
+        let salt = NamespaceSalt(arr(48));
+        let tokens = b[FIXED..FIXED + 4 * nt]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let hashes = (0..nh).map(|i| BlockHash(arr(FIXED + 4 * nt + 32 * i))).collect();
+        let r = SessionRecord {
+            model,
+            elem,
+            block_tokens,
+            salt,
+            tokens,
+            hashes,
+        };
+        r.check_chain()?;
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> SessionRecord {
+        let (model, salt) = (ModelFingerprint([3; 32]), NamespaceSalt::derive("t"));
+        let tokens: Vec<u32> = (0..37).collect();
+        let root = BlockHash::root(&model, KvElem::F16, 16, &salt);
+        SessionRecord {
+            model,
+            elem: KvElem::F16,
+            block_tokens: 16,
+            salt,
+            hashes: SessionRecord::chain(&root, &tokens, 16),
+            tokens,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_damage() {
+        let r = record();
+        assert_eq!(r.hashes.len(), 2);
+        let b = r.encode();
+        assert_eq!(SessionRecord::decode(&b), Ok(r.clone()));
+        for i in [0, 9, 20, 90, b.len() - 1] {
+            let mut bad = b.clone();
+            bad[i] ^= 0x40;
+            assert!(SessionRecord::decode(&bad).is_err(), "flip at {i}");
+        }
+        for n in [0, 10, FIXED + 31, b.len() - 1] {
+            assert!(SessionRecord::decode(&b[..n]).is_err(), "truncated to {n}");
+        }
+    }
+
+    #[test]
+    fn huge_counts_are_rejected_before_allocating() {
+        let mut b = record().encode();
+        b[80..84].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            SessionRecord::decode(&b),
+            Err(SessionError::Field("token or hash count"))
+        );
+    }
+
+    #[test]
+    fn hashes_must_follow_the_tokens() {
+        let mut r = record();
+        r.hashes.swap(0, 1);
+        assert_eq!(
+            SessionRecord::decode(&r.encode()),
+            Err(SessionError::Chain)
+        );
+    }
+}

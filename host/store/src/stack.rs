@@ -1,0 +1,355 @@
+//! The tier stack below the hot pool: cold RAM, then redb. It is the pool's [`TierSink`]
+//! (demote: hot -> cold RAM -> redb) and, per request, its [`TierSource`] (promote: cold RAM,
+//! then redb). Invariants: a block reaches the caller only after the codec verified its
+//! checksum and identity against the request (model, K/V type, layout, namespace root, hash,
+//! tokens); a value that fails is removed from its tier and counted, and the read is a miss;
+//! blocks that were served lossily are never written to disk as if exact.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use memoria_kv::{
+    BlockHash, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, TierSink, TierSource,
+};
+
+use crate::codec::{self, BlockIdentity, Encoding, Expect};
+use crate::cold::ColdTier;
+use crate::disk::{Ack, RedbTier};
+use crate::error::StoreError;
+use crate::options::StoreOptions;
+use crate::session::SessionRecord;
+use crate::stats::{StoreSnapshot, TierStats};
+use crate::tier::Tier;
+
+/// Where a fetched block came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fetched {
+    /// `cold` or `redb`.
+    pub tier: &'static str,
+    /// The block was stored lossily: its values are close to, not equal to, the original.
+    pub lossy: bool,
+}
+
+/// Cold RAM and redb tiers, shared by the engine thread and the store's writer.
+pub struct TierStack {
+    cold: Option<ColdTier>,
+    disk: Option<RedbTier>,
+    cold_encoding: Encoding,
+    salts: Mutex<HashMap<NamespaceId, NamespaceSalt>>,
+    lossy_served: Mutex<HashSet<BlockHash>>,
+}
+
+impl std::fmt::Debug for TierStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TierStack")
+            .field("cold", &self.cold)
+            .field("disk", &self.disk)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two handles are equal when they are the same stack.
+impl PartialEq for TierStack {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl TierStack {
+    /// A stack with a cold RAM tier (per `opts`) over the redb store in `dir` (created if
+    /// missing).
+    pub fn open(dir: &Path, opts: StoreOptions) -> Result<TierStack, StoreError> {
+        let disk = RedbTier::open(dir, opts.disk)?;
+        Ok(Self::build(opts, Some(disk)))
+    }
+
+    /// A stack with the cold RAM tier only (nothing persists).
+    pub fn in_memory(opts: StoreOptions) -> TierStack {
+        Self::build(opts, None)
+    }
+
+    fn build(opts: StoreOptions, disk: Option<RedbTier>) -> TierStack {
+        let cold = (opts.cold_budget_bytes > 0).then(|| ColdTier::new(opts.cold_budget_bytes));
+        TierStack {
+            cold,
+            disk,
+            cold_encoding: opts.cold_lossy.map_or(Encoding::Lz4, |l| l.encoding()),
+            salts: Mutex::new(HashMap::new()),
+            lossy_served: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The cold RAM tier, if enabled.
+    pub fn cold(&self) -> Option<&ColdTier> {
+        self.cold.as_ref()
+    }
+
+    /// The redb tier, if the stack was opened on a directory.
+    pub fn disk(&self) -> Option<&RedbTier> {
+        self.disk.as_ref()
+    }
+
+    /// Figures of every tier.
+    pub fn snapshot(&self) -> StoreSnapshot {
+        StoreSnapshot {
+            cold: self.cold.as_ref().map(|c| c.stats().snapshot()).unwrap_or_default(),
+            redb: self.disk.as_ref().map(|d| d.stats().snapshot()).unwrap_or_default(),
+            cold_lossy: self.cold_encoding.is_lossy(),
+        }
+    }
+
+    /// Records the salt of a namespace, so blocks it demotes carry it.
+    pub fn register_namespace(&self, ns: NamespaceId, salt: NamespaceSalt) {
+        lock(&self.salts).insert(ns, salt);
+    }
+
+    /// The salt registered for `ns`.
+    pub fn salt_of(&self, ns: NamespaceId) -> Option<NamespaceSalt> {
+        lock(&self.salts).get(&ns).copied()
+    }
+
+    /// Records a model in the store's `models` table.
+    pub fn register_model(&self, model: &ModelFingerprint, layout: &KvLayout) {
+        if let Some(d) = &self.disk {
+            let desc = format!(
+                "n_layer={} kv_dim={} elem={} block={}",
+                layout.n_layer,
+                layout.kv_dim,
+                layout.elem.name(),
+                layout.block_tokens
+            );
+            d.register_model(model.0, desc);
+        }
+    }
+
+    fn was_lossy(&self, hash: &BlockHash) -> bool {
+        lock(&self.lossy_served).contains(hash)
+    }
+
+    /// Writes a freshly sealed block through to disk, behind the caller (one copy of `data` on
+    /// the caller's thread). `force` ignores the write queue's byte bound (explicit saves).
+    /// Returns whether it was queued.
+    pub fn persist(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8], force: bool) -> bool {
+        match &self.disk {
+            Some(d) if !self.was_lossy(&identity.hash) => d.put_raw(identity, tokens, data, force),
+            _ => false,
+        }
+    }
+
+    /// Takes a block evicted from the hot pool: into the cold tier (whose own evictions spill
+    /// to disk when not there yet), or straight to disk without a cold tier.
+    pub fn demote(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
+        let hash = identity.hash;
+        let Some(cold) = &self.cold else {
+            self.persist(identity, tokens, data, false);
+            return;
+        };
+        if cold.contains(&hash) {
+            return;
+        }
+        let encoded = match codec::encode(&identity, tokens, data, self.cold_encoding) {
+            Ok(e) => e,
+            Err(_) => {
+                TierStats::add(&cold.stats().dropped, 1);
+                return;
+            }
+        };
+        if self.cold_encoding.is_lossy() {
+            self.persist(identity, tokens, data, false);
+        }
+        for (h, enc) in cold.put_evicting(&hash, encoded) {
+            let lossy = codec::parse_header(&enc).is_ok_and(|hd| hd.encoding.is_lossy());
+            if let Some(d) = &self.disk
+                && !lossy
+                && !self.was_lossy(&h)
+                && !d.contains(&h)
+            {
+                d.put(&h, enc);
+            }
+        }
+    }
+
+    /// Looks for a block in the cold tier, then on disk; verifies it against `expect` and
+    /// decodes it into `out`. A value that fails verification is removed and counted.
+    pub fn fetch(&self, expect: &Expect<'_>, out: &mut [u8]) -> Option<Fetched> {
+        let tiers: [(Option<&dyn Tier>, Option<&Arc<TierStats>>); 2] = [
+            (self.cold.as_ref().map(|c| c as &dyn Tier), self.cold.as_ref().map(|c| c.stats())),
+            (self.disk.as_ref().map(|d| d as &dyn Tier), self.disk.as_ref().map(|d| d.stats())),
+        ];
+        for (tier, stats) in tiers {
+            let (Some(tier), Some(stats)) = (tier, stats) else {
+                continue;
+            };
+            if let Some(f) = self.fetch_from(tier, stats, expect, out) {
+                if tier.name() == "redb"
+                    && let Some(d) = &self.disk
+                {
+                    d.touch(&expect.hash);
+                }
+                return Some(f);
+            }
+        }
+        None
+    }
+
+    fn fetch_from(
+        &self,
+        tier: &dyn Tier,
+        stats: &TierStats,
+        expect: &Expect<'_>,
+        out: &mut [u8],
+    ) -> Option<Fetched> {
+        let Some(bytes) = tier.get(&expect.hash) else {
+            TierStats::add(&stats.misses, 1);
+            return None;
+        };
+        match codec::decode_into(&bytes, expect, out) {
+            Ok(enc) => {
+                TierStats::add(&stats.hits, 1);
+                if enc.is_lossy() {
+                    TierStats::add(&stats.lossy_hits, 1);
+                    lock(&self.lossy_served).insert(expect.hash);
+                }
+                Some(Fetched {
+                    tier: tier.name(),
+                    lossy: enc.is_lossy(),
+                })
+            }
+            Err(e) => {
+                tier.remove(&expect.hash);
+                let counter = if e.is_corrupt() {
+                    &stats.corrupt_removed
+                } else {
+                    &stats.foreign_removed
+                };
+                TierStats::add(counter, 1);
+                TierStats::add(&stats.misses, 1);
+                None
+            }
+        }
+    }
+
+    /// Saves a session record durably; `ack` runs after the commit (or with the error).
+    pub fn save_session(&self, ns: NamespaceId, name: &str, record: &SessionRecord, ack: Ack) {
+        match &self.disk {
+            Some(d) => d.save_session(u64::from(ns.0), name, record, ack),
+            None => ack(Err(StoreError::NoDisk)),
+        }
+    }
+
+    /// A saved session, verified; `None` when there is none by that name.
+    pub fn load_session(
+        &self,
+        ns: NamespaceId,
+        name: &str,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        match &self.disk {
+            Some(d) => d.load_session(u64::from(ns.0), name),
+            None => Err(StoreError::NoDisk),
+        }
+    }
+
+    /// Waits until every queued write is committed (no-op without a disk tier).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        match &self.disk {
+            Some(d) => d.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// The pool-facing sink for one model (install with `BlockPool::set_sink`).
+    pub fn sink(self: &Arc<Self>, model: ModelFingerprint, layout: KvLayout) -> Box<dyn TierSink> {
+        self.register_model(&model, &layout);
+        Box::new(StackSink {
+            stack: self.clone(),
+            model,
+            layout,
+        })
+    }
+
+    /// A source for one prefix match: only blocks of `tokens`' chain under `root` are served.
+    pub fn source<'a>(
+        &'a self,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        root: BlockHash,
+        tokens: &'a [u32],
+    ) -> StoreSource<'a> {
+        let chain = SessionRecord::chain(&root, tokens, layout.block_tokens);
+        StoreSource {
+            stack: self,
+            model,
+            layout,
+            root,
+            tokens,
+            chain,
+        }
+    }
+}
+
+/// [`TierSink`] adapter: identifies evicted blocks (model, layout, the namespace's salt).
+struct StackSink {
+    stack: Arc<TierStack>,
+    model: ModelFingerprint,
+    layout: KvLayout,
+}
+
+impl TierSink for StackSink {
+    fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]) {
+        let Some(salt) = self.stack.salt_of(ns) else {
+            return;
+        };
+        let identity = BlockIdentity {
+            model: self.model,
+            layout: self.layout,
+            salt,
+            hash: *hash,
+        };
+        self.stack.demote(identity, tokens, data);
+    }
+}
+
+/// [`TierSource`] for one request: knows the requesting chain, so every block served is
+/// checked against its namespace root and its exact tokens.
+pub struct StoreSource<'a> {
+    stack: &'a TierStack,
+    model: ModelFingerprint,
+    layout: KvLayout,
+    root: BlockHash,
+    tokens: &'a [u32],
+    chain: Vec<BlockHash>,
+}
+
+impl std::fmt::Debug for StoreSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSource")
+            .field("blocks", &self.chain.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TierSource for StoreSource<'_> {
+    fn fetch(&mut self, hash: &BlockHash, out: &mut [u8]) -> bool {
+        let Some(i) = self.chain.iter().position(|h| h == hash) else {
+            return false;
+        };
+        let b = self.layout.block_tokens;
+        let expect = Expect {
+            model: self.model,
+            layout: self.layout,
+            hash: *hash,
+            root: Some(self.root),
+            tokens: Some(&self.tokens[i * b..(i + 1) * b]),
+        };
+        self.stack.fetch(&expect, out).is_some()
+    }
+}
+
+#[cfg(test)]
+#[path = "stack_tests.rs"]
+mod tests;

@@ -1,0 +1,332 @@
+//! The stack end to end without an engine: write-through, reopen, verified reads, removal of
+//! corrupt and foreign values, lossy hit counting, cold spill to disk, queue bound, sessions.
+
+use std::path::PathBuf;
+
+use memoria_kv::{KvElem, KvLayout};
+use redb::ReadableDatabase;
+
+use super::*;
+use crate::disk::DiskOptions;
+use crate::disk::tables::BLOCKS;
+use crate::options::Lossy;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memoria-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+const MODEL: ModelFingerprint = ModelFingerprint([5; 32]);
+
+fn layout() -> KvLayout {
+    KvLayout::new(2, 32, KvElem::F16).with_block_tokens(4)
+}
+
+/// A two-block chain for `salt`: (root, [(hash, tokens, data)]).
+fn chain(salt: &NamespaceSalt) -> (BlockHash, Vec<(BlockHash, Vec<u32>, Vec<u8>)>) {
+    let l = layout();
+    let root = BlockHash::root(&MODEL, l.elem, l.block_tokens, salt);
+    let n = l.block_bytes().unwrap();
+    let mut prev = root;
+    let blocks = (0..2u32)
+        .map(|i| {
+            let tokens: Vec<u32> = (0..4).map(|t| t + 10 * i).collect();
+            prev = BlockHash::chain(&prev, &tokens);
+            let data: Vec<u8> = (0..n)
+                .map(|j| if j % 2 == 1 { 0x3c } else { (j as u32 * 3 + i) as u8 })
+                .collect();
+            (prev, tokens, data)
+        })
+        .collect();
+    (root, blocks)
+}
+
+fn identity(salt: NamespaceSalt, hash: BlockHash) -> BlockIdentity {
+    BlockIdentity {
+        model: MODEL,
+        layout: layout(),
+        salt,
+        hash,
+    }
+}
+
+fn all_tokens(blocks: &[(BlockHash, Vec<u32>, Vec<u8>)]) -> Vec<u32> {
+    blocks.iter().flat_map(|b| b.1.clone()).collect()
+}
+
+fn no_cold() -> StoreOptions {
+    StoreOptions {
+        cold_budget_bytes: 0,
+        ..StoreOptions::default()
+    }
+}
+
+#[test]
+fn written_blocks_survive_a_reopen_and_verify_on_read() {
+    let d = dir("reopen");
+    let salt = NamespaceSalt::derive("a");
+    let (root, blocks) = chain(&salt);
+    {
+        let st = TierStack::open(&d, no_cold()).unwrap();
+        for (h, t, data) in &blocks {
+            assert!(st.persist(identity(salt, *h), t, data, false));
+            assert!(!st.persist(identity(salt, *h), t, data, false), "queued once");
+        }
+        st.flush().unwrap();
+        assert_eq!(st.snapshot().redb.puts, 2);
+    }
+    let st = TierStack::open(&d, no_cold()).unwrap();
+    assert_eq!(st.snapshot().redb.blocks, 2);
+    let tokens = all_tokens(&blocks);
+    let mut src = st.source(MODEL, layout(), root, &tokens);
+    let mut out = vec![0; layout().block_bytes().unwrap()];
+    for (h, _, data) in &blocks {
+        assert!(src.fetch(h, &mut out));
+        assert_eq!(&out, data);
+    }
+    assert!(!src.fetch(&BlockHash([0; 32]), &mut out), "not in this chain");
+    assert_eq!(st.snapshot().redb.hits, 2);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn corrupt_values_are_misses_removed_and_counted() {
+    let d = dir("corrupt");
+    let salt = NamespaceSalt::derive("a");
+    let (root, blocks) = chain(&salt);
+    let st = TierStack::open(&d, no_cold()).unwrap();
+    for (h, t, data) in &blocks {
+        st.persist(identity(salt, *h), t, data, false);
+    }
+    st.flush().unwrap();
+    let (h0, _, _) = &blocks[0];
+    let mut bad = st.disk().unwrap().get(h0).unwrap();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    st.disk().unwrap().remove(h0);
+    st.disk().unwrap().put(h0, bad);
+    st.flush().unwrap();
+    let tokens = all_tokens(&blocks);
+    let mut src = st.source(MODEL, layout(), root, &tokens);
+    let mut out = vec![0; layout().block_bytes().unwrap()];
+    assert!(!src.fetch(h0, &mut out));
+    let s = st.snapshot().redb;
+    assert_eq!((s.corrupt_removed, s.hits), (1, 0));
+    assert!(!st.disk().unwrap().contains(h0));
+    st.flush().unwrap();
+    assert!(!src.fetch(h0, &mut out), "gone after removal");
+    assert!(src.fetch(&blocks[1].0, &mut out));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn another_namespace_never_receives_a_block() {
+    let d = dir("isolation");
+    let (a, b) = (NamespaceSalt::derive("a"), NamespaceSalt::derive("b"));
+    let (_, blocks) = chain(&a);
+    let (root_b, blocks_b) = chain(&b);
+    let st = TierStack::open(&d, no_cold()).unwrap();
+    for (h, t, data) in &blocks {
+        st.persist(identity(a, *h), t, data, false);
+    }
+    st.flush().unwrap();
+    let tokens = all_tokens(&blocks_b);
+    let mut out = vec![0; layout().block_bytes().unwrap()];
+    // B's own chain never names A's hashes.
+    let mut src = st.source(MODEL, layout(), root_b, &tokens);
+    for (h, _, _) in &blocks_b {
+        assert!(!src.fetch(h, &mut out));
+    }
+    // A forged request for A's hash under B's root is refused by the salt check.
+    let forged = Expect {
+        model: MODEL,
+        layout: layout(),
+        hash: blocks[0].0,
+        root: Some(root_b),
+        tokens: None,
+    };
+    assert_eq!(st.fetch(&forged, &mut out), None);
+    assert_eq!(st.snapshot().redb.foreign_removed, 1);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn lossy_cold_hits_are_counted_and_never_written_as_exact() {
+    let salt = NamespaceSalt::derive("a");
+    let (root, blocks) = chain(&salt);
+    let st = TierStack::in_memory(StoreOptions {
+        cold_lossy: Some(Lossy::Q8_0),
+        ..StoreOptions::default()
+    });
+    for (h, t, data) in &blocks {
+        st.demote(identity(salt, *h), t, data);
+    }
+    let tokens = all_tokens(&blocks);
+    let mut src = st.source(MODEL, layout(), root, &tokens);
+    let mut out = vec![0; layout().block_bytes().unwrap()];
+    assert!(src.fetch(&blocks[0].0, &mut out));
+    let s = st.snapshot();
+    assert!(s.cold_lossy);
+    assert_eq!((s.cold.hits, s.cold.lossy_hits), (1, 1));
+    assert!(!st.persist(identity(salt, blocks[0].0), &blocks[0].1, &out, true));
+
+    let exact = TierStack::in_memory(StoreOptions::default());
+    for (h, t, data) in &blocks {
+        exact.demote(identity(salt, *h), t, data);
+    }
+    let mut src = exact.source(MODEL, layout(), root, &tokens);
+    assert!(src.fetch(&blocks[1].0, &mut out));
+    assert_eq!(out, blocks[1].2);
+    let s = exact.snapshot();
+    assert_eq!((s.cold.hits, s.cold.lossy_hits, s.cold_lossy), (1, 0, false));
+}
+
+#[test]
+fn cold_evictions_spill_to_disk() {
+    let d = dir("spill");
+    let salt = NamespaceSalt::derive("a");
+    let (root, blocks) = chain(&salt);
+    let one = codec::encode(&identity(salt, blocks[0].0), &blocks[0].1, &blocks[0].2, Encoding::Lz4)
+        .unwrap()
+        .len();
+    let st = TierStack::open(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: one + one / 2,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    for (h, t, data) in &blocks {
+        st.demote(identity(salt, *h), t, data);
+    }
+    st.flush().unwrap();
+    let s = st.snapshot();
+    assert_eq!((s.cold.blocks, s.cold.evictions, s.redb.blocks), (1, 1, 1));
+    let tokens = all_tokens(&blocks);
+    let mut src = st.source(MODEL, layout(), root, &tokens);
+    let mut out = vec![0; layout().block_bytes().unwrap()];
+    assert!(src.fetch(&blocks[0].0, &mut out));
+    assert_eq!(out, blocks[0].2);
+    assert_eq!(st.snapshot().redb.hits, 1);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_full_write_queue_drops_and_counts() {
+    let d = dir("queue");
+    let salt = NamespaceSalt::derive("a");
+    let (_, blocks) = chain(&salt);
+    let st = TierStack::open(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: 0,
+            disk: DiskOptions {
+                queue_bytes: 1,
+                ..DiskOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let (h, t, data) = &blocks[0];
+    assert!(!st.persist(identity(salt, *h), t, data, false));
+    assert_eq!(st.snapshot().redb.dropped, 1);
+    assert!(st.persist(identity(salt, *h), t, data, true), "forced");
+    st.flush().unwrap();
+    assert_eq!(st.snapshot().redb.blocks, 1);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn disk_budget_evicts_least_recently_used() {
+    let d = dir("budget");
+    let salt = NamespaceSalt::derive("a");
+    let (_, blocks) = chain(&salt);
+    let st = TierStack::open(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: 0,
+            disk: DiskOptions {
+                budget_bytes: 1,
+                compress: false,
+                ..DiskOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let (h, t, data) = &blocks[0];
+    st.persist(identity(salt, *h), t, data, false);
+    st.flush().unwrap();
+    let s = st.snapshot().redb;
+    assert_eq!((s.blocks, s.dropped), (0, 1), "larger than the whole budget");
+    drop(st);
+    let one = codec::encode(&identity(salt, *h), t, data, Encoding::Raw).unwrap().len() as u64;
+    let st = TierStack::open(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: 0,
+            disk: DiskOptions {
+                budget_bytes: one + 10,
+                compress: false,
+                ..DiskOptions::default()
+            },
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    for (h, t, data) in &blocks {
+        st.persist(identity(salt, *h), t, data, false);
+        st.flush().unwrap();
+    }
+    let s = st.snapshot().redb;
+    assert_eq!((s.blocks, s.evictions), (1, 1));
+    assert!(st.disk().unwrap().on_disk(&blocks[1].0));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn saved_sessions_are_durable_and_checked() {
+    let d = dir("sessions");
+    let salt = NamespaceSalt::derive("a");
+    let tokens: Vec<u32> = (0..10).collect();
+    let root = BlockHash::root(&MODEL, KvElem::F16, 4, &salt);
+    let rec = SessionRecord {
+        model: MODEL,
+        elem: KvElem::F16,
+        block_tokens: 4,
+        salt,
+        hashes: SessionRecord::chain(&root, &tokens, 4),
+        tokens,
+    };
+    {
+        let st = TierStack::open(&d, no_cold()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        st.save_session(
+            NamespaceId(3),
+            "chat",
+            &rec,
+            Box::new(move |r| tx.send(r.is_ok()).unwrap()),
+        );
+        assert!(rx.recv().unwrap());
+    }
+    let st = TierStack::open(&d, no_cold()).unwrap();
+    assert_eq!(st.load_session(NamespaceId(3), "chat").unwrap(), Some(rec));
+    assert_eq!(st.load_session(NamespaceId(4), "chat").unwrap(), None);
+    drop(st);
+    let db = crate::disk::open_database(&d).unwrap();
+    let n = db
+        .begin_read()
+        .unwrap()
+        .open_table(BLOCKS)
+        .map(|t| redb::ReadableTableMetadata::len(&t).unwrap())
+        .unwrap();
+    assert_eq!(n, 0);
+    drop(db);
+    let report = crate::maintenance::verify(&d, false).unwrap();
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.sessions_checked, 1);
+    let _ = std::fs::remove_dir_all(&d);
+}
