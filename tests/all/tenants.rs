@@ -167,9 +167,9 @@ async fn traps_fail_only_their_own_request() {
     let (rt, _eng) = runtime(&[("bad", "isolated", ""), ("good", "isolated", "")]);
     let bad = ["/misbehave/trap", "/misbehave/overflow", "/misbehave/trap", "/misbehave/overflow"];
     let mut tasks = Vec::new();
-    for (i, path) in bad.iter().enumerate() {
+    for (i, path) in bad.into_iter().enumerate() {
         let rt2 = rt.clone();
-        tasks.push(tokio::spawn(async move { ("bad", *path, call(&rt2, "bad", path, "").await) }));
+        tasks.push(tokio::spawn(async move { ("bad", path, call(&rt2, "bad", path, "").await) }));
         let rt2 = rt.clone();
         let good = if i % 2 == 0 { "/hello/x" } else { "/chat" };
         let body = if i % 2 == 0 { "" } else { r#"{"message": "hi", "max_tokens": 4}"# };

@@ -29,6 +29,9 @@ enum Command {
     /// Model file tools.
     #[command(subcommand)]
     Model(cmd::synth::ModelCommand),
+    /// Inspect, verify, compact or clear a persistent prefix-state store.
+    #[command(subcommand)]
+    Store(cmd::store::StoreCommand),
 }
 
 /// Runs the CLI with the process arguments; the binary's whole `main`.
@@ -40,6 +43,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
+        Command::Store(c) => cmd::store::main(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

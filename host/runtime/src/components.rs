@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
@@ -120,9 +120,6 @@ impl Compiler {
         Ok(component)
     }
 }
-
-/// A shareable compiler.
-pub type SharedCompiler = Arc<Compiler>;
 
 #[cfg(test)]
 mod tests {

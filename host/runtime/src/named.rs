@@ -14,10 +14,13 @@ use memoria_kv::NamespaceId;
 /// Longest accepted name, bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// Saved token contexts by (namespace, name).
+type SavedMap = HashMap<(NamespaceId, String), Arc<Vec<u32>>>;
+
 /// Saved contexts of every namespace.
 #[derive(Debug, Default)]
 pub struct NamedSessions {
-    map: Mutex<HashMap<(NamespaceId, String), Arc<Vec<u32>>>>,
+    map: Mutex<SavedMap>,
 }
 
 /// Why a name could not be saved or found.

@@ -1,8 +1,10 @@
 //! Engine configuration: K/V pool shape and budget, step token budget, session limits.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use memoria_kv::KvElem;
+use memoria_store::TierStack;
 
 /// How the engine sizes its pool and batches.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +23,10 @@ pub struct EngineConfig {
     pub max_sessions: usize,
     /// Idle sessions (no running job) are closed after this long.
     pub idle_ttl: Option<Duration>,
+    /// Tiers below the hot pool (cold RAM, redb): evicted blocks are demoted to them, prefix
+    /// misses promote from them, sealed blocks are written through to disk, and sessions can
+    /// be saved and restored. `None`: evicted blocks are dropped.
+    pub store: Option<Arc<TierStack>>,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +39,7 @@ impl Default for EngineConfig {
             max_context: 0,
             max_sessions: 4096,
             idle_ttl: Some(Duration::from_secs(600)),
+            store: None,
         }
     }
 }

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::EngineError;
 use crate::config::EngineConfig;
-use crate::engine::{Command, Engine, GenerateParams, SessionInfo};
+use crate::engine::{Command, Engine, GenerateParams, Persist, SessionInfo};
 use crate::session::{Event, SessionId, WarmInfo};
 use crate::stats::EngineStats;
 
@@ -70,10 +70,12 @@ impl EngineHandle {
         }
         let layout =
             KvLayout::new(hp.n_layer, hp.kv_dim(), cfg.kv_elem).with_block_tokens(cfg.block_tokens);
-        let pool = BlockPool::new(layout, cfg.kv_budget_bytes)?;
+        let mut pool = BlockPool::new(layout, cfg.kv_budget_bytes)?;
         let pool_stats = pool.stats();
         let stats = Arc::new(EngineStats::default());
         let fingerprint = ModelFingerprint(model.fingerprint());
+        let persist = Persist::new(cfg.store.clone(), fingerprint, layout);
+        persist.install(&mut pool);
         let engine = Engine {
             model: model.clone(),
             tok: tokenizer.clone(),
@@ -85,6 +87,7 @@ impl EngineHandle {
             scratch: Scratch::default(),
             stats: stats.clone(),
             round_robin: 0,
+            persist,
         };
         let (tx, rx) = channel();
         let thread = std::thread::Builder::new()
@@ -260,6 +263,44 @@ impl EngineHandle {
             tokens,
             pin,
             ttl,
+            reply,
+        })
+        .await
+    }
+
+    /// Saves `session` under `name` in its namespace, durably and content-addressed (its
+    /// tokens and block hashes; its blocks are written through to disk). Resolves once the
+    /// record is committed. Needs an engine started with a store.
+    pub async fn save(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        name: &str,
+    ) -> Result<(), EngineError> {
+        let name = name.to_string();
+        self.call(|reply| Command::Save {
+            ns,
+            session,
+            name,
+            reply,
+        })
+        .await
+    }
+
+    /// Opens a new session holding the tokens saved under `name` in `ns` (whose salt must be
+    /// `salt`, as when it was saved). Its next compute reuses the blocks the tiers still hold
+    /// and recomputes the rest, so its next-token logits are bit-identical to the original's.
+    pub async fn restore(
+        &self,
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        name: &str,
+    ) -> Result<SessionId, EngineError> {
+        let name = name.to_string();
+        self.call(|reply| Command::Restore {
+            ns,
+            salt,
+            name,
             reply,
         })
         .await

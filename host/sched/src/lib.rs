@@ -6,6 +6,7 @@ mod engine;
 pub mod generate;
 pub mod handle;
 pub mod paged;
+pub mod preload;
 pub mod sampling;
 pub mod session;
 pub mod stats;
@@ -15,6 +16,8 @@ pub mod utf8;
 pub use config::EngineConfig;
 pub use engine::{GenerateParams, SessionInfo};
 pub use handle::{EngineHandle, GenerationStream};
+pub use memoria_store as store;
+pub use preload::{Preload, preload};
 pub use session::{Event, SessionId, Usage, WarmInfo};
 pub use stats::{EngineStats, EngineStatsSnapshot};
 

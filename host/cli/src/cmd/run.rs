@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// Write the logits after the last prompt token to this file as a JSON array.
     #[arg(long)]
     logits_out: Option<PathBuf>,
+    /// Persistent prefix-state store directory: blocks computed here are kept on disk and
+    /// reused by later runs on the same store.
+    #[arg(long = "store")]
+    store: Option<PathBuf>,
 }
 
 /// Parses a K/V element type name.
@@ -101,7 +105,8 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     sampling.validate().context("sampling parameters")?;
     let model = Arc::new(loaded.model);
     let max_context = if a.ctx_size > 0 { a.ctx_size } else { model.hparams().n_ctx_train };
-    let cfg = EngineConfig { kv_elem: a.cache_type, max_context, ..EngineConfig::default() };
+    let store = crate::cmd::store::open_store(a.store.as_deref())?;
+    let cfg = EngineConfig { kv_elem: a.cache_type, max_context, store: store.clone(), ..EngineConfig::default() };
     let engine = EngineHandle::start(model, Arc::new(loaded.tokenizer), cfg)?;
     let params = GenerateParams { sampling, max_tokens: a.n_predict, stop: a.stop.clone(), close_when_done: true, ignore_eos: false };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -153,6 +158,8 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
             "tokens": tokens,
             "text": text,
             "finish_reason": finish,
+            "cached_tokens": engine.pool_stats().snapshot().total.hit_tokens,
+            "store": store.as_ref().map(|s| s.snapshot()),
             "timings": {
                 "load_ms": load_ms,
                 "prompt_n": t.prompt_n,

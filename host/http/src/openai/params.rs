@@ -165,6 +165,7 @@ pub fn generate_params(sampling: SamplingParams, max_tokens: usize, stop: Vec<St
         max_tokens,
         stop,
         close_when_done: true,
+        ..GenerateParams::greedy(max_tokens)
     }
 }
 

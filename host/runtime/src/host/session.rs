@@ -85,11 +85,11 @@ impl TenantState {
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
         let id = engine.open(ns.id, ns.salt).await.map_err(from_engine)?;
         let res = SessionRes { id, ns: ns.id, engine: engine.clone(), closed: false, _slot: slot };
-        if let Some(tokens) = tokens {
-            if let Err(e) = engine.append(ns.id, id, tokens).await {
-                res.close().await;
-                return Err(from_engine(e));
-            }
+        if let Some(tokens) = tokens
+            && let Err(e) = engine.append(ns.id, id, tokens).await
+        {
+            res.close().await;
+            return Err(from_engine(e));
         }
         self.table.push(res).map_err(|e| WitError::Unavailable(format!("{e:#}")))
     }

@@ -112,5 +112,17 @@ pub(crate) enum Command {
         priority: i32,
         max_blocks: Option<usize>,
     },
+    Save {
+        ns: NamespaceId,
+        session: SessionId,
+        name: String,
+        reply: Reply<()>,
+    },
+    Restore {
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        name: String,
+        reply: Reply<SessionId>,
+    },
     Shutdown,
 }

@@ -4,6 +4,7 @@
 //! Nothing here locks: other threads read [`EngineStats`] and the pool's atomics.
 
 mod command;
+mod persist;
 mod step;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
+pub(crate) use persist::Persist;
 
 use memoria_kv::{BlockPool, ModelFingerprint, NamespaceId, SeqId};
 use memoria_model::llama::{Model, Scratch};
@@ -38,6 +40,8 @@ pub(crate) struct Engine {
     pub stats: Arc<EngineStats>,
     /// Rotates which decoding session goes first when they exceed the step budget.
     pub round_robin: usize,
+    /// The persistent store's state (a no-op without one).
+    pub(crate) persist: persist::Persist,
 }
 
 impl Engine {
@@ -110,6 +114,7 @@ impl Engine {
                     let id = SessionId(self.next_id);
                     self.next_id += 1;
                     self.sessions.insert(id, Session::new(ns, root, seq, now));
+                    self.persist.on_open(id, ns, salt);
                     Ok(id)
                 };
                 let _ = reply.send(r);
@@ -190,6 +195,20 @@ impl Engine {
             } => {
                 self.pool.set_namespace_priority(ns, priority);
                 self.pool.set_namespace_cap(ns, max_blocks);
+            }
+            Command::Save {
+                ns,
+                session,
+                name,
+                reply,
+            } => self.save_session(ns, session, name, reply),
+            Command::Restore {
+                ns,
+                salt,
+                name,
+                reply,
+            } => {
+                let _ = reply.send(self.restore_session(ns, salt, &name));
             }
             Command::Shutdown => {}
         }
@@ -375,6 +394,7 @@ impl Engine {
         let new_id = SessionId(self.next_id);
         self.next_id += 1;
         self.sessions.insert(new_id, copy);
+        self.persist.on_fork(id, new_id);
         self.stats
             .forks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -444,10 +464,12 @@ impl Engine {
         let id = SessionId(self.next_id);
         self.next_id += 1;
         self.sessions.insert(id, s);
+        self.persist.on_open(id, ns, salt);
     }
 
     /// Releases a session's blocks (full blocks stay cached for others) and ends its job.
     pub fn close_session(&mut self, id: SessionId) {
+        self.persist.on_close(id);
         if let Some(s) = self.sessions.remove(&id) {
             match s.job {
                 Some(Job::Generate(g)) => {

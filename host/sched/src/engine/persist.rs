@@ -126,15 +126,6 @@ impl Drop for Persist {
 }
 
 impl Engine {
-    /// After a step: persist what the computed sessions sealed.
-    pub(crate) fn write_through(&mut self, ids: &[SessionId]) {
-        for id in ids {
-            if let Some(s) = self.sessions.get(id) {
-                self.persist.write_through(&self.pool, *id, s.seq, false);
-            }
-        }
-    }
-
     fn store_with_disk(&self) -> Result<Arc<TierStack>, EngineError> {
         match &self.persist.stack {
             Some(s) if s.disk().is_some() => Ok(s.clone()),

@@ -82,10 +82,12 @@ impl Engine {
                 continue;
             };
             let chunk: Vec<u32> = s.pending.drain(..p.n).collect();
-            if let Err(e) = self.pool.commit(s.seq, &chunk) {
+            let seq = s.seq;
+            if let Err(e) = self.pool.commit(seq, &chunk) {
                 self.fail_job(p.id, e.into());
                 continue;
             }
+            self.persist.write_through(&self.pool, p.id, seq, false);
             if p.logits {
                 let l = logits[row * n_vocab..(row + 1) * n_vocab].to_vec();
                 row += 1;
@@ -206,7 +208,9 @@ impl Engine {
             return Ok(());
         }
         s.fresh = false;
-        let hit = self.pool.match_prefix(s.seq, &s.pending)?;
+        let hit = self
+            .persist
+            .match_prefix(&mut self.pool, id, s.seq, s.root, &s.pending)?;
         s.pending.drain(..hit);
         match &mut s.job {
             Some(Job::Generate(g)) => g.usage.cached_tokens += hit,

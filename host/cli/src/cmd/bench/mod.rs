@@ -4,6 +4,7 @@
 mod batched;
 mod model;
 mod prefix;
+mod restart;
 
 use clap::{Args, Subcommand};
 
@@ -22,6 +23,8 @@ enum BenchCommand {
     Batched(batched::BatchedArgs),
     /// Many concurrent sessions sharing a long prefix.
     Prefix(prefix::PrefixArgs),
+    /// TTFT computed, hot and after a restart from the redb tier; store write cost.
+    Restart(restart::RestartArgs),
 }
 
 pub fn main(a: BenchArgs) -> anyhow::Result<()> {
@@ -29,5 +32,6 @@ pub fn main(a: BenchArgs) -> anyhow::Result<()> {
         None => model::main(a.model),
         Some(BenchCommand::Batched(b)) => batched::main(b),
         Some(BenchCommand::Prefix(p)) => prefix::main(p),
+        Some(BenchCommand::Restart(r)) => restart::main(r),
     }
 }

@@ -1,0 +1,207 @@
+//! `memoria store stats|verify|compact|clear`: offline tools over a store directory (the
+//! redb file written by `memoria run/serve --store DIR`), and the hidden `stress` child used by
+//! the crash test. Also builds the store for commands that take `--store DIR`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_sched::store::{StoreOptions, TierStack, maintenance};
+use memoria_sched::{EngineConfig, EngineHandle};
+
+use crate::load::load_model;
+
+/// The salt label `memoria run` (and the stress child) use for their namespace.
+pub const CLI_SALT_LABEL: &str = "memoria-cli";
+
+/// Opens the tier stack on `dir` with default options, when one is given.
+pub fn open_store(dir: Option<&Path>) -> anyhow::Result<Option<Arc<TierStack>>> {
+    dir.map(|d| {
+        TierStack::open(d, StoreOptions::default())
+            .map(Arc::new)
+            .with_context(|| format!("opening the store {}", d.display()))
+    })
+    .transpose()
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Blocks, bytes, sessions, models and namespaces held by a store.
+    Stats(PathArgs),
+    /// Read and check every stored block and session; exits non-zero if any is bad.
+    Verify(VerifyArgs),
+    /// Compact the store file.
+    Compact(PathArgs),
+    /// Remove one namespace's blocks and sessions, or everything.
+    Clear(ClearArgs),
+    /// Crash-test child: prefill random prompts and save them, printing `saved NAME` after each
+    /// save is durable.
+    #[command(hide = true)]
+    Stress(StressArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// Store directory.
+    #[arg(long = "store")]
+    store: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    path: PathArgs,
+    /// Remove the bad entries found.
+    #[arg(long)]
+    repair: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ClearArgs {
+    #[command(flatten)]
+    path: PathArgs,
+    /// Namespace salt label to clear (`memoria run` uses "memoria-cli"); all when absent.
+    #[arg(long)]
+    namespace: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StressArgs {
+    #[arg(short = 'm', long)]
+    model: PathBuf,
+    #[arg(long = "store")]
+    store: PathBuf,
+    /// Sessions to prefill and save.
+    #[arg(long, default_value_t = 1000)]
+    rounds: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn main(c: StoreCommand) -> anyhow::Result<()> {
+    match c {
+        StoreCommand::Stats(a) => {
+            let s = maintenance::stats(&a.store)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&s)?);
+            } else {
+                println!("file: {} bytes", s.file_bytes);
+                println!(
+                    "blocks: {} ({} bytes stored, {} bytes of K/V)",
+                    s.blocks, s.block_bytes, s.raw_bytes
+                );
+                println!("sessions: {}", s.sessions);
+                for (fp, desc) in &s.models {
+                    println!("model {}: {desc}", &fp[..16]);
+                }
+                for (salt, (n, bytes)) in &s.namespaces {
+                    println!("namespace salt {salt}: {n} blocks, {bytes} bytes");
+                }
+                for (enc, n) in &s.encodings {
+                    println!("encoding {enc}: {n} blocks");
+                }
+                if s.unreadable > 0 {
+                    println!("unreadable headers: {}", s.unreadable);
+                }
+            }
+            Ok(())
+        }
+        StoreCommand::Verify(a) => {
+            let r = maintenance::verify(&a.path.store, a.repair)?;
+            if a.path.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "file {} | {} blocks, {} sessions checked | {} bad | {} removed",
+                    if r.file_ok { "ok" } else { "DAMAGED" },
+                    r.blocks_checked,
+                    r.sessions_checked,
+                    r.bad.len(),
+                    r.removed
+                );
+                for b in &r.bad {
+                    println!("bad {} {}: {}", b.table, b.key, b.reason);
+                }
+            }
+            anyhow::ensure!(r.ok(), "the store has {} bad entries", r.bad.len());
+            Ok(())
+        }
+        StoreCommand::Compact(a) => {
+            let (before, after) = maintenance::compact(&a.store)?;
+            if a.json {
+                println!("{}", serde_json::json!({"before_bytes": before, "after_bytes": after}));
+            } else {
+                println!("compacted: {before} -> {after} bytes");
+            }
+            Ok(())
+        }
+        StoreCommand::Clear(a) => {
+            let salt = a.namespace.as_deref().map(NamespaceSalt::derive);
+            let r = maintenance::clear(&a.path.store, salt)?;
+            if a.path.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("removed {} blocks and {} sessions", r.blocks, r.sessions);
+            }
+            Ok(())
+        }
+        StoreCommand::Stress(a) => stress(a),
+    }
+}
+
+/// Deterministic pseudo-random tokens in `3..n_vocab`.
+pub fn random_tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (3 + x % (n_vocab as u64 - 3)) as u32
+        })
+        .collect()
+}
+
+fn stress(a: StressArgs) -> anyhow::Result<()> {
+    let loaded = load_model(&a.model, true)?;
+    let n_vocab = loaded.model.hparams().n_vocab;
+    let store = open_store(Some(&a.store))?;
+    let cfg = EngineConfig {
+        store,
+        kv_budget_bytes: 1 << 20,
+        ..EngineConfig::default()
+    };
+    let engine = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (ns, salt) = (NamespaceId(0), NamespaceSalt::derive(CLI_SALT_LABEL));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    rt.block_on(async {
+        for i in 0..a.rounds {
+            let seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
+            let len = 20 + (seed % 80) as usize;
+            let session = engine.open(ns, salt).await?;
+            engine
+                .append(ns, session, random_tokens(seed, len, n_vocab))
+                .await?;
+            engine.prefill(ns, session).await?;
+            let name = format!("s{seed}");
+            engine.save(ns, session, &name).await?;
+            engine.close(ns, session).await?;
+            writeln!(out, "saved {name} {len}")?;
+            out.flush()?;
+        }
+        anyhow::Ok(())
+    })?;
+    engine.shutdown();
+    Ok(())
+}
