@@ -52,6 +52,9 @@ pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapsho
 pub use tier::{NoopSink, TierSink, TierSource};
 
 #[cfg(test)]
+mod pool_model_tests;
+
+#[cfg(test)]
 mod tests {
     /// The engine thread owns the pool; other threads read its stats.
     #[test]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use memoria_kv::{
+use crate::{
     BlockHash, BlockPool, KvElem, KvLayout, KvPart, ModelFingerprint, NamespaceId, NamespaceSalt,
     PinLevel, PoolError, SeqId,
 };
@@ -321,7 +321,7 @@ impl Harness {
         }
         for (i, &r) in refs.iter().enumerate() {
             let info = p
-                .block_info(memoria_kv::BlockId::from_index(i).unwrap())
+                .block_info(crate::BlockId::from_index(i).unwrap())
                 .unwrap();
             assert_eq!(info.refcount, r, "block {i}");
         }

@@ -1,0 +1,33 @@
+//! The persistent prefix-state store end to end (issue 4): restarts served from disk, SIGKILL
+//! crashes that never lose an acknowledged save, corrupted stored blocks that are misses and
+//! never change output, namespace isolation, and durable session save/restore with
+//! bit-identical logits. Process-level tests spawn the CLI; the rest run engines in-process.
+
+mod crash;
+mod engine;
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn temp_store(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memoria-store-it-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+pub fn memoria(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("spawn memoria")
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+pub fn model() -> PathBuf {
+    crate::shared::path("models/stories260K-f32.gguf")
+}
