@@ -10,5 +10,6 @@ mod kv;
 mod sampling;
 mod sessions;
 mod shared;
+mod store;
 mod tenants;
 mod tokenizer;

@@ -376,7 +376,11 @@ pub fn encode(
 
 /// Verifies `bytes` against `expect` and decodes the block into `out` (exactly one block of
 /// `expect.layout`). Returns the encoding it was stored with (lossy or not).
-pub fn decode_into(bytes: &[u8], expect: &Expect<'_>, out: &mut [u8]) -> Result<Encoding, CodecError> {
+pub fn decode_into(
+    bytes: &[u8],
+    expect: &Expect<'_>,
+    out: &mut [u8],
+) -> Result<Encoding, CodecError> {
     let h = verify(bytes)?;
     let id = &h.identity;
     if id.model != expect.model {

@@ -114,7 +114,14 @@ fn truncated_and_extended_values_are_rejected() {
     let n = id.layout.block_bytes().unwrap();
     let bytes = encode(&id, &[0; 4], &f16_block(n), Encoding::Lz4).unwrap();
     let mut out = vec![0; n];
-    for len in [0, 7, HEADER_BYTES - 1, HEADER_BYTES, HEADER_BYTES + 15, bytes.len() - 1] {
+    for len in [
+        0,
+        7,
+        HEADER_BYTES - 1,
+        HEADER_BYTES,
+        HEADER_BYTES + 15,
+        bytes.len() - 1,
+    ] {
         let err = decode_into(&bytes[..len], &expect(&id), &mut out).unwrap_err();
         assert!(err.is_corrupt(), "{len}: {err}");
     }
@@ -136,7 +143,10 @@ fn malformed_headers_and_huge_lengths_fail_before_allocating() {
         b[at..at + v.len()].copy_from_slice(v);
         b
     };
-    assert_eq!(parse_header(&patch(0, b"NOTABLOK")).unwrap_err(), CodecError::BadMagic);
+    assert_eq!(
+        parse_header(&patch(0, b"NOTABLOK")).unwrap_err(),
+        CodecError::BadMagic
+    );
     assert_eq!(
         parse_header(&patch(8, &2u16.to_le_bytes())).unwrap_err(),
         CodecError::UnsupportedVersion(2)
@@ -189,8 +199,20 @@ fn identity_mismatches_are_foreign() {
     let mut out = vec![0; n];
     let base = expect(&id);
     let cases: Vec<(Expect<'_>, &str)> = vec![
-        (Expect { model: ModelFingerprint([2; 32]), ..base }, "model fingerprint"),
-        (Expect { hash: BlockHash([8; 32]), ..base }, "block hash"),
+        (
+            Expect {
+                model: ModelFingerprint([2; 32]),
+                ..base
+            },
+            "model fingerprint",
+        ),
+        (
+            Expect {
+                hash: BlockHash([8; 32]),
+                ..base
+            },
+            "block hash",
+        ),
         (
             Expect {
                 root: Some(BlockHash::root(
@@ -203,17 +225,30 @@ fn identity_mismatches_are_foreign() {
             },
             "namespace salt",
         ),
-        (Expect { tokens: Some(&[1, 2, 3, 5]), ..base }, "token ids"),
+        (
+            Expect {
+                tokens: Some(&[1, 2, 3, 5]),
+                ..base
+            },
+            "token ids",
+        ),
     ];
     for (e, field) in cases {
-        assert_eq!(decode_into(&bytes, &e, &mut out), Err(CodecError::Foreign(field)));
+        assert_eq!(
+            decode_into(&bytes, &e, &mut out),
+            Err(CodecError::Foreign(field))
+        );
     }
     let other_elem = Expect {
         layout: layout(KvElem::F32),
         ..base
     };
     assert_eq!(
-        decode_into(&bytes, &other_elem, &mut vec![0; layout(KvElem::F32).block_bytes().unwrap()]),
+        decode_into(
+            &bytes,
+            &other_elem,
+            &mut vec![0; layout(KvElem::F32).block_bytes().unwrap()]
+        ),
         Err(CodecError::Foreign("K/V element type"))
     );
     let own_root = Expect {

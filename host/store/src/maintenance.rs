@@ -121,7 +121,12 @@ pub fn stats(dir: &Path) -> Result<StoreStats, StoreError> {
         .db("open sessions")?
         .len()
         .db("count sessions")?;
-    for e in txn.open_table(MODELS).db("open models")?.iter().db("scan models")? {
+    for e in txn
+        .open_table(MODELS)
+        .db("open models")?
+        .iter()
+        .db("scan models")?
+    {
         let (k, v) = e.db("read model")?;
         s.models.insert(hex(&k.value()), v.value().to_string());
     }

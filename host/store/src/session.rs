@@ -89,7 +89,8 @@ impl SessionRecord {
 
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(FIXED + 4 * self.tokens.len() + 32 * self.hashes.len() + 32);
+        let mut out =
+            Vec::with_capacity(FIXED + 4 * self.tokens.len() + 32 * self.hashes.len() + 32);
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.push(elem_code(self.elem));
@@ -118,7 +119,8 @@ impl SessionRecord {
         if b[..8] != MAGIC {
             return Err(SessionError::BadMagic);
         }
-        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
+        let u32_at =
+            |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
         let version = u16::from_le_bytes([b[8], b[9]]);
         if version != VERSION {
             return Err(SessionError::Version(version));
@@ -150,7 +152,9 @@ impl SessionRecord {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        let hashes = (0..nh).map(|i| BlockHash(arr(FIXED + 4 * nt + 32 * i))).collect();
+        let hashes = (0..nh)
+            .map(|i| BlockHash(arr(FIXED + 4 * nt + 32 * i)))
+            .collect();
         let r = SessionRecord {
             model,
             elem,
@@ -212,9 +216,6 @@ mod tests {
     fn hashes_must_follow_the_tokens() {
         let mut r = record();
         r.hashes.swap(0, 1);
-        assert_eq!(
-            SessionRecord::decode(&r.encode()),
-            Err(SessionError::Chain)
-        );
+        assert_eq!(SessionRecord::decode(&r.encode()), Err(SessionError::Chain));
     }
 }

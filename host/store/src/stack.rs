@@ -97,8 +97,16 @@ impl TierStack {
     /// Figures of every tier.
     pub fn snapshot(&self) -> StoreSnapshot {
         StoreSnapshot {
-            cold: self.cold.as_ref().map(|c| c.stats().snapshot()).unwrap_or_default(),
-            redb: self.disk.as_ref().map(|d| d.stats().snapshot()).unwrap_or_default(),
+            cold: self
+                .cold
+                .as_ref()
+                .map(|c| c.stats().snapshot())
+                .unwrap_or_default(),
+            redb: self
+                .disk
+                .as_ref()
+                .map(|d| d.stats().snapshot())
+                .unwrap_or_default(),
             cold_lossy: self.cold_encoding.is_lossy(),
         }
     }
@@ -134,7 +142,13 @@ impl TierStack {
     /// Writes a freshly sealed block through to disk, behind the caller (one copy of `data` on
     /// the caller's thread). `force` ignores the write queue's byte bound (explicit saves).
     /// Returns whether it was queued.
-    pub fn persist(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8], force: bool) -> bool {
+    pub fn persist(
+        &self,
+        identity: BlockIdentity,
+        tokens: &[u32],
+        data: &[u8],
+        force: bool,
+    ) -> bool {
         match &self.disk {
             Some(d) if !self.was_lossy(&identity.hash) => d.put_raw(identity, tokens, data, force),
             _ => false,
@@ -177,24 +191,15 @@ impl TierStack {
     /// Looks for a block in the cold tier, then on disk; verifies it against `expect` and
     /// decodes it into `out`. A value that fails verification is removed and counted.
     pub fn fetch(&self, expect: &Expect<'_>, out: &mut [u8]) -> Option<Fetched> {
-        let tiers: [(Option<&dyn Tier>, Option<&Arc<TierStats>>); 2] = [
-            (self.cold.as_ref().map(|c| c as &dyn Tier), self.cold.as_ref().map(|c| c.stats())),
-            (self.disk.as_ref().map(|d| d as &dyn Tier), self.disk.as_ref().map(|d| d.stats())),
-        ];
-        for (tier, stats) in tiers {
-            let (Some(tier), Some(stats)) = (tier, stats) else {
-                continue;
-            };
-            if let Some(f) = self.fetch_from(tier, stats, expect, out) {
-                if tier.name() == "redb"
-                    && let Some(d) = &self.disk
-                {
-                    d.touch(&expect.hash);
-                }
-                return Some(f);
-            }
+        if let Some(c) = &self.cold
+            && let Some(f) = self.fetch_from(c, c.stats(), expect, out)
+        {
+            return Some(f);
         }
-        None
+        let d = self.disk.as_ref()?;
+        let f = self.fetch_from(d, d.stats(), expect, out)?;
+        d.touch(&expect.hash);
+        Some(f)
     }
 
     fn fetch_from(

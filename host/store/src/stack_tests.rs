@@ -24,7 +24,10 @@ fn layout() -> KvLayout {
 }
 
 /// A two-block chain for `salt`: (root, [(hash, tokens, data)]).
-fn chain(salt: &NamespaceSalt) -> (BlockHash, Vec<(BlockHash, Vec<u32>, Vec<u8>)>) {
+/// (hash, tokens, data) of one stored block.
+type Block = (BlockHash, Vec<u32>, Vec<u8>);
+
+fn chain(salt: &NamespaceSalt) -> (BlockHash, Vec<Block>) {
     let l = layout();
     let root = BlockHash::root(&MODEL, l.elem, l.block_tokens, salt);
     let n = l.block_bytes().unwrap();
@@ -34,7 +37,13 @@ fn chain(salt: &NamespaceSalt) -> (BlockHash, Vec<(BlockHash, Vec<u32>, Vec<u8>)
             let tokens: Vec<u32> = (0..4).map(|t| t + 10 * i).collect();
             prev = BlockHash::chain(&prev, &tokens);
             let data: Vec<u8> = (0..n)
-                .map(|j| if j % 2 == 1 { 0x3c } else { (j as u32 * 3 + i) as u8 })
+                .map(|j| {
+                    if j % 2 == 1 {
+                        0x3c
+                    } else {
+                        (j as u32 * 3 + i) as u8
+                    }
+                })
                 .collect();
             (prev, tokens, data)
         })
@@ -51,7 +60,7 @@ fn identity(salt: NamespaceSalt, hash: BlockHash) -> BlockIdentity {
     }
 }
 
-fn all_tokens(blocks: &[(BlockHash, Vec<u32>, Vec<u8>)]) -> Vec<u32> {
+fn all_tokens(blocks: &[Block]) -> Vec<u32> {
     blocks.iter().flat_map(|b| b.1.clone()).collect()
 }
 
@@ -71,7 +80,10 @@ fn written_blocks_survive_a_reopen_and_verify_on_read() {
         let st = TierStack::open(&d, no_cold()).unwrap();
         for (h, t, data) in &blocks {
             assert!(st.persist(identity(salt, *h), t, data, false));
-            assert!(!st.persist(identity(salt, *h), t, data, false), "queued once");
+            assert!(
+                !st.persist(identity(salt, *h), t, data, false),
+                "queued once"
+            );
         }
         st.flush().unwrap();
         assert_eq!(st.snapshot().redb.puts, 2);
@@ -85,7 +97,10 @@ fn written_blocks_survive_a_reopen_and_verify_on_read() {
         assert!(src.fetch(h, &mut out));
         assert_eq!(&out, data);
     }
-    assert!(!src.fetch(&BlockHash([0; 32]), &mut out), "not in this chain");
+    assert!(
+        !src.fetch(&BlockHash([0; 32]), &mut out),
+        "not in this chain"
+    );
     assert_eq!(st.snapshot().redb.hits, 2);
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -179,7 +194,10 @@ fn lossy_cold_hits_are_counted_and_never_written_as_exact() {
     assert!(src.fetch(&blocks[1].0, &mut out));
     assert_eq!(out, blocks[1].2);
     let s = exact.snapshot();
-    assert_eq!((s.cold.hits, s.cold.lossy_hits, s.cold_lossy), (1, 0, false));
+    assert_eq!(
+        (s.cold.hits, s.cold.lossy_hits, s.cold_lossy),
+        (1, 0, false)
+    );
 }
 
 #[test]
@@ -187,9 +205,14 @@ fn cold_evictions_spill_to_disk() {
     let d = dir("spill");
     let salt = NamespaceSalt::derive("a");
     let (root, blocks) = chain(&salt);
-    let one = codec::encode(&identity(salt, blocks[0].0), &blocks[0].1, &blocks[0].2, Encoding::Lz4)
-        .unwrap()
-        .len();
+    let one = codec::encode(
+        &identity(salt, blocks[0].0),
+        &blocks[0].1,
+        &blocks[0].2,
+        Encoding::Lz4,
+    )
+    .unwrap()
+    .len();
     let st = TierStack::open(
         &d,
         StoreOptions {
@@ -261,9 +284,15 @@ fn disk_budget_evicts_least_recently_used() {
     st.persist(identity(salt, *h), t, data, false);
     st.flush().unwrap();
     let s = st.snapshot().redb;
-    assert_eq!((s.blocks, s.dropped), (0, 1), "larger than the whole budget");
+    assert_eq!(
+        (s.blocks, s.dropped),
+        (0, 1),
+        "larger than the whole budget"
+    );
     drop(st);
-    let one = codec::encode(&identity(salt, *h), t, data, Encoding::Raw).unwrap().len() as u64;
+    let one = codec::encode(&identity(salt, *h), t, data, Encoding::Raw)
+        .unwrap()
+        .len() as u64;
     let st = TierStack::open(
         &d,
         StoreOptions {

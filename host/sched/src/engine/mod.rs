@@ -95,6 +95,15 @@ impl Engine {
         self.sessions.values().any(|s| s.job.is_some())
     }
 
+    /// A session of `ns` with no job running.
+    fn idle_session(&self, ns: NamespaceId, id: SessionId) -> Result<&Session, EngineError> {
+        match self.sessions.get(&id) {
+            Some(s) if s.ns == ns && s.job.is_some() => Err(EngineError::Busy(id)),
+            Some(s) if s.ns == ns => Ok(s),
+            _ => Err(EngineError::NotFound(id)),
+        }
+    }
+
     fn session(&mut self, ns: NamespaceId, id: SessionId) -> Result<&mut Session, EngineError> {
         match self.sessions.get_mut(&id) {
             Some(s) if s.ns == ns => Ok(s),
@@ -232,14 +241,7 @@ impl Engine {
             )));
         }
         let max = self.cfg.max_context;
-        let s = self
-            .sessions
-            .get(&id)
-            .filter(|s| s.ns == ns)
-            .ok_or(EngineError::NotFound(id))?;
-        if s.job.is_some() {
-            return Err(EngineError::Busy(id));
-        }
+        let s = self.idle_session(ns, id)?;
         let len = self.context_len(s)?;
         if len + tokens.len() > max {
             return Err(EngineError::ContextOverflow {
@@ -267,14 +269,7 @@ impl Engine {
             .validate()
             .map_err(|e| EngineError::InvalidArgument(e.to_string()))?;
         let n_vocab = self.model.hparams().n_vocab;
-        let s = self
-            .sessions
-            .get(&id)
-            .filter(|s| s.ns == ns)
-            .ok_or(EngineError::NotFound(id))?;
-        if s.job.is_some() {
-            return Err(EngineError::Busy(id));
-        }
+        let s = self.idle_session(ns, id)?;
         let seq = s.seq;
         let mut context = self.pool.seq_tokens(seq)?.to_vec();
         context.extend_from_slice(&s.pending);
@@ -377,17 +372,12 @@ impl Engine {
         if self.sessions.len() >= self.cfg.max_sessions {
             return Err(EngineError::TooManySessions(self.cfg.max_sessions));
         }
-        let src = self
-            .sessions
-            .get(&id)
-            .filter(|s| s.ns == ns)
-            .ok_or(EngineError::NotFound(id))?;
-        if src.job.is_some() {
-            return Err(EngineError::Busy(id));
-        }
-        let seq: SeqId = self.pool.fork(src.seq)?;
+        let src = self.idle_session(ns, id)?;
+        let (src_seq, root) = (src.seq, src.root);
+        let seq: SeqId = self.pool.fork(src_seq)?;
+        let src = &self.sessions[&id];
         let now = Instant::now();
-        let mut copy = Session::new(ns, src.root, seq, now);
+        let mut copy = Session::new(ns, root, seq, now);
         copy.pending = src.pending.clone();
         copy.fresh = src.fresh;
         copy.last_logits = src.last_logits.clone();
@@ -402,14 +392,7 @@ impl Engine {
     }
 
     fn truncate(&mut self, ns: NamespaceId, id: SessionId, len: usize) -> Result<(), EngineError> {
-        let s = self
-            .sessions
-            .get(&id)
-            .filter(|s| s.ns == ns)
-            .ok_or(EngineError::NotFound(id))?;
-        if s.job.is_some() {
-            return Err(EngineError::Busy(id));
-        }
+        let s = self.idle_session(ns, id)?;
         let seq = s.seq;
         let computed = self.pool.seq_len(seq)?;
         let total = computed + s.pending.len();

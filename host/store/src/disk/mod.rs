@@ -20,7 +20,9 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 pub use writer::Ack;
 
 use self::index::DiskIndex;
-use self::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, META, MODELS, SESSIONS, STORE_FORMAT};
+use self::tables::{
+    BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, META, MODELS, SESSIONS, STORE_FORMAT,
+};
 use self::writer::{Msg, Writer};
 use crate::codec::{BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
@@ -123,7 +125,10 @@ impl RedbTier {
                 ix.insert(BlockHash(k.value()), len, stamp.max(1));
             }
             let meta = txn.open_table(META).db("open meta")?;
-            let clock = meta.get(CLOCK_KEY).db("read clock")?.map_or(0, |v| v.value());
+            let clock = meta
+                .get(CLOCK_KEY)
+                .db("read clock")?
+                .map_or(0, |v| v.value());
             ix.clock = ix.clock.max(clock);
         }
         let stats = Arc::new(TierStats::default());
@@ -197,7 +202,13 @@ impl RedbTier {
 
     /// Queues a raw block to be encoded and written by the writer thread (the engine thread
     /// pays one copy). Returns false when it is already stored or queued, or was dropped.
-    pub fn put_raw(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8], force: bool) -> bool {
+    pub fn put_raw(
+        &self,
+        identity: BlockIdentity,
+        tokens: &[u32],
+        data: &[u8],
+        force: bool,
+    ) -> bool {
         if self.index().contains(&identity.hash) {
             return false;
         }
@@ -238,16 +249,18 @@ impl RedbTier {
             record: record.encode(),
             ack,
         };
-        if let Err(Msg::Session { ack, .. }) = self.send_or_return(m) {
+        if let Err(m) = self.send_or_return(m)
+            && let Msg::Session { ack, .. } = *m
+        {
             ack(Err(StoreError::WriterGone));
         }
     }
 
-    fn send_or_return(&self, m: Msg) -> Result<(), Msg> {
+    fn send_or_return(&self, m: Msg) -> Result<(), Box<Msg>> {
         let g = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         match g.as_ref() {
-            Some(tx) => tx.send(m).map_err(|e| e.0),
-            None => Err(m),
+            Some(tx) => tx.send(m).map_err(|e| Box::new(e.0)),
+            None => Err(Box::new(m)),
         }
     }
 
@@ -267,7 +280,9 @@ impl RedbTier {
         let ack: Ack = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        if let Err(Msg::Flush(ack)) = self.send_or_return(Msg::Flush(ack)) {
+        if let Err(m) = self.send_or_return(Msg::Flush(ack))
+            && let Msg::Flush(ack) = *m
+        {
             ack(Err(StoreError::WriterGone));
         }
         rx.recv().map_err(|_| StoreError::WriterGone)?

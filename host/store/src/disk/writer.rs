@@ -30,10 +30,16 @@ pub(crate) enum Msg {
         encoding: Encoding,
     },
     /// An encoded block to store.
-    Put { hash: BlockHash, encoded: Vec<u8> },
+    Put {
+        hash: BlockHash,
+        encoded: Vec<u8>,
+    },
     Touch(BlockHash),
     Remove(BlockHash),
-    Model { fingerprint: [u8; 32], desc: String },
+    Model {
+        fingerprint: [u8; 32],
+        desc: String,
+    },
     Session {
         ns: u64,
         name: String,
@@ -164,7 +170,9 @@ impl Writer {
                 }
                 Msg::Model { fingerprint, desc } => {
                     if models.get(fingerprint).db("read models")?.is_none() {
-                        models.insert(fingerprint, desc.as_str()).db("write models")?;
+                        models
+                            .insert(fingerprint, desc.as_str())
+                            .db("write models")?;
                     }
                     continue;
                 }
@@ -191,7 +199,9 @@ impl Writer {
                 TierStats::add(&self.stats.dropped, 1);
                 continue;
             }
-            blocks.insert(hash.0, encoded.as_slice()).db("write block")?;
+            blocks
+                .insert(hash.0, encoded.as_slice())
+                .db("write block")?;
             let stamp = self.index().insert(hash, len, 0);
             bix.insert(hash.0, (len, stamp)).db("write block index")?;
             written.0 += 1;

@@ -12,6 +12,7 @@ use memoria_kv::{NamespaceId, NamespaceSalt};
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use serde::Serialize;
 
+use super::tokens::pseudo_tokens;
 use crate::load::load_model;
 
 #[derive(Debug, Args)]
@@ -89,26 +90,13 @@ pub fn main(a: BatchedArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Distinct pseudo-random prompt of session `i` in round `round`.
-fn prompt(round: usize, i: usize, n: usize, n_vocab: usize) -> Vec<u32> {
-    let mut x = (round as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (3 + x % (n_vocab as u64 - 3)) as u32
-        })
-        .collect()
-}
-
 async fn run_round(e: &EngineHandle, round: usize, b: usize, npp: usize, ntg: usize, n_vocab: usize) -> anyhow::Result<Row> {
     let ns = NamespaceId(0);
     let salt = NamespaceSalt::derive(&format!("bench-batched-{round}"));
     let mut sessions = Vec::with_capacity(b);
     for i in 0..b {
         let s = e.open(ns, salt).await?;
-        e.append(ns, s, prompt(round, i, npp, n_vocab)).await?;
+        e.append(ns, s, pseudo_tokens(((round as u64) << 32) | i as u64, npp, n_vocab)).await?;
         sessions.push(s);
     }
     let started = Instant::now();

@@ -4,6 +4,7 @@
 mod batched;
 mod model;
 mod prefix;
+mod tokens;
 mod restart;
 
 use clap::{Args, Subcommand};

@@ -13,6 +13,7 @@ use memoria_kv::{NamespaceId, NamespaceSalt};
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use serde_json::json;
 
+use super::tokens::pseudo_tokens;
 use crate::load::load_model;
 
 #[derive(Debug, Args)]
@@ -49,18 +50,6 @@ struct Round {
     hit_rate: f64,
 }
 
-fn tokens(seed: u64, n: usize, n_vocab: usize) -> Vec<u32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (3 + x % (n_vocab as u64 - 3)) as u32
-        })
-        .collect()
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -80,7 +69,7 @@ pub fn main(a: PrefixArgs) -> anyhow::Result<()> {
     let cfg = EngineConfig { kv_budget_bytes: ((a.clients + 1) * per_client * kv_token).max(64 << 20), ..EngineConfig::default() };
     let engine = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let prefix = tokens(7, a.prefix, hp.n_vocab);
+    let prefix = pseudo_tokens(7, a.prefix, hp.n_vocab);
     let shared = rt.block_on(round(&engine, &a, &prefix, hp.n_vocab, true, 1))?;
     // One more client after the round: its prefix is cached.
     let cached_ttft = rt.block_on(round(&engine, &PrefixArgs { clients: 1, ..a.clone_args() }, &prefix, hp.n_vocab, true, 1000))?;
@@ -138,7 +127,7 @@ async fn round(e: &EngineHandle, a: &PrefixArgs, prefix: &[u32], n_vocab: usize,
             NamespaceSalt::derive(&format!("bench-prefix-{seed}-{i}"))
         };
         let mut p = prefix.to_vec();
-        p.extend(tokens(seed * 100_000 + i as u64 + 11, a.suffix, n_vocab));
+        p.extend(pseudo_tokens(seed * 100_000 + i as u64 + 11, a.suffix, n_vocab));
         let (e, n_gen) = (e.clone(), a.gen_tokens);
         clients.spawn(async move {
             let s = e.open(ns, salt).await?;

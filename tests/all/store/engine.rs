@@ -1,0 +1,150 @@
+//! In-process engines over a store: namespace isolation across a restart, session save/restore
+//! with bit-identical logits in the same engine and after the engine and store are reopened,
+//! and prefix preload.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
+use memoria_model::llama::Model;
+use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::store::{StoreOptions, TierStack};
+use memoria_sched::{EngineConfig, EngineHandle, Preload, preload};
+
+use super::{model, temp_store};
+
+fn start(dir: &Path) -> (EngineHandle, Arc<TierStack>) {
+    let m = Model::load(model()).expect("model");
+    let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
+    let stack = Arc::new(TierStack::open(dir, StoreOptions::default()).expect("store"));
+    let cfg = EngineConfig {
+        store: Some(stack.clone()),
+        ..EngineConfig::default()
+    };
+    (
+        EngineHandle::start(Arc::new(m), Arc::new(t), cfg).expect("engine"),
+        stack,
+    )
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn prompt(n: usize) -> Vec<u32> {
+    (0..n as u32).map(|i| 1 + (i * 37 + 11) % 500).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Opens a session in `ns`/`salt` on `tokens` and prefills it: (session, logits).
+async fn compute(
+    e: &EngineHandle,
+    ns: NamespaceId,
+    salt: NamespaceSalt,
+    tokens: &[u32],
+) -> (memoria_sched::SessionId, Vec<f32>) {
+    let s = e.open(ns, salt).await.expect("open");
+    e.append(ns, s, tokens.to_vec()).await.expect("append");
+    let l = e.prefill(ns, s).await.expect("prefill");
+    (s, l)
+}
+
+#[test]
+fn an_isolated_namespace_never_receives_another_namespaces_stored_blocks() {
+    let dir = temp_store("isolation");
+    let (a, b) = (
+        (NamespaceId(1), NamespaceSalt::derive("tenant-a")),
+        (NamespaceId(2), NamespaceSalt::derive("tenant-b")),
+    );
+    let tokens = prompt(70);
+    let rt = rt();
+    let want = {
+        let (e, _) = start(&dir);
+        let (_, l) = rt.block_on(compute(&e, a.0, a.1, &tokens));
+        e.shutdown();
+        l
+    };
+    let (e, stack) = start(&dir);
+    let (_, lb) = rt.block_on(compute(&e, b.0, b.1, &tokens));
+    let snap = stack.snapshot();
+    assert_eq!(e.pool_stats().snapshot().total.hit_tokens, 0);
+    assert_eq!(snap.redb.hits, 0, "tenant-b got none of tenant-a's blocks");
+    assert_eq!((snap.redb.corrupt_removed, snap.redb.foreign_removed), (0, 0));
+    assert_eq!(bits(&lb), bits(&want), "same model, same tokens, computed afresh");
+    let (_, la) = rt.block_on(compute(&e, a.0, a.1, &tokens));
+    assert_eq!(stack.snapshot().redb.hits, 4, "tenant-a's own blocks come back");
+    assert_eq!(bits(&la), bits(&want));
+    e.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn save_and_restore_give_bit_identical_logits_in_process_and_after_a_restart() {
+    let dir = temp_store("save-restore");
+    let (ns, salt) = (NamespaceId(7), NamespaceSalt::derive("tenant-s"));
+    let tokens = prompt(83);
+    let rt = rt();
+    let original = {
+        let (e, _) = start(&dir);
+        let l = rt.block_on(async {
+            let (s, l) = compute(&e, ns, salt, &tokens).await;
+            e.save(ns, s, "chat-1").await.expect("save");
+            // Same engine: the restored session matches without touching the original.
+            let r = e.restore(ns, salt, "chat-1").await.expect("restore");
+            assert_ne!(r, s);
+            assert_eq!(e.tokens(ns, r).await.expect("tokens"), tokens);
+            let lr = e.prefill(ns, r).await.expect("prefill");
+            assert_eq!(bits(&lr), bits(&l));
+            // Wrong namespace or salt, unknown name: clear errors, nothing restored.
+            assert!(e.restore(NamespaceId(8), salt, "chat-1").await.is_err());
+            assert!(e.restore(ns, NamespaceSalt::derive("x"), "chat-1").await.is_err());
+            let err = e.restore(ns, salt, "nope").await.expect_err("missing");
+            assert!(err.to_string().contains("no saved session"), "{err}");
+            assert!(e.save(ns, s, "").await.is_err());
+            l
+        });
+        e.shutdown();
+        l
+    };
+    let (e, stack) = start(&dir);
+    rt.block_on(async {
+        let r = e.restore(ns, salt, "chat-1").await.expect("restore after restart");
+        let l = e.prefill(ns, r).await.expect("prefill");
+        assert_eq!(bits(&l), bits(&original));
+    });
+    assert_eq!(stack.snapshot().redb.hits, 5, "all five full blocks came from disk");
+    e.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn saving_needs_a_store_and_preload_pins_configured_prefixes() {
+    let m = Model::load(model()).expect("model");
+    let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
+    let e = EngineHandle::start(Arc::new(m), Arc::new(t), EngineConfig::default()).expect("engine");
+    let rt = rt();
+    let (ns, salt) = (NamespaceId(1), NamespaceSalt::derive("p"));
+    rt.block_on(async {
+        let (s, _) = compute(&e, ns, salt, &prompt(20)).await;
+        let err = e.save(ns, s, "x").await.expect_err("no store");
+        assert!(err.to_string().contains("--store"), "{err}");
+        let text = "Once upon a time there was a little girl who loved her dog very much and";
+        let entries = [Preload {
+            ns,
+            salt,
+            texts: vec![text.to_string()],
+            pin: PinLevel::Pinned,
+            ttl: None,
+        }];
+        let info = preload(&e, &entries).await.expect("preload");
+        assert_eq!(info.len(), 1);
+        assert!(info[0].blocks_pinned >= 1);
+    });
+    e.shutdown();
+}
