@@ -8,7 +8,15 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const GUESTS: &[&str] = &["chat", "classify", "agent", "hello", "misbehave", "trivial", "unsatisfied"];
+const GUESTS: &[&str] = &[
+    "chat",
+    "classify",
+    "agent",
+    "hello",
+    "misbehave",
+    "trivial",
+    "unsatisfied",
+];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -24,7 +32,13 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&guest)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(&target);
     for var in [
         "CARGO_ENCODED_RUSTFLAGS",
@@ -40,7 +54,10 @@ fn main() {
     }
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
-        if k.starts_with("CARGO_PROFILE_") || k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_") {
+        if k.starts_with("CARGO_PROFILE_")
+            || k.starts_with("CARGO_FEATURE_")
+            || k.starts_with("CARGO_CFG_")
+        {
             cmd.env_remove(k);
         }
     }
@@ -52,7 +69,15 @@ fn main() {
     let out = target.join("wasm32-wasip2").join("release");
     for name in GUESTS {
         let path = out.join(format!("{name}.wasm"));
-        assert!(path.is_file(), "guest {name} was not built: {}", path.display());
-        println!("cargo:rustc-env=MEMORIA_GUEST_{}={}", name.to_uppercase(), path.display());
+        assert!(
+            path.is_file(),
+            "guest {name} was not built: {}",
+            path.display()
+        );
+        println!(
+            "cargo:rustc-env=MEMORIA_GUEST_{}={}",
+            name.to_uppercase(),
+            path.display()
+        );
     }
 }

@@ -12,8 +12,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use memoria_kernels::GgmlType;
-use memoria_model::llama::{Arch, Model};
-use memoria_model::synth::{SynthSpec, write_synth};
+use memoria_model::llama::Model;
+use memoria_model::synth::{Arch, SynthSpec, write_synth};
 use memoria_model::tokenizer::Tokenizer;
 use memoria_runtime::{Runtime, RuntimeConfig};
 use memoria_sched::{EngineConfig, EngineHandle};
@@ -23,14 +23,23 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio")
 }
 
 fn bare_engine() -> Engine {
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(100).total_core_instances(800).total_memories(200).total_tables(800).total_stacks(100);
+    pool.total_component_instances(100)
+        .total_core_instances(800)
+        .total_memories(200)
+        .total_tables(800)
+        .total_stacks(100);
     let mut cfg = Config::new();
-    cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool)).epoch_interruption(true);
+    cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .epoch_interruption(true);
     Engine::new(&cfg).expect("engine")
 }
 
@@ -41,7 +50,8 @@ fn memoria_runtime() -> Runtime {
     write_synth(&SynthSpec::tiny(Arch::Llama, GgmlType::F32), &path).expect("synthetic model");
     let model = Model::load(&path).expect("model");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
-    let engine = EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default()).expect("engine");
+    let engine = EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
+        .expect("engine");
     let spec: NamespaceSpec = toml::from_str(&format!(
         "component = {:?}\n[limits]\nmax_instances = 8\n",
         env!("MEMORIA_GUEST_HELLO")
@@ -59,14 +69,21 @@ fn instantiate_call(c: &mut Criterion) {
 
     let engine = bare_engine();
     let component = Component::new(&engine, &wasm).expect("compile");
-    let pre = Linker::<()>::new(&engine).instantiate_pre(&component).expect("link");
+    let pre = Linker::<()>::new(&engine)
+        .instantiate_pre(&component)
+        .expect("link");
     g.bench_function("wasmtime_alone", |b| {
         b.iter(|| {
             tokio.block_on(async {
                 let mut store = Store::new(&engine, ());
                 store.set_epoch_deadline(1_000_000);
-                let inst = pre.instantiate_async(&mut store).await.expect("instantiate");
-                let run = inst.get_typed_func::<(u32,), (u32,)>(&mut store, "run").expect("export");
+                let inst = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .expect("instantiate");
+                let run = inst
+                    .get_typed_func::<(u32,), (u32,)>(&mut store, "run")
+                    .expect("export");
                 run.call_async(&mut store, (41,)).await.expect("call")
             })
         })
@@ -78,9 +95,17 @@ fn instantiate_call(c: &mut Criterion) {
     g.bench_function("memoria_store", |b| {
         b.iter(|| {
             tokio.block_on(async {
-                let mut store = memoria.new_store("bench").expect("namespace").expect("store");
-                let inst = pre.instantiate_async(&mut store).await.expect("instantiate");
-                let run = inst.get_typed_func::<(u32,), (u32,)>(&mut store, "run").expect("export");
+                let mut store = memoria
+                    .new_store("bench")
+                    .expect("namespace")
+                    .expect("store");
+                let inst = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .expect("instantiate");
+                let run = inst
+                    .get_typed_func::<(u32,), (u32,)>(&mut store, "run")
+                    .expect("export");
                 run.call_async(&mut store, (41,)).await.expect("call")
             })
         })
@@ -90,18 +115,30 @@ fn instantiate_call(c: &mut Criterion) {
 
 async fn serve(listener: TcpListener, runtime: Runtime) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else { return };
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
         let _ = stream.set_nodelay(true);
         let runtime = runtime.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let runtime = runtime.clone();
-                async move {
-                    let path = req.uri().path().strip_prefix("/ns/bench").unwrap_or("/").to_string();
-                    Ok::<_, std::convert::Infallible>(runtime.handle_request("bench", &path, req).await)
-                }
-            });
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            let svc =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let runtime = runtime.clone();
+                    async move {
+                        let path = req
+                            .uri()
+                            .path()
+                            .strip_prefix("/ns/bench")
+                            .unwrap_or("/")
+                            .to_string();
+                        Ok::<_, std::convert::Infallible>(
+                            runtime.handle_request("bench", &path, req).await,
+                        )
+                    }
+                });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
         });
     }
 }
@@ -110,7 +147,9 @@ async fn serve(listener: TcpListener, runtime: Runtime) {
 async fn client(addr: std::net::SocketAddr, n: u64) {
     let stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).expect("nodelay");
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
     tokio::spawn(conn);
     for _ in 0..n {
         let req = hyper::Request::builder()
@@ -134,7 +173,8 @@ fn http_hello(c: &mut Criterion) {
         addr
     });
     let mut g = c.benchmark_group("http_hello");
-    g.throughput(Throughput::Elements(1)).measurement_time(Duration::from_secs(5));
+    g.throughput(Throughput::Elements(1))
+        .measurement_time(Duration::from_secs(5));
     g.bench_function("4_connections", |b| {
         b.iter_custom(|iters| {
             tokio.block_on(async {

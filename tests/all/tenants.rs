@@ -35,7 +35,8 @@ fn guest(name: &str) -> PathBuf {
 fn engine() -> EngineHandle {
     let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model loads");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
-    EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default()).expect("engine starts")
+    EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
+        .expect("engine starts")
 }
 
 /// A namespace serving the three examples plus the test guests, with `extra` TOML lines.
@@ -50,10 +51,14 @@ fn spec(isolation: &str, extra: &str) -> NamespaceSpec {
 }
 
 fn runtime(namespaces: &[(&str, &str, &str)]) -> (Runtime, EngineHandle) {
-    let specs = namespaces.iter().map(|(n, iso, extra)| (n.to_string(), spec(iso, extra))).collect();
+    let specs = namespaces
+        .iter()
+        .map(|(n, iso, extra)| (n.to_string(), spec(iso, extra)))
+        .collect();
     let tenants = Tenants::new(specs).expect("tenants");
     let eng = engine();
-    let rt = Runtime::new(&tenants, eng.clone(), RuntimeConfig::default()).expect("runtime loads the guests");
+    let rt = Runtime::new(&tenants, eng.clone(), RuntimeConfig::default())
+        .expect("runtime loads the guests");
     (rt, eng)
 }
 
@@ -75,7 +80,11 @@ async fn call(rt: &Runtime, ns: &str, path: &str, body: &str) -> (u16, String, u
             bytes.extend_from_slice(&data);
         }
     }
-    (status, String::from_utf8(bytes).expect("utf-8 body"), frames)
+    (
+        status,
+        String::from_utf8(bytes).expect("utf-8 body"),
+        frames,
+    )
 }
 
 async fn json(rt: &Runtime, ns: &str, path: &str, body: &str) -> serde_json::Value {
@@ -105,28 +114,60 @@ fn hit_tokens(eng: &EngineHandle, rt_ns: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_example_answers_and_reuses_its_system_prompt() {
     let (rt, _eng) = runtime(&[("alpha", "isolated", "")]);
-    let first = json(&rt, "alpha", "/chat", r#"{"message": "Where is the ball?"}"#).await;
-    assert!(first["prompt_tokens"].as_u64().expect("prompt_tokens") > 20, "{first}");
+    let first = json(
+        &rt,
+        "alpha",
+        "/chat",
+        r#"{"message": "Where is the ball?"}"#,
+    )
+    .await;
+    assert!(
+        first["prompt_tokens"].as_u64().expect("prompt_tokens") > 20,
+        "{first}"
+    );
     assert_eq!(first["cached_tokens"], 0, "{first}");
-    assert!(!first["reply"].as_str().expect("reply").is_empty(), "{first}");
+    assert!(
+        !first["reply"].as_str().expect("reply").is_empty(),
+        "{first}"
+    );
     let second = json(&rt, "alpha", "/chat", r#"{"message": "Who is the robot?"}"#).await;
-    assert!(second["cached_tokens"].as_u64().expect("cached_tokens") >= 16, "the system prompt is shared: {second}");
-    assert_eq!(settled_sessions(&rt, "alpha").await, 0, "sessions close with their request");
+    assert!(
+        second["cached_tokens"].as_u64().expect("cached_tokens") >= 16,
+        "the system prompt is shared: {second}"
+    );
+    assert_eq!(
+        settled_sessions(&rt, "alpha").await,
+        0,
+        "sessions close with their request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_example_streams_tokens() {
     let (rt, _eng) = runtime(&[("alpha", "isolated", "")]);
-    let (status, text, frames) =
-        call(&rt, "alpha", "/chat", r#"{"message": "Tell me a story.", "stream": true, "max_tokens": 12}"#).await;
+    let (status, text, frames) = call(
+        &rt,
+        "alpha",
+        "/chat",
+        r#"{"message": "Tell me a story.", "stream": true, "max_tokens": 12}"#,
+    )
+    .await;
     assert_eq!(status, 200, "{text}");
-    let lines: Vec<serde_json::Value> =
-        text.lines().map(|l| serde_json::from_str(l).expect("NDJSON line")).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("NDJSON line"))
+        .collect();
     let tokens = lines.iter().filter(|l| l.get("token").is_some()).count();
     assert!(tokens >= 2, "{text}");
-    assert!(frames >= tokens, "each token is its own body frame: {frames} frames for {tokens} tokens");
+    assert!(
+        frames >= tokens,
+        "each token is its own body frame: {frames} frames for {tokens} tokens"
+    );
     let summary = lines.last().expect("summary");
-    assert!(summary["prompt_tokens"].as_u64().expect("summary") > 0, "{text}");
+    assert!(
+        summary["prompt_tokens"].as_u64().expect("summary") > 0,
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,8 +177,15 @@ async fn classify_example_forks_a_warmed_session() {
     let first = json(&rt, "alpha", "/classify", body).await;
     let labels = first["labels"].as_array().expect("labels");
     assert_eq!(labels.len(), 2, "{first}");
-    assert!(first["cached_tokens"].as_u64().expect("cached") > 0, "forks reuse the warmed examples: {first}");
-    assert_eq!(settled_sessions(&rt, "alpha").await, 0, "forks close with their request");
+    assert!(
+        first["cached_tokens"].as_u64().expect("cached") > 0,
+        "forks reuse the warmed examples: {first}"
+    );
+    assert_eq!(
+        settled_sessions(&rt, "alpha").await,
+        0,
+        "forks close with their request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,8 +196,14 @@ async fn agent_example_restores_its_named_session() {
     assert_eq!(first["restored"], false, "{first}");
     let second = json(&rt, "alpha", "/agent", &turn("What did I say?")).await;
     assert_eq!(second["restored"], true, "{second}");
-    assert!(second["context_tokens"].as_u64() > first["context_tokens"].as_u64(), "{first} {second}");
-    assert!(second["cached_tokens"].as_u64().expect("cached") > 0, "the restored context comes from the cache: {second}");
+    assert!(
+        second["context_tokens"].as_u64() > first["context_tokens"].as_u64(),
+        "{first} {second}"
+    );
+    assert!(
+        second["cached_tokens"].as_u64().expect("cached") > 0,
+        "the restored context comes from the cache: {second}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,9 +214,16 @@ async fn infinite_loop_is_interrupted_within_its_deadline() {
     let took = started.elapsed();
     assert_eq!(status, 500, "{text}");
     assert!(text.contains("wall-time limit"), "{text}");
-    assert!(took < Duration::from_millis(1000), "interrupted after {took:?} (limit 200 ms)");
+    assert!(
+        took < Duration::from_millis(1000),
+        "interrupted after {took:?} (limit 200 ms)"
+    );
     let (status, text, _) = call(&rt, "bad", "/misbehave/ok", "").await;
-    assert_eq!((status, text.as_str()), (200, "ok"), "the namespace keeps serving");
+    assert_eq!(
+        (status, text.as_str()),
+        (200, "ok"),
+        "the namespace keeps serving"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,21 +238,38 @@ async fn memory_bomb_stops_at_its_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traps_fail_only_their_own_request() {
     let (rt, _eng) = runtime(&[("bad", "isolated", ""), ("good", "isolated", "")]);
-    let bad = ["/misbehave/trap", "/misbehave/overflow", "/misbehave/trap", "/misbehave/overflow"];
+    let bad = [
+        "/misbehave/trap",
+        "/misbehave/overflow",
+        "/misbehave/trap",
+        "/misbehave/overflow",
+    ];
     let mut tasks = Vec::new();
     for (i, path) in bad.into_iter().enumerate() {
         let rt2 = rt.clone();
-        tasks.push(tokio::spawn(async move { ("bad", path, call(&rt2, "bad", path, "").await) }));
+        tasks.push(tokio::spawn(async move {
+            ("bad", path, call(&rt2, "bad", path, "").await)
+        }));
         let rt2 = rt.clone();
         let good = if i % 2 == 0 { "/hello/x" } else { "/chat" };
-        let body = if i % 2 == 0 { "" } else { r#"{"message": "hi", "max_tokens": 4}"# };
-        tasks.push(tokio::spawn(async move { ("good", good, call(&rt2, "good", good, body).await) }));
+        let body = if i % 2 == 0 {
+            ""
+        } else {
+            r#"{"message": "hi", "max_tokens": 4}"#
+        };
+        tasks.push(tokio::spawn(async move {
+            ("good", good, call(&rt2, "good", good, body).await)
+        }));
     }
     for t in tasks {
         let (ns, path, (status, text, _)) = t.await.expect("task");
         if ns == "bad" {
             assert_eq!(status, 500, "{path}: {text}");
-            let why = if path.ends_with("trap") { "trapped" } else { "overflowed its stack" };
+            let why = if path.ends_with("trap") {
+                "trapped"
+            } else {
+                "overflowed its stack"
+            };
             assert!(text.contains(why), "{path}: {text}");
         } else {
             assert_eq!(status, 200, "{path}: {text}");
@@ -205,9 +283,16 @@ async fn oversized_host_call_argument_is_refused_before_copying() {
     let before = rt.stats().host_call_bytes.load(Relaxed);
     let (status, text, _) = call(&rt, "bad", "/misbehave/oversize?bytes=2000000", "").await;
     assert_eq!(status, 200, "{text}");
-    assert!(text.contains("refused: invalid argument") && text.contains("max_host_call_bytes = 4096"), "{text}");
+    assert!(
+        text.contains("refused: invalid argument") && text.contains("max_host_call_bytes = 4096"),
+        "{text}"
+    );
     assert_eq!(rt.stats().host_call_refused.load(Relaxed), 1);
-    assert_eq!(rt.stats().host_call_bytes.load(Relaxed), before, "nothing was copied out of the guest");
+    assert_eq!(
+        rt.stats().host_call_bytes.load(Relaxed),
+        before,
+        "nothing was copied out of the guest"
+    );
     let (_, text, _) = call(&rt, "bad", "/misbehave/oversize?bytes=100", "").await;
     assert!(text.starts_with("accepted"), "{text}");
 }
@@ -215,29 +300,62 @@ async fn oversized_host_call_argument_is_refused_before_copying() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_components_are_refused_with_the_reason() {
     let (rt, eng) = runtime(&[("alpha", "isolated", "")]);
-    let err = |bytes: &[u8]| rt.check_component("probe.wasm", bytes).expect_err("refused").to_string();
-    let random: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
-    assert!(err(&random).contains("not a WebAssembly binary"), "{}", err(&random));
+    let err = |bytes: &[u8]| {
+        rt.check_component("probe.wasm", bytes)
+            .expect_err("refused")
+            .to_string()
+    };
+    let random: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    assert!(
+        err(&random).contains("not a WebAssembly binary"),
+        "{}",
+        err(&random)
+    );
     let core = b"\0asm\x01\0\0\0";
-    assert!(err(core).contains("a core WebAssembly module, not a component"), "{}", err(core));
+    assert!(
+        err(core).contains("a core WebAssembly module, not a component"),
+        "{}",
+        err(core)
+    );
     let unsatisfied = std::fs::read(guest("unsatisfied")).expect("guest");
     let msg = err(&unsatisfied);
-    assert!(msg.contains("unsatisfied import") && msg.contains("memoria-test:unsatisfied/missing"), "{msg}");
+    assert!(
+        msg.contains("unsatisfied import") && msg.contains("memoria-test:unsatisfied/missing"),
+        "{msg}"
+    );
     let trivial = std::fs::read(guest("trivial")).expect("guest");
-    assert!(err(&trivial).contains("does not export wasi:http/incoming-handler"), "{}", err(&trivial));
+    assert!(
+        err(&trivial).contains("does not export wasi:http/incoming-handler"),
+        "{}",
+        err(&trivial)
+    );
     let mut truncated = std::fs::read(guest("hello")).expect("guest");
     truncated.truncate(truncated.len() / 2);
-    assert!(err(&truncated).contains("invalid component"), "{}", err(&truncated));
+    assert!(
+        err(&truncated).contains("invalid component"),
+        "{}",
+        err(&truncated)
+    );
 
     let dir = std::env::temp_dir().join(format!("memoria-bad-component-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let bad = dir.join("core.wasm");
     std::fs::write(&bad, core).expect("write");
-    let spec: NamespaceSpec = toml::from_str(&format!("component = {:?}", bad.display().to_string())).expect("spec");
+    let spec: NamespaceSpec =
+        toml::from_str(&format!("component = {:?}", bad.display().to_string())).expect("spec");
     let tenants = Tenants::new(vec![("broken".into(), spec)]).expect("tenants");
     let e = Runtime::new(&tenants, eng, RuntimeConfig::default()).expect_err("refused at load");
-    assert!(e.to_string().starts_with("namespaces.broken: ") && e.to_string().contains("core WebAssembly module"), "{e}");
-    assert!(matches!(rt.check_component("x", core), Err(ComponentError::CoreModule { .. })));
+    assert!(
+        e.to_string().starts_with("namespaces.broken: ")
+            && e.to_string().contains("core WebAssembly module"),
+        "{e}"
+    );
+    assert!(matches!(
+        rt.check_component("x", core),
+        Err(ComponentError::CoreModule { .. })
+    ));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -256,15 +374,25 @@ async fn isolated_namespaces_never_share_blocks_and_grouped_ones_do() {
     assert_eq!(hit_tokens(&eng, 2), 0, "beta never hits alpha's blocks");
     json(&rt, "gamma", "/chat", ask).await;
     let delta = json(&rt, "delta", "/chat", ask).await;
-    assert!(delta["cached_tokens"].as_u64().expect("cached") >= 16, "{delta}");
+    assert!(
+        delta["cached_tokens"].as_u64().expect("cached") >= 16,
+        "{delta}"
+    );
     assert!(hit_tokens(&eng, 4) > 0, "delta hits gamma's blocks");
     let (_, stats, _) = call(&rt, "beta", "/misbehave/stats", "").await;
-    assert!(stats.starts_with("hit_tokens=0 "), "a guest sees its own namespace's counters: {stats}");
+    assert!(
+        stats.starts_with("hit_tokens=0 "),
+        "a guest sees its own namespace's counters: {stats}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_cannot_open_anothers_named_session() {
-    let (rt, _eng) = runtime(&[("alpha", "isolated", ""), ("beta", "isolated", ""), ("gamma", "group:shared", "")]);
+    let (rt, _eng) = runtime(&[
+        ("alpha", "isolated", ""),
+        ("beta", "isolated", ""),
+        ("gamma", "group:shared", ""),
+    ]);
     let (_, saved, _) = call(&rt, "alpha", "/misbehave/save?name=secret", "").await;
     assert_eq!(saved, "saved");
     for other in ["beta", "gamma"] {
@@ -272,8 +400,17 @@ async fn a_namespace_cannot_open_anothers_named_session() {
         assert!(text.starts_with("refused: not found"), "{other}: {text}");
     }
     let (_, text, _) = call(&rt, "alpha", "/misbehave/restore?name=secret", "").await;
-    assert!(text.starts_with("restored ") && !text.starts_with("restored 0 "), "{text}");
-    let other = json(&rt, "beta", "/agent", r#"{"conversation": "c1", "message": "hi"}"#).await;
+    assert!(
+        text.starts_with("restored ") && !text.starts_with("restored 0 "),
+        "{text}"
+    );
+    let other = json(
+        &rt,
+        "beta",
+        "/agent",
+        r#"{"conversation": "c1", "message": "hi"}"#,
+    )
+    .await;
     assert_eq!(other["restored"], false);
 }
 
@@ -285,7 +422,14 @@ fn example_tenants_toml_defines_the_four_namespaces() {
     let nss = doc["namespaces"].as_table().expect("[namespaces]");
     let specs: Vec<(String, NamespaceSpec)> = nss
         .iter()
-        .map(|(k, v)| (k.clone(), v.clone().try_into().unwrap_or_else(|e| panic!("namespaces.{k}: {e}"))))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.clone()
+                    .try_into()
+                    .unwrap_or_else(|e| panic!("namespaces.{k}: {e}")),
+            )
+        })
         .collect();
     let tenants = Tenants::new(specs).expect("valid");
     for ns in ["alpha", "beta", "gamma", "delta"] {
@@ -293,8 +437,14 @@ fn example_tenants_toml_defines_the_four_namespaces() {
         let keys: Vec<&str> = n.spec.components.keys().map(String::as_str).collect();
         assert_eq!(keys, ["agent", "chat", "classify"], "{ns}");
     }
-    assert_ne!(tenants.get("alpha").map(|n| n.salt), tenants.get("beta").map(|n| n.salt));
-    assert_eq!(tenants.get("gamma").map(|n| n.salt), tenants.get("delta").map(|n| n.salt));
+    assert_ne!(
+        tenants.get("alpha").map(|n| n.salt),
+        tenants.get("beta").map(|n| n.salt)
+    );
+    assert_eq!(
+        tenants.get("gamma").map(|n| n.salt),
+        tenants.get("delta").map(|n| n.salt)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,5 +452,50 @@ async fn guests_get_embeddings_of_the_model_width() {
     let (rt, eng) = runtime(&[("alpha", "isolated", "")]);
     let (status, text, _) = call(&rt, "alpha", "/misbehave/embed", "").await;
     assert_eq!(status, 200, "{text}");
-    assert_eq!(text, format!("count=2 dims={}", eng.model().hparams().n_embd));
+    assert_eq!(
+        text,
+        format!("count=2 dims={}", eng.model().hparams().n_embd)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_sessions_survive_a_restart_with_a_durable_store() {
+    let dir = std::env::temp_dir().join(format!("memoria-durable-sessions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let turn = r#"{"conversation": "c7", "message": "Remember the red ball."}"#;
+    let mut lengths = Vec::new();
+    for round in 0..2 {
+        let stack = memoria_store::TierStack::open(&dir, memoria_store::StoreOptions::default())
+            .expect("store");
+        let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model loads");
+        let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
+        let cfg = EngineConfig {
+            store: Some(Arc::new(stack)),
+            ..EngineConfig::default()
+        };
+        let eng = EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine");
+        let specs = vec![
+            ("alpha".to_string(), spec("isolated", "")),
+            ("beta".to_string(), spec("isolated", "")),
+        ];
+        let tenants = Tenants::new(specs).expect("tenants");
+        let cfg = RuntimeConfig {
+            durable_sessions: true,
+            ..RuntimeConfig::default()
+        };
+        let rt = Runtime::new(&tenants, eng.clone(), cfg).expect("runtime");
+        let r = json(&rt, "alpha", "/agent", turn).await;
+        assert_eq!(r["restored"], round == 1, "round {round}: {r}");
+        lengths.push(r["context_tokens"].as_u64().expect("context_tokens"));
+        let (_, text, _) = call(&rt, "beta", "/misbehave/restore?name=agent-c7", "").await;
+        assert!(text.starts_with("refused: not found"), "beta: {text}");
+        settled_sessions(&rt, "alpha").await;
+        drop(rt);
+        eng.shutdown();
+    }
+    assert!(
+        lengths[1] > lengths[0],
+        "the second turn extends the restored context: {lengths:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

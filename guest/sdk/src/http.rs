@@ -5,8 +5,8 @@ use std::io::{Read, Write};
 
 pub use wasip2::exports::http::incoming_handler::Guest as Handler;
 pub use wasip2::http::proxy::export;
-pub use wasip2::http::types::{IncomingRequest, Method, ResponseOutparam};
 use wasip2::http::types::{Fields, OutgoingBody, OutgoingResponse};
+pub use wasip2::http::types::{IncomingRequest, Method, ResponseOutparam};
 use wasip2::io::streams::OutputStream;
 
 /// Largest request body [`read_body`] accepts.
@@ -19,12 +19,18 @@ pub fn path(req: &IncomingRequest) -> String {
 
 /// The whole request body (at most [`MAX_BODY`] bytes).
 pub fn read_body(req: &IncomingRequest) -> Result<Vec<u8>, String> {
-    let body = req.consume().map_err(|()| "request body already consumed".to_string())?;
+    let body = req
+        .consume()
+        .map_err(|()| "request body already consumed".to_string())?;
     let mut out = Vec::new();
     {
-        let stream = body.stream().map_err(|()| "request body stream unavailable".to_string())?;
+        let stream = body
+            .stream()
+            .map_err(|()| "request body stream unavailable".to_string())?;
         let mut limited = stream.take(MAX_BODY as u64 + 1);
-        limited.read_to_end(&mut out).map_err(|e| format!("reading the request body: {e}"))?;
+        limited
+            .read_to_end(&mut out)
+            .map_err(|e| format!("reading the request body: {e}"))?;
     }
     if out.len() > MAX_BODY {
         return Err(format!("request body larger than {MAX_BODY} bytes"));
@@ -61,8 +67,9 @@ impl BodyWriter {
 
 /// Sends the status line and headers; the body follows through the returned writer.
 pub fn start(out: ResponseOutparam, status: u16, content_type: &str) -> BodyWriter {
-    let headers = Fields::from_list(&[("content-type".to_string(), content_type.as_bytes().to_vec())])
-        .unwrap_or_else(|_| Fields::new());
+    let headers =
+        Fields::from_list(&[("content-type".to_string(), content_type.as_bytes().to_vec())])
+            .unwrap_or_else(|_| Fields::new());
     let resp = OutgoingResponse::new(headers);
     let _ = resp.set_status_code(status);
     let body = resp.body().ok();
@@ -89,5 +96,10 @@ pub fn error(out: ResponseOutparam, status: u16, message: &str) {
             c => vec![c],
         })
         .collect();
-    respond(out, status, "application/json", format!("{{\"error\":\"{escaped}\"}}").as_bytes());
+    respond(
+        out,
+        status,
+        "application/json",
+        format!("{{\"error\":\"{escaped}\"}}").as_bytes(),
+    );
 }

@@ -57,7 +57,10 @@ pub mod models {
     pub fn chat_template(messages: &[(&str, &str)], add_generation_prompt: bool) -> Result<String> {
         let msgs: Vec<Message> = messages
             .iter()
-            .map(|(r, c)| Message { role: r.to_string(), content: c.to_string() })
+            .map(|(r, c)| Message {
+                role: r.to_string(),
+                content: c.to_string(),
+            })
             .collect();
         m::apply_chat_template(&msgs, add_generation_prompt).map_err(Error::from)
     }

@@ -13,7 +13,11 @@ pub struct Params {
 impl Params {
     /// Greedy decoding of up to `max_tokens` tokens.
     pub fn new(max_tokens: u32) -> Params {
-        Params { max_tokens, sampling: None, stop: Vec::new() }
+        Params {
+            max_tokens,
+            sampling: None,
+            stop: Vec::new(),
+        }
     }
 
     /// Samples with `temperature` (llama.cpp's other defaults).
@@ -45,6 +49,10 @@ impl Params {
     }
 
     pub(crate) fn raw(&self) -> GenerateParams {
-        GenerateParams { max_tokens: self.max_tokens, sampling: self.sampling, stop: self.stop.clone() }
+        GenerateParams {
+            max_tokens: self.max_tokens,
+            sampling: self.sampling,
+            stop: self.stop.clone(),
+        }
     }
 }

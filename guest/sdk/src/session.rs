@@ -13,12 +13,16 @@ pub struct Session {
 impl Session {
     /// A new empty session.
     pub fn new() -> Result<Session> {
-        Ok(Session { raw: RawSession::open()? })
+        Ok(Session {
+            raw: RawSession::open()?,
+        })
     }
 
     /// The session saved as `name` in this namespace.
     pub fn restore(name: &str) -> Result<Session> {
-        Ok(Session { raw: RawSession::restore(name)? })
+        Ok(Session {
+            raw: RawSession::restore(name)?,
+        })
     }
 
     /// Starts a builder.
@@ -48,7 +52,9 @@ impl Session {
 
     /// A new session sharing this one's K/V.
     pub fn fork(&self) -> Result<Session> {
-        Ok(Session { raw: self.raw.fork()? })
+        Ok(Session {
+            raw: self.raw.fork()?,
+        })
     }
 
     /// Keeps the first `len` tokens.

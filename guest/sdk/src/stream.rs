@@ -23,7 +23,11 @@ pub struct TokenStream {
 
 impl TokenStream {
     pub(crate) fn new(raw: GenerationStream) -> TokenStream {
-        TokenStream { raw, done: None, failed: false }
+        TokenStream {
+            raw,
+            done: None,
+            failed: false,
+        }
     }
 
     /// After the iterator ended: remaining text, why it stopped and the usage.
@@ -40,7 +44,10 @@ impl Iterator for TokenStream {
             return None;
         }
         match self.raw.next() {
-            Ok(Some(StreamEvent::Token(t))) => Some(Ok(Token { id: t.id, text: t.text })),
+            Ok(Some(StreamEvent::Token(t))) => Some(Ok(Token {
+                id: t.id,
+                text: t.text,
+            })),
             Ok(Some(StreamEvent::Done(d))) => {
                 self.done = Some(d);
                 None

@@ -12,7 +12,11 @@ use crate::TenantState;
 use crate::bindings::WitError;
 
 /// Accounts an argument of `bytes` against the limit; refuses (and counts) when over.
-fn admit(store: &StoreContextMut<'_, TenantState>, bytes: usize, what: &str) -> Result<(), WitError> {
+fn admit(
+    store: &StoreContextMut<'_, TenantState>,
+    bytes: usize,
+    what: &str,
+) -> Result<(), WitError> {
     let max = store.data().max_call_bytes();
     let stats = &store.data().ns.host.stats;
     if bytes > max {
@@ -26,7 +30,11 @@ fn admit(store: &StoreContextMut<'_, TenantState>, bytes: usize, what: &str) -> 
 }
 
 /// The string, copied only if within the limit.
-pub fn string(store: &StoreContextMut<'_, TenantState>, s: &WasmStr, what: &str) -> wasmtime::Result<Result<String, WitError>> {
+pub fn string(
+    store: &StoreContextMut<'_, TenantState>,
+    s: &WasmStr,
+    what: &str,
+) -> wasmtime::Result<Result<String, WitError>> {
     let text = s.to_str(store)?;
     if let Err(e) = admit(store, text.len(), what) {
         return Ok(Err(e));
@@ -35,21 +43,35 @@ pub fn string(store: &StoreContextMut<'_, TenantState>, s: &WasmStr, what: &str)
 }
 
 /// The token list, copied only if within the limit.
-pub fn tokens(store: &StoreContextMut<'_, TenantState>, l: &WasmList<u32>, what: &str) -> wasmtime::Result<Result<Vec<u32>, WitError>> {
+pub fn tokens(
+    store: &StoreContextMut<'_, TenantState>,
+    l: &WasmList<u32>,
+    what: &str,
+) -> wasmtime::Result<Result<Vec<u32>, WitError>> {
     let bytes = l.len().saturating_mul(4);
     if let Err(e) = admit(store, bytes, what) {
         return Ok(Err(e));
     }
-    Ok(Ok(l.as_le_slice(store).iter().map(|t| u32::from_le(*t)).collect()))
+    Ok(Ok(l
+        .as_le_slice(store)
+        .iter()
+        .map(|t| u32::from_le(*t))
+        .collect()))
 }
 
 /// A list of strings, copied only if their total is within the limit.
-pub fn strings(store: &mut StoreContextMut<'_, TenantState>, l: &WasmList<WasmStr>, what: &str) -> wasmtime::Result<Result<Vec<String>, WitError>> {
+pub fn strings(
+    store: &mut StoreContextMut<'_, TenantState>,
+    l: &WasmList<WasmStr>,
+    what: &str,
+) -> wasmtime::Result<Result<Vec<String>, WitError>> {
     let mut bytes = l.len().saturating_mul(8);
     if let Err(e) = admit(store, bytes, what) {
         return Ok(Err(e));
     }
-    let views = l.iter(&mut *store)?.collect::<wasmtime::Result<Vec<WasmStr>>>()?;
+    let views = l
+        .iter(&mut *store)?
+        .collect::<wasmtime::Result<Vec<WasmStr>>>()?;
     for s in &views {
         bytes = bytes.saturating_add(s.to_str(&*store)?.len());
     }

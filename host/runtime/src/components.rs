@@ -19,7 +19,10 @@ use crate::TenantState;
 #[derive(Debug, thiserror::Error)]
 pub enum ComponentError {
     #[error("{path}: cannot read the component: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: not a WebAssembly binary (it does not start with \"\\0asm\")")]
     NotWasm { path: String },
     #[error(
@@ -61,13 +64,24 @@ pub struct Compiler {
 
 impl std::fmt::Debug for Compiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compiler").field("cache_dir", &self.cache_dir).finish_non_exhaustive()
+        f.debug_struct("Compiler")
+            .field("cache_dir", &self.cache_dir)
+            .finish_non_exhaustive()
     }
 }
 
 impl Compiler {
-    pub fn new(engine: Engine, linker: Linker<TenantState>, cache_dir: Option<PathBuf>) -> Compiler {
-        Compiler { engine, linker, cache_dir, loaded: Mutex::default() }
+    pub fn new(
+        engine: Engine,
+        linker: Linker<TenantState>,
+        cache_dir: Option<PathBuf>,
+    ) -> Compiler {
+        Compiler {
+            engine,
+            linker,
+            cache_dir,
+            loaded: Mutex::default(),
+        }
     }
 
     pub fn linker(&self) -> &Linker<TenantState> {
@@ -77,30 +91,59 @@ impl Compiler {
     /// Loads the component at `path`.
     pub fn load_file(&self, path: &Path) -> Result<ProxyPre<TenantState>, ComponentError> {
         let label = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| ComponentError::Read { path: label.clone(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| ComponentError::Read {
+            path: label.clone(),
+            source,
+        })?;
         self.load_bytes(&label, &bytes)
     }
 
     /// Loads a component from memory; `label` names it in errors.
-    pub fn load_bytes(&self, label: &str, bytes: &[u8]) -> Result<ProxyPre<TenantState>, ComponentError> {
+    pub fn load_bytes(
+        &self,
+        label: &str,
+        bytes: &[u8],
+    ) -> Result<ProxyPre<TenantState>, ComponentError> {
         validate_component(label, bytes)?;
         let key = *blake3::hash(bytes).as_bytes();
-        if let Some(pre) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(pre) = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
             return Ok(pre.clone());
         }
         let component = self.compile(label, bytes, &key)?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| ComponentError::Unsatisfied { path: label.into(), msg: format!("{e:#}") })?;
-        let pre = ProxyPre::new(pre).map_err(|e| ComponentError::NoHandler { path: label.into(), msg: format!("{e:#}") })?;
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(key, pre.clone());
+        let pre =
+            self.linker
+                .instantiate_pre(&component)
+                .map_err(|e| ComponentError::Unsatisfied {
+                    path: label.into(),
+                    msg: format!("{e:#}"),
+                })?;
+        let pre = ProxyPre::new(pre).map_err(|e| ComponentError::NoHandler {
+            path: label.into(),
+            msg: format!("{e:#}"),
+        })?;
+        self.loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, pre.clone());
         Ok(pre)
     }
 
     /// Compiles, or reuses compiled code from the cache folder.
-    fn compile(&self, label: &str, bytes: &[u8], key: &[u8; 32]) -> Result<Component, ComponentError> {
-        let cached = self.cache_dir.as_ref().map(|d| d.join(format!("{}.cwasm", blake3::Hash::from(*key).to_hex())));
+    fn compile(
+        &self,
+        label: &str,
+        bytes: &[u8],
+        key: &[u8; 32],
+    ) -> Result<Component, ComponentError> {
+        let cached = self
+            .cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.cwasm", blake3::Hash::from(*key).to_hex())));
         if let Some(file) = cached.as_ref().filter(|f| f.is_file()) {
             // SAFETY: the cache folder is written only by this function, from code wasmtime
             // compiled on this host; wasmtime still checks the engine configuration and version
@@ -109,8 +152,11 @@ impl Compiler {
                 return Ok(c);
             }
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| ComponentError::Invalid { path: label.into(), msg: format!("{e:#}") })?;
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| ComponentError::Invalid {
+                path: label.into(),
+                msg: format!("{e:#}"),
+            })?;
         if let (Some(file), Ok(code)) = (cached, component.serialize()) {
             let tmp = file.with_extension("tmp");
             if std::fs::write(&tmp, code).is_ok() {
@@ -127,10 +173,23 @@ mod tests {
 
     #[test]
     fn headers_say_what_the_bytes_are() {
-        assert!(matches!(validate_component("a", b"hello"), Err(ComponentError::NotWasm { .. })));
-        assert!(matches!(validate_component("a", b"\0asm\x01\0\0\0"), Err(ComponentError::CoreModule { .. })));
-        assert!(matches!(validate_component("a", b"\0asm\x0d\0\x01\0"), Ok(())));
+        assert!(matches!(
+            validate_component("a", b"hello"),
+            Err(ComponentError::NotWasm { .. })
+        ));
+        assert!(matches!(
+            validate_component("a", b"\0asm\x01\0\0\0"),
+            Err(ComponentError::CoreModule { .. })
+        ));
+        assert!(matches!(
+            validate_component("a", b"\0asm\x0d\0\x01\0"),
+            Ok(())
+        ));
         let e = validate_component("x.wasm", b"\0asm\x02\0\0\0").expect_err("unknown");
-        assert!(e.to_string().starts_with("x.wasm: unknown WebAssembly version"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("x.wasm: unknown WebAssembly version"),
+            "{e}"
+        );
     }
 }

@@ -18,6 +18,10 @@ pub struct RuntimeConfig {
     pub model_id: String,
     /// Period of the epoch ticker; wall-time limits are rounded up to it.
     pub epoch_tick: Duration,
+    /// The engine was started with a persistent store (`EngineConfig::store` with a disk
+    /// tier): `session.save` / `session.restore` then go through the engine's durable named
+    /// sessions and survive restarts. Otherwise saved sessions live in this process only.
+    pub durable_sessions: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -27,6 +31,7 @@ impl Default for RuntimeConfig {
             chat_template: None,
             model_id: "memoria".into(),
             epoch_tick: Duration::from_millis(10),
+            durable_sessions: false,
         }
     }
 }

@@ -34,7 +34,11 @@ impl EngineSizing {
             max_memory = max_memory.max(l.memory_bytes);
             fuel |= l.fuel.is_some();
         }
-        EngineSizing { instances: instances.min(4096) as u32, max_memory, fuel }
+        EngineSizing {
+            instances: instances.min(4096) as u32,
+            max_memory,
+            fuel,
+        }
     }
 }
 
@@ -66,15 +70,17 @@ impl EpochTicker {
         let weak = engine.weak();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        std::thread::Builder::new().name("memoria-epoch".into()).spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(tick);
-                match weak.upgrade() {
-                    Some(e) => e.increment_epoch(),
-                    None => break,
+        std::thread::Builder::new()
+            .name("memoria-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    match weak.upgrade() {
+                        Some(e) => e.increment_epoch(),
+                        None => break,
+                    }
                 }
-            }
-        })?;
+            })?;
         Ok(EpochTicker { stop })
     }
 }

@@ -30,15 +30,23 @@ pub fn from_named(e: NamedError) -> WitError {
 }
 
 /// A short, stable description of why a request's wasm failed.
-pub fn describe_failure(err: &wasmtime::Error, memory_hit: Option<usize>, timed_out: bool) -> String {
+pub fn describe_failure(
+    err: &wasmtime::Error,
+    memory_hit: Option<usize>,
+    timed_out: bool,
+) -> String {
     if timed_out {
         return "wall-time limit reached (wall_time_ms)".into();
     }
     if let Some(bytes) = memory_hit {
-        return format!("memory limit reached: the guest tried to grow its memory to {bytes} bytes (memory_bytes)");
+        return format!(
+            "memory limit reached: the guest tried to grow its memory to {bytes} bytes (memory_bytes)"
+        );
     }
     match err.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => "wall-time limit reached (wall_time_ms): the guest was interrupted".into(),
+        Some(Trap::Interrupt) => {
+            "wall-time limit reached (wall_time_ms): the guest was interrupted".into()
+        }
         Some(Trap::OutOfFuel) => "fuel limit reached (fuel)".into(),
         Some(Trap::StackOverflow) => "the guest overflowed its stack".into(),
         Some(t) => format!("the guest trapped: {t}"),

@@ -49,7 +49,12 @@ pub type ResponseFuture = Pin<Box<dyn Future<Output = hyper::Response<HttpBody>>
 /// resolved `ns` from its routing table; `path` is what follows `/ns/{namespace}`.
 pub trait ComponentRouter: Send + Sync + 'static {
     /// Handles one request with the namespace's component.
-    fn handle(&self, ns: Arc<Namespace>, path: String, req: hyper::Request<hyper::body::Incoming>) -> ResponseFuture;
+    fn handle(
+        &self,
+        ns: Arc<Namespace>,
+        path: String,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> ResponseFuture;
 }
 
 /// A request body built in memory, for callers that are not a hyper connection (tests, benches,
@@ -59,5 +64,7 @@ pub type LocalBody = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
 /// `bytes` as a [`LocalBody`].
 pub fn full_body(bytes: impl Into<Bytes>) -> LocalBody {
     use http_body_util::BodyExt;
-    http_body_util::Full::new(bytes.into()).map_err(|n: std::convert::Infallible| match n {}).boxed_unsync()
+    http_body_util::Full::new(bytes.into())
+        .map_err(|n: std::convert::Infallible| match n {})
+        .boxed_unsync()
 }

@@ -1,5 +1,6 @@
-//! Named sessions saved by guests (`session.save` / `session.restore`), keyed by namespace and
-//! name. A saved session is its token context; restoring opens a new engine session and
+//! Named sessions saved by guests (`session.save` / `session.restore`) when the engine has no
+//! persistent store (with one, the engine's durable save/restore is used instead), keyed by
+//! namespace and name. A saved session is its token context; restoring opens a new engine session and
 //! appends those tokens, whose K/V come back from the shared block cache (same salt) instead of
 //! being recomputed while they are cached.
 //!
@@ -36,13 +37,24 @@ pub enum NamedError {
 
 /// Checks a guest-supplied name.
 pub fn check_name(name: &str) -> Result<(), NamedError> {
-    let ok = (1..=MAX_NAME_BYTES).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic());
-    if ok { Ok(()) } else { Err(NamedError::BadName(name.len())) }
+    let ok =
+        (1..=MAX_NAME_BYTES).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(NamedError::BadName(name.len()))
+    }
 }
 
 impl NamedSessions {
     /// Saves (or replaces) `name` in `ns`.
-    pub fn save(&self, ns: NamespaceId, name: &str, tokens: Vec<u32>, cap: usize) -> Result<(), NamedError> {
+    pub fn save(
+        &self,
+        ns: NamespaceId,
+        name: &str,
+        tokens: Vec<u32>,
+        cap: usize,
+    ) -> Result<(), NamedError> {
         check_name(name)?;
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let key = (ns, name.to_string());
@@ -57,7 +69,9 @@ impl NamedSessions {
     pub fn get(&self, ns: NamespaceId, name: &str) -> Result<Arc<Vec<u32>>, NamedError> {
         check_name(name)?;
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&(ns, name.to_string())).cloned().ok_or_else(|| NamedError::NotFound(name.to_string()))
+        map.get(&(ns, name.to_string()))
+            .cloned()
+            .ok_or_else(|| NamedError::NotFound(name.to_string()))
     }
 }
 
@@ -69,12 +83,27 @@ mod tests {
     fn names_are_scoped_by_namespace_and_capped() {
         let n = NamedSessions::default();
         n.save(NamespaceId(1), "conv", vec![1, 2], 2).expect("save");
-        assert_eq!(n.get(NamespaceId(1), "conv").expect("get").as_slice(), &[1, 2]);
-        assert_eq!(n.get(NamespaceId(2), "conv"), Err(NamedError::NotFound("conv".into())));
+        assert_eq!(
+            n.get(NamespaceId(1), "conv").expect("get").as_slice(),
+            &[1, 2]
+        );
+        assert_eq!(
+            n.get(NamespaceId(2), "conv"),
+            Err(NamedError::NotFound("conv".into()))
+        );
         n.save(NamespaceId(1), "b", vec![], 2).expect("second");
-        assert_eq!(n.save(NamespaceId(1), "c", vec![], 2), Err(NamedError::Full(2)));
+        assert_eq!(
+            n.save(NamespaceId(1), "c", vec![], 2),
+            Err(NamedError::Full(2))
+        );
         n.save(NamespaceId(1), "conv", vec![3], 2).expect("replace");
-        assert!(matches!(n.save(NamespaceId(1), "", vec![], 2), Err(NamedError::BadName(0))));
-        assert!(matches!(n.save(NamespaceId(1), "a b", vec![], 2), Err(NamedError::BadName(3))));
+        assert!(matches!(
+            n.save(NamespaceId(1), "", vec![], 2),
+            Err(NamedError::BadName(0))
+        ));
+        assert!(matches!(
+            n.save(NamespaceId(1), "a b", vec![], 2),
+            Err(NamedError::BadName(3))
+        ));
     }
 }

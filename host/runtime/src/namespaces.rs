@@ -34,7 +34,10 @@ pub(crate) struct HostShared {
     pub engine: EngineHandle,
     pub template: Arc<ChatTemplate>,
     pub model_id: String,
+    /// Saved sessions when the engine has no persistent store.
     pub named: NamedSessions,
+    /// Save/restore through the engine's durable store instead of `named`.
+    pub durable: bool,
     pub stats: Arc<RuntimeStats>,
 }
 
@@ -61,7 +64,9 @@ impl NsRuntime {
     pub fn session_slot(self: &Arc<Self>) -> Option<SessionSlot> {
         let max = self.ns.spec.limits.max_sessions;
         self.sessions
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
             .ok()
             .map(|_| SessionSlot { ns: self.clone() })
     }

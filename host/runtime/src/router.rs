@@ -18,7 +18,7 @@ use wasmtime::component::Linker;
 use wasmtime::{Engine, Store};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
-use crate::components::{ComponentError, Compiler};
+use crate::components::{Compiler, ComponentError};
 use crate::config::RuntimeConfig;
 use crate::engine::{EngineSizing, EpochTicker};
 use crate::named::NamedSessions;
@@ -60,27 +60,40 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("namespaces", &self.inner.namespaces.len()).finish_non_exhaustive()
+        f.debug_struct("Runtime")
+            .field("namespaces", &self.inner.namespaces.len())
+            .finish_non_exhaustive()
     }
 }
 
 impl Runtime {
     /// Builds the engine and loads every namespace's components; the first invalid one is an
     /// error naming its namespace and file.
-    pub fn new(tenants: &Tenants, engine_handle: EngineHandle, cfg: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+    pub fn new(
+        tenants: &Tenants,
+        engine_handle: EngineHandle,
+        cfg: RuntimeConfig,
+    ) -> Result<Runtime, RuntimeError> {
         let wt = |e: wasmtime::Error| RuntimeError::Wasmtime(format!("{e:#}"));
         let sizing = EngineSizing::from_tenants(tenants);
         let engine = crate::engine::build(sizing).map_err(wt)?;
-        let ticker = EpochTicker::start(&engine, cfg.epoch_tick).map_err(|e| RuntimeError::Wasmtime(e.to_string()))?;
+        let ticker = EpochTicker::start(&engine, cfg.epoch_tick)
+            .map_err(|e| RuntimeError::Wasmtime(e.to_string()))?;
         let mut linker = Linker::new(&engine);
         crate::host::add_to_linker(&mut linker).map_err(wt)?;
         let template = match cfg.chat_template {
             Some(t) => t,
             None => {
                 let tok = engine_handle.tokenizer();
-                let piece = |t: Option<u32>| t.map(|t| String::from_utf8_lossy(&tok.token_to_piece(t, true)).into_owned());
-                let t = ChatTemplate::new(CHATML_TEMPLATE, &piece(tok.bos()).unwrap_or_default(), &piece(tok.eos()).unwrap_or_default())
-                    .map_err(|e| RuntimeError::Template(format!("{e:#}")))?;
+                let piece = |t: Option<u32>| {
+                    t.map(|t| String::from_utf8_lossy(&tok.token_to_piece(t, true)).into_owned())
+                };
+                let t = ChatTemplate::new(
+                    CHATML_TEMPLATE,
+                    &piece(tok.bos()).unwrap_or_default(),
+                    &piece(tok.eos()).unwrap_or_default(),
+                )
+                .map_err(|e| RuntimeError::Template(format!("{e:#}")))?;
                 Arc::new(t)
             }
         };
@@ -89,13 +102,19 @@ impl Runtime {
             template,
             model_id: cfg.model_id,
             named: NamedSessions::default(),
+            durable: cfg.durable_sessions,
             stats: Arc::new(RuntimeStats::default()),
         });
         let compiler = Compiler::new(engine.clone(), linker, cfg.cache_dir);
         let mut namespaces = HashMap::new();
         for ns in tenants.iter() {
             let load = |p: &std::path::Path| {
-                compiler.load_file(p).map_err(|source| RuntimeError::Component { ns: ns.name.clone(), source })
+                compiler
+                    .load_file(p)
+                    .map_err(|source| RuntimeError::Component {
+                        ns: ns.name.clone(),
+                        source,
+                    })
             };
             let default = ns.spec.component.as_deref().map(load).transpose()?;
             let mut routes = BTreeMap::new();
@@ -103,10 +122,24 @@ impl Runtime {
                 routes.insert(key.clone(), load(path)?);
             }
             let rt = Arc::new(NsRuntime::new(ns.clone(), host.clone()));
-            namespaces.insert(ns.name.clone(), NsEntry { rt, default, routes });
+            namespaces.insert(
+                ns.name.clone(),
+                NsEntry {
+                    rt,
+                    default,
+                    routes,
+                },
+            );
         }
         Ok(Runtime {
-            inner: Arc::new(Inner { engine, compiler, namespaces, host, fuel: sizing.fuel, _ticker: ticker }),
+            inner: Arc::new(Inner {
+                engine,
+                compiler,
+                namespaces,
+                host,
+                fuel: sizing.fuel,
+                _ticker: ticker,
+            }),
         })
     }
 
@@ -138,11 +171,20 @@ impl Runtime {
     /// A fresh store for namespace `ns` with its limits, as a request gets.
     pub fn new_store(&self, ns: &str) -> Option<wasmtime::Result<Store<TenantState>>> {
         let e = self.inner.namespaces.get(ns)?;
-        Some(crate::serve::new_store(&self.inner.engine, e.rt.clone(), self.inner.fuel))
+        Some(crate::serve::new_store(
+            &self.inner.engine,
+            e.rt.clone(),
+            self.inner.fuel,
+        ))
     }
 
     /// Serves one request of namespace `ns` (by name); `path` is what follows `/ns/{ns}`.
-    pub async fn handle_request<B>(&self, ns: &str, path: &str, req: hyper::Request<B>) -> hyper::Response<HttpBody>
+    pub async fn handle_request<B>(
+        &self,
+        ns: &str,
+        path: &str,
+        req: hyper::Request<B>,
+    ) -> hyper::Response<HttpBody>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
@@ -150,16 +192,35 @@ impl Runtime {
         let Some(entry) = self.inner.namespaces.get(ns) else {
             return text_response(404, format!("no namespace {ns:?}\n"));
         };
-        let first = path.trim_start_matches('/').split(['/', '?']).next().unwrap_or("");
+        let first = path
+            .trim_start_matches('/')
+            .split(['/', '?'])
+            .next()
+            .unwrap_or("");
         let Some(pre) = entry.routes.get(first).or(entry.default.as_ref()).cloned() else {
-            return text_response(404, format!("namespace {ns:?} has no component for /{first}\n"));
+            return text_response(
+                404,
+                format!("namespace {ns:?} has no component for /{first}\n"),
+            );
         };
-        serve(self.inner.engine.clone(), entry.rt.clone(), pre, self.inner.fuel, req).await
+        serve(
+            self.inner.engine.clone(),
+            entry.rt.clone(),
+            pre,
+            self.inner.fuel,
+            req,
+        )
+        .await
     }
 }
 
 impl ComponentRouter for Runtime {
-    fn handle(&self, ns: Arc<Namespace>, path: String, req: hyper::Request<hyper::body::Incoming>) -> ResponseFuture {
+    fn handle(
+        &self,
+        ns: Arc<Namespace>,
+        path: String,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> ResponseFuture {
         let rt = self.clone();
         Box::pin(async move {
             match rt.inner.namespaces.get(&ns.name) {

@@ -26,15 +26,25 @@ use crate::{BodyError, HttpBody, TenantState};
 
 /// A plain-text response.
 pub fn text_response(status: u16, text: String) -> hyper::Response<HttpBody> {
-    let body = Full::new(Bytes::from(text)).map_err(|n: std::convert::Infallible| match n {}).boxed_unsync();
+    let body = Full::new(Bytes::from(text))
+        .map_err(|n: std::convert::Infallible| match n {})
+        .boxed_unsync();
     let mut resp = hyper::Response::new(body);
-    *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     resp
 }
 
 /// A new store for `ns` with its limits applied.
-pub fn new_store(engine: &Engine, ns: Arc<NsRuntime>, fuel: bool) -> wasmtime::Result<Store<TenantState>> {
+pub fn new_store(
+    engine: &Engine,
+    ns: Arc<NsRuntime>,
+    fuel: bool,
+) -> wasmtime::Result<Store<TenantState>> {
     let limits = &ns.ns.spec.limits;
     let deadline = std::time::Instant::now() + Duration::from_millis(limits.wall_time_ms);
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
@@ -71,11 +81,15 @@ where
     stats.requests.fetch_add(1, Relaxed);
     let wall = Duration::from_millis(ns.ns.spec.limits.wall_time_ms);
     let deadline = Instant::now() + wall;
-    let permit = match tokio::time::timeout_at(deadline, ns.instances.clone().acquire_owned()).await {
+    let permit = match tokio::time::timeout_at(deadline, ns.instances.clone().acquire_owned()).await
+    {
         Ok(Ok(p)) => p,
         _ => {
             let max = ns.ns.spec.limits.max_instances;
-            return text_response(503, format!("namespace busy: all {max} instances in use (max_instances)\n"));
+            return text_response(
+                503,
+                format!("namespace busy: all {max} instances in use (max_instances)\n"),
+            );
         }
     };
     let name = ns.ns.name.clone();
@@ -98,20 +112,30 @@ where
         let _permit = permit;
         let run = async {
             let proxy = pre.instantiate_async(&mut store).await?;
-            proxy.wasi_http_incoming_handler().call_handle(&mut store, req, out).await
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await
         };
         let r = tokio::time::timeout_at(deadline, run).await;
         let failure = match r {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(describe_failure(&e, store.data().limiter.hit, false)),
-            Err(_) => Some(describe_failure(&wasmtime::format_err!("timeout"), None, true)),
+            Err(_) => Some(describe_failure(
+                &wasmtime::format_err!("timeout"),
+                None,
+                true,
+            )),
         };
         drop(store);
         failure
     });
     let outcome = rx.await;
     match outcome {
-        Ok(Ok(resp)) => resp.map(|body| body.map_err(|e| -> BodyError { format!("{e:?}").into() }).boxed_unsync()),
+        Ok(Ok(resp)) => resp.map(|body| {
+            body.map_err(|e| -> BodyError { format!("{e:?}").into() })
+                .boxed_unsync()
+        }),
         Ok(Err(code)) => text_response(500, format!("component error: {code:?}\n")),
         Err(_) => {
             let why = match task.await {

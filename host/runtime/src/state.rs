@@ -31,7 +31,9 @@ pub struct TenantState {
 
 impl std::fmt::Debug for TenantState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TenantState").field("ns", &self.ns.ns.name).finish_non_exhaustive()
+        f.debug_struct("TenantState")
+            .field("ns", &self.ns.ns.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -58,13 +60,20 @@ impl TenantState {
 
 impl WasiView for TenantState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for TenantState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
     }
 }
 

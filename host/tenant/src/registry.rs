@@ -61,7 +61,9 @@ fn key_digest(key: &str) -> [u8; 32] {
 
 fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 impl Tenants {
@@ -84,10 +86,16 @@ impl Tenants {
             });
             for key in &ns.spec.api_keys {
                 if key.len() < 8 {
-                    return Err(TenantError::BadKey { ns: name, why: "keys need at least 8 characters".into() });
+                    return Err(TenantError::BadKey {
+                        ns: name,
+                        why: "keys need at least 8 characters".into(),
+                    });
                 }
                 if t.by_key.insert(key_digest(key), ns.clone()).is_some() {
-                    return Err(TenantError::BadKey { ns: name, why: "the same key is given to two namespaces".into() });
+                    return Err(TenantError::BadKey {
+                        ns: name,
+                        why: "the same key is given to two namespaces".into(),
+                    });
                 }
             }
             t.by_name.insert(name, ns.clone());
@@ -141,16 +149,28 @@ mod tests {
     #[test]
     fn registry_validates_and_looks_up() {
         let t = Tenants::new(vec![
-            ("alpha".into(), spec("isolation = \"isolated\"\napi_keys = [\"alpha-key-1\"]")),
+            (
+                "alpha".into(),
+                spec("isolation = \"isolated\"\napi_keys = [\"alpha-key-1\"]"),
+            ),
             ("gamma".into(), spec("isolation = \"group:shared\"")),
             ("delta".into(), spec("isolation = \"group:shared\"")),
         ])
         .expect("valid");
         assert_eq!(t.len(), 3);
-        assert_eq!(t.by_key("alpha-key-1").map(|n| n.name.as_str()), Some("alpha"));
+        assert_eq!(
+            t.by_key("alpha-key-1").map(|n| n.name.as_str()),
+            Some("alpha")
+        );
         assert!(t.by_key("nope-nope-nope").is_none());
-        assert_eq!(t.get("gamma").map(|n| n.salt), t.get("delta").map(|n| n.salt));
-        assert_ne!(t.get("alpha").map(|n| n.salt), t.get("gamma").map(|n| n.salt));
+        assert_eq!(
+            t.get("gamma").map(|n| n.salt),
+            t.get("delta").map(|n| n.salt)
+        );
+        assert_ne!(
+            t.get("alpha").map(|n| n.salt),
+            t.get("gamma").map(|n| n.salt)
+        );
         assert!(t.get("alpha").is_some_and(|n| n.accepts_key("alpha-key-1")));
     }
 
@@ -158,14 +178,23 @@ mod tests {
     fn bad_configs_name_the_problem() {
         let err = Tenants::new(vec![("Bad Name".into(), spec(""))]).expect_err("bad name");
         assert!(err.to_string().contains("Bad Name"));
-        let err = toml::from_str::<NamespaceSpec>("isolation = \"open\"").expect_err("bad isolation");
-        assert!(err.to_string().contains("shared, isolated or group:NAME"), "{err}");
+        let err =
+            toml::from_str::<NamespaceSpec>("isolation = \"open\"").expect_err("bad isolation");
+        assert!(
+            err.to_string().contains("shared, isolated or group:NAME"),
+            "{err}"
+        );
         let err = toml::from_str::<NamespaceSpec>("colour = 1").expect_err("unknown key");
         assert!(err.to_string().contains("colour"), "{err}");
-        let err = Tenants::new(vec![("a".into(), spec("[limits]\nmax_concurrent = 0"))]).expect_err("limit");
-        assert_eq!(err.to_string(), "namespaces.a.limits.max_concurrent: must be at least 1");
+        let err = Tenants::new(vec![("a".into(), spec("[limits]\nmax_concurrent = 0"))])
+            .expect_err("limit");
+        assert_eq!(
+            err.to_string(),
+            "namespaces.a.limits.max_concurrent: must be at least 1"
+        );
         let dup = spec("api_keys = [\"same-key-123\"]");
-        let err = Tenants::new(vec![("a".into(), dup.clone()), ("b".into(), dup)]).expect_err("dup key");
+        let err =
+            Tenants::new(vec![("a".into(), dup.clone()), ("b".into(), dup)]).expect_err("dup key");
         assert!(matches!(err, TenantError::BadKey { .. }));
     }
 }

@@ -72,7 +72,11 @@ fn sigkill_at_random_points_never_loses_an_acknowledged_save() {
         drop(stack);
         if round % 10 == 9 {
             let out = super::memoria(&["store", "verify", "--store", s(&dir)]);
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
         }
     }
     assert!(!acked.is_empty(), "the child never got to save anything");
@@ -95,11 +99,17 @@ fn restore_some(dir: &std::path::Path, acked: &[String]) {
     };
     let stack = Arc::new(TierStack::open(dir, StoreOptions::default()).expect("open"));
     let (m, t) = load();
-    let cfg = EngineConfig { store: Some(stack.clone()), ..EngineConfig::default() };
+    let cfg = EngineConfig {
+        store: Some(stack.clone()),
+        ..EngineConfig::default()
+    };
     let with_store = EngineHandle::start(m, t, cfg).expect("engine");
     let (m, t) = load();
     let plain = EngineHandle::start(m, t, EngineConfig::default()).expect("engine");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
     let (ns, salt) = (NamespaceId(0), NamespaceSalt::derive("memoria-cli"));
     rt.block_on(async {
         for name in acked.iter().rev().take(3) {

@@ -75,10 +75,21 @@ fn an_isolated_namespace_never_receives_another_namespaces_stored_blocks() {
     let snap = stack.snapshot();
     assert_eq!(e.pool_stats().snapshot().total.hit_tokens, 0);
     assert_eq!(snap.redb.hits, 0, "tenant-b got none of tenant-a's blocks");
-    assert_eq!((snap.redb.corrupt_removed, snap.redb.foreign_removed), (0, 0));
-    assert_eq!(bits(&lb), bits(&want), "same model, same tokens, computed afresh");
+    assert_eq!(
+        (snap.redb.corrupt_removed, snap.redb.foreign_removed),
+        (0, 0)
+    );
+    assert_eq!(
+        bits(&lb),
+        bits(&want),
+        "same model, same tokens, computed afresh"
+    );
     let (_, la) = rt.block_on(compute(&e, a.0, a.1, &tokens));
-    assert_eq!(stack.snapshot().redb.hits, 4, "tenant-a's own blocks come back");
+    assert_eq!(
+        stack.snapshot().redb.hits,
+        4,
+        "tenant-a's own blocks come back"
+    );
     assert_eq!(bits(&la), bits(&want));
     e.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
@@ -103,7 +114,11 @@ fn save_and_restore_give_bit_identical_logits_in_process_and_after_a_restart() {
             assert_eq!(bits(&lr), bits(&l));
             // Wrong namespace or salt, unknown name: clear errors, nothing restored.
             assert!(e.restore(NamespaceId(8), salt, "chat-1").await.is_err());
-            assert!(e.restore(ns, NamespaceSalt::derive("x"), "chat-1").await.is_err());
+            assert!(
+                e.restore(ns, NamespaceSalt::derive("x"), "chat-1")
+                    .await
+                    .is_err()
+            );
             let err = e.restore(ns, salt, "nope").await.expect_err("missing");
             assert!(err.to_string().contains("no saved session"), "{err}");
             assert!(e.save(ns, s, "").await.is_err());
@@ -114,11 +129,18 @@ fn save_and_restore_give_bit_identical_logits_in_process_and_after_a_restart() {
     };
     let (e, stack) = start(&dir);
     rt.block_on(async {
-        let r = e.restore(ns, salt, "chat-1").await.expect("restore after restart");
+        let r = e
+            .restore(ns, salt, "chat-1")
+            .await
+            .expect("restore after restart");
         let l = e.prefill(ns, r).await.expect("prefill");
         assert_eq!(bits(&l), bits(&original));
     });
-    assert_eq!(stack.snapshot().redb.hits, 5, "all five full blocks came from disk");
+    assert_eq!(
+        stack.snapshot().redb.hits,
+        5,
+        "all five full blocks came from disk"
+    );
     e.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,13 +11,34 @@ const PROMPT: &str = "Once upon a time there was a little girl named Lily who lo
 fn run(store: &std::path::Path, tag: &str) -> (Value, Vec<f32>) {
     let logits = store.with_file_name(format!(
         "{}-{tag}-logits.json",
-        store.file_name().and_then(|n| n.to_str()).unwrap_or("store")
+        store
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("store")
     ));
     let out = memoria(&[
-        "run", "-m", s(&model()), "-p", PROMPT, "-n", "12", "--temp", "0", "-t", "2", "--json",
-        "--store", s(store), "--logits-out", s(&logits),
+        "run",
+        "-m",
+        s(&model()),
+        "-p",
+        PROMPT,
+        "-n",
+        "12",
+        "--temp",
+        "0",
+        "-t",
+        "2",
+        "--json",
+        "--store",
+        s(store),
+        "--logits-out",
+        s(&logits),
     ]);
-    assert!(out.status.success(), "run failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     let l: Vec<f32> =
         serde_json::from_str(&std::fs::read_to_string(&logits).expect("logits")).expect("parse");
@@ -96,7 +117,11 @@ fn corrupted_stored_blocks_are_misses_removed_and_change_nothing() {
     let redb = &second["store"]["redb"];
     let hit_blocks = full_blocks_before_last(&second) / 16;
     assert_eq!(redb["hits"], 0);
-    assert_eq!(redb["corrupt_removed"].as_u64(), Some(1), "the walk stops at the first bad block");
+    assert_eq!(
+        redb["corrupt_removed"].as_u64(),
+        Some(1),
+        "the walk stops at the first bad block"
+    );
     assert!(hit_blocks >= 2);
     assert_eq!(second["cached_tokens"], 0, "nothing corrupt was served");
     assert_eq!(second["tokens"], first["tokens"]);
@@ -108,13 +133,20 @@ fn corrupted_stored_blocks_are_misses_removed_and_change_nothing() {
     let repair = memoria(&["store", "verify", "--repair", "--store", s(&dir)]);
     let report = String::from_utf8_lossy(&repair.stdout).to_string();
     let ok = memoria(&["store", "verify", "--store", s(&dir)]);
-    assert!(ok.status.success(), "after repair: {report} / {}", String::from_utf8_lossy(&ok.stdout));
+    assert!(
+        ok.status.success(),
+        "after repair: {report} / {}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
     // Blocks removed on read were recomputed and written again; the rest comes back as the
     // chain is recomputed run by run.
     let (third, l3) = run(&dir, "3");
     assert!(third["cached_tokens"].as_u64() >= Some(16));
     assert_eq!(third["tokens"], first["tokens"]);
-    assert_eq!(l3.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), l1.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    assert_eq!(
+        l3.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        l1.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -128,11 +160,31 @@ fn store_cli_reports_compacts_and_clears_by_namespace() {
     let blocks = v["blocks"].as_u64().expect("blocks");
     assert!(blocks >= 2);
     assert_eq!(v["models"].as_object().map(|m| m.len()), Some(1));
-    assert!(memoria(&["store", "compact", "--store", s(&dir)]).status.success());
-    let other = memoria(&["store", "clear", "--json", "--namespace", "someone-else", "--store", s(&dir)]);
+    assert!(
+        memoria(&["store", "compact", "--store", s(&dir)])
+            .status
+            .success()
+    );
+    let other = memoria(&[
+        "store",
+        "clear",
+        "--json",
+        "--namespace",
+        "someone-else",
+        "--store",
+        s(&dir),
+    ]);
     let v: Value = serde_json::from_slice(&other.stdout).expect("json");
     assert_eq!(v["blocks"], 0);
-    let ours = memoria(&["store", "clear", "--json", "--namespace", "memoria-cli", "--store", s(&dir)]);
+    let ours = memoria(&[
+        "store",
+        "clear",
+        "--json",
+        "--namespace",
+        "memoria-cli",
+        "--store",
+        s(&dir),
+    ]);
     let v: Value = serde_json::from_slice(&ours.stdout).expect("json");
     assert_eq!(v["blocks"].as_u64(), Some(blocks));
     let missing = memoria(&["store", "stats", "--store", s(&dir.join("nope"))]);

@@ -21,7 +21,10 @@ struct Agent;
 
 fn turn(t: &Turn) -> memoria_guest::Result<serde_json::Value> {
     let name = format!("agent-{}", t.conversation);
-    let (session, restored) = Session::builder().restore_or_new(&name).prefix(SYSTEM).open()?;
+    let (session, restored) = Session::builder()
+        .restore_or_new(&name)
+        .prefix(SYSTEM)
+        .open()?;
     session.append(&format!("Friend: {}\nOwl:", t.message))?;
     let g = session.generate(&Params::new(20).stop("\n"))?;
     session.append("\n")?;
@@ -36,9 +39,17 @@ fn turn(t: &Turn) -> memoria_guest::Result<serde_json::Value> {
 
 impl http::Handler for Agent {
     fn handle(req: IncomingRequest, out: ResponseOutparam) {
-        let t: Turn = match http::read_body(&req).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+        let t: Turn = match http::read_body(&req)
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
             Ok(t) => t,
-            Err(e) => return http::error(out, 400, &format!("expected {{\"conversation\": \"id\", \"message\": \"...\"}}: {e}")),
+            Err(e) => {
+                return http::error(
+                    out,
+                    400,
+                    &format!("expected {{\"conversation\": \"id\", \"message\": \"...\"}}: {e}"),
+                );
+            }
         };
         match turn(&t) {
             Ok(body) => http::respond(out, 200, "application/json", body.to_string().as_bytes()),

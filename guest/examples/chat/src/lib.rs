@@ -30,9 +30,13 @@ struct Chat;
 
 impl http::Handler for Chat {
     fn handle(req: IncomingRequest, out: ResponseOutparam) {
-        let ask: Ask = match http::read_body(&req).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+        let ask: Ask = match http::read_body(&req)
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
             Ok(a) => a,
-            Err(e) => return http::error(out, 400, &format!("expected {{\"message\": \"...\"}}: {e}")),
+            Err(e) => {
+                return http::error(out, 400, &format!("expected {{\"message\": \"...\"}}: {e}"));
+            }
         };
         let session = match Session::builder().prefix(SYSTEM).open() {
             Ok((s, _)) => s,

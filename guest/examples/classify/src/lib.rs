@@ -28,16 +28,28 @@ struct Classify;
 
 fn label_of(raw: &str) -> &'static str {
     let r = raw.trim().to_ascii_lowercase();
-    LABELS.iter().copied().find(|l| r.starts_with(l)).unwrap_or("unknown")
+    LABELS
+        .iter()
+        .copied()
+        .find(|l| r.starts_with(l))
+        .unwrap_or("unknown")
 }
 
 impl http::Handler for Classify {
     fn handle(req: IncomingRequest, out: ResponseOutparam) {
-        let batch: Batch = match http::read_body(&req).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string())) {
+        let batch: Batch = match http::read_body(&req)
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
             Ok(b) => b,
-            Err(e) => return http::error(out, 400, &format!("expected {{\"texts\": [\"...\"]}}: {e}")),
+            Err(e) => {
+                return http::error(out, 400, &format!("expected {{\"texts\": [\"...\"]}}: {e}"));
+            }
         };
-        let base = match Session::builder().prefix(FEW_SHOT).pin_prefix(Some(PIN_TTL_MS)).open() {
+        let base = match Session::builder()
+            .prefix(FEW_SHOT)
+            .pin_prefix(Some(PIN_TTL_MS))
+            .open()
+        {
             Ok((s, _)) => s,
             Err(e) => return http::error(out, e.status(), &e.to_string()),
         };

@@ -13,7 +13,8 @@ struct Misbehave;
 
 fn query<'a>(path: &'a str, key: &str) -> Option<&'a str> {
     let q = path.split_once('?')?.1;
-    q.split('&').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    q.split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// Recurses through a function pointer so no frame can be merged or turned into a loop; the
@@ -30,7 +31,13 @@ fn recurse(n: u64) -> u64 {
 impl http::Handler for Misbehave {
     fn handle(req: IncomingRequest, out: ResponseOutparam) {
         let path = http::path(&req);
-        let route = path.split('?').next().unwrap_or("").rsplit('/').next().unwrap_or("");
+        let route = path
+            .split('?')
+            .next()
+            .unwrap_or("")
+            .rsplit('/')
+            .next()
+            .unwrap_or("");
         match route {
             "loop" => {
                 let mut i = 0u64;
@@ -50,7 +57,9 @@ impl http::Handler for Misbehave {
                 http::respond(out, 200, "text/plain", n.to_string().as_bytes());
             }
             "oversize" => {
-                let n: usize = query(&path, "bytes").and_then(|v| v.parse().ok()).unwrap_or(1 << 21);
+                let n: usize = query(&path, "bytes")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1 << 21);
                 let big = "a".repeat(n);
                 let answer = match models::tokenize(&big, false) {
                     Ok(t) => format!("accepted {} tokens", t.len()),

@@ -135,7 +135,10 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
         StoreCommand::Compact(a) => {
             let (before, after) = maintenance::compact(&a.store)?;
             if a.json {
-                println!("{}", serde_json::json!({"before_bytes": before, "after_bytes": after}));
+                println!(
+                    "{}",
+                    serde_json::json!({"before_bytes": before, "after_bytes": after})
+                );
             } else {
                 println!("compacted: {before} -> {after} bytes");
             }

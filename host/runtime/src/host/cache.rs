@@ -23,7 +23,14 @@ impl Host for TenantState {
                 hit_blocks: c.hit_blocks.load(Relaxed),
                 miss_blocks: c.miss_blocks.load(Relaxed),
             },
-            None => Counters { blocks_used: 0, blocks_cached: 0, hit_tokens: 0, miss_tokens: 0, hit_blocks: 0, miss_blocks: 0 },
+            None => Counters {
+                blocks_used: 0,
+                blocks_cached: 0,
+                hit_tokens: 0,
+                miss_tokens: 0,
+                hit_blocks: 0,
+                miss_blocks: 0,
+            },
         })
     }
 
@@ -37,7 +44,9 @@ impl Host for TenantState {
             return Ok(Err(e));
         }
         if tokens.is_empty() {
-            return Ok(Err(WitError::InvalidArgument("nothing to warm: no tokens".into())));
+            return Ok(Err(WitError::InvalidArgument(
+                "nothing to warm: no tokens".into(),
+            )));
         }
         let pin = priority.map_or(PinLevel::Pinned, PinLevel::Priority);
         let ns = &self.ns.ns;
@@ -45,7 +54,13 @@ impl Host for TenantState {
             .ns
             .host
             .engine
-            .warm(ns.id, ns.salt, tokens, pin, ttl_ms.map(Duration::from_millis))
+            .warm(
+                ns.id,
+                ns.salt,
+                tokens,
+                pin,
+                ttl_ms.map(Duration::from_millis),
+            )
             .await;
         Ok(r.map(|w| WarmInfo {
             tokens: w.tokens as u32,

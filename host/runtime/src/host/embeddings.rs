@@ -10,7 +10,10 @@ use crate::bindings::memoria::llm::embeddings::Host;
 pub const MAX_TEXTS: usize = 64;
 
 impl Host for TenantState {
-    async fn embed(&mut self, texts: Vec<String>) -> wasmtime::Result<Result<Vec<Vec<f32>>, WitError>> {
+    async fn embed(
+        &mut self,
+        texts: Vec<String>,
+    ) -> wasmtime::Result<Result<Vec<Vec<f32>>, WitError>> {
         let bytes: usize = texts.iter().map(String::len).sum();
         if bytes > self.max_call_bytes() {
             return Ok(Err(WitError::InvalidArgument(format!(
@@ -19,7 +22,9 @@ impl Host for TenantState {
             ))));
         }
         if texts.len() > MAX_TEXTS {
-            return Ok(Err(WitError::InvalidArgument(format!("at most {MAX_TEXTS} texts per call"))));
+            return Ok(Err(WitError::InvalidArgument(format!(
+                "at most {MAX_TEXTS} texts per call"
+            ))));
         }
         let engine = self.ns.host.engine.clone();
         let n_ctx = engine.model().hparams().n_ctx_train;
@@ -36,7 +41,10 @@ impl Host for TenantState {
         }
         let model = engine.model().clone();
         let r = tokio::task::spawn_blocking(move || {
-            batches.iter().map(|t| model.embed(t, 512)).collect::<Result<Vec<_>, _>>()
+            batches
+                .iter()
+                .map(|t| model.embed(t, 512))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await;
         Ok(match r {

@@ -12,7 +12,10 @@ impl Host for TenantState {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        let line: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let line: String = message
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
         eprintln!("[ns {}] {level}: {line}", self.ns.ns.name);
         Ok(())
     }

@@ -7,8 +7,8 @@ pub mod cache;
 pub mod embeddings;
 pub mod log;
 pub mod models;
-mod shadow;
 pub mod session;
+mod shadow;
 pub mod stream;
 
 use wasmtime::component::{HasSelf, Linker};

@@ -11,7 +11,9 @@ impl TenantState {
     pub(crate) fn check_tokens(&self, tokens: &[u32]) -> Result<(), WitError> {
         let n = self.ns.host.engine.tokenizer().n_vocab();
         match tokens.iter().find(|&&t| t as usize >= n) {
-            Some(t) => Err(WitError::InvalidArgument(format!("token id {t} is outside the vocabulary (0..{n})"))),
+            Some(t) => Err(WitError::InvalidArgument(format!(
+                "token id {t} is outside the vocabulary (0..{n})"
+            ))),
             None => Ok(()),
         }
     }
@@ -28,15 +30,28 @@ impl Host for TenantState {
         }])
     }
 
-    async fn tokenize(&mut self, text: String, add_special: bool) -> wasmtime::Result<Result<Vec<u32>, WitError>> {
-        Ok(Ok(self.ns.host.engine.tokenizer().encode(&text, add_special, false)))
+    async fn tokenize(
+        &mut self,
+        text: String,
+        add_special: bool,
+    ) -> wasmtime::Result<Result<Vec<u32>, WitError>> {
+        Ok(Ok(self.ns.host.engine.tokenizer().encode(
+            &text,
+            add_special,
+            false,
+        )))
     }
 
     async fn detokenize(&mut self, tokens: Vec<u32>) -> wasmtime::Result<Result<String, WitError>> {
         if let Err(e) = self.check_tokens(&tokens) {
             return Ok(Err(e));
         }
-        Ok(Ok(self.ns.host.engine.tokenizer().decode(&tokens, false, false)))
+        Ok(Ok(self
+            .ns
+            .host
+            .engine
+            .tokenizer()
+            .decode(&tokens, false, false)))
     }
 
     async fn apply_chat_template(
@@ -44,7 +59,10 @@ impl Host for TenantState {
         messages: Vec<Message>,
         add_generation_prompt: bool,
     ) -> wasmtime::Result<Result<String, WitError>> {
-        let msgs: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage::new(m.role, m.content)).collect();
+        let msgs: Vec<ChatMessage> = messages
+            .into_iter()
+            .map(|m| ChatMessage::new(m.role, m.content))
+            .collect();
         Ok(self
             .ns
             .host

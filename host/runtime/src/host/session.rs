@@ -7,9 +7,9 @@
 //! or, failing that, when the store (the request) ends.
 
 use memoria_kv::NamespaceId;
-use memoria_sched::{EngineHandle, Event, GenerateParams as EngineParams, SessionId};
 use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::SamplingParams;
+use memoria_sched::{EngineError, EngineHandle, Event, GenerateParams as EngineParams, SessionId};
 use wasmtime::component::Resource;
 
 use crate::TenantState;
@@ -19,6 +19,7 @@ use crate::bindings::memoria::llm::session::{
 use crate::bindings::{WitError, WitUsage};
 use crate::errors::{from_engine, from_named};
 use crate::host::stream::StreamRes;
+use crate::named::check_name;
 use crate::namespaces::SessionSlot;
 
 /// Most stop strings per generation.
@@ -77,21 +78,65 @@ type R<T> = wasmtime::Result<Result<T, WitError>>;
 
 impl TenantState {
     /// Opens an engine session of this namespace and wraps it as a guest resource.
-    async fn open_session(&mut self, tokens: Option<Vec<u32>>) -> Result<Resource<SessionRes>, WitError> {
+    async fn open_session(
+        &mut self,
+        tokens: Option<Vec<u32>>,
+    ) -> Result<Resource<SessionRes>, WitError> {
         let limit = self.ns.ns.spec.limits.max_sessions;
         let slot = self.ns.session_slot().ok_or_else(|| {
-            WitError::QuotaExceeded(format!("this namespace already has {limit} open sessions (max_sessions)"))
+            WitError::QuotaExceeded(format!(
+                "this namespace already has {limit} open sessions (max_sessions)"
+            ))
         })?;
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
         let id = engine.open(ns.id, ns.salt).await.map_err(from_engine)?;
-        let res = SessionRes { id, ns: ns.id, engine: engine.clone(), closed: false, _slot: slot };
+        let res = SessionRes {
+            id,
+            ns: ns.id,
+            engine: engine.clone(),
+            closed: false,
+            _slot: slot,
+        };
         if let Some(tokens) = tokens
             && let Err(e) = engine.append(ns.id, id, tokens).await
         {
             res.close().await;
             return Err(from_engine(e));
         }
-        self.table.push(res).map_err(|e| WitError::Unavailable(format!("{e:#}")))
+        self.table
+            .push(res)
+            .map_err(|e| WitError::Unavailable(format!("{e:#}")))
+    }
+
+    /// Restores `name` through the engine's durable store (same namespace and salt only).
+    async fn restore_durable(&mut self, name: &str) -> Result<Resource<SessionRes>, WitError> {
+        check_name(name).map_err(from_named)?;
+        let limit = self.ns.ns.spec.limits.max_sessions;
+        let slot = self.ns.session_slot().ok_or_else(|| {
+            WitError::QuotaExceeded(format!(
+                "this namespace already has {limit} open sessions (max_sessions)"
+            ))
+        })?;
+        let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
+        let id = engine
+            .restore(ns.id, ns.salt, name)
+            .await
+            .map_err(|e| match e {
+                EngineError::InvalidArgument(m) if m.starts_with("no saved session") => {
+                    WitError::NotFound(m)
+                }
+                e => from_engine(e),
+            })?;
+        let res = SessionRes {
+            id,
+            ns: ns.id,
+            engine,
+            closed: false,
+            _slot: slot,
+        };
+        self.table
+            .push(res)
+            .map_err(|e| WitError::Unavailable(format!("{e:#}")))
     }
 
     pub(crate) fn session_id(&self, s: &Resource<SessionRes>) -> wasmtime::Result<SessionId> {
@@ -107,7 +152,9 @@ impl TenantState {
             )));
         }
         if p.stop.len() > MAX_STOPS {
-            return Err(WitError::InvalidArgument(format!("at most {MAX_STOPS} stop strings")));
+            return Err(WitError::InvalidArgument(format!(
+                "at most {MAX_STOPS} stop strings"
+            )));
         }
         let stop_bytes: usize = p.stop.iter().map(String::len).sum();
         if stop_bytes > self.max_call_bytes() {
@@ -128,7 +175,9 @@ impl TenantState {
                 ..SamplingParams::default()
             },
         };
-        sampling.validate().map_err(|e| WitError::InvalidArgument(e.to_string()))?;
+        sampling
+            .validate()
+            .map_err(|e| WitError::InvalidArgument(e.to_string()))?;
         let mut params = EngineParams::greedy((p.max_tokens as usize).min(self.tokens_left));
         params.sampling = sampling;
         params.stop = p.stop;
@@ -153,6 +202,9 @@ impl HostSession for TenantState {
     }
 
     async fn restore(&mut self, name: String) -> R<Resource<SessionRes>> {
+        if self.ns.host.durable {
+            return Ok(self.restore_durable(&name).await);
+        }
         let tokens = match self.ns.host.named.get(self.ns.ns.id, &name) {
             Ok(t) => t,
             Err(e) => return Ok(Err(from_named(e))),
@@ -192,17 +244,33 @@ impl HostSession for TenantState {
                     text.push_str(&piece);
                     self.tokens_left = self.tokens_left.saturating_sub(1);
                 }
-                Event::Done { reason, text_tail, usage: u, .. } => {
+                Event::Done {
+                    reason,
+                    text_tail,
+                    usage: u,
+                    ..
+                } => {
                     text.push_str(&text_tail);
-                    return Ok(Ok(Generation { text, tokens, usage: usage(u), finish: finish(reason) }));
+                    return Ok(Ok(Generation {
+                        text,
+                        tokens,
+                        usage: usage(u),
+                        finish: finish(reason),
+                    }));
                 }
                 Event::Error(msg) => return Ok(Err(WitError::Unavailable(msg))),
             }
         }
-        Ok(Err(WitError::Unavailable("the engine ended the generation without a result".into())))
+        Ok(Err(WitError::Unavailable(
+            "the engine ended the generation without a result".into(),
+        )))
     }
 
-    async fn stream(&mut self, s: Resource<SessionRes>, params: GenerateParams) -> R<Resource<StreamRes>> {
+    async fn stream(
+        &mut self,
+        s: Resource<SessionRes>,
+        params: GenerateParams,
+    ) -> R<Resource<StreamRes>> {
         let id = self.session_id(&s)?;
         let params = match self.engine_params(params) {
             Ok(p) => p,
@@ -228,13 +296,24 @@ impl HostSession for TenantState {
             Ok(c) => c,
             Err(e) => return Ok(Err(from_engine(e))),
         };
-        let res = SessionRes { id: child, ns, engine, closed: false, _slot: slot };
+        let res = SessionRes {
+            id: child,
+            ns,
+            engine,
+            closed: false,
+            _slot: slot,
+        };
         Ok(Ok(self.table.push(res)?))
     }
 
     async fn truncate(&mut self, s: Resource<SessionRes>, len: u32) -> R<()> {
         let id = self.session_id(&s)?;
-        let r = self.ns.host.engine.truncate(self.ns.ns.id, id, len as usize).await;
+        let r = self
+            .ns
+            .host
+            .engine
+            .truncate(self.ns.ns.id, id, len as usize)
+            .await;
         Ok(r.map_err(from_engine))
     }
 
@@ -252,12 +331,24 @@ impl HostSession for TenantState {
 
     async fn save(&mut self, s: Resource<SessionRes>, name: String) -> R<()> {
         let id = self.session_id(&s)?;
-        let tokens = match self.ns.host.engine.tokens(self.ns.ns.id, id).await {
+        if let Err(e) = check_name(&name) {
+            return Ok(Err(from_named(e)));
+        }
+        let (ns, engine) = (self.ns.ns.id, self.ns.host.engine.clone());
+        if self.ns.host.durable {
+            return Ok(engine.save(ns, id, &name).await.map_err(from_engine));
+        }
+        let tokens = match engine.tokens(ns, id).await {
             Ok(t) => t,
             Err(e) => return Ok(Err(from_engine(e))),
         };
         let cap = self.ns.ns.spec.limits.max_sessions;
-        Ok(self.ns.host.named.save(self.ns.ns.id, &name, tokens, cap).map_err(from_named))
+        Ok(self
+            .ns
+            .host
+            .named
+            .save(ns, &name, tokens, cap)
+            .map_err(from_named))
     }
 
     async fn drop(&mut self, s: Resource<SessionRes>) -> wasmtime::Result<()> {

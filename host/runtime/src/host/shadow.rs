@@ -36,18 +36,24 @@ macro_rules! bounded {
 
 pub fn add_bounded(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     let mut m = linker.instance("memoria:llm/models@0.1.0")?;
-    m.func_wrap_async("tokenize", |mut st: Store<'_>, (text, special): (WasmStr, bool)| {
-        Box::new(async move {
-            let text = bounded!(bounded::string(&st, &text, "text"));
-            Ok((models::Host::tokenize(st.data_mut(), text, special).await?,))
-        })
-    })?;
-    m.func_wrap_async("detokenize", |mut st: Store<'_>, (tokens,): (WasmList<u32>,)| {
-        Box::new(async move {
-            let tokens = bounded!(bounded::tokens(&st, &tokens, "token list"));
-            Ok((models::Host::detokenize(st.data_mut(), tokens).await?,))
-        })
-    })?;
+    m.func_wrap_async(
+        "tokenize",
+        |mut st: Store<'_>, (text, special): (WasmStr, bool)| {
+            Box::new(async move {
+                let text = bounded!(bounded::string(&st, &text, "text"));
+                Ok((models::Host::tokenize(st.data_mut(), text, special).await?,))
+            })
+        },
+    )?;
+    m.func_wrap_async(
+        "detokenize",
+        |mut st: Store<'_>, (tokens,): (WasmList<u32>,)| {
+            Box::new(async move {
+                let tokens = bounded!(bounded::tokens(&st, &tokens, "token list"));
+                Ok((models::Host::detokenize(st.data_mut(), tokens).await?,))
+            })
+        },
+    )?;
     m.func_wrap_async(
         "apply-chat-template",
         |mut st: Store<'_>, (msgs, add): (WasmList<MessageRef>, bool)| {
@@ -59,12 +65,15 @@ pub fn add_bounded(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     )?;
 
     let mut s = linker.instance("memoria:llm/session@0.1.0")?;
-    s.func_wrap_async("[static]session.restore", |mut st: Store<'_>, (name,): (WasmStr,)| {
-        Box::new(async move {
-            let name = bounded!(bounded::string(&st, &name, "session name"));
-            Ok((session::HostSession::restore(st.data_mut(), name).await?,))
-        })
-    })?;
+    s.func_wrap_async(
+        "[static]session.restore",
+        |mut st: Store<'_>, (name,): (WasmStr,)| {
+            Box::new(async move {
+                let name = bounded!(bounded::string(&st, &name, "session name"));
+                Ok((session::HostSession::restore(st.data_mut(), name).await?,))
+            })
+        },
+    )?;
     s.func_wrap_async(
         "[method]session.append-text",
         |mut st: Store<'_>, (this, text): (Resource<SessionRes>, WasmStr)| {
@@ -94,12 +103,15 @@ pub fn add_bounded(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     )?;
 
     let mut e = linker.instance("memoria:llm/embeddings@0.1.0")?;
-    e.func_wrap_async("embed", |mut st: Store<'_>, (texts,): (WasmList<WasmStr>,)| {
-        Box::new(async move {
-            let texts = bounded!(bounded::strings(&mut st, &texts, "texts"));
-            Ok((embeddings::Host::embed(st.data_mut(), texts).await?,))
-        })
-    })?;
+    e.func_wrap_async(
+        "embed",
+        |mut st: Store<'_>, (texts,): (WasmList<WasmStr>,)| {
+            Box::new(async move {
+                let texts = bounded!(bounded::strings(&mut st, &texts, "texts"));
+                Ok((embeddings::Host::embed(st.data_mut(), texts).await?,))
+            })
+        },
+    )?;
 
     let mut c = linker.instance("memoria:llm/cache@0.1.0")?;
     c.func_wrap_async(
@@ -113,16 +125,19 @@ pub fn add_bounded(linker: &mut Linker<TenantState>) -> wasmtime::Result<()> {
     )?;
 
     let mut l = linker.instance("memoria:llm/log@0.1.0")?;
-    l.func_wrap_async("log", |mut st: Store<'_>, (level, msg): (log::Level, WasmStr)| {
-        Box::new(async move {
-            let text = msg.to_str(&st)?;
-            let max = st.data().max_call_bytes();
-            let cut = floor_char_boundary(&text, max);
-            let text = text[..cut].to_string();
-            log::Host::log(st.data_mut(), level, text).await?;
-            Ok(())
-        })
-    })?;
+    l.func_wrap_async(
+        "log",
+        |mut st: Store<'_>, (level, msg): (log::Level, WasmStr)| {
+            Box::new(async move {
+                let text = msg.to_str(&st)?;
+                let max = st.data().max_call_bytes();
+                let cut = floor_char_boundary(&text, max);
+                let text = text[..cut].to_string();
+                log::Host::log(st.data_mut(), level, text).await?;
+                Ok(())
+            })
+        },
+    )?;
     Ok(())
 }
 
@@ -131,7 +146,10 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
     if max >= s.len() {
         return s.len();
     }
-    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 /// The messages, copied only if their total size is within the limit.
@@ -151,7 +169,9 @@ fn messages(
     if bytes > max {
         return refuse(bytes);
     }
-    let views = l.iter(&mut *st)?.collect::<wasmtime::Result<Vec<MessageRef>>>()?;
+    let views = l
+        .iter(&mut *st)?
+        .collect::<wasmtime::Result<Vec<MessageRef>>>()?;
     for m in &views {
         bytes = bytes.saturating_add(m.role.to_str(&*st)?.len() + m.content.to_str(&*st)?.len());
     }
@@ -161,7 +181,10 @@ fn messages(
     stats.host_call_bytes.fetch_add(bytes as u64, Relaxed);
     let mut out = Vec::with_capacity(views.len());
     for m in &views {
-        out.push(models::Message { role: m.role.to_str(&*st)?.into_owned(), content: m.content.to_str(&*st)?.into_owned() });
+        out.push(models::Message {
+            role: m.role.to_str(&*st)?.into_owned(),
+            content: m.content.to_str(&*st)?.into_owned(),
+        });
     }
     Ok(Ok(out))
 }

@@ -18,12 +18,18 @@ pub struct StreamRes {
 
 impl StreamRes {
     pub(crate) fn new(stream: GenerationStream) -> StreamRes {
-        StreamRes { stream, done: false }
+        StreamRes {
+            stream,
+            done: false,
+        }
     }
 }
 
 impl HostGenerationStream for TenantState {
-    async fn next(&mut self, s: Resource<StreamRes>) -> wasmtime::Result<Result<Option<StreamEvent>, WitError>> {
+    async fn next(
+        &mut self,
+        s: Resource<StreamRes>,
+    ) -> wasmtime::Result<Result<Option<StreamEvent>, WitError>> {
         let res = self.table.get_mut(&s)?;
         if res.done {
             return Ok(Ok(None));
@@ -34,11 +40,20 @@ impl HostGenerationStream for TenantState {
                 self.tokens_left = self.tokens_left.saturating_sub(1);
                 return Ok(Ok(Some(StreamEvent::Token(Token { id, text }))));
             }
-            Some(Event::Done { reason, text_tail, usage: u, .. }) => {
-                Ok(Some(StreamEvent::Done((text_tail, finish(reason), usage(u)))))
-            }
+            Some(Event::Done {
+                reason,
+                text_tail,
+                usage: u,
+                ..
+            }) => Ok(Some(StreamEvent::Done((
+                text_tail,
+                finish(reason),
+                usage(u),
+            )))),
             Some(Event::Error(msg)) => Err(WitError::Unavailable(msg)),
-            None => Err(WitError::Unavailable("the engine ended the generation without a result".into())),
+            None => Err(WitError::Unavailable(
+                "the engine ended the generation without a result".into(),
+            )),
         };
         self.table.get_mut(&s)?.done = true;
         Ok(out)

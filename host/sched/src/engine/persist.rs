@@ -111,7 +111,12 @@ impl Persist {
                 salt: entry.0,
                 hash,
             };
-            stack.persist(identity, &tokens[i * b..(i + 1) * b], pool.block_data(*block), force);
+            stack.persist(
+                identity,
+                &tokens[i * b..(i + 1) * b],
+                pool.block_data(*block),
+                force,
+            );
         }
         entry.1 = full;
     }
@@ -205,7 +210,8 @@ impl Engine {
     ) -> Result<SessionId, EngineError> {
         check_name(name)?;
         let stack = self.store_with_disk()?;
-        let missing = || EngineError::InvalidArgument(format!("no saved session {name:?} in this namespace"));
+        let missing =
+            || EngineError::InvalidArgument(format!("no saved session {name:?} in this namespace"));
         let rec = stack
             .load_session(ns, name)
             .map_err(|e| EngineError::Internal(e.to_string()))?
@@ -214,7 +220,10 @@ impl Engine {
             return Err(missing());
         }
         let layout = *self.pool.layout();
-        if rec.model != self.fingerprint || rec.elem != layout.elem || rec.block_tokens != layout.block_tokens {
+        if rec.model != self.fingerprint
+            || rec.elem != layout.elem
+            || rec.block_tokens != layout.block_tokens
+        {
             return Err(EngineError::InvalidArgument(format!(
                 "saved session {name:?} was made with another model or K/V layout"
             )));

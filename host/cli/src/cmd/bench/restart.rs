@@ -85,7 +85,13 @@ async fn ttft(e: &EngineHandle, prompt: &[u32]) -> anyhow::Result<(f64, String)>
 }
 
 /// Decodes `n` tokens after a fresh 64-token prompt: (tokens/s, blocks the store committed).
-async fn decode(e: &EngineHandle, store: Option<&TierStack>, seed: u64, n_vocab: usize, n: usize) -> anyhow::Result<(f64, u64, f64)> {
+async fn decode(
+    e: &EngineHandle,
+    store: Option<&TierStack>,
+    seed: u64,
+    n_vocab: usize,
+    n: usize,
+) -> anyhow::Result<(f64, u64, f64)> {
     let ns = NamespaceId(0);
     let s = e.open(ns, salt()).await?;
     e.append(ns, s, random_tokens(seed, 64, n_vocab)).await?;
@@ -113,7 +119,9 @@ async fn decode(e: &EngineHandle, store: Option<&TierStack>, seed: u64, n_vocab:
             None => anyhow::bail!("decode: stream ended early"),
         }
     }
-    let secs = first.map_or(0.0, |f: Instant| f.elapsed().as_secs_f64()).max(1e-9);
+    let secs = first
+        .map_or(0.0, |f: Instant| f.elapsed().as_secs_f64())
+        .max(1e-9);
     if let Some(st) = store {
         st.flush()?;
     }
@@ -125,13 +133,18 @@ fn child(a: &RestartArgs) -> anyhow::Result<()> {
     crate::cmd::init_threads(a.threads)?;
     let store = open_store(Some(&a.store))?;
     let (e, n_vocab) = start(a, store.clone())?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let prompt = random_tokens(SEED, a.prefix, n_vocab);
     let (ms, sum) = rt.block_on(ttft(&e, &prompt))?;
     let cached = e.pool_stats().snapshot().total.hit_tokens;
     e.shutdown();
     let redb = store.map(|s| s.snapshot().redb).unwrap_or_default();
-    println!("{}", json!({"ttft_ms": ms, "logits": sum, "cached_tokens": cached, "redb_hits": redb.hits}));
+    println!(
+        "{}",
+        json!({"ttft_ms": ms, "logits": sum, "cached_tokens": cached, "redb_hits": redb.hits})
+    );
     Ok(())
 }
 
@@ -142,15 +155,27 @@ fn spawn_child(a: &RestartArgs) -> anyhow::Result<Value> {
         .arg(&a.model)
         .arg("--store")
         .arg(&a.store)
-        .args(["--prefix", &a.prefix.to_string(), "-t", &a.threads.to_string()])
+        .args([
+            "--prefix",
+            &a.prefix.to_string(),
+            "-t",
+            &a.threads.to_string(),
+        ])
         .output()
         .context("spawning the restarted process")?;
-    anyhow::ensure!(out.status.success(), "restarted process failed: {}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "restarted process failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).context("reading the restarted process's figures")
 }
 
 fn clear(dir: &Path) -> anyhow::Result<()> {
-    if dir.join(memoria_sched::store::disk::tables::DB_FILE).exists() {
+    if dir
+        .join(memoria_sched::store::disk::tables::DB_FILE)
+        .exists()
+    {
         maintenance::clear(dir, None)?;
     }
     Ok(())
@@ -162,7 +187,9 @@ pub fn main(a: RestartArgs) -> anyhow::Result<()> {
     }
     crate::cmd::init_threads(a.threads)?;
     clear(&a.store)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     // Decode without a store first (the baseline for the slowdown).
     let (plain, n_vocab) = start(&a, None)?;
     let (tps_plain, _, _) = rt.block_on(decode(&plain, None, 77, n_vocab, a.gen_tokens))?;
@@ -174,7 +201,8 @@ pub fn main(a: RestartArgs) -> anyhow::Result<()> {
     let prompt = random_tokens(SEED, a.prefix, n_vocab);
     let (compute_ms, sum) = rt.block_on(ttft(&e, &prompt))?;
     let (hot_ms, hot_sum) = rt.block_on(ttft(&e, &prompt))?;
-    let (tps_store, written, decode_s) = rt.block_on(decode(&e, Some(&store), 77, n_vocab, a.gen_tokens))?;
+    let (tps_store, written, decode_s) =
+        rt.block_on(decode(&e, Some(&store), 77, n_vocab, a.gen_tokens))?;
     e.shutdown();
     drop(e);
     store.flush()?;

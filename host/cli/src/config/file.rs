@@ -1,0 +1,89 @@
+//! The raw `host.toml`: every section and key the file may contain, decoded strictly (unknown
+//! keys are errors that name them). Nothing here is validated beyond types; `config::resolve`
+//! merges these values under the command-line flags and checks them (ripgrep's two stages).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use memoria_tenant::NamespaceSpec;
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub model: RawModel,
+    #[serde(default)]
+    pub cache: RawCache,
+    #[serde(default)]
+    pub store: RawStore,
+    /// `[namespaces.NAME]` tables.
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, NamespaceSpec>,
+}
+
+/// `[server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub api_key: Option<String>,
+    pub admin_key: Option<String>,
+    pub parallel: Option<usize>,
+    pub queue: Option<usize>,
+    pub threads: Option<usize>,
+    pub max_body_bytes: Option<usize>,
+    pub shutdown_timeout_s: Option<u64>,
+    pub retry_after_s: Option<u64>,
+    pub default_namespace: Option<String>,
+    pub state_share: Option<bool>,
+}
+
+/// `[model]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub path: Option<PathBuf>,
+    pub name: Option<String>,
+    pub context: Option<usize>,
+    pub chat_template: Option<String>,
+}
+
+/// `[cache]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    pub block_tokens: Option<usize>,
+    pub dtype: Option<String>,
+    pub budget_mb: Option<usize>,
+    pub step_tokens: Option<usize>,
+    pub max_sessions: Option<usize>,
+    pub idle_ttl_s: Option<u64>,
+    pub embed_cache_entries: Option<usize>,
+}
+
+/// `[store]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub path: Option<PathBuf>,
+}
+
+impl RawConfig {
+    /// Reads and decodes `path`; errors name the file, the key and why.
+    pub fn load(path: &Path) -> anyhow::Result<RawConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the config file {}", path.display()))?;
+        RawConfig::parse(&text).with_context(|| format!("in the config file {}", path.display()))
+    }
+
+    /// Decodes TOML text.
+    pub fn parse(text: &str) -> anyhow::Result<RawConfig> {
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}

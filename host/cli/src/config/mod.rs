@@ -1,0 +1,249 @@
+//! `memoria serve` configuration in two stages: the raw `host.toml` ([`file`]) and the command
+//! line are merged (flags win, then the file, then defaults) and validated into a
+//! [`ServeConfig`]; errors name the key (or flag) to fix and why. Namespaces are resolved into
+//! [`Tenants`] here too, with the default namespace added when the file does not define it, so
+//! a bare `memoria serve` is a single-user host with one shared namespace.
+
+pub mod file;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use memoria_kv::KvElem;
+use memoria_tenant::{Isolation, NamespaceSpec, Tenants};
+
+pub use file::RawConfig;
+
+/// Command-line values that override the file (None: not given).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub model: Option<PathBuf>,
+    pub context: Option<usize>,
+    pub parallel: Option<usize>,
+    pub queue: Option<usize>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub state_share: bool,
+    pub store: Option<PathBuf>,
+    pub api_key: Option<String>,
+    pub admin_key: Option<String>,
+    pub threads: Option<usize>,
+    pub cache_type: Option<KvElem>,
+}
+
+/// A validated server configuration.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    /// None: the embedded demo model.
+    pub model: Option<PathBuf>,
+    pub model_name: Option<String>,
+    /// 0: the model's training context.
+    pub context: usize,
+    pub chat_template: Option<String>,
+    pub threads: usize,
+    pub admin_key: Option<String>,
+    pub max_body_bytes: usize,
+    pub shutdown_timeout: Duration,
+    pub retry_after_s: u64,
+    pub default_namespace: String,
+    pub kv_elem: KvElem,
+    pub block_tokens: usize,
+    /// None: sized from the model, the context and the namespaces' concurrency.
+    pub kv_budget_bytes: Option<usize>,
+    pub step_tokens: usize,
+    pub max_sessions: usize,
+    pub idle_ttl: Option<Duration>,
+    pub embed_cache_entries: usize,
+    pub store: Option<PathBuf>,
+    /// Namespaces in id order (the default one first).
+    pub namespaces: Vec<(String, NamespaceSpec)>,
+}
+
+/// Merges `raw` under `o` and validates.
+pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
+    let s = &raw.server;
+    let host = o.host.clone().or(s.host.clone()).unwrap_or_else(|| "127.0.0.1".into());
+    let ip: IpAddr = host
+        .parse()
+        .with_context(|| format!("server.host / --host: {host:?} is not an IP address (e.g. 127.0.0.1 or 0.0.0.0)"))?;
+    let port = o.port.or(s.port).unwrap_or(8080);
+    let c = &raw.cache;
+    let kv_elem = match (o.cache_type, c.dtype.as_deref()) {
+        (Some(e), _) => e,
+        (None, None) => KvElem::F16,
+        (None, Some(d)) => crate::cmd::run::parse_kv(d).map_err(|e| anyhow::anyhow!("cache.dtype: {e}"))?,
+    };
+    let block_tokens = c.block_tokens.unwrap_or(16);
+    if !(1..=memoria_kv::MAX_BLOCK_TOKENS).contains(&block_tokens) {
+        bail!(
+            "cache.block_tokens = {block_tokens}: use 1 to {}",
+            memoria_kv::MAX_BLOCK_TOKENS
+        );
+    }
+    let step_tokens = c.step_tokens.unwrap_or(512);
+    if step_tokens == 0 {
+        bail!("cache.step_tokens: must be at least 1");
+    }
+    let max_sessions = c.max_sessions.unwrap_or(4096);
+    if max_sessions == 0 {
+        bail!("cache.max_sessions: must be at least 1");
+    }
+    if c.budget_mb == Some(0) {
+        bail!("cache.budget_mb: must be at least 1");
+    }
+    let max_body_bytes = s.max_body_bytes.unwrap_or(4 << 20);
+    if max_body_bytes < 1024 {
+        bail!("server.max_body_bytes = {max_body_bytes}: must be at least 1024");
+    }
+    if o.parallel == Some(0) || s.parallel == Some(0) {
+        bail!("server.parallel / -np: must be at least 1");
+    }
+    let admin_key = o.admin_key.clone().or(s.admin_key.clone());
+    if admin_key.as_ref().is_some_and(|k| k.len() < 8) {
+        bail!("server.admin_key / --admin-key: use at least 8 characters");
+    }
+    let default_namespace = s.default_namespace.clone().unwrap_or_else(|| "shared".into());
+    let namespaces = namespaces(&raw, o, &default_namespace, None)?;
+    Ok(ServeConfig {
+        addr: SocketAddr::new(ip, port),
+        model: o.model.clone().or(raw.model.path.clone()),
+        model_name: raw.model.name.clone(),
+        context: o.context.or(raw.model.context).unwrap_or(0),
+        chat_template: raw.model.chat_template.clone(),
+        threads: o.threads.or(s.threads).unwrap_or(0),
+        admin_key,
+        max_body_bytes,
+        shutdown_timeout: Duration::from_secs(s.shutdown_timeout_s.unwrap_or(30)),
+        retry_after_s: s.retry_after_s.unwrap_or(1).max(1),
+        default_namespace,
+        kv_elem,
+        block_tokens,
+        kv_budget_bytes: c.budget_mb.map(|m| m << 20),
+        step_tokens,
+        max_sessions,
+        idle_ttl: match c.idle_ttl_s {
+            Some(0) => None,
+            Some(s) => Some(Duration::from_secs(s)),
+            None => Some(Duration::from_secs(600)),
+        },
+        embed_cache_entries: c.embed_cache_entries.unwrap_or(4096),
+        store: o.store.clone().or(raw.store.path.clone()),
+        namespaces,
+    })
+}
+
+/// The namespaces in id order: `previous` names first (so a reload keeps ids), then the
+/// default namespace, then the rest by name. Flags apply to the default namespace.
+pub fn namespaces(
+    raw: &RawConfig,
+    o: &Overrides,
+    default: &str,
+    previous: Option<&[String]>,
+) -> anyhow::Result<Vec<(String, NamespaceSpec)>> {
+    let mut specs = raw.namespaces.clone();
+    let configured = specs.contains_key(default);
+    let mut d = match specs.remove(default) {
+        Some(spec) => spec,
+        None => {
+            let mut spec: NamespaceSpec = toml::from_str("").context("default namespace")?;
+            spec.isolation = Isolation::Shared;
+            if let Some(n) = raw.server.parallel {
+                spec.limits.max_concurrent = n;
+            }
+            if let Some(q) = raw.server.queue {
+                spec.limits.max_queue = q;
+            }
+            spec
+        }
+    };
+    if let Some(n) = o.parallel {
+        d.limits.max_concurrent = n;
+    }
+    if let Some(q) = o.queue {
+        d.limits.max_queue = q;
+    }
+    if configured && raw.server.parallel.is_some() {
+        bail!("server.parallel: set namespaces.{default}.limits.max_concurrent instead, since [namespaces.{default}] is defined");
+    }
+    if configured && raw.server.queue.is_some() {
+        bail!("server.queue: set namespaces.{default}.limits.max_queue instead, since [namespaces.{default}] is defined");
+    }
+    for key in o.api_key.iter().chain(raw.server.api_key.iter()) {
+        if !d.api_keys.contains(key) {
+            d.api_keys.push(key.clone());
+        }
+    }
+    let mut all: Vec<(String, NamespaceSpec)> = Vec::with_capacity(specs.len() + 1);
+    let mut rest: Vec<(String, NamespaceSpec)> = vec![(default.to_string(), d)];
+    rest.extend(specs);
+    if let Some(prev) = previous {
+        for name in prev {
+            if let Some(i) = rest.iter().position(|(n, _)| n == name) {
+                all.push(rest.remove(i));
+            }
+        }
+    }
+    all.extend(rest);
+    let state_share = o.state_share || raw.server.state_share.unwrap_or(false);
+    if state_share {
+        for (_, spec) in &mut all {
+            spec.isolation = Isolation::Shared;
+        }
+    }
+    Ok(all)
+}
+
+/// Validates namespaces into the registry.
+pub fn tenants(specs: Vec<(String, NamespaceSpec)>) -> anyhow::Result<Tenants> {
+    Tenants::new(specs).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = RawConfig::parse("[server]\nprot = 1\n").expect_err("typo");
+        assert!(e.to_string().contains("prot"), "{e}");
+        let e = RawConfig::parse("[cache]\nblock_tokens = \"x\"\n").expect_err("type");
+        assert!(e.to_string().contains("block_tokens"), "{e}");
+        let raw = RawConfig::parse("[cache]\nblock_tokens = 100000\n").expect("parses");
+        let e = resolve(raw, &Overrides::default()).expect_err("range");
+        assert!(e.to_string().contains("cache.block_tokens"), "{e}");
+        let raw = RawConfig::parse("[server]\nhost = \"localhost:1\"\n").expect("parses");
+        assert!(resolve(raw, &Overrides::default()).expect_err("host").to_string().contains("server.host"));
+    }
+
+    #[test]
+    fn flags_win_and_the_default_namespace_is_added() {
+        let raw = RawConfig::parse(
+            "[server]\nport = 9000\nparallel = 2\n[namespaces.alpha]\nisolation = \"isolated\"\napi_keys = [\"alpha-key-1\"]\n",
+        )
+        .expect("parses");
+        let o = Overrides {
+            port: Some(0),
+            api_key: Some("shared-key-1".into()),
+            ..Overrides::default()
+        };
+        let cfg = resolve(raw, &o).expect("valid");
+        assert_eq!(cfg.addr.port(), 0);
+        let names: Vec<&str> = cfg.namespaces.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["shared", "alpha"]);
+        assert_eq!(cfg.namespaces[0].1.limits.max_concurrent, 2);
+        assert_eq!(cfg.namespaces[0].1.api_keys, ["shared-key-1"]);
+        let t = tenants(cfg.namespaces).expect("tenants");
+        assert_eq!(t.by_key("alpha-key-1").map(|n| n.name.as_str()), Some("alpha"));
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../../../../host.example.toml");
+        let raw = RawConfig::parse(text).expect("host.example.toml parses");
+        let cfg = resolve(raw, &Overrides::default()).expect("host.example.toml validates");
+        tenants(cfg.namespaces).expect("its namespaces validate");
+    }
+}
