@@ -6,6 +6,8 @@
 //! With an f16 cache the query and the attention weights are rounded to f16 before their dot
 //! products, as ggml does when it multiplies an f16 tensor, so results track llama.cpp closely.
 
+use std::ops::Range;
+
 use half::f16;
 
 use crate::GgmlType;
@@ -71,58 +73,57 @@ pub struct AttnShape {
 }
 
 /// Attention of one token whose query is `q` (`[n_heads * head_dim]`, RoPE applied) over the
-/// positions `0..n_pos` of `kv`; writes `[n_heads * head_dim]` into `out`.
+/// positions `0..n_pos` of `kv`, for the query heads in `heads` only; writes
+/// `[heads.len() * head_dim]` into `out`. Each head's result is the same whatever range it is
+/// computed in, so callers may split heads across threads freely.
 pub fn attend(
     q: &[f32],
     kv: &dyn KvRead,
     n_pos: usize,
     shape: AttnShape,
+    heads: Range<usize>,
     scratch: &mut AttnScratch,
     out: &mut [f32],
 ) {
-    let AttnShape {
-        n_heads,
-        n_kv_heads,
-        head_dim,
-        scale,
-    } = shape;
+    let AttnShape { n_heads, n_kv_heads, head_dim, scale } = shape;
     assert!(
-        n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+        n_kv_heads > 0 && n_heads.is_multiple_of(n_kv_heads),
         "attention: heads not grouped evenly"
     );
+    assert!(heads.start <= heads.end && heads.end <= n_heads, "attention: head range");
     assert_eq!(q.len(), n_heads * head_dim, "attention: query length");
-    assert_eq!(out.len(), n_heads * head_dim, "attention: output length");
+    assert_eq!(out.len(), heads.len() * head_dim, "attention: output length");
     let group = n_heads / n_kv_heads;
+    let n_sel = heads.len();
     let AttnScratch { scores, q16, row } = scratch;
     let kv_dim = n_kv_heads * head_dim;
-    // [n_heads, n_pos]
+    // [n_sel, n_pos]
     scores.clear();
-    scores.resize(n_heads * n_pos, 0.0);
+    scores.resize(n_sel * n_pos, 0.0);
     q16.clear();
-    q16.extend(q.iter().map(|&v| f16::from_f32(v)));
+    q16.extend(q[heads.start * head_dim..heads.end * head_dim].iter().map(|&v| f16::from_f32(v)));
     for pos in 0..n_pos {
         let krow = kv.key(pos).expand(row, kv_dim);
-        for h in 0..n_heads {
+        for (i, h) in heads.clone().enumerate() {
             let kh = (h / group) * head_dim..(h / group + 1) * head_dim;
-            let qh = h * head_dim..(h + 1) * head_dim;
             let dot = match krow {
-                KvRow::F32(k) => dot_f32(&q[qh], &k[kh]),
-                KvRow::F16(k) => dot_f16(&q16[qh], &k[kh]),
+                KvRow::F32(k) => dot_f32(&q[h * head_dim..(h + 1) * head_dim], &k[kh]),
+                KvRow::F16(k) => dot_f16(&q16[i * head_dim..(i + 1) * head_dim], &k[kh]),
                 KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
             };
-            scores[h * n_pos + pos] = dot * scale;
+            scores[i * n_pos + pos] = dot * scale;
         }
     }
-    for h in 0..n_heads {
-        softmax_in_place(&mut scores[h * n_pos..(h + 1) * n_pos]);
+    for i in 0..n_sel {
+        softmax_in_place(&mut scores[i * n_pos..(i + 1) * n_pos]);
     }
     out.fill(0.0);
     for pos in 0..n_pos {
         let vrow = kv.value(pos).expand(row, kv_dim);
-        for h in 0..n_heads {
+        for (i, h) in heads.clone().enumerate() {
             let vh = (h / group) * head_dim..(h / group + 1) * head_dim;
-            let o = &mut out[h * head_dim..(h + 1) * head_dim];
-            let p = scores[h * n_pos + pos];
+            let o = &mut out[i * head_dim..(i + 1) * head_dim];
+            let p = scores[i * n_pos + pos];
             match vrow {
                 KvRow::F32(v) => axpy_f32(o, p, &v[vh]),
                 KvRow::F16(v) => axpy_f16(o, f16::from_f32(p).to_f32(), &v[vh]),
@@ -177,7 +178,7 @@ mod tests {
             scale: 1.0,
         };
         let mut out = [0.0];
-        attend(&[1.0], &kv, 2, shape, &mut AttnScratch::default(), &mut out);
+        attend(&[1.0], &kv, 2, shape, 0..1, &mut AttnScratch::default(), &mut out);
         assert!(out[0] > 0.99);
     }
 }

@@ -168,13 +168,19 @@ impl Model {
             let kv_ro: &K = kv;
             let q = &s.q[..n * d];
             let att = grow(&mut s.att, n * d);
-            att.par_chunks_mut(d)
-                .zip(q.par_chunks(d))
-                .zip(batch.par_iter())
-                .for_each_init(AttnScratch::default, |scratch, ((out, qr), t)| {
+            // One task per (token, K/V head group): decode of a single sequence still uses every
+            // thread, and a head's result does not depend on how heads are split.
+            let group = hp.n_head / hp.n_head_kv;
+            att.par_chunks_mut(group * hd).enumerate().for_each_init(
+                AttnScratch::default,
+                |scratch, (i, out)| {
+                    let (token, g) = (i / hp.n_head_kv, i % hp.n_head_kv);
+                    let t = &batch[token];
                     let view = kv_ro.view(t.seq, li);
-                    attend(qr, &view, t.pos + 1, shape, scratch, out);
-                });
+                    let qr = &q[token * d..(token + 1) * d];
+                    attend(qr, &view, t.pos + 1, shape, g * group..(g + 1) * group, scratch, out);
+                },
+            );
             s.act.invalidate();
             let proj = grow(&mut s.proj, n * d);
             s.act.project(&lw.wo.view(file), &s.att[..n * d], n, proj);
