@@ -162,10 +162,16 @@ mod tests {
             &kv,
             1,
             shape,
+            0..2,
             &mut AttnScratch::default(),
             &mut out,
         );
         assert_eq!(out, [3.0, -2.0, 3.0, -2.0]);
+        // One head at a time gives the same numbers.
+        let mut second = [0.0; 2];
+        let q = [0.5, 0.5, 1.0, 1.0];
+        attend(&q, &kv, 1, shape, 1..2, &mut AttnScratch::default(), &mut second);
+        assert_eq!(second, [3.0, -2.0]);
     }
 
     #[test]
@@ -178,7 +184,8 @@ mod tests {
             scale: 1.0,
         };
         let mut out = [0.0];
-        attend(&[1.0], &kv, 2, shape, 0..1, &mut AttnScratch::default(), &mut out);
+        attend(&[1.0], &kv, 2, shape, 0..1, 0..1,
+            &mut AttnScratch::default(), &mut out);
         assert!(out[0] > 0.99);
     }
 }
