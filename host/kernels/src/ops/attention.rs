@@ -184,8 +184,7 @@ mod tests {
             scale: 1.0,
         };
         let mut out = [0.0];
-        attend(&[1.0], &kv, 2, shape, 0..1, 0..1,
-            &mut AttnScratch::default(), &mut out);
+        attend(&[1.0], &kv, 2, shape, 0..1, &mut AttnScratch::default(), &mut out);
         assert!(out[0] > 0.99);
     }
 }
