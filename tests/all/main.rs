@@ -8,6 +8,7 @@ mod golden;
 mod kernels;
 mod kv;
 mod sampling;
+mod serve;
 mod sessions;
 mod shared;
 mod store;

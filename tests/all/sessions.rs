@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
 use memoria_kernels::GgmlType;
+use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
 use memoria_model::gguf::GgufFile;
 use memoria_model::llama::Model;
 use memoria_model::synth::{self, SynthSpec};
@@ -17,7 +17,10 @@ use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, SessionId
 use crate::shared;
 
 fn start(cfg: EngineConfig) -> EngineHandle {
-    start_with(Model::load(shared::path("models/stories260K-f32.gguf")).expect("model"), cfg)
+    start_with(
+        Model::load(shared::path("models/stories260K-f32.gguf")).expect("model"),
+        cfg,
+    )
 }
 
 fn start_with(model: Model, cfg: EngineConfig) -> EngineHandle {
@@ -26,7 +29,10 @@ fn start_with(model: Model, cfg: EngineConfig) -> EngineHandle {
 }
 
 fn synthetic(ty: GgmlType) -> Model {
-    let spec = SynthSpec { context: 512, ..SynthSpec::tiny(synth::Arch::Llama, ty) };
+    let spec = SynthSpec {
+        context: 512,
+        ..SynthSpec::tiny(synth::Arch::Llama, ty)
+    };
     let bytes = synth::synthesize(&spec).expect("synthesize").to_bytes();
     Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load")
 }
@@ -46,7 +52,10 @@ fn salt(label: &str) -> NamespaceSalt {
 }
 
 fn greedy(max_tokens: usize, close: bool) -> GenerateParams {
-    GenerateParams { close_when_done: close, ..GenerateParams::greedy(max_tokens) }
+    GenerateParams {
+        close_when_done: close,
+        ..GenerateParams::greedy(max_tokens)
+    }
 }
 
 /// What one generation produced.
@@ -135,7 +144,10 @@ fn prompts(tok: &Tokenizer, n: usize) -> Vec<Vec<u32>> {
 
 #[test]
 fn sixty_four_concurrent_sessions_match_running_alone_bit_for_bit() {
-    let e = start(EngineConfig { step_tokens: 256, ..EngineConfig::default() });
+    let e = start(EngineConfig {
+        step_tokens: 256,
+        ..EngineConfig::default()
+    });
     let tok = e.tokenizer().clone();
     check_batched_equals_alone(&e, &prompts(&tok, 64));
     e.shutdown();
@@ -144,10 +156,15 @@ fn sixty_four_concurrent_sessions_match_running_alone_bit_for_bit() {
 #[test]
 fn synthetic_model_batched_equals_alone_with_f16_and_q8_0_kv() {
     for kv_elem in [memoria_kv::KvElem::F16, memoria_kv::KvElem::Q8_0] {
-        let cfg = EngineConfig { step_tokens: 64, kv_elem, ..EngineConfig::default() };
+        let cfg = EngineConfig {
+            step_tokens: 64,
+            kv_elem,
+            ..EngineConfig::default()
+        };
         let e = start_with(synthetic(GgmlType::Q8_0), cfg);
-        let prompts: Vec<Vec<u32>> =
-            (0..16u32).map(|i| (0..20 + i).map(|j| 3 + (i * 31 + j * 7) % 250).collect()).collect();
+        let prompts: Vec<Vec<u32>> = (0..16u32)
+            .map(|i| (0..20 + i).map(|j| 3 + (i * 31 + j * 7) % 250).collect())
+            .collect();
         check_batched_equals_alone(&e, &prompts);
         e.shutdown();
     }
@@ -189,7 +206,11 @@ fn check_batched_equals_alone(e: &EngineHandle, prompts: &[Vec<u32>]) {
         assert!(a.1 == b.1, "session {i} final logits differ");
     }
     let s = e.stats().snapshot();
-    assert!(s.step_tokens_max >= 16, "sessions were batched together (max step {})", s.step_tokens_max);
+    assert!(
+        s.step_tokens_max >= 16,
+        "sessions were batched together (max step {})",
+        s.step_tokens_max
+    );
 }
 
 #[test]

@@ -499,3 +499,184 @@ async fn named_sessions_survive_a_restart_with_a_durable_store() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_and_token_quotas_hold_per_namespace() {
+    let (rt, _eng) = runtime(&[
+        ("one", "isolated", "max_sessions = 1\n"),
+        ("short", "isolated", "max_tokens_per_request = 3\n"),
+    ]);
+    let (status, text, _) = call(
+        &rt,
+        "one",
+        "/classify",
+        r#"{"texts": ["The sun is warm."]}"#,
+    )
+    .await;
+    assert_eq!(status, 429, "a fork needs a second session: {text}");
+    assert!(text.contains("max_sessions"), "{text}");
+    assert_eq!(settled_sessions(&rt, "one").await, 0);
+    let (status, text, _) = call(
+        &rt,
+        "short",
+        "/chat",
+        r#"{"message": "Go on.", "stream": true, "max_tokens": 20}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let tokens = text.lines().filter(|l| l.contains("\"token\"")).count();
+    assert!(
+        (1..=3).contains(&tokens),
+        "max_tokens_per_request caps the generation: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiled_components_are_cached_on_disk_and_reused() {
+    let dir = std::env::temp_dir().join(format!("memoria-cwasm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    let tenants = Tenants::new(vec![("alpha".into(), spec("isolated", ""))]).expect("tenants");
+    let eng = engine();
+    let cfg = RuntimeConfig {
+        cache_dir: Some(dir.clone()),
+        ..RuntimeConfig::default()
+    };
+    let first = Runtime::new(&tenants, eng.clone(), cfg.clone()).expect("compiles");
+    drop(first);
+    let cached = std::fs::read_dir(&dir).expect("list").filter(|e| {
+        e.as_ref()
+            .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+    });
+    assert_eq!(
+        cached.count(),
+        5,
+        "one compiled file per distinct component"
+    );
+    let second = Runtime::new(&tenants, eng, cfg).expect("loads compiled code");
+    let (status, text, _) = call(&second, "alpha", "/hello/again", "").await;
+    assert_eq!(
+        (status, text.as_str()),
+        (200, "hello from /ns/alpha/hello/again")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `POST body` to `addr` with a one-shot HTTP/1.1 connection; returns the status and body.
+fn http_post(addr: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read");
+    let (head, rest) = raw.split_once("\r\n\r\n").expect("response head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let mut body = String::new();
+    if chunked {
+        let mut rest = rest;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).expect("chunk size");
+            if n == 0 {
+                break;
+            }
+            body.push_str(&after[..n]);
+            rest = &after[n + 2..];
+        }
+    } else {
+        body.push_str(rest);
+    }
+    (status, body)
+}
+
+#[test]
+fn memoria_serve_routes_the_example_config_to_each_example() {
+    let dir = std::env::temp_dir().join(format!("memoria-serve-tenants-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut config =
+        std::fs::read_to_string(root.join("guest/examples/tenants.toml")).expect("tenants.toml");
+    for g in ["chat", "classify", "agent"] {
+        let rel = format!("\"target/guests/wasm32-wasip2/release/{g}.wasm\"");
+        config = config.replace(&rel, &format!("{:?}", guest(g).display().to_string()));
+    }
+    let config_path = dir.join("tenants.toml");
+    std::fs::write(&config_path, config).expect("write config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&config_path)
+        .args(["--port", "0", "-m"])
+        .arg(shared::path("models/stories260K-f32.gguf"))
+        .env_remove("RUST_BACKTRACE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("memoria serve starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let addr = lines
+        .find_map(|l| {
+            l.ok()?
+                .strip_prefix("memoria: listening on http://")
+                .map(str::to_string)
+        })
+        .expect("the server prints its address");
+    let results = std::panic::catch_unwind(|| {
+        let (status, chat) = http_post(
+            &addr,
+            "/ns/alpha/chat",
+            r#"{"message": "Where is the ball?"}"#,
+        );
+        assert_eq!(status, 200, "{chat}");
+        let chat: serde_json::Value = serde_json::from_str(&chat).expect("chat JSON");
+        assert!(
+            !chat["reply"].as_str().expect("reply").is_empty()
+                && chat["prompt_tokens"].as_u64() > Some(0),
+            "{chat}"
+        );
+        let (status, classify) = http_post(
+            &addr,
+            "/ns/beta/classify",
+            r#"{"texts": ["The dog is happy."]}"#,
+        );
+        assert_eq!(status, 200, "{classify}");
+        assert!(classify.contains("\"labels\""), "{classify}");
+        let turn = r#"{"conversation": "e2e", "message": "Hello."}"#;
+        let (_, first) = http_post(&addr, "/ns/gamma/agent", turn);
+        let (status, second) = http_post(&addr, "/ns/gamma/agent", turn);
+        assert_eq!(status, 200, "{second}");
+        assert!(
+            first.contains("\"restored\":false") && second.contains("\"restored\":true"),
+            "{first} {second}"
+        );
+        let (status, stream) = http_post(
+            &addr,
+            "/ns/delta/chat",
+            r#"{"message": "Go on.", "stream": true, "max_tokens": 6}"#,
+        );
+        assert_eq!(status, 200, "{stream}");
+        assert!(
+            stream.lines().filter(|l| l.contains("\"token\"")).count() >= 2,
+            "{stream}"
+        );
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+    if let Err(p) = results {
+        std::panic::resume_unwind(p);
+    }
+}

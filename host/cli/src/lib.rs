@@ -2,6 +2,7 @@
 //! subcommand under `cmd/`. A library so the integration tests can build the same binary.
 
 mod cmd;
+mod config;
 mod load;
 
 use std::process::ExitCode;
@@ -29,6 +30,8 @@ enum Command {
     /// Model file tools.
     #[command(subcommand)]
     Model(cmd::synth::ModelCommand),
+    /// Serve the OpenAI-compatible API, metrics and admin API (the host).
+    Serve(cmd::serve::ServeArgs),
     /// Inspect, verify, compact or clear a persistent prefix-state store.
     #[command(subcommand)]
     Store(cmd::store::StoreCommand),
@@ -36,13 +39,14 @@ enum Command {
 
 /// Runs the CLI with the process arguments; the binary's whole `main`.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(llama_server_flags(std::env::args_os()));
     let result = match cli.command {
         Command::Run(a) => cmd::run::main(a),
         Command::Tokenize(a) => cmd::tokenize::main(a),
         Command::Inspect(a) => cmd::inspect::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
+        Command::Serve(a) => cmd::serve::main(a),
         Command::Store(c) => cmd::store::main(c),
     };
     match result {
@@ -52,4 +56,17 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `memoria serve` accepts llama-server's two-letter `-np` (clap short flags are one letter).
+fn llama_server_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = args.collect();
+    if v.get(1).is_some_and(|a| a == "serve") {
+        for a in v.iter_mut().skip(2) {
+            if a == "-np" {
+                *a = "--parallel".into();
+            }
+        }
+    }
+    v
 }

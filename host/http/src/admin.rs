@@ -1,8 +1,8 @@
 //! The admin API under `/admin/`, behind the admin key: live sessions (list, inspect, cancel),
-//! warming and pinning a prefix, namespaces and their admission state, config reload, and the
-//! routes whose backing features are not in this build yet (session save/restore needs the
-//! persistent store, component deploy/replace/delete the wasm runtime): those answer 501 with
-//! what is missing. Invariant: nothing here runs before `check_admin` passed.
+//! saving a prefix as a named session and restoring it into the hot cache (engines started with
+//! a store), warming and pinning a prefix, namespaces and their admission state, config reload,
+//! and component deploy/replace/delete, which answers 501 until the server has a deployer.
+//! Invariant: nothing here runs before `check_admin` passed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -35,18 +35,30 @@ struct WarmRequest {
     ttl_s: Option<u64>,
 }
 
+/// `POST /admin/sessions/save` and `/admin/sessions/restore`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionRequest {
+    namespace: Option<String>,
+    name: String,
+    text: Option<String>,
+    messages: Option<Vec<ChatMessage>>,
+}
+
 /// Dispatches an admin request (`rest` is the path after `/admin/`).
-pub async fn handle(state: Arc<AppState>, method: &Method, rest: &str, body: Bytes) -> Result<Response, ApiError> {
+pub async fn handle(
+    state: Arc<AppState>,
+    method: &Method,
+    rest: &str,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     match (method, parts.as_slice()) {
         (&Method::GET, ["sessions"]) => Ok(list_sessions(&state)),
         (&Method::GET, ["sessions", id]) => inspect_session(&state, id).await,
         (&Method::DELETE, ["sessions", id]) => close_session(&state, id).await,
-        (&Method::POST, ["sessions", _, "save"]) | (&Method::POST, ["sessions", "restore"]) => {
-            Err(ApiError::not_implemented(
-                "session save/restore needs the persistent state store, which this build does not include yet",
-            ))
-        }
+        (&Method::POST, ["sessions", "save"]) => save(&state, &body).await,
+        (&Method::POST, ["sessions", "restore"]) => restore(&state, &body).await,
         (&Method::POST, ["warm"]) => warm(&state, &body).await,
         (&Method::GET, ["namespaces"]) => Ok(namespaces(&state)),
         (&Method::POST, ["reload"]) => reload(&state),
@@ -58,9 +70,9 @@ pub async fn handle(state: Arc<AppState>, method: &Method, rest: &str, body: Byt
                 "deploying, replacing and deleting components needs the wasm runtime (memoria-runtime), which this build does not include yet",
             ))
         }
-        (_, ["sessions"] | ["sessions", _] | ["warm"] | ["namespaces"] | ["reload"]) => {
-            Err(ApiError::method_not_allowed(method, &format!("/admin/{rest}")))
-        }
+        (_, ["sessions"] | ["sessions", _] | ["warm"] | ["namespaces"] | ["reload"]) => Err(
+            ApiError::method_not_allowed(method, &format!("/admin/{rest}")),
+        ),
         _ => Err(ApiError::not_found(format!("no admin route /admin/{rest}"))),
     }
 }
@@ -128,12 +140,22 @@ async fn warm(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
                 .is_some_and(|b| !b.is_empty() && text.starts_with(b));
             tok.encode(&text, !bos_written, true)
         }
-        _ => return Err(ApiError::bad_request("give exactly one of `text` and `messages`")),
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of `text` and `messages`",
+            ));
+        }
     };
     let pin = req.priority.map_or(PinLevel::Pinned, PinLevel::Priority);
     let info = state
         .engine
-        .warm(ns.id, ns.salt, tokens, pin, req.ttl_s.map(Duration::from_secs))
+        .warm(
+            ns.id,
+            ns.salt,
+            tokens,
+            pin,
+            req.ttl_s.map(Duration::from_secs),
+        )
         .await?;
     Ok(ok_json(&json!({
         "namespace": ns.name,
@@ -178,10 +200,93 @@ fn reload(state: &AppState) -> Result<Response, ApiError> {
             "this server was started without --config; there is nothing to reload",
         ));
     };
-    let tenants = reloader().map_err(|e| ApiError::bad_request(format!("reload refused: {e}")))?;
+    let tenants = reloader(&state.tenants())
+        .map_err(|e| ApiError::bad_request(format!("reload refused: {e}")))?;
     let n = tenants.len();
     state
         .replace_tenants(tenants)
         .map_err(|e| ApiError::bad_request(format!("reload refused: {e}")))?;
     Ok(ok_json(&json!({"reloaded": true, "namespaces": n})))
+}
+
+/// The tokens of a prefix given as `text` or as `messages` (chat template, no generation prompt).
+fn prefix_tokens(
+    state: &AppState,
+    text: Option<String>,
+    messages: Option<Vec<ChatMessage>>,
+) -> Result<Vec<u32>, ApiError> {
+    let tok = state.engine.tokenizer();
+    match (text, messages) {
+        (Some(t), None) => Ok(tok.encode(&t, true, true)),
+        (None, Some(m)) => {
+            let text = state
+                .chat
+                .render(&m, false)
+                .map_err(|e| ApiError::invalid("messages", e.to_string()))?;
+            let bos_written = tok
+                .bos()
+                .and_then(|b| tok.token_text(b))
+                .is_some_and(|b| !b.is_empty() && text.starts_with(b));
+            Ok(tok.encode(&text, !bos_written, true))
+        }
+        _ => Err(ApiError::bad_request(
+            "give exactly one of `text` and `messages`",
+        )),
+    }
+}
+
+fn named_namespace(
+    state: &AppState,
+    name: Option<String>,
+) -> Result<Arc<memoria_tenant::Namespace>, ApiError> {
+    let name = name.unwrap_or_else(|| state.config.default_namespace.clone());
+    state
+        .tenants()
+        .get(&name)
+        .cloned()
+        .ok_or_else(|| ApiError::invalid("namespace", format!("unknown namespace {name:?}")))
+}
+
+/// Computes a prefix and saves it durably under `name` (the engine needs a store).
+async fn save(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
+    let req: SessionRequest = crate::openai::parse_json(body)?;
+    let ns = named_namespace(state, req.namespace)?;
+    let tokens = prefix_tokens(state, req.text, req.messages)?;
+    let n = tokens.len();
+    let engine = &state.engine;
+    let id = engine.open(ns.id, ns.salt).await?;
+    let result = async {
+        engine.append(ns.id, id, tokens).await?;
+        engine.prefill(ns.id, id).await?;
+        engine.save(ns.id, id, &req.name).await
+    }
+    .await;
+    let _ = engine.close(ns.id, id).await;
+    result?;
+    Ok(ok_json(
+        &json!({"namespace": ns.name, "name": req.name, "tokens": n, "saved": true}),
+    ))
+}
+
+/// Restores a saved session into the hot cache (its blocks stay cached once it is closed).
+async fn restore(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
+    let req: SessionRequest = crate::openai::parse_json(body)?;
+    if req.text.is_some() || req.messages.is_some() {
+        return Err(ApiError::bad_request(
+            "restore takes `namespace` and `name` only",
+        ));
+    }
+    let ns = named_namespace(state, req.namespace)?;
+    let engine = &state.engine;
+    let id = engine.restore(ns.id, ns.salt, &req.name).await?;
+    let result = async {
+        engine.prefill(ns.id, id).await?;
+        engine.info(ns.id, id).await
+    }
+    .await;
+    let _ = engine.close(ns.id, id).await;
+    let info = result?;
+    Ok(ok_json(
+        &json!({"namespace": ns.name, "name": req.name, "tokens": info.len, "restored": true}),
+    ))
 }

@@ -104,7 +104,10 @@ impl Admission {
     pub fn gate(&self, ns: &str, limits: &Limits) -> Arc<Gate> {
         let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
         match gates.get(ns) {
-            Some(g) if g.max_concurrent == limits.max_concurrent.max(1) && g.max_queue == limits.max_queue => {
+            Some(g)
+                if g.max_concurrent == limits.max_concurrent.max(1)
+                    && g.max_queue == limits.max_queue =>
+            {
                 g.clone()
             }
             _ => {

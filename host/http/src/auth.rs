@@ -30,25 +30,28 @@ pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 }
 
 /// The namespace of an OpenAI-route request without a namespace in its path.
-pub fn namespace_for_key(state: &AppState, headers: &HeaderMap) -> Result<Arc<Namespace>, ApiError> {
+pub fn namespace_for_key(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Arc<Namespace>, ApiError> {
     let tenants = state.tenants();
-    match bearer(headers)? {
-        Some(key) => tenants.by_key(key).cloned().ok_or_else(|| {
-            if state.auth_required() {
-                ApiError::unauthorized("invalid API key")
-            } else {
-                ApiError::unauthorized("invalid API key: this host has no API keys; send none")
-            }
-        }),
-        None if state.auth_required() => Err(ApiError::unauthorized(
-            "missing API key: send `Authorization: Bearer KEY`",
-        )),
-        None => state.default_namespace().ok_or_else(|| {
+    if !state.auth_required() {
+        // An open host ignores whatever key a client sends (clients always send one).
+        return state.default_namespace().ok_or_else(|| {
             ApiError::forbidden(format!(
                 "the default namespace {:?} is not configured",
                 state.config.default_namespace
             ))
-        }),
+        });
+    }
+    match bearer(headers)? {
+        Some(key) => tenants
+            .by_key(key)
+            .cloned()
+            .ok_or_else(|| ApiError::unauthorized("invalid API key")),
+        None => Err(ApiError::unauthorized(
+            "missing API key: send `Authorization: Bearer KEY`",
+        )),
     }
 }
 
@@ -60,10 +63,9 @@ pub fn namespace_for_route(
 ) -> Result<Arc<Namespace>, ApiError> {
     let tenants = state.tenants();
     let key = bearer(headers)?;
-    let ns = tenants
-        .get(name)
-        .cloned()
-        .ok_or_else(|| ApiError::forbidden(format!("unknown namespace {name:?}")).with_code("unknown_namespace"))?;
+    let ns = tenants.get(name).cloned().ok_or_else(|| {
+        ApiError::forbidden(format!("unknown namespace {name:?}")).with_code("unknown_namespace")
+    })?;
     if ns.spec.api_keys.is_empty() && !state.auth_required() {
         return Ok(ns);
     }

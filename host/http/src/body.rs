@@ -25,7 +25,11 @@ pub fn full(bytes: impl Into<Bytes>) -> HttpBody {
 }
 
 /// A response with a whole body and a content type.
-pub fn bytes_response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response {
+pub fn bytes_response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response {
     let mut resp = hyper::Response::new(full(body));
     *resp.status_mut() = status;
     resp.headers_mut()
@@ -56,7 +60,9 @@ pub async fn read_limited(req: hyper::Request<Incoming>, limit: usize) -> Result
     match Limited::new(req.into_body(), limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
-        Err(e) => Err(ApiError::bad_request(format!("reading the request body: {e}"))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "reading the request body: {e}"
+        ))),
     }
 }
 
@@ -68,7 +74,7 @@ pub struct ChannelBody {
 
 impl ChannelBody {
     /// A body and the sender that feeds it (`depth` chunks may wait unsent).
-    pub fn new(depth: usize) -> (mpsc::Sender<Bytes>, HttpBody) {
+    pub fn channel(depth: usize) -> (mpsc::Sender<Bytes>, HttpBody) {
         let (tx, rx) = mpsc::channel(depth.max(1));
         (tx, ChannelBody { rx }.boxed_unsync())
     }

@@ -107,8 +107,12 @@ impl ApiError {
 
     /// 501: a route whose backing feature is not in this build.
     pub fn not_implemented(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_implemented_error", message)
-            .with_code("not_implemented")
+        ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented_error",
+            message,
+        )
+        .with_code("not_implemented")
     }
 
     /// 503: the server is shutting down or the engine stopped.

@@ -34,7 +34,11 @@ pub async fn handle(state: Arc<AppState>, req: Request) -> Result<Response, Infa
     Ok(resp)
 }
 
-async fn dispatch(state: Arc<AppState>, req: Request, started: Instant) -> (&'static str, Result<Response, ApiError>) {
+async fn dispatch(
+    state: Arc<AppState>,
+    req: Request,
+    started: Instant,
+) -> (&'static str, Result<Response, ApiError>) {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     if let Some(rest) = path.strip_prefix("/ns/") {
@@ -51,23 +55,40 @@ async fn dispatch(state: Arc<AppState>, req: Request, started: Instant) -> (&'st
         return ("admin", r);
     }
     match path.as_str() {
-        "/health" => ("health", only(&method, &Method::GET, &path).map(|()| health(&state))),
-        "/metrics" => ("metrics", observe(&state, &method, &path, req.headers()).map(|()| {
-            bytes_response(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                metrics::render(&state),
-            )
-        })),
-        "/stats" => ("stats", observe(&state, &method, &path, req.headers()).map(|()| ok_json(&metrics::stats_json(&state)))),
-        _ if path == "/v1" || path.starts_with("/v1/") || path == "/tokenize" || path == "/detokenize" => {
+        "/health" => (
+            "health",
+            only(&method, &Method::GET, &path).map(|()| health(&state)),
+        ),
+        "/metrics" => (
+            "metrics",
+            observe(&state, &method, &path, req.headers()).map(|()| {
+                bytes_response(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    metrics::render(&state),
+                )
+            }),
+        ),
+        "/stats" => (
+            "stats",
+            observe(&state, &method, &path, req.headers())
+                .map(|()| ok_json(&metrics::stats_json(&state))),
+        ),
+        _ if path == "/v1"
+            || path.starts_with("/v1/")
+            || path == "/tokenize"
+            || path == "/detokenize" =>
+        {
             let ns = match auth::namespace_for_key(&state, req.headers()) {
                 Ok(ns) => ns,
                 Err(e) => return (route_name(&path), Err(e)),
             };
             openai_route(state, ns, req, &path, started).await
         }
-        _ => ("unknown", Err(ApiError::not_found(format!("no route {method} {path}")))),
+        _ => (
+            "unknown",
+            Err(ApiError::not_found(format!("no route {method} {path}"))),
+        ),
     }
 }
 
@@ -92,9 +113,14 @@ fn only(method: &Method, want: &Method, path: &str) -> Result<(), ApiError> {
 }
 
 /// `/metrics` and `/stats`: open on an open host; with keys configured, the admin key.
-fn observe(state: &AppState, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+fn observe(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
     only(method, &Method::GET, path)?;
-    if state.auth_required() || state.config.admin_key.is_some() && auth::bearer(headers)?.is_some() {
+    if state.auth_required() {
         auth::check_admin(state, headers)?;
     }
     Ok(())
@@ -102,7 +128,10 @@ fn observe(state: &AppState, method: &Method, path: &str, headers: &HeaderMap) -
 
 fn health(state: &AppState) -> Response {
     if state.shutting_down.load(Relaxed) {
-        json_response(StatusCode::SERVICE_UNAVAILABLE, &json!({"status": "shutting down"}))
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "shutting down"}),
+        )
     } else {
         ok_json(&json!({"status": "ok"}))
     }
@@ -147,12 +176,19 @@ async fn openai_route(
 }
 
 /// `/ns/{namespace}/...`: the namespace's component, else its `/v1` routes.
-async fn tenant(state: Arc<AppState>, req: Request, rest: &str, started: Instant) -> Result<Response, ApiError> {
+async fn tenant(
+    state: Arc<AppState>,
+    req: Request,
+    rest: &str,
+    started: Instant,
+) -> Result<Response, ApiError> {
     let (name, sub) = rest.split_once('/').unwrap_or((rest, ""));
     let sub = format!("/{sub}");
     let ns = auth::namespace_for_route(&state, name, req.headers())?;
+    let first = sub.trim_start_matches('/').split('/').next().unwrap_or("");
+    let has_component = ns.spec.component.is_some() || ns.spec.components.contains_key(first);
     if let Some(router) = state.router.clone()
-        && ns.spec.component.is_some()
+        && has_component
     {
         return Ok(router.handle(ns, sub, req).await);
     }

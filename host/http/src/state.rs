@@ -20,7 +20,8 @@ use crate::sessions::SessionRegistry;
 
 /// Rebuilds the namespaces from configuration (`POST /admin/reload`); the message of an error
 /// names the config key at fault.
-pub type Reloader = Box<dyn Fn() -> Result<Tenants, String> + Send + Sync>;
+/// It gets the current namespaces, whose order (ids) the new set must keep.
+pub type Reloader = Box<dyn Fn(&Tenants) -> Result<Tenants, String> + Send + Sync>;
 
 /// Server settings (validated by the caller).
 #[derive(Clone, Debug)]
@@ -71,6 +72,8 @@ pub struct ServerParts {
     /// Tenant components for `/ns/{namespace}/...` (None: those routes serve only `/v1`).
     pub router: Option<Arc<dyn ComponentRouter>>,
     pub reloader: Option<Reloader>,
+    /// The engine's lower tiers, for their metrics (None: hot pool only).
+    pub store: Option<Arc<memoria_sched::store::TierStack>>,
 }
 
 /// Shared state of a running server.
@@ -80,6 +83,7 @@ pub struct AppState {
     pub chat: ChatTemplate,
     pub router: Option<Arc<dyn ComponentRouter>>,
     pub reloader: Option<Reloader>,
+    pub store: Option<Arc<memoria_sched::store::TierStack>>,
     tenants: RwLock<Arc<Tenants>>,
     pub admission: Admission,
     pub metrics: Metrics,
@@ -100,6 +104,7 @@ impl AppState {
             chat: parts.chat,
             router: parts.router,
             reloader: parts.reloader,
+            store: parts.store,
             tenants: RwLock::new(Arc::new(parts.tenants)),
             admission: Admission::default(),
             metrics: Metrics::default(),
@@ -111,7 +116,10 @@ impl AppState {
 
     /// The current namespaces.
     pub fn tenants(&self) -> Arc<Tenants> {
-        self.tenants.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces the namespaces. Refuses a set that renames or drops a namespace, or moves its
@@ -161,6 +169,7 @@ impl AppState {
 
 fn apply_policies(engine: &EngineHandle, tenants: &Tenants) {
     for ns in tenants.iter() {
-        let _ = engine.set_namespace_policy(ns.id, ns.spec.limits.priority, ns.spec.limits.max_blocks);
+        let _ =
+            engine.set_namespace_policy(ns.id, ns.spec.limits.priority, ns.spec.limits.max_blocks);
     }
 }

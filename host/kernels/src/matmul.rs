@@ -66,4 +66,3 @@ pub fn matmul_prequantized_with(
 
 #[cfg(test)]
 mod tests;
-

@@ -182,8 +182,13 @@ impl EngineHandle {
 
     /// Computes the session's pending tokens (reusing cached blocks on its first compute) and
     /// returns the logits after its last token.
-    pub async fn prefill(&self, ns: NamespaceId, session: SessionId) -> Result<Vec<f32>, EngineError> {
-        self.call(|reply| Command::Prefill { ns, session, reply }).await
+    pub async fn prefill(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+    ) -> Result<Vec<f32>, EngineError> {
+        self.call(|reply| Command::Prefill { ns, session, reply })
+            .await
     }
 
     /// A new session sharing every block of `session` (nothing copied).

@@ -71,7 +71,10 @@ mod tests {
         assert_ne!(iso.salt("a"), shared.salt("a"));
         let g = Isolation::parse("group:x").expect("group");
         assert_eq!(g.salt("a"), g.salt("b"));
-        assert_ne!(g.salt("a"), Isolation::parse("group:y").expect("group").salt("a"));
+        assert_ne!(
+            g.salt("a"),
+            Isolation::parse("group:y").expect("group").salt("a")
+        );
         assert!(Isolation::parse("group:").is_err());
         assert!(Isolation::parse("open").is_err());
     }

@@ -24,5 +24,9 @@ pub enum TenantError {
     #[error("namespaces.{ns}.api_keys: {why}")]
     BadKey { ns: String, why: String },
     #[error("namespaces.{ns}.limits.{key}: {why}")]
-    BadLimit { ns: String, key: &'static str, why: String },
+    BadLimit {
+        ns: String,
+        key: &'static str,
+        why: String,
+    },
 }

@@ -53,7 +53,11 @@ impl Default for Limits {
 impl Limits {
     /// Checks ranges; errors name `namespaces.NS.limits.KEY`.
     pub fn validate(&self, ns: &str) -> Result<(), TenantError> {
-        let bad = |key, why: &str| TenantError::BadLimit { ns: ns.to_string(), key, why: why.into() };
+        let bad = |key, why: &str| TenantError::BadLimit {
+            ns: ns.to_string(),
+            key,
+            why: why.into(),
+        };
         if self.max_concurrent == 0 {
             return Err(bad("max_concurrent", "must be at least 1"));
         }
@@ -64,7 +68,10 @@ impl Limits {
             return Err(bad("max_tokens_per_request", "must be at least 1"));
         }
         if self.memory_bytes < 1 << 16 {
-            return Err(bad("memory_bytes", "must be at least 65536 (one wasm page)"));
+            return Err(bad(
+                "memory_bytes",
+                "must be at least 65536 (one wasm page)",
+            ));
         }
         if self.wall_time_ms == 0 {
             return Err(bad("wall_time_ms", "must be at least 1"));

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod inspect;
 pub mod run;
+pub mod serve;
 pub mod store;
 pub mod synth;
 pub mod tokenize;

@@ -104,12 +104,29 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     };
     sampling.validate().context("sampling parameters")?;
     let model = Arc::new(loaded.model);
-    let max_context = if a.ctx_size > 0 { a.ctx_size } else { model.hparams().n_ctx_train };
+    let max_context = if a.ctx_size > 0 {
+        a.ctx_size
+    } else {
+        model.hparams().n_ctx_train
+    };
     let store = crate::cmd::store::open_store(a.store.as_deref())?;
-    let cfg = EngineConfig { kv_elem: a.cache_type, max_context, store: store.clone(), ..EngineConfig::default() };
+    let cfg = EngineConfig {
+        kv_elem: a.cache_type,
+        max_context,
+        store: store.clone(),
+        ..EngineConfig::default()
+    };
     let engine = EngineHandle::start(model, Arc::new(loaded.tokenizer), cfg)?;
-    let params = GenerateParams { sampling, max_tokens: a.n_predict, stop: a.stop.clone(), close_when_done: true, ignore_eos: false };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let params = GenerateParams {
+        sampling,
+        max_tokens: a.n_predict,
+        stop: a.stop.clone(),
+        close_when_done: true,
+        ignore_eos: false,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let mut stdout = std::io::stdout().lock();
     if !a.json {
         stdout.write_all(prompt.as_bytes())?;
@@ -117,7 +134,9 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     }
     let ns = NamespaceId(0);
     let (out, prompt_logits, t) = rt.block_on(async {
-        let session = engine.open(ns, NamespaceSalt::derive("memoria-cli")).await?;
+        let session = engine
+            .open(ns, NamespaceSalt::derive("memoria-cli"))
+            .await?;
         engine.append(ns, session, prompt_tokens.clone()).await?;
         let started = Instant::now();
         let prompt_logits = engine.prefill(ns, session).await?;
@@ -131,7 +150,9 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
                     tokens.push(id);
                     text
                 }
-                Event::Done { reason, text_tail, .. } => {
+                Event::Done {
+                    reason, text_tail, ..
+                } => {
                     finish = reason.as_str();
                     text_tail
                 }
@@ -143,7 +164,12 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
                 stdout.flush()?;
             }
         }
-        let t = Timings { prompt_n: prompt_tokens.len(), prompt_ms, predicted_n: tokens.len(), predicted_ms: started.elapsed().as_secs_f64() * 1000.0 };
+        let t = Timings {
+            prompt_n: prompt_tokens.len(),
+            prompt_ms,
+            predicted_n: tokens.len(),
+            predicted_ms: started.elapsed().as_secs_f64() * 1000.0,
+        };
         anyhow::Ok(((tokens, text, finish), prompt_logits, t))
     })?;
     engine.shutdown();
@@ -195,5 +221,9 @@ struct Timings {
 }
 
 fn rate(n: usize, ms: f64) -> f64 {
-    if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 }
+    if ms > 0.0 {
+        n as f64 * 1000.0 / ms
+    } else {
+        0.0
+    }
 }

@@ -65,16 +65,22 @@ pub struct ServeConfig {
 /// Merges `raw` under `o` and validates.
 pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     let s = &raw.server;
-    let host = o.host.clone().or(s.host.clone()).unwrap_or_else(|| "127.0.0.1".into());
-    let ip: IpAddr = host
-        .parse()
-        .with_context(|| format!("server.host / --host: {host:?} is not an IP address (e.g. 127.0.0.1 or 0.0.0.0)"))?;
+    let host = o
+        .host
+        .clone()
+        .or(s.host.clone())
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let ip: IpAddr = host.parse().with_context(|| {
+        format!("server.host / --host: {host:?} is not an IP address (e.g. 127.0.0.1 or 0.0.0.0)")
+    })?;
     let port = o.port.or(s.port).unwrap_or(8080);
     let c = &raw.cache;
     let kv_elem = match (o.cache_type, c.dtype.as_deref()) {
         (Some(e), _) => e,
         (None, None) => KvElem::F16,
-        (None, Some(d)) => crate::cmd::run::parse_kv(d).map_err(|e| anyhow::anyhow!("cache.dtype: {e}"))?,
+        (None, Some(d)) => {
+            crate::cmd::run::parse_kv(d).map_err(|e| anyhow::anyhow!("cache.dtype: {e}"))?
+        }
     };
     let block_tokens = c.block_tokens.unwrap_or(16);
     if !(1..=memoria_kv::MAX_BLOCK_TOKENS).contains(&block_tokens) {
@@ -105,7 +111,10 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     if admin_key.as_ref().is_some_and(|k| k.len() < 8) {
         bail!("server.admin_key / --admin-key: use at least 8 characters");
     }
-    let default_namespace = s.default_namespace.clone().unwrap_or_else(|| "shared".into());
+    let default_namespace = s
+        .default_namespace
+        .clone()
+        .unwrap_or_else(|| "shared".into());
     let namespaces = namespaces(&raw, o, &default_namespace, None)?;
     Ok(ServeConfig {
         addr: SocketAddr::new(ip, port),
@@ -166,10 +175,14 @@ pub fn namespaces(
         d.limits.max_queue = q;
     }
     if configured && raw.server.parallel.is_some() {
-        bail!("server.parallel: set namespaces.{default}.limits.max_concurrent instead, since [namespaces.{default}] is defined");
+        bail!(
+            "server.parallel: set namespaces.{default}.limits.max_concurrent instead, since [namespaces.{default}] is defined"
+        );
     }
     if configured && raw.server.queue.is_some() {
-        bail!("server.queue: set namespaces.{default}.limits.max_queue instead, since [namespaces.{default}] is defined");
+        bail!(
+            "server.queue: set namespaces.{default}.limits.max_queue instead, since [namespaces.{default}] is defined"
+        );
     }
     for key in o.api_key.iter().chain(raw.server.api_key.iter()) {
         if !d.api_keys.contains(key) {
@@ -215,7 +228,12 @@ mod tests {
         let e = resolve(raw, &Overrides::default()).expect_err("range");
         assert!(e.to_string().contains("cache.block_tokens"), "{e}");
         let raw = RawConfig::parse("[server]\nhost = \"localhost:1\"\n").expect("parses");
-        assert!(resolve(raw, &Overrides::default()).expect_err("host").to_string().contains("server.host"));
+        assert!(
+            resolve(raw, &Overrides::default())
+                .expect_err("host")
+                .to_string()
+                .contains("server.host")
+        );
     }
 
     #[test]
@@ -236,7 +254,10 @@ mod tests {
         assert_eq!(cfg.namespaces[0].1.limits.max_concurrent, 2);
         assert_eq!(cfg.namespaces[0].1.api_keys, ["shared-key-1"]);
         let t = tenants(cfg.namespaces).expect("tenants");
-        assert_eq!(t.by_key("alpha-key-1").map(|n| n.name.as_str()), Some("alpha"));
+        assert_eq!(
+            t.by_key("alpha-key-1").map(|n| n.name.as_str()),
+            Some("alpha")
+        );
     }
 
     #[test]

@@ -20,7 +20,11 @@ pub struct Histogram {
 impl Histogram {
     /// Records one observation.
     pub fn observe(&self, seconds: f64) {
-        let s = if seconds.is_finite() { seconds.max(0.0) } else { 0.0 };
+        let s = if seconds.is_finite() {
+            seconds.max(0.0)
+        } else {
+            0.0
+        };
         if let Some(i) = LATENCY_BOUNDS.iter().position(|&b| s <= b) {
             self.buckets[i].fetch_add(1, Relaxed);
         }
@@ -44,7 +48,11 @@ impl Histogram {
         let count = self.count.load(Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
         let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
-        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
         let _ = writeln!(out, "{name}_sum{braces} {sum}");
         let _ = writeln!(out, "{name}_count{braces} {count}");
     }
@@ -62,9 +70,18 @@ mod tests {
         h.observe(100.0);
         let mut s = String::new();
         h.render(&mut s, "x_seconds", "namespace=\"a\"");
-        assert!(s.contains("x_seconds_bucket{namespace=\"a\",le=\"0.005\"} 1\n"), "{s}");
-        assert!(s.contains("x_seconds_bucket{namespace=\"a\",le=\"0.25\"} 2\n"), "{s}");
-        assert!(s.contains("x_seconds_bucket{namespace=\"a\",le=\"+Inf\"} 3\n"), "{s}");
+        assert!(
+            s.contains("x_seconds_bucket{namespace=\"a\",le=\"0.005\"} 1\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("x_seconds_bucket{namespace=\"a\",le=\"0.25\"} 2\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("x_seconds_bucket{namespace=\"a\",le=\"+Inf\"} 3\n"),
+            "{s}"
+        );
         assert!(s.contains("x_seconds_count{namespace=\"a\"} 3\n"), "{s}");
     }
 }

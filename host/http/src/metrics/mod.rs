@@ -49,7 +49,12 @@ pub struct Metrics {
 impl Metrics {
     /// The figures of namespace `ns`, registered on first use.
     pub fn ns(&self, ns: &str) -> Arc<NsMetrics> {
-        if let Some(m) = self.namespaces.read().unwrap_or_else(|e| e.into_inner()).get(ns) {
+        if let Some(m) = self
+            .namespaces
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(ns)
+        {
             return m.clone();
         }
         let mut map = self.namespaces.write().unwrap_or_else(|e| e.into_inner());
@@ -92,8 +97,10 @@ impl Metrics {
 impl NsMetrics {
     /// Adds a finished generation's usage.
     pub fn add_usage(&self, u: &memoria_sched::Usage) {
-        self.prompt_tokens.fetch_add(u.prompt_tokens as u64, Relaxed);
-        self.cached_tokens.fetch_add(u.cached_tokens as u64, Relaxed);
+        self.prompt_tokens
+            .fetch_add(u.prompt_tokens as u64, Relaxed);
+        self.cached_tokens
+            .fetch_add(u.cached_tokens as u64, Relaxed);
         self.completion_tokens
             .fetch_add(u.completion_tokens as u64, Relaxed);
     }

@@ -100,9 +100,26 @@ pub fn render(state: &AppState) -> String {
         ("free", pool.blocks_free),
     ];
     for (st, n) in hot {
-        o.sample("memoria_kv_blocks", &format!("tier=\"hot\",state=\"{st}\""), n);
+        o.sample(
+            "memoria_kv_blocks",
+            &format!("tier=\"hot\",state=\"{st}\""),
+            n,
+        );
     }
-    o.family("memoria_kv_bytes", "gauge", "Bytes of K/V blocks per tier and state.");
+    let tiers = state.store.as_ref().map(|s| s.snapshot());
+    let lower: Vec<(&str, memoria_sched::store::TierSnapshot)> = tiers
+        .iter()
+        .flat_map(|t| [("cold", t.cold), ("disk", t.redb)])
+        .collect();
+    for (tier, t) in &lower {
+        let labels = format!("tier=\"{tier}\",state=\"stored\"");
+        o.sample("memoria_kv_blocks", &labels, t.blocks);
+    }
+    o.family(
+        "memoria_kv_bytes",
+        "gauge",
+        "Bytes of K/V blocks per tier and state.",
+    );
     for (st, n) in hot {
         o.sample(
             "memoria_kv_bytes",
@@ -110,8 +127,41 @@ pub fn render(state: &AppState) -> String {
             n * pool.block_bytes,
         );
     }
-    o.family("memoria_kv_capacity_bytes", "gauge", "Bytes each tier may hold.");
-    o.sample("memoria_kv_capacity_bytes", "tier=\"hot\"", pool.bytes_total());
+    for (tier, t) in &lower {
+        let labels = format!("tier=\"{tier}\",state=\"stored\"");
+        o.sample("memoria_kv_bytes", &labels, t.bytes);
+    }
+    let per_tier = [
+        (
+            "memoria_kv_tier_hits_total",
+            "Blocks found in a lower tier (cold RAM, disk) on a hot-pool miss.",
+        ),
+        (
+            "memoria_kv_tier_misses_total",
+            "Blocks looked up in a lower tier and not found.",
+        ),
+        (
+            "memoria_kv_tier_evictions_total",
+            "Blocks evicted from a lower tier.",
+        ),
+    ];
+    for (i, (name, help)) in per_tier.into_iter().enumerate() {
+        o.family(name, "counter", help);
+        for (tier, t) in &lower {
+            let v = [t.hits, t.misses, t.evictions][i];
+            o.sample(name, &format!("tier=\"{tier}\""), v);
+        }
+    }
+    o.family(
+        "memoria_kv_capacity_bytes",
+        "gauge",
+        "Bytes each tier may hold.",
+    );
+    o.sample(
+        "memoria_kv_capacity_bytes",
+        "tier=\"hot\"",
+        pool.bytes_total(),
+    );
     o.family("memoria_kv_block_tokens", "gauge", "Tokens per K/V block.");
     o.sample("memoria_kv_block_tokens", "", pool.block_tokens);
     o.family(
@@ -197,14 +247,22 @@ pub fn render(state: &AppState) -> String {
         "Tokens decoded by the engine, all namespaces.",
     );
     o.sample("memoria_engine_decode_tokens_total", "", eng.decode_tokens);
-    o.family("memoria_engine_steps_total", "counter", "Forward passes run by the engine.");
+    o.family(
+        "memoria_engine_steps_total",
+        "counter",
+        "Forward passes run by the engine.",
+    );
     o.sample("memoria_engine_steps_total", "", eng.steps);
     o.family(
         "memoria_engine_step_seconds_total",
         "counter",
         "Time spent in forward passes.",
     );
-    o.sample("memoria_engine_step_seconds_total", "", eng.step_seconds_total);
+    o.sample(
+        "memoria_engine_step_seconds_total",
+        "",
+        eng.step_seconds_total,
+    );
     o.family(
         "memoria_engine_queue_depth",
         "gauge",
@@ -232,7 +290,11 @@ fn render_server(o: &mut Out, state: &AppState) {
         "Requests waiting for a slot in each namespace's admission queue.",
     );
     for (name, g) in &gates {
-        o.sample("memoria_queue_depth", &format!("namespace=\"{name}\""), g.queued());
+        o.sample(
+            "memoria_queue_depth",
+            &format!("namespace=\"{name}\""),
+            g.queued(),
+        );
     }
     o.family(
         "memoria_requests_running",
@@ -240,17 +302,25 @@ fn render_server(o: &mut Out, state: &AppState) {
         "Requests holding an admission slot in each namespace.",
     );
     for (name, g) in &gates {
-        o.sample("memoria_requests_running", &format!("namespace=\"{name}\""), g.running());
+        o.sample(
+            "memoria_requests_running",
+            &format!("namespace=\"{name}\""),
+            g.running(),
+        );
     }
-    let counter = |o: &mut Out, name: &str, help: &str, f: &dyn Fn(&crate::metrics::NsMetrics) -> u64| {
-        o.family(name, "counter", help);
-        for (n, m) in &ns {
-            o.sample(name, &format!("namespace=\"{n}\""), f(m));
-        }
-    };
-    counter(o, "memoria_requests_total", "Requests routed to each namespace.", &|m| {
-        m.requests.load(Relaxed)
-    });
+    let counter =
+        |o: &mut Out, name: &str, help: &str, f: &dyn Fn(&crate::metrics::NsMetrics) -> u64| {
+            o.family(name, "counter", help);
+            for (n, m) in &ns {
+                o.sample(name, &format!("namespace=\"{n}\""), f(m));
+            }
+        };
+    counter(
+        o,
+        "memoria_requests_total",
+        "Requests routed to each namespace.",
+        &|m| m.requests.load(Relaxed),
+    );
     o.family(
         "memoria_requests_rejected_total",
         "counter",
@@ -270,27 +340,36 @@ fn render_server(o: &mut Out, state: &AppState) {
             v,
         );
     }
-    counter(o, "memoria_prompt_tokens_total", "Prompt tokens of finished generations.", &|m| {
-        m.prompt_tokens.load(Relaxed)
-    });
+    counter(
+        o,
+        "memoria_prompt_tokens_total",
+        "Prompt tokens of finished generations.",
+        &|m| m.prompt_tokens.load(Relaxed),
+    );
     counter(
         o,
         "memoria_cached_prompt_tokens_total",
         "Prompt tokens of finished generations served from the state cache.",
         &|m| m.cached_tokens.load(Relaxed),
     );
-    counter(o, "memoria_tokens_generated_total", "Completion tokens generated.", &|m| {
-        m.completion_tokens.load(Relaxed)
-    });
+    counter(
+        o,
+        "memoria_tokens_generated_total",
+        "Completion tokens generated.",
+        &|m| m.completion_tokens.load(Relaxed),
+    );
     counter(
         o,
         "memoria_client_disconnects_total",
         "Generations cancelled because the client disconnected.",
         &|m| m.disconnects.load(Relaxed),
     );
-    counter(o, "memoria_embeddings_total", "Inputs embedded or served from the embedding cache.", &|m| {
-        m.embeddings.load(Relaxed)
-    });
+    counter(
+        o,
+        "memoria_embeddings_total",
+        "Inputs embedded or served from the embedding cache.",
+        &|m| m.embeddings.load(Relaxed),
+    );
     counter(
         o,
         "memoria_embedding_cache_hits_total",
@@ -303,7 +382,11 @@ fn render_server(o: &mut Out, state: &AppState) {
         "Time from a request's arrival to its first generated token.",
     );
     for (n, m) in &ns {
-        m.ttft.render(&mut o.0, "memoria_time_to_first_token_seconds", &format!("namespace=\"{n}\""));
+        m.ttft.render(
+            &mut o.0,
+            "memoria_time_to_first_token_seconds",
+            &format!("namespace=\"{n}\""),
+        );
     }
     o.family(
         "memoria_token_latency_seconds",
@@ -311,8 +394,11 @@ fn render_server(o: &mut Out, state: &AppState) {
         "Time between consecutive generated tokens of one request.",
     );
     for (n, m) in &ns {
-        m.token_latency
-            .render(&mut o.0, "memoria_token_latency_seconds", &format!("namespace=\"{n}\""));
+        m.token_latency.render(
+            &mut o.0,
+            "memoria_token_latency_seconds",
+            &format!("namespace=\"{n}\""),
+        );
     }
     o.family(
         "memoria_http_responses_total",
@@ -326,6 +412,14 @@ fn render_server(o: &mut Out, state: &AppState) {
             v,
         );
     }
-    o.family("memoria_uptime_seconds", "gauge", "Seconds since the server started.");
-    o.sample("memoria_uptime_seconds", "", state.started.elapsed().as_secs_f64());
+    o.family(
+        "memoria_uptime_seconds",
+        "gauge",
+        "Seconds since the server started.",
+    );
+    o.sample(
+        "memoria_uptime_seconds",
+        "",
+        state.started.elapsed().as_secs_f64(),
+    );
 }

@@ -26,9 +26,7 @@ pub fn stats_json(state: &AppState) -> Value {
         );
     }
     for (name, m) in state.metrics.namespaces() {
-        let entry = namespaces
-            .entry(name)
-            .or_insert_with(|| json!({}));
+        let entry = namespaces.entry(name).or_insert_with(|| json!({}));
         if let Value::Object(o) = entry {
             o.insert(
                 "requests".into(),

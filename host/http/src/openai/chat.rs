@@ -21,12 +21,26 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: ChatRequest = super::json::parse(&body)?;
     params::check_n("n", req.n)?;
     params::unsupported("logprobs", req.logprobs == Some(true), "logprobs")?;
-    params::unsupported("top_logprobs", req.top_logprobs.is_some_and(|n| n > 0), "top_logprobs")?;
-    params::unsupported("logit_bias", req.logit_bias.as_ref().is_some_and(|m| !m.is_empty()), "logit_bias")?;
-    params::unsupported("tools", req.tools.as_ref().is_some_and(|t| !t.is_empty()), "tool calling")?;
+    params::unsupported(
+        "top_logprobs",
+        req.top_logprobs.is_some_and(|n| n > 0),
+        "top_logprobs",
+    )?;
+    params::unsupported(
+        "logit_bias",
+        req.logit_bias.as_ref().is_some_and(|m| !m.is_empty()),
+        "logit_bias",
+    )?;
+    params::unsupported(
+        "tools",
+        req.tools.as_ref().is_some_and(|t| !t.is_empty()),
+        "tool calling",
+    )?;
     params::unsupported(
         "tool_choice",
-        req.tool_choice.as_ref().is_some_and(|v| v != "none" && v != "auto"),
+        req.tool_choice
+            .as_ref()
+            .is_some_and(|v| v != "none" && v != "auto"),
         "tool calling",
     )?;
     params::check_response_format(req.response_format.as_ref())?;
@@ -41,12 +55,15 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         seed: req.seed,
     })?;
     let stop = params::stops(req.stop)?;
+    let ignore_eos = req.ignore_eos.unwrap_or(false);
     let messages = messages(req.messages)?;
     let state = &ctx.state;
-    let text = state
-        .chat
-        .render(&messages, true)
-        .map_err(|e| ApiError::invalid("messages", format!("the chat template refused the conversation: {e}")))?;
+    let text = state.chat.render(&messages, true).map_err(|e| {
+        ApiError::invalid(
+            "messages",
+            format!("the chat template refused the conversation: {e}"),
+        )
+    })?;
     let tok = state.engine.tokenizer();
     let bos_written = tok
         .bos()
@@ -71,7 +88,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         .and_then(|o| o.include_usage)
         .unwrap_or(false);
     let permit = ctx.admit().await?;
-    let gen_params = params::generate_params(sampling, budget, stop);
+    let gen_params = params::generate_params(sampling, budget, stop, ignore_eos);
     let running = run::start(&ctx, "chat", prompt, gen_params, stream).await?;
     let id = response_id("chatcmpl");
     let created = unix_now();
@@ -101,7 +118,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
 /// Validates roles and flattens content parts to text.
 fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
     if msgs.is_empty() {
-        return Err(ApiError::invalid("messages", "`messages` must contain at least one message"));
+        return Err(ApiError::invalid(
+            "messages",
+            "`messages` must contain at least one message",
+        ));
     }
     let mut out = Vec::with_capacity(msgs.len());
     for (i, m) in msgs.into_iter().enumerate() {
@@ -111,7 +131,9 @@ fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
             other => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}].role"),
-                    format!("`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"),
+                    format!(
+                        "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
+                    ),
                 ));
             }
         };
@@ -125,7 +147,9 @@ fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
                         (kind, _) => {
                             return Err(ApiError::invalid(
                                 format!("messages[{i}].content[{j}]"),
-                                format!("content parts of type {kind:?} are not supported (only text parts with `text`)"),
+                                format!(
+                                    "content parts of type {kind:?} are not supported (only text parts with `text`)"
+                                ),
                             ));
                         }
                     }

@@ -18,8 +18,16 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     params::check_n("n", req.n)?;
     params::check_n("best_of", req.best_of)?;
     params::unsupported("logprobs", req.logprobs.is_some_and(|n| n > 0), "logprobs")?;
-    params::unsupported("logit_bias", req.logit_bias.as_ref().is_some_and(|m| !m.is_empty()), "logit_bias")?;
-    params::unsupported("suffix", req.suffix.as_ref().is_some_and(|s| !s.is_empty()), "suffix (insertion)")?;
+    params::unsupported(
+        "logit_bias",
+        req.logit_bias.as_ref().is_some_and(|m| !m.is_empty()),
+        "logit_bias",
+    )?;
+    params::unsupported(
+        "suffix",
+        req.suffix.as_ref().is_some_and(|s| !s.is_empty()),
+        "suffix (insertion)",
+    )?;
     let sampling = params::sampling(&SamplingFields {
         temperature: req.temperature,
         top_p: req.top_p,
@@ -31,6 +39,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         seed: req.seed,
     })?;
     let stop = params::stops(req.stop)?;
+    let ignore_eos = req.ignore_eos.unwrap_or(false);
     let tok = ctx.state.engine.tokenizer().clone();
     let one = |n: usize| {
         if n == 1 {
@@ -88,7 +97,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         .and_then(|o| o.include_usage)
         .unwrap_or(false);
     let permit = ctx.admit().await?;
-    let gen_params = params::generate_params(sampling, budget, stop);
+    let gen_params = params::generate_params(sampling, budget, stop, ignore_eos);
     let running = run::start(&ctx, "completions", prompt, gen_params, stream).await?;
     let fmt = CompletionChunks {
         id: response_id("cmpl"),

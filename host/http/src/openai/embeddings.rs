@@ -55,7 +55,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     if inputs.is_empty() || inputs.len() > MAX_INPUTS {
         return Err(ApiError::invalid(
             "input",
-            format!("`input` needs 1 to {MAX_INPUTS} items, got {}", inputs.len()),
+            format!(
+                "`input` needs 1 to {MAX_INPUTS} items, got {}",
+                inputs.len()
+            ),
         ));
     }
     let n_vocab = tok.n_vocab();
@@ -67,7 +70,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         if ids.len() > max {
             return Err(ApiError::invalid(
                 "input",
-                format!("`input[{i}]` has {} tokens; this model's maximum context length is {max}", ids.len()),
+                format!(
+                    "`input[{i}]` has {} tokens; this model's maximum context length is {max}",
+                    ids.len()
+                ),
             )
             .with_code("context_length_exceeded"));
         }
@@ -105,7 +111,10 @@ fn text_tokens(
     i: usize,
 ) -> Result<Vec<u32>, ApiError> {
     if text.is_empty() {
-        return Err(ApiError::invalid("input", format!("`input[{i}]` is an empty string")));
+        return Err(ApiError::invalid(
+            "input",
+            format!("`input[{i}]` is an empty string"),
+        ));
     }
     Ok(tok.encode(text, true, false))
 }
@@ -135,7 +144,11 @@ fn encode_base64(v: &[f32]) -> String {
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
             if i <= chunk.len() {

@@ -18,7 +18,7 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
         if inner.is_data() {
-            let path = e.path().to_string();
+            let path = field_path(&e.path().to_string(), &inner.to_string());
             let message = format!("invalid `{path}`: {inner}");
             ApiError::invalid(path, message)
         } else {
@@ -27,6 +27,18 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end().map_err(|e| syntax_error(body, &e))?;
     Ok(value)
+}
+
+/// The decoder's path, completed with the field a "missing field `x`" error names.
+fn field_path(path: &str, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    match (path, missing) {
+        (".", Some(f)) => f.to_string(),
+        (p, Some(f)) => format!("{p}.{f}"),
+        (p, None) => p.to_string(),
+    }
 }
 
 fn syntax_error(body: &[u8], e: &serde_json::Error) -> ApiError {
@@ -71,7 +83,10 @@ fn key_before(body: &[u8], offset: usize) -> Option<String> {
         let end = j - 1;
         let start = head[..end].iter().rposition(|&b| b == b'"')? + 1;
         let key = std::str::from_utf8(&head[start..end]).ok()?;
-        if !key.is_empty() && key.len() <= 64 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        if !key.is_empty()
+            && key.len() <= 64
+            && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
             return Some(key.to_string());
         }
     }
@@ -101,5 +116,12 @@ mod tests {
         assert!(parse::<R>(b"").is_err());
         assert!(parse::<R>(br#"{} {}"#).is_err());
         assert!(parse::<R>(br#"{"max_tokens": 3}"#).is_ok());
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct P {
+            prompt: String,
+        }
+        let e = parse::<P>(br#"{}"#).expect_err("missing");
+        assert_eq!(e.param.as_deref(), Some("prompt"), "{e:?}");
     }
 }

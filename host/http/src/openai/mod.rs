@@ -59,7 +59,10 @@ impl Ctx {
             Some(p) => Ok(p),
             None => {
                 self.nsm.rejected_overload.fetch_add(1, Relaxed);
-                Err(ApiError::overloaded(&self.ns.name, self.state.config.retry_after_s))
+                Err(ApiError::overloaded(
+                    &self.ns.name,
+                    self.state.config.retry_after_s,
+                ))
             }
         }
     }

@@ -33,6 +33,9 @@ pub fn get(state: &AppState, id: &str) -> Result<Response, ApiError> {
     if id == state.config.model_id {
         Ok(ok_json(&model_object(state)))
     } else {
-        Err(ApiError::not_found(format!("the model {id:?} does not exist")).with_code("model_not_found"))
+        Err(
+            ApiError::not_found(format!("the model {id:?} does not exist"))
+                .with_code("model_not_found"),
+        )
     }
 }

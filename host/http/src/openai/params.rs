@@ -54,7 +54,10 @@ pub fn sampling(f: &SamplingFields) -> Result<SamplingParams, ApiError> {
     }
     if let Some(v) = in_range("repeat_penalty", f.repeat_penalty, 0.0, 10.0)? {
         if v <= 0.0 {
-            return Err(ApiError::invalid("repeat_penalty", "`repeat_penalty` must be > 0"));
+            return Err(ApiError::invalid(
+                "repeat_penalty",
+                "`repeat_penalty` must be > 0",
+            ));
         }
         p.repeat_penalty = v;
     }
@@ -77,10 +80,16 @@ pub fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
         Some(Stop::Many(v)) => v,
     };
     if v.len() > 4 {
-        return Err(ApiError::invalid("stop", format!("`stop` has {} strings; at most 4 are allowed", v.len())));
+        return Err(ApiError::invalid(
+            "stop",
+            format!("`stop` has {} strings; at most 4 are allowed", v.len()),
+        ));
     }
     if v.iter().any(|s| s.is_empty() || s.len() > 256) {
-        return Err(ApiError::invalid("stop", "each `stop` string needs 1-256 bytes"));
+        return Err(ApiError::invalid(
+            "stop",
+            "each `stop` string needs 1-256 bytes",
+        ));
     }
     Ok(v)
 }
@@ -99,7 +108,10 @@ pub fn check_n(field: &str, n: Option<u64>) -> Result<(), ApiError> {
 /// Refuses a feature that is set to something other than its neutral value.
 pub fn unsupported(field: &str, set: bool, what: &str) -> Result<(), ApiError> {
     if set {
-        Err(ApiError::invalid(field, format!("`{field}`: {what} is not supported by this server")))
+        Err(ApiError::invalid(
+            field,
+            format!("`{field}`: {what} is not supported by this server"),
+        ))
     } else {
         Ok(())
     }
@@ -159,14 +171,18 @@ pub fn token_budget(
 }
 
 /// Engine parameters of a one-shot request.
-pub fn generate_params(sampling: SamplingParams, max_tokens: usize, stop: Vec<String>) -> GenerateParams {
-    GenerateParams {
-        sampling,
-        max_tokens,
-        stop,
-        close_when_done: true,
-        ..GenerateParams::greedy(max_tokens)
-    }
+pub fn generate_params(
+    sampling: SamplingParams,
+    max_tokens: usize,
+    stop: Vec<String>,
+    ignore_eos: bool,
+) -> GenerateParams {
+    let mut p = GenerateParams::greedy(max_tokens);
+    p.sampling = sampling;
+    p.stop = stop;
+    p.close_when_done = true;
+    p.ignore_eos = ignore_eos;
+    p
 }
 
 #[cfg(test)]
@@ -175,10 +191,20 @@ mod tests {
 
     #[test]
     fn budget_checks_name_counts() {
-        assert_eq!(token_budget("max_tokens", None, 10, 100, 4096).expect("fits"), 90);
-        assert_eq!(token_budget("max_tokens", None, 10, 100, 20).expect("fits"), 20);
+        assert_eq!(
+            token_budget("max_tokens", None, 10, 100, 4096).expect("fits"),
+            90
+        );
+        assert_eq!(
+            token_budget("max_tokens", None, 10, 100, 20).expect("fits"),
+            20
+        );
         let e = token_budget("max_tokens", Some(95), 10, 100, 4096).expect_err("too long");
-        assert!(e.message.contains("105") && e.message.contains("100"), "{}", e.message);
+        assert!(
+            e.message.contains("105") && e.message.contains("100"),
+            "{}",
+            e.message
+        );
         assert!(token_budget("max_tokens", Some(0), 10, 100, 4096).is_err());
         assert!(token_budget("max_tokens", Some(5), 100, 100, 4096).is_err());
     }
@@ -189,12 +215,18 @@ mod tests {
             temperature: Some(3.0),
             ..Default::default()
         };
-        assert_eq!(sampling(&f).expect_err("hot").param.as_deref(), Some("temperature"));
+        assert_eq!(
+            sampling(&f).expect_err("hot").param.as_deref(),
+            Some("temperature")
+        );
         let f = SamplingFields {
             top_p: Some(-0.1),
             ..Default::default()
         };
-        assert_eq!(sampling(&f).expect_err("top_p").param.as_deref(), Some("top_p"));
+        assert_eq!(
+            sampling(&f).expect_err("top_p").param.as_deref(),
+            Some("top_p")
+        );
         assert!(sampling(&SamplingFields::default()).is_ok());
     }
 }

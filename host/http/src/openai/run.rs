@@ -49,7 +49,9 @@ struct CloseOnDrop {
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        if self.armed && let Ok(rt) = tokio::runtime::Handle::try_current() {
+        if self.armed
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
             let (engine, ns, id) = (self.engine.clone(), self.ns, self.id);
             rt.spawn(async move {
                 let _ = engine.close(ns, id).await;
@@ -132,9 +134,15 @@ impl Running {
                 }) => {
                     text.push_str(&text_tail);
                     let usage = self.usage(usage);
-                    return Ok(Finished { text, reason, usage });
+                    return Ok(Finished {
+                        text,
+                        reason,
+                        usage,
+                    });
                 }
-                Some(Event::Error(m)) => return Err(ApiError::internal(format!("generation failed: {m}"))),
+                Some(Event::Error(m)) => {
+                    return Err(ApiError::internal(format!("generation failed: {m}")));
+                }
                 None => return Err(ApiError::unavailable("the engine stopped")),
             }
         }
@@ -143,7 +151,7 @@ impl Running {
     /// Streams the generation as server-sent events formatted by `fmt`, ending with
     /// `data: [DONE]`. The admission `permit` is released when the stream ends.
     pub fn sse(mut self, fmt: Box<dyn SseFormat>, include_usage: bool, permit: Permit) -> Response {
-        let (tx, body) = ChannelBody::new(64);
+        let (tx, body) = ChannelBody::channel(64);
         tokio::spawn(async move {
             let _permit = permit;
             let send = |v: Value| Bytes::from(format!("data: {v}\n\n"));
@@ -201,7 +209,10 @@ impl Running {
         let mut resp = hyper::Response::new(body);
         *resp.status_mut() = StatusCode::OK;
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         resp
     }

@@ -23,6 +23,10 @@ pub struct StreamOptions {
 /// A content part of a chat message.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "some fields are accepted for OpenAI compatibility and ignored"
+)]
 pub struct ContentPart {
     #[serde(rename = "type")]
     pub kind: String,
@@ -43,6 +47,10 @@ pub enum Content {
 /// One chat message.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "some fields are accepted for OpenAI compatibility and ignored"
+)]
 pub struct Message {
     pub role: String,
     pub content: Option<Content>,
@@ -55,6 +63,10 @@ pub struct Message {
 /// `POST /v1/chat/completions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "some fields are accepted for OpenAI compatibility and ignored"
+)]
 pub struct ChatRequest {
     pub model: Option<String>,
     pub messages: Vec<Message>,
@@ -83,6 +95,8 @@ pub struct ChatRequest {
     pub metadata: Option<Value>,
     pub store: Option<bool>,
     pub service_tier: Option<String>,
+    /// llama-server's: keep generating past end-of-generation tokens.
+    pub ignore_eos: Option<bool>,
 }
 
 /// `prompt` of a completion: text or token ids, one or a list of one.
@@ -98,6 +112,10 @@ pub enum Prompt {
 /// `POST /v1/completions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "some fields are accepted for OpenAI compatibility and ignored"
+)]
 pub struct CompletionRequest {
     pub model: Option<String>,
     pub prompt: Prompt,
@@ -120,6 +138,8 @@ pub struct CompletionRequest {
     pub user: Option<String>,
     pub logprobs: Option<u64>,
     pub logit_bias: Option<serde_json::Map<String, Value>>,
+    /// llama-server's: keep generating past end-of-generation tokens.
+    pub ignore_eos: Option<bool>,
 }
 
 /// `input` of an embeddings request.
@@ -135,6 +155,10 @@ pub enum EmbedInput {
 /// `POST /v1/embeddings`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(
+    dead_code,
+    reason = "some fields are accepted for OpenAI compatibility and ignored"
+)]
 pub struct EmbeddingRequest {
     pub model: Option<String>,
     pub input: EmbedInput,

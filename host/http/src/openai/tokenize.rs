@@ -32,5 +32,7 @@ pub fn detokenize(state: &AppState, body: &Bytes) -> Result<Response, ApiError> 
             format!("token id {bad} is not in the vocabulary ({n} tokens)"),
         ));
     }
-    Ok(ok_json(&json!({"content": tok.decode(&req.tokens, false, true)})))
+    Ok(ok_json(
+        &json!({"content": tok.decode(&req.tokens, false, true)}),
+    ))
 }

@@ -85,14 +85,26 @@ pub fn attend(
     scratch: &mut AttnScratch,
     out: &mut [f32],
 ) {
-    let AttnShape { n_heads, n_kv_heads, head_dim, scale } = shape;
+    let AttnShape {
+        n_heads,
+        n_kv_heads,
+        head_dim,
+        scale,
+    } = shape;
     assert!(
         n_kv_heads > 0 && n_heads.is_multiple_of(n_kv_heads),
         "attention: heads not grouped evenly"
     );
-    assert!(heads.start <= heads.end && heads.end <= n_heads, "attention: head range");
+    assert!(
+        heads.start <= heads.end && heads.end <= n_heads,
+        "attention: head range"
+    );
     assert_eq!(q.len(), n_heads * head_dim, "attention: query length");
-    assert_eq!(out.len(), heads.len() * head_dim, "attention: output length");
+    assert_eq!(
+        out.len(),
+        heads.len() * head_dim,
+        "attention: output length"
+    );
     let group = n_heads / n_kv_heads;
     let n_sel = heads.len();
     let AttnScratch { scores, q16, row } = scratch;
@@ -101,7 +113,11 @@ pub fn attend(
     scores.clear();
     scores.resize(n_sel * n_pos, 0.0);
     q16.clear();
-    q16.extend(q[heads.start * head_dim..heads.end * head_dim].iter().map(|&v| f16::from_f32(v)));
+    q16.extend(
+        q[heads.start * head_dim..heads.end * head_dim]
+            .iter()
+            .map(|&v| f16::from_f32(v)),
+    );
     for pos in 0..n_pos {
         let krow = kv.key(pos).expand(row, kv_dim);
         for (i, h) in heads.clone().enumerate() {
@@ -170,7 +186,15 @@ mod tests {
         // One head at a time gives the same numbers.
         let mut second = [0.0; 2];
         let q = [0.5, 0.5, 1.0, 1.0];
-        attend(&q, &kv, 1, shape, 1..2, &mut AttnScratch::default(), &mut second);
+        attend(
+            &q,
+            &kv,
+            1,
+            shape,
+            1..2,
+            &mut AttnScratch::default(),
+            &mut second,
+        );
         assert_eq!(second, [3.0, -2.0]);
     }
 
@@ -184,7 +208,15 @@ mod tests {
             scale: 1.0,
         };
         let mut out = [0.0];
-        attend(&[1.0], &kv, 2, shape, 0..1, &mut AttnScratch::default(), &mut out);
+        attend(
+            &[1.0],
+            &kv,
+            2,
+            shape,
+            0..1,
+            &mut AttnScratch::default(),
+            &mut out,
+        );
         assert!(out[0] > 0.99);
     }
 }

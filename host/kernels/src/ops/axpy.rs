@@ -61,7 +61,10 @@ mod avx2 {
                 let h = _mm_loadu_si128(v.as_ptr().add(c * 8).cast());
                 let x = _mm256_cvtph_ps(h);
                 let o = _mm256_loadu_ps(out.as_ptr().add(c * 8));
-                _mm256_storeu_ps(out.as_mut_ptr().add(c * 8), _mm256_add_ps(o, _mm256_mul_ps(pv, x)));
+                _mm256_storeu_ps(
+                    out.as_mut_ptr().add(c * 8),
+                    _mm256_add_ps(o, _mm256_mul_ps(pv, x)),
+                );
             }
         }
         super::axpy_f16_scalar(&mut out[chunks * 8..], p, &v[chunks * 8..]);
@@ -77,7 +80,10 @@ mod avx2 {
             unsafe {
                 let x = _mm256_loadu_ps(v.as_ptr().add(c * 8));
                 let o = _mm256_loadu_ps(out.as_ptr().add(c * 8));
-                _mm256_storeu_ps(out.as_mut_ptr().add(c * 8), _mm256_add_ps(o, _mm256_mul_ps(pv, x)));
+                _mm256_storeu_ps(
+                    out.as_mut_ptr().add(c * 8),
+                    _mm256_add_ps(o, _mm256_mul_ps(pv, x)),
+                );
             }
         }
         super::axpy_f32_scalar(&mut out[chunks * 8..], p, &v[chunks * 8..]);
@@ -91,7 +97,9 @@ mod tests {
     #[test]
     fn simd_equals_scalar_bit_for_bit() {
         for n in [1usize, 7, 8, 9, 64, 67] {
-            let v32: Vec<f32> = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.173).collect();
+            let v32: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.173)
+                .collect();
             let v16: Vec<f16> = v32.iter().map(|&x| f16::from_f32(x)).collect();
             let base: Vec<f32> = (0..n).map(|i| i as f32 * 0.01 - 0.3).collect();
             let (mut a, mut b) = (base.clone(), base.clone());

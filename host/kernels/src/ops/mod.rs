@@ -13,8 +13,8 @@ mod rope;
 mod softmax;
 
 pub use activation::{add_in_place, silu, silu_mul_in_place};
-pub use axpy::{axpy_f16, axpy_f32};
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
+pub use axpy::{axpy_f16, axpy_f32};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};
 pub use softmax::softmax_in_place;

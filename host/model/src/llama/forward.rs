@@ -53,18 +53,18 @@ impl Activations {
 #[derive(Default)]
 pub struct Scratch {
     pub(super) x: Vec<f32>, // [n, n_embd] residual stream
-    xn: Vec<f32>,          // [n, n_embd] normed input of a block
-    q: Vec<f32>,           // [n, n_embd]
-    k: Vec<f32>,           // [n, kv_dim]
-    v: Vec<f32>,           // [n, kv_dim]
-    att: Vec<f32>,         // [n, n_embd]
-    proj: Vec<f32>,        // [n, n_embd]
-    gate: Vec<f32>,        // [n, n_ff]
-    up: Vec<f32>,          // [n, n_ff]
-    rope: Vec<(f32, f32)>, // [n, rope_dims/2]
-    ids: Vec<u32>,         // [n]
-    picked: Vec<f32>,      // [n_out, n_embd]
-    logits: Vec<f32>,      // [n_out, n_vocab]
+    xn: Vec<f32>,           // [n, n_embd] normed input of a block
+    q: Vec<f32>,            // [n, n_embd]
+    k: Vec<f32>,            // [n, kv_dim]
+    v: Vec<f32>,            // [n, kv_dim]
+    att: Vec<f32>,          // [n, n_embd]
+    proj: Vec<f32>,         // [n, n_embd]
+    gate: Vec<f32>,         // [n, n_ff]
+    up: Vec<f32>,           // [n, n_ff]
+    rope: Vec<(f32, f32)>,  // [n, rope_dims/2]
+    ids: Vec<u32>,          // [n]
+    picked: Vec<f32>,       // [n_out, n_embd]
+    logits: Vec<f32>,       // [n_out, n_vocab]
     act: Activations,
 }
 
@@ -178,7 +178,15 @@ impl Model {
                     let t = &batch[token];
                     let view = kv_ro.view(t.seq, li);
                     let qr = &q[token * d..(token + 1) * d];
-                    attend(qr, &view, t.pos + 1, shape, g * group..(g + 1) * group, scratch, out);
+                    attend(
+                        qr,
+                        &view,
+                        t.pos + 1,
+                        shape,
+                        g * group..(g + 1) * group,
+                        scratch,
+                        out,
+                    );
                 },
             );
             s.act.invalidate();

@@ -67,7 +67,11 @@ pub(crate) enum Command {
         params: GenerateParams,
         events: mpsc::UnboundedSender<Event>,
     },
-    Prefill { ns: NamespaceId, session: SessionId, reply: Reply<Vec<f32>> },
+    Prefill {
+        ns: NamespaceId,
+        session: SessionId,
+        reply: Reply<Vec<f32>>,
+    },
     Fork {
         ns: NamespaceId,
         session: SessionId,

@@ -350,7 +350,9 @@ impl Engine {
             // Recompute the last token to get its logits.
             let len = self.pool.seq_len(seq).unwrap_or(0);
             if len == 0 {
-                let _ = reply.send(Err(EngineError::InvalidArgument("the session's context is empty".into())));
+                let _ = reply.send(Err(EngineError::InvalidArgument(
+                    "the session's context is empty".into(),
+                )));
                 return;
             }
             let last = self.pool.seq_tokens(seq).map(|t| t[len - 1]).unwrap_or(0);

@@ -183,9 +183,15 @@ impl Engine {
     /// Whether a fresh session should wait because another session is computing the same first
     /// block: it then shares the whole computed prefix instead of computing it again. Otherwise
     /// records the session's first block as in flight.
-    fn waits_for_shared_prefix(&mut self, id: SessionId, inflight: &mut HashSet<BlockHash>) -> bool {
+    fn waits_for_shared_prefix(
+        &mut self,
+        id: SessionId,
+        inflight: &mut HashSet<BlockHash>,
+    ) -> bool {
         let b = self.pool.layout().block_tokens;
-        let Some(s) = self.sessions.get_mut(&id) else { return false };
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return false;
+        };
         if !s.fresh || s.pending.len() <= b {
             return false;
         }

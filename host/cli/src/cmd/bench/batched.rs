@@ -60,25 +60,48 @@ pub fn main(a: BatchedArgs) -> anyhow::Result<()> {
     let loaded = load_model(&a.model, a.json)?;
     let n_vocab = loaded.model.hparams().n_vocab;
     let n_ctx = loaded.model.hparams().n_ctx_train;
-    anyhow::ensure!(a.npp + a.ntg <= n_ctx, "npp + ntg = {} exceeds the model context {n_ctx}", a.npp + a.ntg);
+    anyhow::ensure!(
+        a.npp + a.ntg <= n_ctx,
+        "npp + ntg = {} exceeds the model context {n_ctx}",
+        a.npp + a.ntg
+    );
     let max_b = a.npl.iter().copied().max().unwrap_or(1);
     let model = Arc::new(loaded.model);
     let kv_row = model.hparams().n_layer * model.hparams().kv_dim() * 2 * 2;
     let budget = (max_b * (a.npp + a.ntg + 32) * kv_row).max(64 << 20);
-    let cfg = EngineConfig { kv_budget_bytes: budget, step_tokens: a.batch, ..EngineConfig::default() };
+    let cfg = EngineConfig {
+        kv_budget_bytes: budget,
+        step_tokens: a.batch,
+        ..EngineConfig::default()
+    };
     let engine = EngineHandle::start(model, Arc::new(loaded.tokenizer), cfg)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let mut rows = Vec::new();
     if !a.json {
-        println!("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |");
-        println!("|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|");
+        println!(
+            "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |"
+        );
+        println!(
+            "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|"
+        );
     }
     for (round, &b) in a.npl.iter().enumerate() {
         let row = rt.block_on(run_round(&engine, round, b, a.npp, a.ntg, n_vocab))?;
         if !a.json {
             println!(
                 "| {:5} | {:6} | {:4} | {:6} | {:8.3} | {:8.2} | {:8.3} | {:8.2} | {:8.3} | {:8.2} |",
-                row.pp, row.tg, row.b, row.n_kv, row.t_pp, row.s_pp, row.t_tg, row.s_tg, row.t, row.s
+                row.pp,
+                row.tg,
+                row.b,
+                row.n_kv,
+                row.t_pp,
+                row.s_pp,
+                row.t_tg,
+                row.s_tg,
+                row.t,
+                row.s
             );
         }
         rows.push(row);
@@ -90,13 +113,25 @@ pub fn main(a: BatchedArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_round(e: &EngineHandle, round: usize, b: usize, npp: usize, ntg: usize, n_vocab: usize) -> anyhow::Result<Row> {
+async fn run_round(
+    e: &EngineHandle,
+    round: usize,
+    b: usize,
+    npp: usize,
+    ntg: usize,
+    n_vocab: usize,
+) -> anyhow::Result<Row> {
     let ns = NamespaceId(0);
     let salt = NamespaceSalt::derive(&format!("bench-batched-{round}"));
     let mut sessions = Vec::with_capacity(b);
     for i in 0..b {
         let s = e.open(ns, salt).await?;
-        e.append(ns, s, pseudo_tokens(((round as u64) << 32) | i as u64, npp, n_vocab)).await?;
+        e.append(
+            ns,
+            s,
+            pseudo_tokens(((round as u64) << 32) | i as u64, npp, n_vocab),
+        )
+        .await?;
         sessions.push(s);
     }
     let started = Instant::now();
@@ -108,7 +143,11 @@ async fn run_round(e: &EngineHandle, round: usize, b: usize, npp: usize, ntg: us
     let started = Instant::now();
     let mut streams = Vec::with_capacity(b);
     for &s in &sessions {
-        let params = GenerateParams { close_when_done: true, ignore_eos: true, ..GenerateParams::greedy(ntg) };
+        let params = GenerateParams {
+            close_when_done: true,
+            ignore_eos: true,
+            ..GenerateParams::greedy(ntg)
+        };
         streams.push(e.generate(ns, s, params)?);
     }
     for mut st in streams {

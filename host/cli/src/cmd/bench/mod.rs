@@ -4,8 +4,9 @@
 mod batched;
 mod model;
 mod prefix;
-mod tokens;
 mod restart;
+mod serve;
+mod tokens;
 
 use clap::{Args, Subcommand};
 
@@ -26,6 +27,8 @@ enum BenchCommand {
     Prefix(prefix::PrefixArgs),
     /// TTFT computed, hot and after a restart from the redb tier; store write cost.
     Restart(restart::RestartArgs),
+    /// Load a running `memoria serve` with clients sharing a system prompt.
+    Serve(serve::ServeBenchArgs),
 }
 
 pub fn main(a: BenchArgs) -> anyhow::Result<()> {
@@ -34,5 +37,6 @@ pub fn main(a: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Batched(b)) => batched::main(b),
         Some(BenchCommand::Prefix(p)) => prefix::main(p),
         Some(BenchCommand::Restart(r)) => restart::main(r),
+        Some(BenchCommand::Serve(s)) => serve::main(s),
     }
 }

@@ -37,7 +37,10 @@ pub struct ModelBenchArgs {
 }
 
 pub fn main(a: ModelBenchArgs) -> anyhow::Result<()> {
-    let path = a.model.clone().ok_or_else(|| anyhow::anyhow!("give a model with -m"))?;
+    let path = a
+        .model
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("give a model with -m"))?;
     crate::cmd::init_threads(a.threads)?;
     let loaded = load_model(&path, a.json)?;
     let model = &loaded.model;

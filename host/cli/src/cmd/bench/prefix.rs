@@ -64,15 +64,34 @@ pub fn main(a: PrefixArgs) -> anyhow::Result<()> {
     let loaded = load_model(&a.model, a.json)?;
     let hp = loaded.model.hparams().clone();
     let per_client = a.prefix + a.suffix + a.gen_tokens + 32;
-    anyhow::ensure!(per_client - 32 <= hp.n_ctx_train, "prefix + suffix + gen exceeds the model context {}", hp.n_ctx_train);
+    anyhow::ensure!(
+        per_client - 32 <= hp.n_ctx_train,
+        "prefix + suffix + gen exceeds the model context {}",
+        hp.n_ctx_train
+    );
     let kv_token = hp.n_layer * hp.kv_dim() * 2 * 2;
-    let cfg = EngineConfig { kv_budget_bytes: ((a.clients + 1) * per_client * kv_token).max(64 << 20), ..EngineConfig::default() };
+    let cfg = EngineConfig {
+        kv_budget_bytes: ((a.clients + 1) * per_client * kv_token).max(64 << 20),
+        ..EngineConfig::default()
+    };
     let engine = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let prefix = pseudo_tokens(7, a.prefix, hp.n_vocab);
     let shared = rt.block_on(round(&engine, &a, &prefix, hp.n_vocab, true, 1))?;
     // One more client after the round: its prefix is cached.
-    let cached_ttft = rt.block_on(round(&engine, &PrefixArgs { clients: 1, ..a.clone_args() }, &prefix, hp.n_vocab, true, 1000))?;
+    let cached_ttft = rt.block_on(round(
+        &engine,
+        &PrefixArgs {
+            clients: 1,
+            ..a.clone_args()
+        },
+        &prefix,
+        hp.n_vocab,
+        true,
+        1000,
+    ))?;
     let unshared = rt.block_on(round(&engine, &a, &prefix, hp.n_vocab, false, 2))?;
     engine.shutdown();
     let mut rest: Vec<f64> = shared.ttfts_ms[1..].to_vec();
@@ -110,12 +129,22 @@ pub fn main(a: PrefixArgs) -> anyhow::Result<()> {
 
 impl PrefixArgs {
     fn clone_args(&self) -> PrefixArgs {
-        PrefixArgs { model: self.model.clone(), ..*self }
+        PrefixArgs {
+            model: self.model.clone(),
+            ..*self
+        }
     }
 }
 
 /// Runs `clients` concurrent sessions; `shared` gives them one salt, otherwise one each.
-async fn round(e: &EngineHandle, a: &PrefixArgs, prefix: &[u32], n_vocab: usize, shared: bool, seed: u64) -> anyhow::Result<Round> {
+async fn round(
+    e: &EngineHandle,
+    a: &PrefixArgs,
+    prefix: &[u32],
+    n_vocab: usize,
+    shared: bool,
+    seed: u64,
+) -> anyhow::Result<Round> {
     let ns = NamespaceId(0);
     let before = e.pool_stats().snapshot().total;
     let started = Instant::now();
@@ -127,12 +156,19 @@ async fn round(e: &EngineHandle, a: &PrefixArgs, prefix: &[u32], n_vocab: usize,
             NamespaceSalt::derive(&format!("bench-prefix-{seed}-{i}"))
         };
         let mut p = prefix.to_vec();
-        p.extend(pseudo_tokens(seed * 100_000 + i as u64 + 11, a.suffix, n_vocab));
+        p.extend(pseudo_tokens(
+            seed * 100_000 + i as u64 + 11,
+            a.suffix,
+            n_vocab,
+        ));
         let (e, n_gen) = (e.clone(), a.gen_tokens);
         clients.spawn(async move {
             let s = e.open(ns, salt).await?;
             e.append(ns, s, p).await?;
-            let params = GenerateParams { ignore_eos: true, ..GenerateParams::greedy(n_gen) };
+            let params = GenerateParams {
+                ignore_eos: true,
+                ..GenerateParams::greedy(n_gen)
+            };
             let mut st = e.generate(ns, s, params)?;
             let mut first: Option<Instant> = None;
             loop {
@@ -170,7 +206,9 @@ async fn round(e: &EngineHandle, a: &PrefixArgs, prefix: &[u32], n_vocab: usize,
         first_token = Some(first_token.map_or(first, |f: Instant| f.min(first)));
         e.close(ns, s).await?;
     }
-    let gen_s = first_token.map_or(wall_s, |t| wall_s - t.duration_since(started).as_secs_f64()).max(1e-9);
+    let gen_s = first_token
+        .map_or(wall_s, |t| wall_s - t.duration_since(started).as_secs_f64())
+        .max(1e-9);
     let after = e.pool_stats().snapshot().total;
     let hits = after.hit_tokens - before.hit_tokens;
     let misses = after.miss_tokens - before.miss_tokens;
@@ -179,6 +217,10 @@ async fn round(e: &EngineHandle, a: &PrefixArgs, prefix: &[u32], n_vocab: usize,
         peak_kv_bytes: peak,
         ttfts_ms: ttfts,
         gen_tokens_per_s: (a.clients * a.gen_tokens) as f64 / gen_s,
-        hit_rate: if hits + misses == 0 { 0.0 } else { hits as f64 / (hits + misses) as f64 },
+        hit_rate: if hits + misses == 0 {
+            0.0
+        } else {
+            hits as f64 / (hits + misses) as f64
+        },
     })
 }

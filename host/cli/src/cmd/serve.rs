@@ -1,0 +1,304 @@
+//! `memoria serve`: the host. Resolves the configuration (flags over `host.toml`), loads the
+//! model (or builds the embedded demo model and says its output is random), starts the engine
+//! with a pool sized for every namespace's concurrency, preloads pinned prefixes, prints the
+//! listening address, serves until SIGINT/SIGTERM, then drains.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use memoria_http::{HttpConfig, Reloader, Server, ServerParts};
+use memoria_kv::{KvElem, KvLayout, PinLevel};
+use memoria_model::chat::{CHATML_TEMPLATE, ChatTemplate};
+use memoria_model::llama::Model;
+use memoria_model::synth::demo;
+use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::{EngineConfig, EngineHandle};
+
+use crate::config::{self, Overrides, RawConfig, ServeConfig};
+use crate::load::load_model;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// GGUF model file (default: the embedded demo model, random weights).
+    #[arg(short = 'm', long)]
+    model: Option<PathBuf>,
+    /// Tokens per request context (0: the model's training context).
+    #[arg(short = 'c', long = "ctx-size")]
+    ctx_size: Option<usize>,
+    /// Requests running at once in the default namespace (llama-server's -np).
+    #[arg(long = "parallel", visible_alias = "np")]
+    parallel: Option<usize>,
+    /// Requests waiting per default-namespace queue before 429.
+    #[arg(long = "max-queue")]
+    max_queue: Option<usize>,
+    /// Address to bind.
+    #[arg(long)]
+    host: Option<String>,
+    /// Port (0: any free port; the address is printed).
+    #[arg(long)]
+    port: Option<u16>,
+    /// One shared state cache for every namespace.
+    #[arg(long = "state-share")]
+    state_share: bool,
+    /// Persistent state store directory.
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// Bearer key of the default namespace.
+    #[arg(long = "api-key")]
+    api_key: Option<String>,
+    /// Bearer key of the /admin API.
+    #[arg(long = "admin-key")]
+    admin_key: Option<String>,
+    /// host.toml configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Compute threads (0: one per core).
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// K/V cache element type: f16, f32, q8_0 or q4_0.
+    #[arg(long = "cache-type", value_parser = super::run::parse_kv)]
+    cache_type: Option<KvElem>,
+}
+
+impl ServeArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            model: self.model.clone(),
+            context: self.ctx_size,
+            parallel: self.parallel,
+            queue: self.max_queue,
+            host: self.host.clone(),
+            port: self.port,
+            state_share: self.state_share,
+            store: self.store.clone(),
+            api_key: self.api_key.clone(),
+            admin_key: self.admin_key.clone(),
+            threads: self.threads,
+            cache_type: self.cache_type,
+        }
+    }
+}
+
+pub fn main(a: ServeArgs) -> anyhow::Result<()> {
+    let raw = match &a.config {
+        Some(p) => RawConfig::load(p)?,
+        None => RawConfig::default(),
+    };
+    let cfg = config::resolve(raw, &a.overrides())?;
+    super::init_threads(cfg.threads)?;
+    let (model, tokenizer, model_id) = model(&cfg)?;
+    let tenants = config::tenants(cfg.namespaces.clone())?;
+    let chat = chat_template(&cfg, &model, &tokenizer)?;
+    let max_context = if cfg.context == 0 {
+        model.hparams().n_ctx_train.max(1)
+    } else {
+        cfg.context
+    };
+    let budget = kv_budget(&cfg, &model, max_context)?;
+    let store = super::store::open_store(cfg.store.as_deref())?;
+    let engine_cfg = EngineConfig {
+        kv_elem: cfg.kv_elem,
+        block_tokens: cfg.block_tokens,
+        kv_budget_bytes: budget,
+        step_tokens: cfg.step_tokens,
+        max_context,
+        max_sessions: cfg.max_sessions,
+        idle_ttl: cfg.idle_ttl,
+        store: store.clone(),
+    };
+    let engine = EngineHandle::start(Arc::new(model), Arc::new(tokenizer), engine_cfg)
+        .context("starting the engine")?;
+    let router = components(&cfg, &tenants, &engine, &model_id, store.as_ref())?;
+    let http = HttpConfig {
+        model_id,
+        max_body_bytes: cfg.max_body_bytes,
+        admin_key: cfg.admin_key.clone(),
+        default_namespace: cfg.default_namespace.clone(),
+        shutdown_timeout: cfg.shutdown_timeout,
+        retry_after_s: cfg.retry_after_s,
+        embed_cache_entries: cfg.embed_cache_entries,
+        embed_batch: cfg.step_tokens,
+        max_context,
+    };
+    let reloader = a
+        .config
+        .clone()
+        .map(|path| reloader(path, a.overrides(), &cfg));
+    let parts = ServerParts {
+        engine: engine.clone(),
+        tenants,
+        config: http,
+        chat,
+        router,
+        reloader,
+        store: store.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let server = Server::bind(cfg.addr, parts)
+            .await
+            .with_context(|| format!("binding {}", cfg.addr))?;
+        preload(&engine, server.state()).await?;
+        let addr = server.local_addr()?;
+        println!("memoria: listening on http://{addr}");
+        eprintln!(
+            "memoria: {} namespaces, context {max_context} tokens, K/V pool {} MiB; Ctrl-C or SIGTERM stops",
+            server.state().tenants().len(),
+            budget >> 20
+        );
+        let report = server.run(memoria_http::shutdown_signal()).await;
+        if let Some(s) = &store {
+            s.flush().context("flushing the store")?;
+        }
+        if report.drained {
+            eprintln!("memoria: stopped");
+        } else {
+            eprintln!("memoria: stopped after the drain timeout with requests still running");
+        }
+        Ok(())
+    })
+}
+
+/// The model, its tokenizer and the id `/v1/models` reports.
+fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
+    match &cfg.model {
+        Some(path) => {
+            let loaded = load_model(path, false)?;
+            let id = cfg.model_name.clone().unwrap_or_else(|| {
+                path.file_stem()
+                    .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
+            });
+            Ok((loaded.model, loaded.tokenizer, id))
+        }
+        None => {
+            eprintln!(
+                "memoria: no model given (-m FILE.gguf): serving the embedded demo model \
+                 `{}` — random weights, so its output is RANDOM TEXT",
+                demo::DEMO_MODEL_NAME
+            );
+            let (model, tok) =
+                demo::demo_model_and_tokenizer().context("building the demo model")?;
+            let id = cfg
+                .model_name
+                .clone()
+                .unwrap_or_else(|| demo::DEMO_MODEL_NAME.into());
+            Ok((model, tok, id))
+        }
+    }
+}
+
+/// The wasm runtime serving `/ns/{namespace}/...` when some namespace has a component (each
+/// is validated, compiled and linked here; a bad one stops start-up with its namespace named).
+fn components(
+    cfg: &ServeConfig,
+    tenants: &memoria_tenant::Tenants,
+    engine: &EngineHandle,
+    model_id: &str,
+    store: Option<&Arc<memoria_store::TierStack>>,
+) -> anyhow::Result<Option<Arc<dyn memoria_runtime::ComponentRouter>>> {
+    if !tenants
+        .iter()
+        .any(|n| n.spec.component.is_some() || !n.spec.components.is_empty())
+    {
+        return Ok(None);
+    }
+    let rc = memoria_runtime::RuntimeConfig {
+        chat_template: Some(Arc::new(chat_template(
+            cfg,
+            engine.model(),
+            engine.tokenizer(),
+        )?)),
+        model_id: model_id.to_string(),
+        durable_sessions: store.is_some_and(|s| s.disk().is_some()),
+        ..memoria_runtime::RuntimeConfig::default()
+    };
+    let rt = memoria_runtime::Runtime::new(tenants, engine.clone(), rc)
+        .context("loading tenant components")?;
+    Ok(Some(Arc::new(rt)))
+}
+
+/// The configured template, the model's, or ChatML.
+fn chat_template(
+    cfg: &ServeConfig,
+    model: &Model,
+    tok: &Tokenizer,
+) -> anyhow::Result<ChatTemplate> {
+    let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_string();
+    let (bos, eos) = (text(tok.bos()), text(tok.eos()));
+    let source = cfg.chat_template.clone().or_else(|| {
+        model
+            .gguf()
+            .get_str("tokenizer.chat_template")
+            .map(str::to_string)
+    });
+    if let Some(src) = source {
+        match ChatTemplate::new(&src, &bos, &eos) {
+            Ok(t) => return Ok(t),
+            Err(e) => eprintln!("memoria: the chat template does not compile ({e}); using ChatML"),
+        }
+    }
+    ChatTemplate::new(CHATML_TEMPLATE, &bos, &eos).context("the built-in ChatML template")
+}
+
+/// The hot pool's bytes: the configured budget, which must hold every namespace's running
+/// requests at full context (so accepted work never fails for memory), or that plus a quarter
+/// for the prefix cache, at least 64 MiB.
+fn kv_budget(cfg: &ServeConfig, model: &Model, max_context: usize) -> anyhow::Result<usize> {
+    let hp = model.hparams();
+    let block_bytes = KvLayout::new(hp.n_layer, hp.kv_dim(), cfg.kv_elem)
+        .with_block_tokens(cfg.block_tokens)
+        .block_bytes()
+        .map_err(|e| anyhow::anyhow!("cache: {e}"))?;
+    let running: usize = cfg
+        .namespaces
+        .iter()
+        .map(|(_, s)| s.limits.max_concurrent)
+        .sum();
+    let blocks = running * (max_context.div_ceil(cfg.block_tokens) + 1);
+    let needed = blocks.saturating_mul(block_bytes);
+    match cfg.kv_budget_bytes {
+        Some(b) if b < needed => bail!(
+            "cache.budget_mb = {}: {running} concurrent requests (all namespaces) × {max_context} tokens need at least {} MiB; raise it or lower -np / -c / limits.max_concurrent",
+            b >> 20,
+            needed.div_ceil(1 << 20)
+        ),
+        Some(b) => Ok(b),
+        None => Ok((needed + needed / 4).max(64 << 20)),
+    }
+}
+
+/// Prefills and pins each namespace's `preload` texts.
+async fn preload(engine: &EngineHandle, state: &Arc<memoria_http::AppState>) -> anyhow::Result<()> {
+    for ns in state.tenants().iter() {
+        for text in &ns.spec.preload {
+            let tokens = engine.tokenizer().encode(text, true, true);
+            let info = engine
+                .warm(ns.id, ns.salt, tokens, PinLevel::Pinned, None)
+                .await
+                .with_context(|| format!("namespaces.{}.preload", ns.name))?;
+            eprintln!(
+                "memoria: preloaded {} tokens for namespace {} ({} blocks pinned)",
+                info.tokens, ns.name, info.blocks_pinned
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Re-reads the config file for `POST /admin/reload`; namespaces keep their order (and ids).
+fn reloader(path: PathBuf, o: Overrides, cfg: &ServeConfig) -> Reloader {
+    let default = cfg.default_namespace.clone();
+    Box::new(move |current| {
+        let raw = RawConfig::load(&path).map_err(|e| format!("{e:#}"))?;
+        let prev: Vec<String> = current.iter().map(|n| n.name.clone()).collect();
+        let specs =
+            config::namespaces(&raw, &o, &default, Some(&prev)).map_err(|e| format!("{e:#}"))?;
+        config::tenants(specs).map_err(|e| format!("{e:#}"))
+    })
+}

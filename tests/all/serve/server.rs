@@ -1,0 +1,78 @@
+//! Spawning `memoria serve` for a test: `--port 0`, the address parsed from its first stdout
+//! line, stderr kept in a file for failure messages, killed when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use crate::shared;
+
+/// A running server.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stderr: PathBuf,
+}
+
+/// The stories260K model's path.
+pub fn model() -> String {
+    shared::path("models/stories260K-f32.gguf")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string()
+}
+
+/// A private temp folder for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memoria-serve-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+impl Server {
+    /// Starts `memoria serve ARGS --port 0 --host 127.0.0.1`.
+    pub fn start(name: &str, args: &[&str]) -> Server {
+        let stderr = temp_dir(name).join("stderr.txt");
+        let err_file = std::fs::File::create(&stderr).expect("stderr file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+            .arg("serve")
+            .args(args)
+            .args(["--port", "0", "--host", "127.0.0.1", "-t", "1"])
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::piped())
+            .stderr(err_file)
+            .spawn()
+            .expect("spawn memoria serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        let mut r = BufReader::new(stdout);
+        r.read_line(&mut line).expect("read the listening line");
+        let Some(addr) = line.trim().strip_prefix("memoria: listening on http://") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "memoria serve did not start: stdout {line:?}, stderr:\n{}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            );
+        };
+        let addr = addr.parse().expect("socket address");
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
