@@ -224,6 +224,20 @@ impl BlockPool {
         &self.arena.block(id.0)[off..off + self.row_bytes]
     }
 
+    /// The `n` K or V rows of slots `slot..slot + n` in `layer` of block `id`, contiguous
+    /// (`[n][row_bytes]`).
+    ///
+    /// # Panics
+    /// If the block, layer or slot range is out of range.
+    pub fn rows(&self, id: BlockId, layer: usize, part: KvPart, slot: usize, n: usize) -> &[u8] {
+        assert!(
+            n >= 1 && slot + n <= self.layout.block_tokens,
+            "rows {slot}+{n} outside the block"
+        );
+        let off = self.checked_row_offset(id, layer, part, slot);
+        &self.arena.block(id.0)[off..off + n * self.row_bytes]
+    }
+
     /// The writable K or V row of `slot` in `layer` of block `id`. Only for slots handed out by
     /// [`BlockPool::reserve`]: the block is then owned by one table and not sealed.
     ///

@@ -68,12 +68,30 @@ impl PagedView<'_> {
     }
 }
 
+impl PagedView<'_> {
+    /// The rest of `pos`'s block: rows `pos..` up to the block's end, contiguous.
+    fn run(&self, pos: usize, part: KvPart) -> (KvRow<'_>, usize) {
+        let (block, slot) = (self.table[pos / self.block_tokens], pos % self.block_tokens);
+        let n = self.block_tokens - slot;
+        (
+            load_row(self.elem, self.pool.rows(block, self.layer, part, slot, n)),
+            n,
+        )
+    }
+}
+
 impl KvRead for PagedView<'_> {
     fn key(&self, pos: usize) -> KvRow<'_> {
         self.read(pos, KvPart::K)
     }
     fn value(&self, pos: usize) -> KvRow<'_> {
         self.read(pos, KvPart::V)
+    }
+    fn key_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        self.run(pos, KvPart::K)
+    }
+    fn value_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        self.run(pos, KvPart::V)
     }
 }
 

@@ -13,9 +13,8 @@ use half::f16;
 use crate::GgmlType;
 use crate::quant::dequantize_row;
 
-use super::axpy::{axpy_f16, axpy_f32};
+use super::rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};
 use super::softmax::softmax_in_place;
-use crate::dot::{dot_f16, dot_f32};
 
 /// One cached K or V row (`[n_kv_heads * head_dim]`) in its storage type.
 #[derive(Clone, Copy, Debug)]
@@ -29,9 +28,9 @@ pub enum KvRow<'a> {
 }
 
 impl KvRow<'_> {
-    /// Dequantizes a quantized row into `buf` (`[kv_dim]`) and returns it as an f32 row; other
-    /// rows are returned as they are.
-    fn expand<'b>(self, buf: &'b mut Vec<f32>, kv_dim: usize) -> KvRow<'b>
+    /// Dequantizes `n` quantized rows into `buf` (`[n, kv_dim]`) and returns them as f32 rows;
+    /// other rows are returned as they are.
+    fn expand<'b>(self, buf: &'b mut Vec<f32>, kv_dim: usize, n: usize) -> KvRow<'b>
     where
         Self: 'b,
     {
@@ -40,8 +39,17 @@ impl KvRow<'_> {
             KvRow::Q4_0(b) => (GgmlType::Q4_0, b),
             other => return other,
         };
-        buf.resize(kv_dim, 0.0);
-        dequantize_row(ty, bytes, buf).expect("kv: quantized row length");
+        buf.resize(n * kv_dim, 0.0);
+        let row_bytes = ty
+            .row_bytes(kv_dim)
+            .expect("kv: row width is a multiple of 32");
+        for (src, dst) in bytes
+            .chunks_exact(row_bytes)
+            .zip(buf.chunks_exact_mut(kv_dim))
+            .take(n)
+        {
+            dequantize_row(ty, src, dst).expect("kv: quantized row length");
+        }
         KvRow::F32(buf)
     }
 }
@@ -52,6 +60,15 @@ pub trait KvRead: Sync {
     fn key(&self, pos: usize) -> KvRow<'_>;
     /// Value row at `pos`: `[n_kv_heads * head_dim]`.
     fn value(&self, pos: usize) -> KvRow<'_>;
+    /// Key rows from `pos` on that lie contiguously in memory (`[n, kv_dim]`) and their
+    /// count `n ≥ 1`; the default is the single row at `pos`.
+    fn key_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        (self.key(pos), 1)
+    }
+    /// Value rows from `pos` on that lie contiguously in memory, as [`KvRead::key_run`].
+    fn value_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        (self.value(pos), 1)
+    }
 }
 
 /// Buffers reused between attention calls (no allocation once warmed up).
@@ -118,34 +135,57 @@ pub fn attend(
             .iter()
             .map(|&v| f16::from_f32(v)),
     );
-    for pos in 0..n_pos {
-        let krow = kv.key(pos).expand(row, kv_dim);
+    let mut pos = 0;
+    while pos < n_pos {
+        let (run, len) = kv.key_run(pos);
+        let len = len.min(n_pos - pos);
+        let run = run.expand(row, kv_dim, len);
         for (i, h) in heads.clone().enumerate() {
-            let kh = (h / group) * head_dim..(h / group + 1) * head_dim;
-            let dot = match krow {
-                KvRow::F32(k) => dot_f32(&q[h * head_dim..(h + 1) * head_dim], &k[kh]),
-                KvRow::F16(k) => dot_f16(&q16[i * head_dim..(i + 1) * head_dim], &k[kh]),
+            let off = (h / group) * head_dim;
+            let dst = &mut scores[i * n_pos + pos..i * n_pos + pos + len];
+            match run {
+                KvRow::F32(k) => {
+                    dot_rows_f32(&q[h * head_dim..(h + 1) * head_dim], k, kv_dim, off, dst)
+                }
+                KvRow::F16(k) => {
+                    dot_rows_f16(&q16[i * head_dim..(i + 1) * head_dim], k, kv_dim, off, dst)
+                }
                 KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
-            };
-            scores[i * n_pos + pos] = dot * scale;
+            }
+            for v in dst.iter_mut() {
+                *v *= scale;
+            }
         }
+        pos += len;
     }
     for i in 0..n_sel {
-        softmax_in_place(&mut scores[i * n_pos..(i + 1) * n_pos]);
+        let p = &mut scores[i * n_pos..(i + 1) * n_pos];
+        softmax_in_place(p);
     }
     out.fill(0.0);
-    for pos in 0..n_pos {
-        let vrow = kv.value(pos).expand(row, kv_dim);
+    let f16_values = matches!(kv.value(0), KvRow::F16(_));
+    if f16_values {
+        // ggml multiplies an f16 V by the probabilities rounded to f16.
+        for p in scores.iter_mut() {
+            *p = f16::from_f32(*p).to_f32();
+        }
+    }
+    let mut pos = 0;
+    while pos < n_pos {
+        let (run, len) = kv.value_run(pos);
+        let len = len.min(n_pos - pos);
+        let run = run.expand(row, kv_dim, len);
         for (i, h) in heads.clone().enumerate() {
-            let vh = (h / group) * head_dim..(h / group + 1) * head_dim;
+            let off = (h / group) * head_dim;
             let o = &mut out[i * head_dim..(i + 1) * head_dim];
-            let p = scores[i * n_pos + pos];
-            match vrow {
-                KvRow::F32(v) => axpy_f32(o, p, &v[vh]),
-                KvRow::F16(v) => axpy_f16(o, f16::from_f32(p).to_f32(), &v[vh]),
+            let p = &scores[i * n_pos + pos..i * n_pos + pos + len];
+            match run {
+                KvRow::F32(v) => axpy_rows_f32(o, p, v, kv_dim, off),
+                KvRow::F16(v) => axpy_rows_f16(o, p, v, kv_dim, off),
                 KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
             }
         }
+        pos += len;
     }
 }
 

@@ -10,6 +10,7 @@ mod attention;
 mod axpy;
 mod norm;
 mod rope;
+mod rows;
 mod softmax;
 
 pub use activation::{add_in_place, silu, silu_mul_in_place};
@@ -17,4 +18,5 @@ pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
 pub use axpy::{axpy_f16, axpy_f32};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};
+pub use rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};
 pub use softmax::softmax_in_place;

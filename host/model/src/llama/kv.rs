@@ -151,6 +151,18 @@ impl KvRead for SeqLayerView<'_> {
             .v
             .row(self.base + pos * self.seq.kv_dim, self.seq.kv_dim)
     }
+    fn key_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        assert!(pos < self.seq.capacity, "kv: position {pos} past capacity");
+        let n = self.seq.capacity - pos;
+        let at = self.base + pos * self.seq.kv_dim;
+        (self.seq.k.row(at, n * self.seq.kv_dim), n)
+    }
+    fn value_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        assert!(pos < self.seq.capacity, "kv: position {pos} past capacity");
+        let n = self.seq.capacity - pos;
+        let at = self.base + pos * self.seq.kv_dim;
+        (self.seq.v.row(at, n * self.seq.kv_dim), n)
+    }
 }
 
 impl KvStore for ContiguousKv {
