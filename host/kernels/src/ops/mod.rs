@@ -7,7 +7,6 @@
 
 mod activation;
 mod attention;
-mod axpy;
 mod norm;
 mod rope;
 mod rows;
@@ -15,7 +14,6 @@ mod softmax;
 
 pub use activation::{add_in_place, silu, silu_mul_in_place};
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
-pub use axpy::{axpy_f16, axpy_f32};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};
 pub use rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};

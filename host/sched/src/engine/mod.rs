@@ -310,21 +310,34 @@ impl Engine {
         }
         let s = self.session(ns, id)?;
         if s.pending.is_empty() {
-            if s.last_logits.is_some() {
+            if let Some(logits) = s.last_logits.take() {
                 // The last token's logits are at hand: sample without a forward pass.
-                let logits = s.last_logits.take().unwrap_or_default();
                 self.on_logits(id, &logits);
                 if let Some(s) = self.sessions.get_mut(&id) {
                     s.last_logits = Some(logits);
                 }
             } else {
-                // Recompute the last token to get its logits.
-                let len = self.pool.seq_len(seq)?;
-                let last = self.pool.seq_tokens(seq)?[len - 1];
-                self.pool.truncate(seq, len - 1)?;
-                self.session(ns, id)?.pending.push(last);
+                self.requeue_last_token(id, seq)?;
             }
         }
+        Ok(())
+    }
+
+    /// Moves the last computed token back to pending so the next step recomputes it and yields
+    /// its logits (they are not kept after a truncate or a prefix hit).
+    fn requeue_last_token(&mut self, id: SessionId, seq: SeqId) -> Result<(), EngineError> {
+        let len = self.pool.seq_len(seq)?;
+        let Some(&last) = self.pool.seq_tokens(seq)?.last() else {
+            return Err(EngineError::InvalidArgument(
+                "the session's context is empty".into(),
+            ));
+        };
+        self.pool.truncate(seq, len - 1)?;
+        self.sessions
+            .get_mut(&id)
+            .ok_or(EngineError::NotFound(id))?
+            .pending
+            .push(last);
         Ok(())
     }
 
@@ -347,21 +360,9 @@ impl Engine {
                 let _ = reply.send(Ok(l.clone()));
                 return;
             }
-            // Recompute the last token to get its logits.
-            let len = self.pool.seq_len(seq).unwrap_or(0);
-            if len == 0 {
-                let _ = reply.send(Err(EngineError::InvalidArgument(
-                    "the session's context is empty".into(),
-                )));
+            if let Err(e) = self.requeue_last_token(id, seq) {
+                let _ = reply.send(Err(e));
                 return;
-            }
-            let last = self.pool.seq_tokens(seq).map(|t| t[len - 1]).unwrap_or(0);
-            if let Err(e) = self.pool.truncate(seq, len - 1) {
-                let _ = reply.send(Err(e.into()));
-                return;
-            }
-            if let Some(s) = self.sessions.get_mut(&id) {
-                s.pending.push(last);
             }
         }
         if let Some(s) = self.sessions.get_mut(&id) {

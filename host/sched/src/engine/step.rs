@@ -22,25 +22,24 @@ struct Planned {
     /// Position of the chunk's first token.
     start: usize,
     logits: bool,
+    /// The sequence's block table, covering the reserved positions.
+    table: Vec<BlockId>,
 }
 
 impl Engine {
     pub(crate) fn step(&mut self) {
         self.reap_cancelled();
-        let plan = self.plan();
+        let mut plan = self.plan();
         if plan.is_empty() {
             return;
         }
-        let mut tables: Vec<Vec<BlockId>> = Vec::with_capacity(plan.len());
+        let tables: Vec<Vec<BlockId>> = plan
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.table))
+            .collect();
         let mut batch = Vec::new();
         for (i, p) in plan.iter().enumerate() {
             let s = &self.sessions[&p.id];
-            tables.push(
-                self.pool
-                    .block_table(s.seq)
-                    .map(<[BlockId]>::to_vec)
-                    .unwrap_or_default(),
-            );
             batch.extend(
                 s.pending[..p.n]
                     .iter()
@@ -154,14 +153,23 @@ impl Engine {
                     continue;
                 }
             };
-            match self.pool.reserve(seq, n) {
-                Ok(_) => {
+            let reserved = self.pool.reserve(seq, n).and_then(|_| {
+                self.pool
+                    .block_table(seq)
+                    .map(<[BlockId]>::to_vec)
+                    .inspect_err(|_| {
+                        let _ = self.pool.truncate(seq, start);
+                    })
+            });
+            match reserved {
+                Ok(table) => {
                     budget -= n;
                     plan.push(Planned {
                         id,
                         n,
                         start,
                         logits,
+                        table,
                     });
                 }
                 Err(e) => self.fail_job(id, e.into()),
@@ -321,11 +329,14 @@ impl Engine {
             return;
         };
         let (root, seq) = (s.root, s.seq);
-        let tokens = self
-            .pool
-            .seq_tokens(seq)
-            .map(<[u32]>::to_vec)
-            .unwrap_or_default();
+        let tokens = match self.pool.seq_tokens(seq) {
+            Ok(t) => t.to_vec(),
+            Err(e) => {
+                let _ = w.reply.send(Err(e.into()));
+                self.close_session(id);
+                return;
+            }
+        };
         let blocks_pinned = self.pool.pin_prefix(&root, &tokens, w.pin, w.ttl);
         let info = WarmInfo {
             tokens: tokens.len(),
