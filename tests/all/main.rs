@@ -2,6 +2,7 @@
 
 mod chat;
 mod cli;
+mod deploy;
 mod engine;
 mod gguf;
 mod golden;

@@ -18,7 +18,7 @@ use memoria_tenant::{NamespaceSpec, Tenants};
 
 use crate::shared;
 
-fn guest(name: &str) -> PathBuf {
+pub(crate) fn guest(name: &str) -> PathBuf {
     let p = match name {
         "chat" => env!("MEMORIA_GUEST_CHAT"),
         "classify" => env!("MEMORIA_GUEST_CLASSIFY"),
@@ -32,7 +32,7 @@ fn guest(name: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
-fn engine() -> EngineHandle {
+pub(crate) fn engine() -> EngineHandle {
     let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model loads");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
@@ -63,7 +63,7 @@ fn runtime(namespaces: &[(&str, &str, &str)]) -> (Runtime, EngineHandle) {
 }
 
 /// Sends `body` to `/ns/{ns}{path}`; returns the status, the body and how many frames it came in.
-async fn call(rt: &Runtime, ns: &str, path: &str, body: &str) -> (u16, String, usize) {
+pub(crate) async fn call(rt: &Runtime, ns: &str, path: &str, body: &str) -> (u16, String, usize) {
     let req = hyper::Request::builder()
         .method(if body.is_empty() { "GET" } else { "POST" })
         .uri(format!("http://localhost/ns/{ns}{path}"))

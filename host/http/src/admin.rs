@@ -1,7 +1,7 @@
 //! The admin API under `/admin/`, behind the admin key: live sessions (list, inspect, cancel),
 //! saving a prefix as a named session and restoring it into the hot cache (engines started with
-//! a store), warming and pinning a prefix, namespaces and their admission state, config reload,
-//! and component deploy/replace/delete, which answers 501 until the server has a deployer.
+//! a store), warming and pinning a prefix, namespaces and their admission state, config reload
+//! (namespaces and their configured components), and the component routes (`components.rs`).
 //! Invariant: nothing here runs before `check_admin` passed.
 
 use std::sync::Arc;
@@ -61,14 +61,9 @@ pub async fn handle(
         (&Method::POST, ["sessions", "restore"]) => restore(&state, &body).await,
         (&Method::POST, ["warm"]) => warm(&state, &body).await,
         (&Method::GET, ["namespaces"]) => Ok(namespaces(&state)),
-        (&Method::POST, ["reload"]) => reload(&state),
-        (&Method::PUT | &Method::DELETE, ["namespaces", ns, "component"]) => {
-            if state.tenants().get(ns).is_none() {
-                return Err(ApiError::not_found(format!("unknown namespace {ns:?}")));
-            }
-            Err(ApiError::not_implemented(
-                "deploying, replacing and deleting components needs the wasm runtime (memoria-runtime), which this build does not include yet",
-            ))
+        (&Method::POST, ["reload"]) => reload(&state).await,
+        (_, ["namespaces", ns, tail @ ..]) if !tail.is_empty() => {
+            crate::components::handle(&state, method, ns, tail, body).await
         }
         (_, ["sessions"] | ["sessions", _] | ["warm"] | ["namespaces"] | ["reload"]) => Err(
             ApiError::method_not_allowed(method, &format!("/admin/{rest}")),
@@ -177,7 +172,7 @@ fn namespaces(state: &AppState) -> Response {
                 "id": ns.id.0,
                 "isolation": ns.spec.isolation.to_string(),
                 "keys": ns.spec.api_keys.len(),
-                "component": ns.spec.component.as_ref().map(|p| p.display().to_string()),
+                "components": components_of(state, ns),
                 "limits": {
                     "max_concurrent": l.max_concurrent,
                     "max_queue": l.max_queue,
@@ -194,18 +189,35 @@ fn namespaces(state: &AppState) -> Response {
     ok_json(&json!({"object": "list", "data": data}))
 }
 
-fn reload(state: &AppState) -> Result<Response, ApiError> {
+/// A namespace's components: what the runtime serves, or what the config names without one.
+fn components_of(state: &AppState, ns: &memoria_tenant::Namespace) -> serde_json::Value {
+    match state.router.as_ref().and_then(|r| r.components(&ns.name)) {
+        Some(list) => list.iter().map(crate::components::info_json).collect(),
+        None => json!(ns.spec.component.as_ref().map(|p| p.display().to_string())),
+    }
+}
+
+/// Re-reads the config: namespaces (keys, limits, new namespaces) and their configured
+/// components; refused as a whole, with the reason, when any part is invalid.
+async fn reload(state: &Arc<AppState>) -> Result<Response, ApiError> {
     let Some(reloader) = &state.reloader else {
         return Err(ApiError::bad_request(
             "this server was started without --config; there is nothing to reload",
         ));
     };
-    let tenants = reloader(&state.tenants())
-        .map_err(|e| ApiError::bad_request(format!("reload refused: {e}")))?;
+    let _serial = state.admin_lock.lock().await;
+    let refused = |e: String| ApiError::bad_request(format!("reload refused: {e}"));
+    let tenants = Arc::new(reloader(&state.tenants()).map_err(refused)?);
+    state.check_tenants(&tenants).map_err(refused)?;
+    if let Some(router) = state.router.clone() {
+        let t = tenants.clone();
+        tokio::task::spawn_blocking(move || router.reload(&t))
+            .await
+            .map_err(|e| ApiError::internal(format!("the reload task failed: {e}")))?
+            .map_err(|e| refused(e.to_string()))?;
+    }
     let n = tenants.len();
-    state
-        .replace_tenants(tenants)
-        .map_err(|e| ApiError::bad_request(format!("reload refused: {e}")))?;
+    state.replace_tenants(tenants).map_err(refused)?;
     Ok(ok_json(&json!({"reloaded": true, "namespaces": n})))
 }
 

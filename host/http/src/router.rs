@@ -46,7 +46,7 @@ async fn dispatch(
     }
     if let Some(rest) = path.strip_prefix("/admin/") {
         let r = match auth::check_admin(&state, req.headers()) {
-            Ok(()) => match read_limited(req, state.config.max_body_bytes).await {
+            Ok(()) => match read_limited(req, admin_body_limit(&state, &method, rest)).await {
                 Ok(body) => crate::admin::handle(state.clone(), &method, rest, body).await,
                 Err(e) => Err(e),
             },
@@ -89,6 +89,15 @@ async fn dispatch(
             "unknown",
             Err(ApiError::not_found(format!("no route {method} {path}"))),
         ),
+    }
+}
+
+/// Component uploads may be larger than API requests.
+fn admin_body_limit(state: &AppState, method: &Method, rest: &str) -> usize {
+    if crate::components::is_upload(method, rest) {
+        state.config.max_component_bytes
+    } else {
+        state.config.max_body_bytes
     }
 }
 
@@ -185,10 +194,8 @@ async fn tenant(
     let (name, sub) = rest.split_once('/').unwrap_or((rest, ""));
     let sub = format!("/{sub}");
     let ns = auth::namespace_for_route(&state, name, req.headers())?;
-    let first = sub.trim_start_matches('/').split('/').next().unwrap_or("");
-    let has_component = ns.spec.component.is_some() || ns.spec.components.contains_key(first);
     if let Some(router) = state.router.clone()
-        && has_component
+        && router.has_component(&ns.name, &sub)
     {
         return Ok(router.handle(ns, sub, req).await);
     }

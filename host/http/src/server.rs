@@ -1,5 +1,6 @@
 //! The listener: hyper HTTP/1.1 with keep-alive on tokio, TCP_NODELAY on every accepted socket,
-//! a header-read timeout, and graceful shutdown — stop accepting, let in-flight requests
+//! each connection's first request head checked before hyper (`preface.rs`), a header-read
+//! timeout, and graceful shutdown — stop accepting, let in-flight requests
 //! (streams included) finish within the drain timeout, then stop the engine, which finishes its
 //! running generations. Invariant: after `run` returns, no connection is served and the engine
 //! thread has exited.
@@ -16,7 +17,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use crate::preface::first_head;
 use crate::state::{AppState, ServerParts};
+
+/// How long a client may take to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A bound server, not yet serving.
 pub struct Server {
@@ -55,6 +60,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> ShutdownReport {
         let Server { listener, state } = self;
         let graceful = GracefulShutdown::new();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -62,15 +68,21 @@ impl Server {
                     let Ok((stream, _peer)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
                     let st = state.clone();
-                    let svc = service_fn(move |req| crate::router::handle(st.clone(), req));
-                    let conn = http1::Builder::new()
-                        .keep_alive(true)
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(Duration::from_secs(30))
-                        .serve_connection(TokioIo::new(stream), svc);
-                    let conn = graceful.watch(conn);
+                    let watcher = graceful.watcher();
+                    let mut stop = stop_rx.clone();
                     tokio::spawn(async move {
-                        let _ = conn.await;
+                        let head = tokio::select! {
+                            s = first_head(stream, HEADER_READ_TIMEOUT) => s,
+                            _ = stop.wait_for(|stopping| *stopping) => None,
+                        };
+                        let Some(stream) = head else { return };
+                        let svc = service_fn(move |req| crate::router::handle(st.clone(), req));
+                        let conn = http1::Builder::new()
+                            .keep_alive(true)
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(HEADER_READ_TIMEOUT)
+                            .serve_connection(TokioIo::new(stream), svc);
+                        let _ = watcher.watch(conn).await;
                     });
                 }
                 () = &mut shutdown => break,
@@ -78,6 +90,7 @@ impl Server {
         }
         drop(listener);
         state.shutting_down.store(true, Relaxed);
+        let _ = stop_tx.send(true);
         let drained = tokio::time::timeout(state.config.shutdown_timeout, graceful.shutdown())
             .await
             .is_ok();

@@ -44,6 +44,8 @@ pub struct HttpConfig {
     pub embed_batch: usize,
     /// Longest context of one request (the engine's `max_context`).
     pub max_context: usize,
+    /// Largest component the admin API accepts (413 past it).
+    pub max_component_bytes: usize,
 }
 
 impl Default for HttpConfig {
@@ -58,6 +60,7 @@ impl Default for HttpConfig {
             embed_cache_entries: 4096,
             embed_batch: 512,
             max_context: 2048,
+            max_component_bytes: 64 << 20,
         }
     }
 }
@@ -91,6 +94,8 @@ pub struct AppState {
     pub embed_cache: EmbedCache,
     pub started: Instant,
     pub shutting_down: AtomicBool,
+    /// Serialises config reloads.
+    pub admin_lock: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
@@ -111,6 +116,7 @@ impl AppState {
             sessions: SessionRegistry::default(),
             started: Instant::now(),
             shutting_down: AtomicBool::new(false),
+            admin_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -122,9 +128,17 @@ impl AppState {
             .clone()
     }
 
-    /// Replaces the namespaces. Refuses a set that renames or drops a namespace, or moves its
-    /// id, since live sessions and cached blocks are keyed by id.
-    pub fn replace_tenants(&self, new: Tenants) -> Result<(), String> {
+    /// Replaces the namespaces (after [`AppState::check_tenants`]).
+    pub fn replace_tenants(&self, new: Arc<Tenants>) -> Result<(), String> {
+        self.check_tenants(&new)?;
+        apply_policies(&self.engine, &new);
+        *self.tenants.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+
+    /// Refuses a set of namespaces that renames or drops a namespace, or moves its id, since
+    /// live sessions and cached blocks are keyed by id.
+    pub fn check_tenants(&self, new: &Tenants) -> Result<(), String> {
         let old = self.tenants();
         for ns in old.iter() {
             match new.get(&ns.name) {
@@ -143,8 +157,6 @@ impl AppState {
                 }
             }
         }
-        apply_policies(&self.engine, &new);
-        *self.tenants.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
         Ok(())
     }
 

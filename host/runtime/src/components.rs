@@ -5,7 +5,7 @@
 //!
 //! Invariant: a `ProxyPre` handed out has all of its imports satisfied by the host linker.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -54,12 +54,22 @@ pub fn validate_component(path: &str, bytes: &[u8]) -> Result<(), ComponentError
     }
 }
 
+/// A compiled, linked component and what identifies it.
+#[derive(Clone)]
+pub(crate) struct Compiled {
+    pub pre: ProxyPre<TenantState>,
+    /// blake3 of the component's bytes.
+    pub digest: [u8; 32],
+    /// Size of the component's bytes.
+    pub bytes: usize,
+}
+
 /// Compiles and links components, once per distinct binary.
 pub struct Compiler {
     engine: Engine,
     linker: Linker<TenantState>,
     cache_dir: Option<PathBuf>,
-    loaded: Mutex<HashMap<[u8; 32], ProxyPre<TenantState>>>,
+    loaded: Mutex<HashMap<[u8; 32], Compiled>>,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -89,7 +99,7 @@ impl Compiler {
     }
 
     /// Loads the component at `path`.
-    pub fn load_file(&self, path: &Path) -> Result<ProxyPre<TenantState>, ComponentError> {
+    pub fn load_file(&self, path: &Path) -> Result<Compiled, ComponentError> {
         let label = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| ComponentError::Read {
             path: label.clone(),
@@ -99,20 +109,16 @@ impl Compiler {
     }
 
     /// Loads a component from memory; `label` names it in errors.
-    pub fn load_bytes(
-        &self,
-        label: &str,
-        bytes: &[u8],
-    ) -> Result<ProxyPre<TenantState>, ComponentError> {
+    pub fn load_bytes(&self, label: &str, bytes: &[u8]) -> Result<Compiled, ComponentError> {
         validate_component(label, bytes)?;
         let key = *blake3::hash(bytes).as_bytes();
-        if let Some(pre) = self
+        if let Some(c) = self
             .loaded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
         {
-            return Ok(pre.clone());
+            return Ok(c.clone());
         }
         let component = self.compile(label, bytes, &key)?;
         let pre =
@@ -126,11 +132,45 @@ impl Compiler {
             path: label.into(),
             msg: format!("{e:#}"),
         })?;
+        let compiled = Compiled {
+            pre,
+            digest: key,
+            bytes: bytes.len(),
+        };
         self.loaded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key, pre.clone());
-        Ok(pre)
+            .insert(key, compiled.clone());
+        Ok(compiled)
+    }
+
+    /// Forgets compiled components other than `in_use` (after a replace or delete), in memory
+    /// and in the cache folder, so redeploying does not grow either without bound.
+    pub fn retain(&self, in_use: &HashSet<[u8; 32]>) {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, _| in_use.contains(k));
+        let Some(entries) = self
+            .cache_dir
+            .as_ref()
+            .and_then(|d| std::fs::read_dir(d).ok())
+        else {
+            return;
+        };
+        let keep: HashSet<String> = in_use
+            .iter()
+            .map(|k| format!("{}.cwasm", blake3::Hash::from(*k).to_hex()))
+            .collect();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let ours = name.len() == 64 + 6 && name.ends_with(".cwasm");
+            if ours && !keep.contains(name.as_ref()) {
+                // A file another process still maps stays readable to it after the unlink.
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     /// Compiles, or reuses compiled code from the cache folder.

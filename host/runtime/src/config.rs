@@ -1,5 +1,5 @@
-//! Host-wide runtime settings: where compiled components are cached, the chat template guests
-//! get from `apply-chat-template`, and the epoch tick.
+//! Host-wide runtime settings: where compiled components are cached and deployed ones kept, the
+//! chat template guests get from `apply-chat-template`, the epoch tick and spare instance slots.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +22,12 @@ pub struct RuntimeConfig {
     /// tier): `session.save` / `session.restore` then go through the engine's durable named
     /// sessions and survive restarts. Otherwise saved sessions live in this process only.
     pub durable_sessions: bool,
+    /// Folder where components deployed through the admin API are kept (and read back at
+    /// start); `None`: deployments last until the process exits.
+    pub components_dir: Option<PathBuf>,
+    /// Instance slots kept beyond the configured namespaces' `max_instances`, for namespaces a
+    /// reload adds.
+    pub spare_instances: u32,
 }
 
 impl Default for RuntimeConfig {
@@ -32,6 +38,8 @@ impl Default for RuntimeConfig {
             model_id: "memoria".into(),
             epoch_tick: Duration::from_millis(10),
             durable_sessions: false,
+            components_dir: None,
+            spare_instances: 32,
         }
     }
 }

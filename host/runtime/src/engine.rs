@@ -42,6 +42,39 @@ impl EngineSizing {
     }
 }
 
+impl EngineSizing {
+    /// Adds `spare` instances for namespaces a reload may add.
+    pub fn with_headroom(self, spare: u32) -> EngineSizing {
+        EngineSizing {
+            instances: self.instances.saturating_add(spare).min(4096),
+            ..self
+        }
+    }
+
+    /// Why an engine sized `self` cannot serve namespaces that need `need` (None: it can).
+    pub fn shortfall(&self, need: &EngineSizing) -> Option<String> {
+        if need.instances > self.instances {
+            return Some(format!(
+                "the namespaces' max_instances add up to more than the {} instance slots the runtime was started with",
+                self.instances
+            ));
+        }
+        if need.max_memory > self.max_memory {
+            return Some(format!(
+                "a namespace's memory limit ({} MiB) is above the {} MiB the runtime was started with",
+                need.max_memory >> 20,
+                self.max_memory >> 20
+            ));
+        }
+        if need.fuel && !self.fuel {
+            return Some(
+                "a namespace now meters fuel, which the runtime was started without".into(),
+            );
+        }
+        None
+    }
+}
+
 /// Builds the engine.
 pub fn build(s: EngineSizing) -> wasmtime::Result<Engine> {
     let mut pool = PoolingAllocationConfig::default();

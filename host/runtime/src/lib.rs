@@ -12,15 +12,18 @@ mod bindings;
 mod bounded;
 mod components;
 mod config;
+mod deploy;
 mod engine;
 mod errors;
 mod host;
 mod limiter;
 mod named;
 mod namespaces;
+mod persist;
 mod router;
 mod serve;
 mod state;
+mod table;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,9 +35,11 @@ use memoria_tenant::Namespace;
 
 pub use components::{ComponentError, validate_component};
 pub use config::RuntimeConfig;
+pub use deploy::{DeployError, Deployed};
 pub use namespaces::RuntimeStats;
 pub use router::{Runtime, RuntimeError};
 pub use state::TenantState;
+pub use table::{BadRoute, ComponentInfo, Origin, Slot};
 
 /// Error type of streamed response bodies.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
@@ -45,16 +50,32 @@ pub type HttpBody = UnsyncBoxBody<Bytes, BodyError>;
 /// A boxed future of a response.
 pub type ResponseFuture = Pin<Box<dyn Future<Output = hyper::Response<HttpBody>> + Send>>;
 
-/// Serves a namespace's tenant routes. The server has already authenticated the caller and
-/// resolved `ns` from its routing table; `path` is what follows `/ns/{namespace}`.
+/// Serves a namespace's tenant routes and manages its components. The server has already
+/// authenticated the caller and resolved the namespace from its routing table.
 pub trait ComponentRouter: Send + Sync + 'static {
-    /// Handles one request with the namespace's component.
+    /// Handles one request with the namespace's component; `path` is what follows
+    /// `/ns/{namespace}`.
     fn handle(
         &self,
         ns: Arc<Namespace>,
         path: String,
         req: hyper::Request<hyper::body::Incoming>,
     ) -> ResponseFuture;
+
+    /// Whether `/ns/{ns}{path}` reaches a component.
+    fn has_component(&self, ns: &str, path: &str) -> bool;
+
+    /// The namespace's components (None: unknown namespace).
+    fn components(&self, ns: &str) -> Option<Vec<ComponentInfo>>;
+
+    /// Deploys or replaces one component (validated, compiled, persisted). Blocking.
+    fn deploy(&self, ns: &str, slot: Slot, bytes: &[u8]) -> Result<Deployed, DeployError>;
+
+    /// Deletes one component; `Ok(false)` when the slot had none. Blocking.
+    fn remove(&self, ns: &str, slot: &Slot) -> Result<bool, DeployError>;
+
+    /// Takes reloaded namespaces, reloading their configured components. Blocking.
+    fn reload(&self, tenants: &memoria_tenant::Tenants) -> Result<(), RuntimeError>;
 }
 
 /// A request body built in memory, for callers that are not a hyper connection (tests, benches,

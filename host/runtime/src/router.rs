@@ -1,13 +1,15 @@
-//! [`Runtime`]: the host's component runtime. Built once from the namespaces; loads (validates,
-//! compiles, links) every configured component up front, then routes `/ns/{namespace}/{rest}`:
-//! `rest`'s first segment selects one of the namespace's `components`, otherwise its single
-//! `component` serves every path.
+//! [`Runtime`]: the host's component runtime. Built from the namespaces; loads (validates,
+//! compiles, links) every configured and deployed component up front, then routes
+//! `/ns/{namespace}/{rest}`: `rest`'s first segment selects one of the namespace's routes,
+//! otherwise its default component serves every path. Deploys, deletes and reloads
+//! (`deploy.rs`) swap the namespace map whole; a running request keeps the component it started
+//! with.
 //!
 //! Invariant: a request runs in the namespace the server resolved, with that namespace's
 //! limits and salt; nothing in the request can change either.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use hyper::body::Body;
@@ -16,66 +18,114 @@ use memoria_sched::EngineHandle;
 use memoria_tenant::{Namespace, Tenants};
 use wasmtime::component::Linker;
 use wasmtime::{Engine, Store};
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
 
 use crate::components::{Compiler, ComponentError};
 use crate::config::RuntimeConfig;
 use crate::engine::{EngineSizing, EpochTicker};
 use crate::named::NamedSessions;
 use crate::namespaces::{HostShared, NsRuntime, RuntimeStats};
+use crate::persist::ComponentsDir;
 use crate::serve::{serve, text_response};
-use crate::{ComponentRouter, HttpBody, ResponseFuture, TenantState};
+use crate::table::Table;
+use crate::{
+    ComponentInfo, ComponentRouter, DeployError, Deployed, HttpBody, ResponseFuture, Slot,
+    TenantState,
+};
 
-/// Why the runtime could not start.
+/// Why the runtime could not start, or a reload was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("wasmtime: {0}")]
     Wasmtime(String),
     #[error("namespaces.{ns}: {source}")]
     Component { ns: String, source: ComponentError },
+    #[error(
+        "namespaces.{ns}: the deployed {slot} ({source}); redeploy it or delete it with the admin API, or remove the file"
+    )]
+    Deployed {
+        ns: String,
+        slot: String,
+        source: ComponentError,
+    },
+    #[error("components folder {path}: {source}")]
+    Folder {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}; restart the host to apply it")]
+    NeedsRestart(String),
     #[error("chat template: {0}")]
     Template(String),
 }
 
-struct NsEntry {
-    rt: Arc<NsRuntime>,
-    default: Option<ProxyPre<TenantState>>,
-    routes: BTreeMap<String, ProxyPre<TenantState>>,
+/// One namespace as the runtime serves it.
+pub(crate) struct NsEntry {
+    pub rt: Arc<NsRuntime>,
+    pub table: Table,
 }
 
-struct Inner {
-    engine: Engine,
-    compiler: Compiler,
-    namespaces: HashMap<String, NsEntry>,
-    host: Arc<HostShared>,
-    fuel: bool,
+/// Namespace name → entry; replaced whole by every change (requests hold the old one).
+pub(crate) type NsMap = HashMap<String, Arc<NsEntry>>;
+
+pub(crate) struct Inner {
+    pub engine: Engine,
+    pub compiler: Compiler,
+    pub namespaces: RwLock<Arc<NsMap>>,
+    /// Serialises deploys, deletes and reloads.
+    pub mutate: Mutex<()>,
+    pub folder: Option<ComponentsDir>,
+    pub sizing: EngineSizing,
+    pub host: Arc<HostShared>,
     _ticker: EpochTicker,
 }
 
 /// The component runtime; cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("namespaces", &self.inner.namespaces.len())
+            .field("namespaces", &self.inner.map().len())
             .finish_non_exhaustive()
     }
 }
 
+impl Inner {
+    /// The current namespaces.
+    pub fn map(&self) -> Arc<NsMap> {
+        self.namespaces
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The entry of namespace `ns`.
+    pub fn entry(&self, ns: &str) -> Option<Arc<NsEntry>> {
+        self.map().get(ns).cloned()
+    }
+
+    /// Installs `map` and forgets compiled components no namespace uses any more.
+    pub fn install(&self, map: NsMap) {
+        let in_use: HashSet<[u8; 32]> = map.values().flat_map(|e| e.table.digests()).collect();
+        *self.namespaces.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
+        self.compiler.retain(&in_use);
+    }
+}
+
 impl Runtime {
-    /// Builds the engine and loads every namespace's components; the first invalid one is an
-    /// error naming its namespace and file.
+    /// Builds the engine and loads every namespace's components (configured, then those the
+    /// admin API deployed into `cfg.components_dir`); the first invalid one is an error naming
+    /// its namespace and file.
     pub fn new(
         tenants: &Tenants,
         engine_handle: EngineHandle,
         cfg: RuntimeConfig,
     ) -> Result<Runtime, RuntimeError> {
         let wt = |e: wasmtime::Error| RuntimeError::Wasmtime(format!("{e:#}"));
-        let sizing = EngineSizing::from_tenants(tenants);
+        let sizing = EngineSizing::from_tenants(tenants).with_headroom(cfg.spare_instances);
         let engine = crate::engine::build(sizing).map_err(wt)?;
         let ticker = EpochTicker::start(&engine, cfg.epoch_tick)
             .map_err(|e| RuntimeError::Wasmtime(e.to_string()))?;
@@ -105,41 +155,30 @@ impl Runtime {
             durable: cfg.durable_sessions,
             stats: Arc::new(RuntimeStats::default()),
         });
+        let folder = cfg
+            .components_dir
+            .map(|d| {
+                ComponentsDir::open(d.clone()).map_err(|source| RuntimeError::Folder {
+                    path: d.display().to_string(),
+                    source,
+                })
+            })
+            .transpose()?;
         let compiler = Compiler::new(engine.clone(), linker, cfg.cache_dir);
-        let mut namespaces = HashMap::new();
-        for ns in tenants.iter() {
-            let load = |p: &std::path::Path| {
-                compiler
-                    .load_file(p)
-                    .map_err(|source| RuntimeError::Component {
-                        ns: ns.name.clone(),
-                        source,
-                    })
-            };
-            let default = ns.spec.component.as_deref().map(load).transpose()?;
-            let mut routes = BTreeMap::new();
-            for (key, path) in &ns.spec.components {
-                routes.insert(key.clone(), load(path)?);
-            }
-            let rt = Arc::new(NsRuntime::new(ns.clone(), host.clone()));
-            namespaces.insert(
-                ns.name.clone(),
-                NsEntry {
-                    rt,
-                    default,
-                    routes,
-                },
-            );
-        }
+        let inner = Inner {
+            engine,
+            compiler,
+            namespaces: RwLock::default(),
+            mutate: Mutex::new(()),
+            folder,
+            sizing,
+            host,
+            _ticker: ticker,
+        };
+        let map = inner.build_map(tenants, &NsMap::new())?;
+        inner.install(map);
         Ok(Runtime {
-            inner: Arc::new(Inner {
-                engine,
-                compiler,
-                namespaces,
-                host,
-                fuel: sizing.fuel,
-                _ticker: ticker,
-            }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -155,7 +194,7 @@ impl Runtime {
 
     /// Sessions currently held by guests of namespace `ns`.
     pub fn open_sessions(&self, ns: &str) -> Option<usize> {
-        self.inner.namespaces.get(ns).map(|e| e.rt.open_sessions())
+        self.inner.entry(ns).map(|e| e.rt.open_sessions())
     }
 
     /// The wasmtime engine (benchmarks compile their own probes with it).
@@ -170,11 +209,11 @@ impl Runtime {
 
     /// A fresh store for namespace `ns` with its limits, as a request gets.
     pub fn new_store(&self, ns: &str) -> Option<wasmtime::Result<Store<TenantState>>> {
-        let e = self.inner.namespaces.get(ns)?;
+        let e = self.inner.entry(ns)?;
         Some(crate::serve::new_store(
             &self.inner.engine,
             e.rt.clone(),
-            self.inner.fuel,
+            self.inner.sizing.fuel,
         ))
     }
 
@@ -189,25 +228,20 @@ impl Runtime {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
-        let Some(entry) = self.inner.namespaces.get(ns) else {
+        let Some(entry) = self.inner.entry(ns) else {
             return text_response(404, format!("no namespace {ns:?}\n"));
         };
-        let first = path
-            .trim_start_matches('/')
-            .split(['/', '?'])
-            .next()
-            .unwrap_or("");
-        let Some(pre) = entry.routes.get(first).or(entry.default.as_ref()).cloned() else {
+        let Some(pre) = entry.table.for_path(path).cloned() else {
             return text_response(
                 404,
-                format!("namespace {ns:?} has no component for /{first}\n"),
+                format!("namespace {ns:?} has no component for {path}\n"),
             );
         };
         serve(
             self.inner.engine.clone(),
             entry.rt.clone(),
             pre,
-            self.inner.fuel,
+            self.inner.sizing.fuel,
             req,
         )
         .await
@@ -223,10 +257,30 @@ impl ComponentRouter for Runtime {
     ) -> ResponseFuture {
         let rt = self.clone();
         Box::pin(async move {
-            match rt.inner.namespaces.get(&ns.name) {
+            match rt.inner.entry(&ns.name) {
                 Some(e) if e.rt.ns.id == ns.id => rt.handle_request(&ns.name, &path, req).await,
                 _ => text_response(404, format!("namespace {:?} has no components\n", ns.name)),
             }
         })
+    }
+
+    fn has_component(&self, ns: &str, path: &str) -> bool {
+        Runtime::has_component(self, ns, path)
+    }
+
+    fn components(&self, ns: &str) -> Option<Vec<ComponentInfo>> {
+        Runtime::components(self, ns)
+    }
+
+    fn deploy(&self, ns: &str, slot: Slot, bytes: &[u8]) -> Result<Deployed, DeployError> {
+        Runtime::deploy(self, ns, slot, bytes)
+    }
+
+    fn remove(&self, ns: &str, slot: &Slot) -> Result<bool, DeployError> {
+        Runtime::remove(self, ns, slot)
+    }
+
+    fn reload(&self, tenants: &Tenants) -> Result<(), RuntimeError> {
+        Runtime::reload(self, tenants)
     }
 }

@@ -200,3 +200,20 @@ pub fn request_head_only(
         body,
     }
 }
+
+/// Writes `bytes` as they are (not necessarily HTTP) and reads the answer until the server
+/// closes the connection. The server may refuse before reading everything and reset the connection, so write and
+/// read errors after the answer arrived are not failures.
+pub fn raw(addr: SocketAddr, bytes: &[u8]) -> Resp {
+    let mut s = connect(addr);
+    let _ = s.write_all(bytes);
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    let mut body = Vec::new();
+    let _ = r.read_to_end(&mut body);
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}

@@ -355,3 +355,42 @@ pub fn cases() -> Vec<Case> {
     }
     v
 }
+
+/// Bytes that are not an HTTP/1.1 request at all, with the status each must get.
+pub fn raw_cases() -> Vec<(&'static str, Vec<u8>, u16)> {
+    let tls_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
+    let many_headers: String = (0..200).map(|i| format!("x-h{i}: v\r\n")).collect();
+    vec![
+        ("TLS handshake on the plain port", tls_hello, 400),
+        (
+            "a stray protocol line",
+            b"HELLO THERE\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "HTTP/2.0 request line",
+            b"GET / HTTP/2.0\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "space in a header name",
+            b"GET /health HTTP/1.1\r\nBad Header: x\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "control byte in the target",
+            b"GET /he\x01lth HTTP/1.1\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "200 headers",
+            format!("GET /health HTTP/1.1\r\n{many_headers}\r\n").into_bytes(),
+            431,
+        ),
+        (
+            "a 70 KB request line",
+            format!("GET /{} HTTP/1.1\r\n", "a".repeat(70 << 10)).into_bytes(),
+            431,
+        ),
+    ]
+}

@@ -121,6 +121,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         embed_cache_entries: cfg.embed_cache_entries,
         embed_batch: cfg.step_tokens,
         max_context,
+        max_component_bytes: cfg.max_component_bytes,
     };
     let reloader = a
         .config
@@ -131,7 +132,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         tenants,
         config: http,
         chat,
-        router,
+        router: Some(router),
         reloader,
         store: store.clone(),
     };
@@ -193,21 +194,16 @@ fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
     }
 }
 
-/// The wasm runtime serving `/ns/{namespace}/...` when some namespace has a component (each
-/// is validated, compiled and linked here; a bad one stops start-up with its namespace named).
+/// The wasm runtime serving `/ns/{namespace}/...` and the admin API's component routes. Every
+/// configured component is validated, compiled and linked here, then every one deployed into
+/// the components folder; a bad one stops start-up with its namespace named.
 fn components(
     cfg: &ServeConfig,
     tenants: &memoria_tenant::Tenants,
     engine: &EngineHandle,
     model_id: &str,
     store: Option<&Arc<memoria_store::TierStack>>,
-) -> anyhow::Result<Option<Arc<dyn memoria_runtime::ComponentRouter>>> {
-    if !tenants
-        .iter()
-        .any(|n| n.spec.component.is_some() || !n.spec.components.is_empty())
-    {
-        return Ok(None);
-    }
+) -> anyhow::Result<Arc<dyn memoria_runtime::ComponentRouter>> {
     let rc = memoria_runtime::RuntimeConfig {
         chat_template: Some(Arc::new(chat_template(
             cfg,
@@ -216,11 +212,16 @@ fn components(
         )?)),
         model_id: model_id.to_string(),
         durable_sessions: store.is_some_and(|s| s.disk().is_some()),
+        cache_dir: cfg.components_dir.as_ref().map(|d| d.join(".compiled")),
+        components_dir: cfg.components_dir.clone(),
         ..memoria_runtime::RuntimeConfig::default()
     };
+    if let Some(d) = &rc.cache_dir {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
     let rt = memoria_runtime::Runtime::new(tenants, engine.clone(), rc)
         .context("loading tenant components")?;
-    Ok(Some(Arc::new(rt)))
+    Ok(Arc::new(rt))
 }
 
 /// The configured template, the model's, or ChatML.

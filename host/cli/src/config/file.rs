@@ -38,6 +38,8 @@ pub struct RawServer {
     pub queue: Option<usize>,
     pub threads: Option<usize>,
     pub max_body_bytes: Option<usize>,
+    pub max_component_bytes: Option<usize>,
+    pub components_dir: Option<PathBuf>,
     pub shutdown_timeout_s: Option<u64>,
     pub retry_after_s: Option<u64>,
     pub default_namespace: Option<String>,

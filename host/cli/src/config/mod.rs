@@ -46,6 +46,10 @@ pub struct ServeConfig {
     pub threads: usize,
     pub admin_key: Option<String>,
     pub max_body_bytes: usize,
+    /// Largest component the admin API accepts.
+    pub max_component_bytes: usize,
+    /// Where deployed components are kept (default: `<store>/components`).
+    pub components_dir: Option<PathBuf>,
     pub shutdown_timeout: Duration,
     pub retry_after_s: u64,
     pub default_namespace: String,
@@ -104,6 +108,15 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     if max_body_bytes < 1024 {
         bail!("server.max_body_bytes = {max_body_bytes}: must be at least 1024");
     }
+    let max_component_bytes = s.max_component_bytes.unwrap_or(64 << 20);
+    if max_component_bytes < 1024 {
+        bail!("server.max_component_bytes = {max_component_bytes}: must be at least 1024");
+    }
+    let store = o.store.clone().or(raw.store.path.clone());
+    let components_dir = s
+        .components_dir
+        .clone()
+        .or_else(|| store.as_ref().map(|d| d.join("components")));
     if o.parallel == Some(0) || s.parallel == Some(0) {
         bail!("server.parallel / -np: must be at least 1");
     }
@@ -125,6 +138,8 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         threads: o.threads.or(s.threads).unwrap_or(0),
         admin_key,
         max_body_bytes,
+        max_component_bytes,
+        components_dir,
         shutdown_timeout: Duration::from_secs(s.shutdown_timeout_s.unwrap_or(30)),
         retry_after_s: s.retry_after_s.unwrap_or(1).max(1),
         default_namespace,
@@ -139,7 +154,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
             None => Some(Duration::from_secs(600)),
         },
         embed_cache_entries: c.embed_cache_entries.unwrap_or(4096),
-        store: o.store.clone().or(raw.store.path.clone()),
+        store,
         namespaces,
     })
 }
