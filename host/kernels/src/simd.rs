@@ -2,7 +2,8 @@
 //!
 //! Invariant: [`level`] never changes after its first call, so every kernel in a process takes
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
-//! scalar reference path; non-x86_64 targets always use scalar.
+//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI; non-x86_64 targets always use
+//! scalar. [`vnni`] only picks between builds whose results are bit-identical.
 
 use std::sync::OnceLock;
 
@@ -16,14 +17,18 @@ pub enum SimdLevel {
 }
 
 static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+static VNNI: OnceLock<bool> = OnceLock::new();
+
+fn forced() -> Option<String> {
+    std::env::var("MEMORIA_SIMD")
+        .ok()
+        .map(|v| v.to_ascii_lowercase())
+}
 
 /// The SIMD level in use by this process (detected on first call).
 pub fn level() -> SimdLevel {
     *LEVEL.get_or_init(|| {
-        let forced_scalar = std::env::var("MEMORIA_SIMD")
-            .map(|v| v.eq_ignore_ascii_case("scalar"))
-            .unwrap_or(false);
-        if forced_scalar {
+        if forced().as_deref() == Some("scalar") {
             SimdLevel::Scalar
         } else {
             detected()
@@ -43,4 +48,27 @@ pub fn detected() -> SimdLevel {
         }
     }
     SimdLevel::Scalar
+}
+
+/// Whether the AVX2 int8 tiles (Q8_0, Q4_0) use AVX-512 VNNI on 256-bit vectors: the CPU has
+/// avx512vnni + avx512vl, the level is AVX2, and `MEMORIA_SIMD` is not `avx2` or `scalar`.
+/// Fixed on first call.
+pub fn vnni() -> bool {
+    *VNNI.get_or_init(|| {
+        level() == SimdLevel::Avx2 && forced().as_deref() != Some("avx2") && vnni_detected()
+    })
+}
+
+/// Whether this CPU has avx512vnni and avx512vl, ignoring the environment.
+pub fn vnni_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        detected() == SimdLevel::Avx2
+            && is_x86_feature_detected!("avx512vnni")
+            && is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }

@@ -230,3 +230,61 @@ fn tile_shapes_agree_bit_for_bit() {
         assert_eq!(o23[0][2].to_bits(), o44[1][1].to_bits(), "{ty}");
     }
 }
+
+#[test]
+fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
+    if !crate::simd::vnni_detected() {
+        eprintln!("skipped: this CPU has no avx512vnni + avx512vl");
+        return;
+    }
+    let n = 4 * QK_K;
+    let int8_types = [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q8K];
+    for ty in int8_types {
+        let mut rng = Rng::new(ty.id() as u64 + 77);
+        let mut rows: Vec<Vec<u8>> = (0..4)
+            .map(|_| quantize_matrix(ty, &rng.vec(n, 1.0), n))
+            .collect();
+        let vdt = ty.vec_dot_type();
+        let mut toks: Vec<Vec<u8>> = (0..3)
+            .map(|_| quantize_matrix(vdt, &rng.vec(n, 1.0), n))
+            .collect();
+        // Extremes: every weight and activation value at its largest magnitude (sums that would
+        // saturate an i16 pair sum if any could).
+        let extreme_w = match ty {
+            GgmlType::Q8_0 => Some(0x81u8), // -127
+            GgmlType::Q4_0 => Some(0x00),   // level 0 → -8
+            _ => None,
+        };
+        if let Some(e) = extreme_w {
+            for blk in rows[3].chunks_mut(ty.type_size()) {
+                blk[2..].fill(e);
+            }
+            for blk in toks[2].chunks_mut(34) {
+                blk[2..].fill(0x7f);
+            }
+        }
+        let wp: [*const u8; 4] = std::array::from_fn(|i| rows[i].as_ptr());
+        let xp: [*const u8; 3] = std::array::from_fn(|i| toks[i].as_ptr());
+        let mut a = ([[0.0f32; 1]; 4], [[0.0f32; 3]; 4]);
+        let mut v = a;
+        // SAFETY: VNNI (and so AVX2) checked above; every pointer covers a full row of n elements.
+        unsafe {
+            avx2::tile_on::<4, 1>(ty, false, wp, [xp[2]], n, &mut a.0);
+            avx2::tile_on::<4, 3>(ty, false, wp, xp, n, &mut a.1);
+            avx2::tile_on::<4, 1>(ty, true, wp, [xp[2]], n, &mut v.0);
+            avx2::tile_on::<4, 3>(ty, true, wp, xp, n, &mut v.1);
+        }
+        let bits = |o: &[[f32; 3]; 4]| o.map(|r| r.map(f32::to_bits));
+        assert_eq!(bits(&a.1), bits(&v.1), "{ty} 4x3");
+        assert_eq!(
+            a.0.map(|r| r[0].to_bits()),
+            v.0.map(|r| r[0].to_bits()),
+            "{ty} 4x1"
+        );
+        assert_eq!(
+            a.0.map(|r| r[0].to_bits()),
+            a.1.map(|r| r[2].to_bits()),
+            "{ty}: one token and a batch agree"
+        );
+    }
+}

@@ -13,7 +13,8 @@ use std::arch::x86_64::*;
 
 use crate::types::GgmlType;
 
-/// Computes `out[r][t] = dot(w[r], x[t])` over `n` elements.
+/// Computes `out[r][t] = dot(w[r], x[t])` over `n` elements, with VNNI where the process uses
+/// it ([`crate::simd::vnni`]).
 ///
 /// # Safety
 /// The CPU must support avx2, fma and f16c. Each `w[r]` must point to `ty.row_bytes(n)` readable
@@ -27,14 +28,34 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
     n: usize,
     out: &mut [[f32; C]; R],
 ) {
+    // SAFETY: forwarded; `vnni()` is only true when the CPU has avx512vnni and avx512vl.
+    unsafe { tile_on::<R, C>(ty, crate::simd::vnni(), w, x, n, out) }
+}
+
+/// [`tile`] with the VNNI choice made by the caller (tests compare both builds with it).
+///
+/// # Safety
+/// As [`tile`]; with `vnni`, the CPU must also support avx512vnni and avx512vl.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
+    ty: GgmlType,
+    vnni: bool,
+    w: [*const u8; R],
+    x: [*const u8; C],
+    n: usize,
+    out: &mut [[f32; C]; R],
+) {
     // SAFETY: forwarded from this function's contract; each kernel documents the same one.
     unsafe {
         match ty {
             GgmlType::F32 => float::tile_f32::<R, C>(w, x, n, out),
             GgmlType::F16 => float::tile_f16::<R, C>(w, x, n, out),
             GgmlType::BF16 => float::tile_bf16::<R, C>(w, x, n, out),
+            GgmlType::Q4_0 if vnni => q8::tile_q4_0_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::Q4_0 => q8::tile_q4_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8_0 if vnni => q8::tile_q8_0_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::Q8_0 => q8::tile_q8_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8K if vnni => q8::tile_q8k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q8K => q8::tile_q8k::<R, C>(w, x, n / 256, out),
             GgmlType::Q4K => kquants::tile_q4k::<R, C>(w, x, n / 256, out),
             GgmlType::Q6K => kquants::tile_q6k::<R, C>(w, x, n / 256, out),
