@@ -110,7 +110,9 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     };
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tokenizer), engine_cfg)
         .context("starting the engine")?;
-    let router = components(&cfg, &tenants, &engine, &model_id, store.as_ref())?;
+    let router = needs_runtime(&cfg, &tenants)
+        .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref()))
+        .transpose()?;
     let http = HttpConfig {
         model_id,
         max_body_bytes: cfg.max_body_bytes,
@@ -132,7 +134,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         tenants,
         config: http,
         chat,
-        router: Some(router),
+        router,
         reloader,
         store: store.clone(),
     };
@@ -192,6 +194,23 @@ fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
             Ok((model, tok, id))
         }
     }
+}
+
+/// Whether this host can ever serve a component: one is configured, the components folder holds
+/// deployments, or the admin API (and so deploys and reloads) is on. Otherwise the wasm runtime,
+/// whose instance pool reserves a large stretch of address space, is not started.
+fn needs_runtime(cfg: &ServeConfig, tenants: &memoria_tenant::Tenants) -> bool {
+    let configured = tenants
+        .iter()
+        .any(|n| n.spec.component.is_some() || !n.spec.components.is_empty());
+    let stored = cfg
+        .components_dir
+        .as_ref()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .is_some_and(|mut entries| {
+            entries.any(|e| e.is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.')))
+        });
+    configured || stored || cfg.admin_key.is_some()
 }
 
 /// The wasm runtime serving `/ns/{namespace}/...` and the admin API's component routes. Every
@@ -274,15 +293,24 @@ fn kv_budget(cfg: &ServeConfig, model: &Model, max_context: usize) -> anyhow::Re
     }
 }
 
-/// Prefills and pins each namespace's `preload` texts.
+/// Prefills and pins each namespace's `preload` texts (through `memoria_sched::preload`).
 async fn preload(engine: &EngineHandle, state: &Arc<memoria_http::AppState>) -> anyhow::Result<()> {
-    for ns in state.tenants().iter() {
-        for text in &ns.spec.preload {
-            let tokens = engine.tokenizer().encode(text, true, true);
-            let info = engine
-                .warm(ns.id, ns.salt, tokens, PinLevel::Pinned, None)
-                .await
-                .with_context(|| format!("namespaces.{}.preload", ns.name))?;
+    for ns in state
+        .tenants()
+        .iter()
+        .filter(|n| !n.spec.preload.is_empty())
+    {
+        let entry = memoria_sched::Preload {
+            ns: ns.id,
+            salt: ns.salt,
+            texts: ns.spec.preload.clone(),
+            pin: PinLevel::Pinned,
+            ttl: None,
+        };
+        let warmed = memoria_sched::preload(engine, &[entry])
+            .await
+            .with_context(|| format!("namespaces.{}.preload", ns.name))?;
+        for info in warmed {
             eprintln!(
                 "memoria: preloaded {} tokens for namespace {} ({} blocks pinned)",
                 info.tokens, ns.name, info.blocks_pinned

@@ -7,7 +7,7 @@ use memoria_model::chat::ChatMessage;
 use memoria_sched::Usage;
 use serde_json::{Value, json};
 
-use super::params::{self, SamplingFields};
+use super::params;
 use super::run::{self, SseFormat};
 use super::schema::{ChatRequest, Content, Message};
 use super::{Ctx, response_id, unix_now, usage_json};
@@ -44,16 +44,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         "tool calling",
     )?;
     params::check_response_format(req.response_format.as_ref())?;
-    let sampling = params::sampling(&SamplingFields {
-        temperature: req.temperature,
-        top_p: req.top_p,
-        top_k: req.top_k,
-        min_p: req.min_p,
-        repeat_penalty: req.repeat_penalty,
-        presence_penalty: req.presence_penalty,
-        frequency_penalty: req.frequency_penalty,
-        seed: req.seed,
-    })?;
+    let sampling = params::sampling(&params::sampling_fields_of!(req))?;
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
     let messages = messages(req.messages)?;

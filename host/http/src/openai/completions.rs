@@ -5,7 +5,7 @@ use bytes::Bytes;
 use memoria_sched::Usage;
 use serde_json::{Value, json};
 
-use super::params::{self, SamplingFields};
+use super::params;
 use super::run::{self, SseFormat};
 use super::schema::{CompletionRequest, Prompt};
 use super::{Ctx, response_id, unix_now, usage_json};
@@ -28,16 +28,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         req.suffix.as_ref().is_some_and(|s| !s.is_empty()),
         "suffix (insertion)",
     )?;
-    let sampling = params::sampling(&SamplingFields {
-        temperature: req.temperature,
-        top_p: req.top_p,
-        top_k: req.top_k,
-        min_p: req.min_p,
-        repeat_penalty: req.repeat_penalty,
-        presence_penalty: req.presence_penalty,
-        frequency_penalty: req.frequency_penalty,
-        seed: req.seed,
-    })?;
+    let sampling = params::sampling(&params::sampling_fields_of!(req))?;
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
     let tok = ctx.state.engine.tokenizer().clone();

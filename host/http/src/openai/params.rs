@@ -23,6 +23,23 @@ pub struct SamplingFields {
     pub seed: Option<i64>,
 }
 
+/// The [`SamplingFields`] of a request type that names them alike (chat and completions).
+macro_rules! sampling_fields_of {
+    ($req:expr) => {
+        $crate::openai::params::SamplingFields {
+            temperature: $req.temperature,
+            top_p: $req.top_p,
+            top_k: $req.top_k,
+            min_p: $req.min_p,
+            repeat_penalty: $req.repeat_penalty,
+            presence_penalty: $req.presence_penalty,
+            frequency_penalty: $req.frequency_penalty,
+            seed: $req.seed,
+        }
+    };
+}
+pub(crate) use sampling_fields_of;
+
 fn in_range(field: &str, v: Option<f64>, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
     match v {
         None => Ok(None),
