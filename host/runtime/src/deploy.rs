@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use memoria_tenant::{Namespace, Tenants};
 
@@ -165,7 +166,9 @@ impl Runtime {
             .entry(ns)
             .ok_or_else(|| DeployError::UnknownNamespace(ns.to_string()))?;
         let label = format!("namespaces.{ns}.{} (deployed)", slot.config_key());
-        let compiled = inner.compiler.load_bytes(&label, bytes)?;
+        let compiled = inner.compiler.load_bytes(&label, bytes).inspect_err(|_| {
+            inner.host.stats.deploys_refused.fetch_add(1, Relaxed);
+        })?;
         if let Some(folder) = &inner.folder {
             folder
                 .write(ns, &slot, bytes)
@@ -188,6 +191,7 @@ impl Runtime {
             })
             .ok_or_else(|| DeployError::UnknownNamespace(ns.to_string()))?;
         inner.install(map);
+        inner.host.stats.deploys.fetch_add(1, Relaxed);
         Ok(Deployed { info, replaced })
     }
 

@@ -36,7 +36,7 @@ use memoria_tenant::Namespace;
 pub use components::{ComponentError, validate_component};
 pub use config::RuntimeConfig;
 pub use deploy::{DeployError, Deployed};
-pub use namespaces::RuntimeStats;
+pub use namespaces::{NsCounters, RuntimeStats};
 pub use router::{Runtime, RuntimeError};
 pub use state::TenantState;
 pub use table::{BadRoute, ComponentInfo, Origin, Slot};
@@ -76,6 +76,9 @@ pub trait ComponentRouter: Send + Sync + 'static {
 
     /// Takes reloaded namespaces, reloading their configured components. Blocking.
     fn reload(&self, tenants: &memoria_tenant::Tenants) -> Result<(), RuntimeError>;
+
+    /// Counters of component requests and deploys.
+    fn stats(&self) -> &RuntimeStats;
 }
 
 /// A request body built in memory, for callers that are not a hyper connection (tests, benches,

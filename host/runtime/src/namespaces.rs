@@ -5,8 +5,9 @@
 //! Invariant: a [`SessionSlot`] exists for every engine session a guest holds; dropping it is
 //! the only way the count goes down.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use memoria_model::chat::ChatTemplate;
 use memoria_sched::EngineHandle;
@@ -26,6 +27,47 @@ pub struct RuntimeStats {
     pub host_call_bytes: AtomicU64,
     /// Host calls refused because an argument exceeded `max_host_call_bytes` (nothing copied).
     pub host_call_refused: AtomicU64,
+    /// Components deployed (or replaced) through the admin API.
+    pub deploys: AtomicU64,
+    /// Deploys refused because the component was invalid.
+    pub deploys_refused: AtomicU64,
+    per_namespace: Mutex<BTreeMap<String, Arc<NsCounters>>>,
+}
+
+/// One namespace's component requests; kept by name, so a reload does not reset them.
+#[derive(Debug, Default)]
+pub struct NsCounters {
+    /// Requests that reached a component.
+    pub requests: AtomicU64,
+    /// Requests that ended in a trap, timeout or memory-limit error.
+    pub failed: AtomicU64,
+    /// Requests refused with 503 because every `max_instances` slot was busy.
+    pub busy: AtomicU64,
+}
+
+impl RuntimeStats {
+    /// The counters of namespace `ns` (created on first use).
+    pub fn namespace(&self, ns: &str) -> Arc<NsCounters> {
+        self.per_namespace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(ns.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// `(namespace, requests, failed, busy)` for every namespace with counters, by name.
+    pub fn per_namespace(&self) -> Vec<(String, u64, u64, u64)> {
+        self.per_namespace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(ns, c)| {
+                let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                (ns.clone(), get(&c.requests), get(&c.failed), get(&c.busy))
+            })
+            .collect()
+    }
 }
 
 /// What every namespace's host functions share.
@@ -47,6 +89,7 @@ pub(crate) struct NsRuntime {
     pub ns: Arc<Namespace>,
     pub host: Arc<HostShared>,
     pub instances: Arc<Semaphore>,
+    pub counters: Arc<NsCounters>,
     sessions: AtomicUsize,
 }
 
@@ -54,6 +97,7 @@ impl NsRuntime {
     pub fn new(ns: Arc<Namespace>, host: Arc<HostShared>) -> NsRuntime {
         NsRuntime {
             instances: Arc::new(Semaphore::new(ns.spec.limits.max_instances)),
+            counters: host.stats.namespace(&ns.name),
             sessions: AtomicUsize::new(0),
             ns,
             host,

@@ -283,4 +283,8 @@ impl ComponentRouter for Runtime {
     fn reload(&self, tenants: &Tenants) -> Result<(), RuntimeError> {
         Runtime::reload(self, tenants)
     }
+
+    fn stats(&self) -> &RuntimeStats {
+        Runtime::stats(self)
+    }
 }

@@ -78,7 +78,9 @@ where
     B::Error: Into<wasmtime_wasi_http::Error>,
 {
     let stats = ns.host.stats.clone();
+    let counters = ns.counters.clone();
     stats.requests.fetch_add(1, Relaxed);
+    counters.requests.fetch_add(1, Relaxed);
     let wall = Duration::from_millis(ns.ns.spec.limits.wall_time_ms);
     let deadline = Instant::now() + wall;
     let permit = match tokio::time::timeout_at(deadline, ns.instances.clone().acquire_owned()).await
@@ -86,6 +88,7 @@ where
         Ok(Ok(p)) => p,
         _ => {
             let max = ns.ns.spec.limits.max_instances;
+            counters.busy.fetch_add(1, Relaxed);
             return text_response(
                 503,
                 format!("namespace busy: all {max} instances in use (max_instances)\n"),
@@ -144,6 +147,7 @@ where
                 Err(e) => format!("the request task failed: {e}"),
             };
             stats.failed.fetch_add(1, Relaxed);
+            counters.failed.fetch_add(1, Relaxed);
             eprintln!("[ns {name}] request failed: {why}");
             text_response(500, format!("{why}\n"))
         }

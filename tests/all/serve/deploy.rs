@@ -1,15 +1,15 @@
 //! The admin API's component routes against a running `memoria serve`: deploy, replace and
 //! delete a namespace's components over HTTP (admin key only, size-limited, invalid ones refused
-//! in OpenAI's error format), deployments that survive a restart, and `POST /admin/reload`
-//! loading the components a changed config names.
+//! in OpenAI's error format), their counters in `/metrics` and `/stats`, deployments that
+//! survive a restart, and `POST /admin/reload` loading the components a changed config names.
 
 use std::path::Path;
 
 use serde_json::json;
 
-use super::assert_openai_error;
 use super::client::{Resp, get, post, request, request_head_only};
 use super::server::{Server, model, temp_dir};
+use super::{assert_openai_error, promtool_check};
 
 const ADMIN: (&str, &str) = ("Authorization", "Bearer admin-key-for-deploys");
 const ALPHA: (&str, &str) = ("Authorization", "Bearer alpha-key-deploy1");
@@ -160,6 +160,22 @@ fn serve_admin_deploys_replaces_and_deletes_components() {
     let r = request(s.addr, "DELETE", raw, &[ADMIN], b"");
     assert_eq!(r.status, 404, "{}", r.text());
     assert_openai_error(&r, "deleting twice");
+
+    let r = get(s.addr, "/metrics", &[ADMIN]);
+    assert_eq!(r.status, 200);
+    let m = r.text();
+    promtool_check("deploy", &m);
+    for line in [
+        "memoria_component_deploys_total{result=\"ok\"} 4",
+        "memoria_component_deploys_total{result=\"refused\"} 3",
+        "memoria_components{namespace=\"alpha\"} 1",
+    ] {
+        assert!(m.lines().any(|l| l == line), "no {line:?} in\n{m}");
+    }
+    let stats = get(s.addr, "/stats", &[ADMIN]).json();
+    let alpha = &stats["components"]["namespaces"]["alpha"];
+    assert_eq!(alpha["requests"], json!(5), "{stats}");
+    assert_eq!(alpha["failures"], json!(0), "{stats}");
 
     drop(s);
     let s = Server::start("deploy", &args);

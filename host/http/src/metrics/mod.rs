@@ -3,6 +3,7 @@
 //! codes. [`render`] writes everything as Prometheus text; [`stats_json`] as the `/stats` JSON.
 //! Invariant: the hot path only touches atomics; the maps are locked once per request.
 
+mod components;
 mod histogram;
 mod render;
 mod stats_json;

@@ -10,15 +10,15 @@ use memoria_kv::CountersSnapshot;
 
 use crate::state::AppState;
 
-struct Out(String);
+pub(super) struct Out(pub(super) String);
 
 impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
+    pub(super) fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {help}");
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
     }
 
-    fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) {
+    pub(super) fn sample(&mut self, name: &str, labels: &str, value: impl std::fmt::Display) {
         if labels.is_empty() {
             let _ = writeln!(self.0, "{name} {value}");
         } else {
@@ -412,6 +412,7 @@ fn render_server(o: &mut Out, state: &AppState) {
             v,
         );
     }
+    super::components::render(o, state);
     o.family(
         "memoria_uptime_seconds",
         "gauge",

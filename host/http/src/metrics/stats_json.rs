@@ -81,5 +81,6 @@ pub fn stats_json(state: &AppState) -> Value {
         },
         "admission": admission,
         "namespaces": namespaces,
+        "components": super::components::json(state),
     })
 }

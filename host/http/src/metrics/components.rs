@@ -1,0 +1,113 @@
+//! The component runtime's figures in `/metrics` and `/stats`: requests, failures and busy
+//! refusals per namespace, components loaded per namespace, deploys, and host-call bytes.
+//! Invariant: nothing is written when the server runs without the runtime.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use serde_json::{Value, json};
+
+use super::render::Out;
+use crate::state::AppState;
+
+/// Appends the component families.
+pub(super) fn render(o: &mut Out, state: &AppState) {
+    let Some(router) = &state.router else { return };
+    let stats = router.stats();
+    let rows = stats.per_namespace();
+    let families: [(&str, &str, fn(&(String, u64, u64, u64)) -> u64); 3] = [
+        (
+            "memoria_component_requests_total",
+            "Requests that reached a namespace's component.",
+            |r| r.1,
+        ),
+        (
+            "memoria_component_failures_total",
+            "Component requests that ended in a trap, timeout or memory-limit error (500).",
+            |r| r.2,
+        ),
+        (
+            "memoria_component_busy_total",
+            "Component requests refused with 503 because every max_instances slot was in use.",
+            |r| r.3,
+        ),
+    ];
+    for (name, help, value) in families {
+        o.family(name, "counter", help);
+        for r in &rows {
+            o.sample(name, &format!("namespace=\"{}\"", r.0), value(r));
+        }
+    }
+    o.family(
+        "memoria_components",
+        "gauge",
+        "Components a namespace serves (configured and deployed).",
+    );
+    for ns in state.tenants().iter() {
+        let n = router.components(&ns.name).map_or(0, |c| c.len());
+        o.sample(
+            "memoria_components",
+            &format!("namespace=\"{}\"", ns.name),
+            n,
+        );
+    }
+    o.family(
+        "memoria_component_deploys_total",
+        "counter",
+        "Admin API component uploads by result.",
+    );
+    let deploys = [
+        ("ok", stats.deploys.load(Relaxed)),
+        ("refused", stats.deploys_refused.load(Relaxed)),
+    ];
+    for (result, v) in deploys {
+        o.sample(
+            "memoria_component_deploys_total",
+            &format!("result=\"{result}\""),
+            v,
+        );
+    }
+    o.family(
+        "memoria_component_host_call_bytes_total",
+        "counter",
+        "Bytes copied from guest memory by host calls.",
+    );
+    o.sample(
+        "memoria_component_host_call_bytes_total",
+        "",
+        stats.host_call_bytes.load(Relaxed),
+    );
+    o.family(
+        "memoria_component_host_calls_refused_total",
+        "counter",
+        "Host calls refused because an argument was over max_host_call_bytes.",
+    );
+    o.sample(
+        "memoria_component_host_calls_refused_total",
+        "",
+        stats.host_call_refused.load(Relaxed),
+    );
+}
+
+/// The `/stats` object's `components` entry (None without the runtime).
+pub fn json(state: &AppState) -> Option<Value> {
+    let router = state.router.as_ref()?;
+    let stats = router.stats();
+    let namespaces: serde_json::Map<String, Value> = stats
+        .per_namespace()
+        .into_iter()
+        .map(|(ns, requests, failed, busy)| {
+            let loaded = router.components(&ns).map_or(0, |c| c.len());
+            let v = json!({"requests": requests, "failures": failed, "busy": busy, "components": loaded});
+            (ns, v)
+        })
+        .collect();
+    Some(json!({
+        "requests": stats.requests.load(Relaxed),
+        "failures": stats.failed.load(Relaxed),
+        "deploys": stats.deploys.load(Relaxed),
+        "deploys_refused": stats.deploys_refused.load(Relaxed),
+        "host_call_bytes": stats.host_call_bytes.load(Relaxed),
+        "host_calls_refused": stats.host_call_refused.load(Relaxed),
+        "namespaces": namespaces,
+    }))
+}
