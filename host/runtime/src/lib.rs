@@ -36,7 +36,7 @@ use memoria_tenant::Namespace;
 pub use components::{ComponentError, validate_component};
 pub use config::RuntimeConfig;
 pub use deploy::{DeployError, Deployed};
-pub use namespaces::{NsCounters, RuntimeStats};
+pub use namespaces::{NsCounters, NsCountersSnapshot, RuntimeStats};
 pub use router::{Runtime, RuntimeError};
 pub use state::TenantState;
 pub use table::{BadRoute, ComponentInfo, Origin, Slot};

@@ -45,6 +45,15 @@ pub struct NsCounters {
     pub busy: AtomicU64,
 }
 
+/// [`NsCounters`] read at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NsCountersSnapshot {
+    pub namespace: String,
+    pub requests: u64,
+    pub failed: u64,
+    pub busy: u64,
+}
+
 impl RuntimeStats {
     /// The counters of namespace `ns` (created on first use).
     pub fn namespace(&self, ns: &str) -> Arc<NsCounters> {
@@ -56,15 +65,20 @@ impl RuntimeStats {
             .clone()
     }
 
-    /// `(namespace, requests, failed, busy)` for every namespace with counters, by name.
-    pub fn per_namespace(&self) -> Vec<(String, u64, u64, u64)> {
+    /// Every namespace with counters, by name.
+    pub fn per_namespace(&self) -> Vec<NsCountersSnapshot> {
         self.per_namespace
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(ns, c)| {
                 let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-                (ns.clone(), get(&c.requests), get(&c.failed), get(&c.busy))
+                NsCountersSnapshot {
+                    namespace: ns.clone(),
+                    requests: get(&c.requests),
+                    failed: get(&c.failed),
+                    busy: get(&c.busy),
+                }
             })
             .collect()
     }

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use memoria_runtime::NsCountersSnapshot;
 use serde_json::{Value, json};
 
 use super::render::Out;
@@ -14,27 +15,28 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
     let Some(router) = &state.router else { return };
     let stats = router.stats();
     let rows = stats.per_namespace();
-    let families: [(&str, &str, fn(&(String, u64, u64, u64)) -> u64); 3] = [
+    type Field = fn(&NsCountersSnapshot) -> u64;
+    let families: [(&str, &str, Field); 3] = [
         (
             "memoria_component_requests_total",
             "Requests that reached a namespace's component.",
-            |r| r.1,
+            |r| r.requests,
         ),
         (
             "memoria_component_failures_total",
             "Component requests that ended in a trap, timeout or memory-limit error (500).",
-            |r| r.2,
+            |r| r.failed,
         ),
         (
             "memoria_component_busy_total",
             "Component requests refused with 503 because every max_instances slot was in use.",
-            |r| r.3,
+            |r| r.busy,
         ),
     ];
     for (name, help, value) in families {
         o.family(name, "counter", help);
         for r in &rows {
-            o.sample(name, &format!("namespace=\"{}\"", r.0), value(r));
+            o.sample(name, &format!("namespace=\"{}\"", r.namespace), value(r));
         }
     }
     o.family(
@@ -95,10 +97,10 @@ pub fn json(state: &AppState) -> Option<Value> {
     let namespaces: serde_json::Map<String, Value> = stats
         .per_namespace()
         .into_iter()
-        .map(|(ns, requests, failed, busy)| {
-            let loaded = router.components(&ns).map_or(0, |c| c.len());
-            let v = json!({"requests": requests, "failures": failed, "busy": busy, "components": loaded});
-            (ns, v)
+        .map(|c| {
+            let loaded = router.components(&c.namespace).map_or(0, |l| l.len());
+            let v = json!({"requests": c.requests, "failures": c.failed, "busy": c.busy, "components": loaded});
+            (c.namespace, v)
         })
         .collect();
     Some(json!({
