@@ -39,7 +39,7 @@ pub async fn handle(
     }
     let router = state.router.clone().ok_or_else(|| {
         ApiError::not_implemented(
-            "this server was built without the component runtime; components cannot be managed",
+            "this server runs without the component runtime; components cannot be managed",
         )
     })?;
     let slot = match tail {
