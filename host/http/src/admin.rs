@@ -114,33 +114,8 @@ async fn close_session(state: &AppState, id: &str) -> Result<Response, ApiError>
 
 async fn warm(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
     let req: WarmRequest = crate::openai::parse_json(body)?;
-    let tenants = state.tenants();
-    let name = req
-        .namespace
-        .unwrap_or_else(|| state.config.default_namespace.clone());
-    let ns = tenants
-        .get(&name)
-        .ok_or_else(|| ApiError::invalid("namespace", format!("unknown namespace {name:?}")))?;
-    let tok = state.engine.tokenizer();
-    let tokens = match (req.text, req.messages) {
-        (Some(t), None) => tok.encode(&t, true, true),
-        (None, Some(m)) => {
-            let text = state
-                .chat
-                .render(&m, false)
-                .map_err(|e| ApiError::invalid("messages", e.to_string()))?;
-            let bos_written = tok
-                .bos()
-                .and_then(|b| tok.token_text(b))
-                .is_some_and(|b| !b.is_empty() && text.starts_with(b));
-            tok.encode(&text, !bos_written, true)
-        }
-        _ => {
-            return Err(ApiError::bad_request(
-                "give exactly one of `text` and `messages`",
-            ));
-        }
-    };
+    let ns = named_namespace(state, req.namespace)?;
+    let tokens = prefix_tokens(state, req.text, req.messages)?;
     let pin = req.priority.map_or(PinLevel::Pinned, PinLevel::Priority);
     let info = state
         .engine

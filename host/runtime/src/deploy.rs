@@ -155,6 +155,16 @@ impl Inner {
     }
 }
 
+impl crate::persist::ComponentsDir {
+    /// Maps a write error to the deploy error naming this folder.
+    fn store_error(&self) -> impl FnOnce(std::io::Error) -> DeployError + '_ {
+        |source| DeployError::Store {
+            path: self.root().display().to_string(),
+            source,
+        }
+    }
+}
+
 impl Runtime {
     /// Validates, compiles and links `bytes`, stores them in the components folder, and makes
     /// them namespace `ns`'s component for `slot` (replacing what served it). Blocking:
@@ -172,10 +182,7 @@ impl Runtime {
         if let Some(folder) = &inner.folder {
             folder
                 .write(ns, &slot, bytes)
-                .map_err(|source| DeployError::Store {
-                    path: folder.root().display().to_string(),
-                    source,
-                })?;
+                .map_err(folder.store_error())?;
         }
         let replaced = entry.table.get(&slot).is_some();
         let deployed = Entry {
@@ -213,10 +220,7 @@ impl Runtime {
             } else {
                 folder.clear(ns, slot)
             };
-            r.map_err(|source| DeployError::Store {
-                path: folder.root().display().to_string(),
-                source,
-            })?;
+            r.map_err(folder.store_error())?;
         }
         let map = inner
             .with_table(ns, |t| {

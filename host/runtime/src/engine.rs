@@ -40,9 +40,7 @@ impl EngineSizing {
             fuel,
         }
     }
-}
 
-impl EngineSizing {
     /// Adds `spare` instances for namespaces a reload may add.
     pub fn with_headroom(self, spare: u32) -> EngineSizing {
         EngineSizing {

@@ -61,10 +61,11 @@ fn sync_dir(file: &Path) -> std::io::Result<()> {
     }
 }
 
-fn remove_if_present(file: &Path) -> std::io::Result<bool> {
+/// Removes `file` if it exists, then syncs its folder so the removal is durable.
+fn remove_synced(file: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(file) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Ok(()) => sync_dir(file),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -124,34 +125,20 @@ impl ComponentsDir {
     pub fn write(&self, ns: &str, slot: &Slot, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(self.root.join(ns))?;
         write_atomic(&self.file(ns, slot, "wasm"), bytes)?;
-        if remove_if_present(&self.file(ns, slot, "removed"))? {
-            sync_dir(&self.file(ns, slot, "removed"))?;
-        }
-        Ok(())
+        remove_synced(&self.file(ns, slot, "removed"))
     }
 
     /// Marks the slot's configured component as deleted and drops any deployed one.
     pub fn mark_removed(&self, ns: &str, slot: &Slot) -> std::io::Result<()> {
         std::fs::create_dir_all(self.root.join(ns))?;
         write_atomic(&self.file(ns, slot, "removed"), b"")?;
-        self.clear_component(ns, slot)
+        remove_synced(&self.file(ns, slot, "wasm"))
     }
 
     /// Drops the slot's deployed component and deletion mark (back to the configuration).
     pub fn clear(&self, ns: &str, slot: &Slot) -> std::io::Result<()> {
-        self.clear_component(ns, slot)?;
-        if remove_if_present(&self.file(ns, slot, "removed"))? {
-            sync_dir(&self.file(ns, slot, "removed"))?;
-        }
-        Ok(())
-    }
-
-    fn clear_component(&self, ns: &str, slot: &Slot) -> std::io::Result<()> {
-        let file = self.file(ns, slot, "wasm");
-        if remove_if_present(&file)? {
-            sync_dir(&file)?;
-        }
-        Ok(())
+        remove_synced(&self.file(ns, slot, "wasm"))?;
+        remove_synced(&self.file(ns, slot, "removed"))
     }
 }
 

@@ -231,7 +231,22 @@ impl Runtime {
         let Some(entry) = self.inner.entry(ns) else {
             return text_response(404, format!("no namespace {ns:?}\n"));
         };
+        self.serve_entry(&entry, path, req).await
+    }
+
+    /// Serves one request with a namespace's entry (its component table and limits).
+    async fn serve_entry<B>(
+        &self,
+        entry: &NsEntry,
+        path: &str,
+        req: hyper::Request<B>,
+    ) -> hyper::Response<HttpBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
         let Some(pre) = entry.table.for_path(path).cloned() else {
+            let ns = &entry.rt.ns.name;
             return text_response(
                 404,
                 format!("namespace {ns:?} has no component for {path}\n"),
@@ -258,7 +273,7 @@ impl ComponentRouter for Runtime {
         let rt = self.clone();
         Box::pin(async move {
             match rt.inner.entry(&ns.name) {
-                Some(e) if e.rt.ns.id == ns.id => rt.handle_request(&ns.name, &path, req).await,
+                Some(e) if e.rt.ns.id == ns.id => rt.serve_entry(&e, &path, req).await,
                 _ => text_response(404, format!("namespace {:?} has no components\n", ns.name)),
             }
         })

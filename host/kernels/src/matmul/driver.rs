@@ -50,19 +50,22 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
     let tasks = rows.div_ceil(per_task);
     let ptr = OutPtr(out.as_mut_ptr());
     let use_avx2 = level == SimdLevel::Avx2 && simd::detected() == SimdLevel::Avx2;
+    // Fixed per process (bit-identical either way); read once per matmul, not per tile.
+    #[cfg(target_arch = "x86_64")]
+    let vnni = use_avx2 && simd::vnni();
     (0..tasks).into_par_iter().for_each(|task| {
         let r0 = task * per_task;
         let r1 = (r0 + per_task).min(rows);
         if use_avx2 {
             #[cfg(target_arch = "x86_64")]
             match (n, w.ty) {
-                (1, _) => run_rows_avx2::<ROW_TILE_DECODE, 1>(w, xq, r0, r1, ptr),
+                (1, _) => run_rows_avx2::<ROW_TILE_DECODE, 1>(w, xq, vnni, r0, r1, ptr),
                 // Int8 formats with cheap per-pair work: more rows per weight decode.
                 (_, GgmlType::Q8_0 | GgmlType::Q4_0) => {
-                    run_rows_avx2::<ROW_TILE_WIDE, TOKEN_TILE>(w, xq, r0, r1, ptr)
+                    run_rows_avx2::<ROW_TILE_WIDE, TOKEN_TILE>(w, xq, vnni, r0, r1, ptr)
                 }
                 // Formats with heavier decoded tiles (K-quants, floats): fewer rows, less spill.
-                _ => run_rows_avx2::<ROW_TILE, TOKEN_TILE>(w, xq, r0, r1, ptr),
+                _ => run_rows_avx2::<ROW_TILE, TOKEN_TILE>(w, xq, vnni, r0, r1, ptr),
             }
         } else {
             run_rows_scalar(w, xq, r0, r1, ptr);
@@ -87,11 +90,12 @@ fn run_rows_scalar(w: &WeightMatrix, xq: &QuantizedActivations, r0: usize, r1: u
 fn run_rows_avx2<const RT: usize, const CT: usize>(
     w: &WeightMatrix,
     xq: &QuantizedActivations,
+    vnni: bool,
     r0: usize,
     r1: usize,
     out: OutPtr,
 ) {
-    use crate::dot::avx2::tile;
+    use crate::dot::avx2::tile_on;
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
     const { assert!(CT >= 1 && CT <= TOKEN_TILE) };
     let (rows, n, cols) = (w.rows, xq.n(), w.cols);
@@ -119,13 +123,15 @@ fn run_rows_avx2<const RT: usize, const CT: usize>(
                 // SAFETY: t0 + i < n: a whole activation row inside `xq.bytes()`.
                 let xp = |i: usize| unsafe { xb.add((t0 + i) * xrb) };
                 let mut res = [[0.0f32; TOKEN_TILE]; RT];
-                // SAFETY: AVX2/FMA/F16C detected (`use_avx2`); pointers cover full rows of `cols`
+                // SAFETY: AVX2/FMA/F16C detected (`use_avx2`), VNNI only when `simd::vnni()`
+                // confirmed it; pointers cover full rows of `cols`
                 // elements of w.ty / its vec_dot_type (validated by WeightMatrix and the caller).
                 unsafe {
                     macro_rules! call {
                         ($c:literal) => {{
                             let mut o = [[0.0f32; $c]; RT];
-                            tile::<RT, $c>(w.ty, wp, std::array::from_fn(xp), cols, &mut o);
+                            let x = std::array::from_fn(xp);
+                            tile_on::<RT, $c>(w.ty, vnni, wp, x, cols, &mut o);
                             for (dst, src) in res.iter_mut().zip(&o) {
                                 dst[..$c].copy_from_slice(src);
                             }
