@@ -112,8 +112,19 @@ async fn close_session(state: &AppState, id: &str) -> Result<Response, ApiError>
     Ok(ok_json(&json!({"id": id.0, "closed": true})))
 }
 
+/// The longest pin `POST /admin/warm` accepts: one year.
+const MAX_WARM_TTL_S: u64 = 365 * 24 * 3600;
+
 async fn warm(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
     let req: WarmRequest = crate::openai::parse_json(body)?;
+    if req.ttl_s.is_some_and(|t| t > MAX_WARM_TTL_S) {
+        return Err(ApiError::invalid(
+            "ttl_s",
+            format!(
+                "ttl_s must be at most {MAX_WARM_TTL_S} seconds (one year); omit it to pin without expiry"
+            ),
+        ));
+    }
     let ns = named_namespace(state, req.namespace)?;
     let tokens = prefix_tokens(state, req.text, req.messages)?;
     let pin = req.priority.map_or(PinLevel::Pinned, PinLevel::Priority);

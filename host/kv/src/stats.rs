@@ -71,6 +71,9 @@ pub struct PoolStats {
     pub block_tokens: u64,
     /// Blocks on the free list.
     pub blocks_free: AtomicU64,
+    /// Blocks whose memory may be resident (one past the highest block id ever used): the arena
+    /// is reserved for `blocks_total` but committed page by page as blocks are first used.
+    pub blocks_committed: AtomicU64,
     /// Unfilled slots of in-use and cached blocks: only partially filled tail blocks contribute.
     pub wasted_slots: AtomicU64,
     /// Whole-pool counters.
@@ -108,6 +111,8 @@ pub struct StatsSnapshot {
     pub blocks_total: u64,
     /// Free blocks.
     pub blocks_free: u64,
+    /// Blocks whose memory may be resident (the rest is reserved address space only).
+    pub blocks_committed: u64,
     /// Blocks in use.
     pub blocks_used: u64,
     /// Cached (evictable unless pinned) blocks.
@@ -187,6 +192,11 @@ impl StatsSnapshot {
         self.blocks_total * self.block_bytes
     }
 
+    /// Bytes of the arena that may be resident (committed), at most [`Self::bytes_total`].
+    pub fn bytes_committed(&self) -> u64 {
+        self.blocks_committed * self.block_bytes
+    }
+
     /// Bytes of blocks in use.
     pub fn bytes_used(&self) -> u64 {
         self.blocks_used * self.block_bytes
@@ -222,6 +232,7 @@ impl PoolStats {
             block_bytes,
             block_tokens,
             blocks_free: AtomicU64::new(blocks_total),
+            blocks_committed: AtomicU64::new(0),
             wasted_slots: AtomicU64::new(0),
             total: Counters::default(),
             namespaces: RwLock::new(HashMap::new()),
@@ -251,6 +262,7 @@ impl PoolStats {
         StatsSnapshot {
             blocks_total: self.blocks_total,
             blocks_free: self.blocks_free.load(Ordering::Relaxed),
+            blocks_committed: self.blocks_committed.load(Ordering::Relaxed),
             blocks_used: total.blocks_used,
             blocks_cached: total.blocks_cached,
             block_bytes: self.block_bytes,

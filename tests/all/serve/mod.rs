@@ -91,6 +91,31 @@ fn serve_openai_python_client() {
     );
 }
 
+/// Issue 10: the README's main command on a real instruct model answers in English.
+#[test]
+fn serve_smollm2_answers_paris_through_the_openai_client() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let smollm = crate::shared::path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let s = Server::start(
+        "paris",
+        &["-m", smollm.to_str().expect("utf-8 path"), "-c", "512"],
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/openai_paris.py");
+    let out = Command::new(&python)
+        .arg(script)
+        .arg(format!("http://{}", s.addr))
+        .output()
+        .expect("run the python client (pip install openai)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("ok"),
+        "SmolLM2 through the openai client:\nstdout: {stdout}\nstderr: {}\nserver: {}",
+        String::from_utf8_lossy(&out.stderr),
+        s.stderr()
+    );
+}
+
 #[test]
 fn serve_metrics_pass_promtool_and_stats_report_the_state_cache() {
     let s = Server::start("metrics", &["-m", &model()]);
@@ -125,6 +150,8 @@ fn serve_metrics_pass_promtool_and_stats_report_the_state_cache() {
         "memoria_state_cache_hit_rate{namespace=\"shared\"}",
         "memoria_kv_blocks{tier=\"hot\",state=\"used\"}",
         "memoria_kv_bytes{tier=\"hot\",state=\"cached\"}",
+        "memoria_kv_pool_bytes{kind=\"reserved\"}",
+        "memoria_kv_pool_bytes{kind=\"committed\"}",
         "memoria_kv_evictions_total{namespace=\"shared\",reason=\"capacity\"}",
         "memoria_sessions ",
         "memoria_tokens_prefilled_total ",
@@ -143,6 +170,11 @@ fn serve_metrics_pass_promtool_and_stats_report_the_state_cache() {
     assert!(cache["hits"].as_u64().expect("hits") > 0, "{st}");
     assert!(cache["misses"].as_u64().expect("misses") > 0, "{st}");
     assert!(cache["hit_rate"].as_f64().expect("hit_rate") > 0.0, "{st}");
+    // Issue 11: the pool reserves its budget and commits only the blocks it has used.
+    let pool = &st["pool"];
+    let committed = pool["bytes_committed"].as_u64().expect("bytes_committed");
+    let reserved = pool["bytes_reserved"].as_u64().expect("bytes_reserved");
+    assert!(committed > 0 && committed < reserved / 2, "{pool}");
 }
 
 #[test]
@@ -367,6 +399,22 @@ fn serve_namespaces_keys_and_admin_api() {
         "the preloaded prefix was not cached: {}",
         warm.text()
     );
+    // Issue 12: a TTL past what an Instant holds used to panic the engine thread for good.
+    let huge = post(
+        addr,
+        "/admin/warm",
+        &json!({"namespace": "alpha", "text": "hello", "ttl_s": 9223372036854775808u64}),
+        &admin,
+    );
+    assert_eq!(huge.status, 400, "{}", huge.text());
+    assert_openai_error(&huge, "an unrepresentable warm TTL");
+    let after = post(
+        addr,
+        "/admin/warm",
+        &json!({"namespace": "alpha", "text": "Once upon a time", "ttl_s": 31536000u64}),
+        &admin,
+    );
+    assert_eq!(after.status, 200, "the engine survives: {}", after.text());
     assert_eq!(get(addr, "/admin/sessions", &admin).status, 200);
     let r = request(
         addr,

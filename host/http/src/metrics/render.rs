@@ -131,6 +131,22 @@ pub fn render(state: &AppState) -> String {
         let labels = format!("tier=\"{tier}\",state=\"stored\"");
         o.sample("memoria_kv_bytes", &labels, t.bytes);
     }
+    o.family(
+        "memoria_kv_pool_bytes",
+        "gauge",
+        "Bytes of the hot block pool: reserved (address space for the whole budget) and \
+         committed (blocks ever used, whose pages may be resident).",
+    );
+    o.sample(
+        "memoria_kv_pool_bytes",
+        "kind=\"reserved\"",
+        pool.bytes_total(),
+    );
+    o.sample(
+        "memoria_kv_pool_bytes",
+        "kind=\"committed\"",
+        pool.bytes_committed(),
+    );
     let per_tier = [
         (
             "memoria_kv_tier_hits_total",

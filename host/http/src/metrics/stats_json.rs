@@ -63,6 +63,8 @@ pub fn stats_json(state: &AppState) -> Value {
             "block_tokens": pool.block_tokens,
             "block_bytes": pool.block_bytes,
             "bytes_total": pool.bytes_total(),
+            "bytes_reserved": pool.bytes_total(),
+            "bytes_committed": pool.bytes_committed(),
             "bytes_used": pool.bytes_used(),
             "bytes_cached": pool.bytes_cached(),
             "evictions": t.evictions(),

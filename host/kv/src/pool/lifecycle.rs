@@ -101,6 +101,10 @@ impl BlockPool {
                 needed: 1,
                 available: 0,
             })?;
+        self.arena.note_used(id);
+        self.stats
+            .blocks_committed
+            .store(self.arena.committed_blocks() as u64, Ordering::Relaxed);
         let m = &mut self.metas[id as usize];
         debug_assert_eq!(m.state, BlockState::Free);
         m.refcount = 1;
@@ -179,7 +183,7 @@ impl BlockPool {
             self.index.remove(&h);
         }
         self.set_state(id, BlockState::Free);
-        self.free.push_back(&mut self.metas, id);
+        self.free.push_front(&mut self.metas, id);
         if parent != NIL {
             self.metas[parent as usize].children -= 1;
             self.enqueue_if_evictable(parent);

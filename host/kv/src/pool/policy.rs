@@ -41,7 +41,8 @@ impl BlockPool {
     /// Pins the resident blocks of the chain `root`, `tokens` (whole blocks, in prefix order,
     /// stopping at the first block not resident) at `level`, for `ttl` or until unpinned.
     /// Returns the blocks pinned. When a timed pin expires the block loses it and, until hit
-    /// again, is evicted before every other block.
+    /// again, is evicted before every other block. A `ttl` too long to represent as an instant
+    /// pins without expiry (saturating, never a panic).
     pub fn pin_prefix(
         &mut self,
         root: &BlockHash,
@@ -49,7 +50,7 @@ impl BlockPool {
         level: PinLevel,
         ttl: Option<Duration>,
     ) -> usize {
-        let until = ttl.map(|d| self.now() + d);
+        let until = ttl.and_then(|d| self.now().checked_add(d));
         self.for_chain(root, tokens, |pool, id| {
             pool.dequeue(id);
             let m = &mut pool.metas[id as usize];
