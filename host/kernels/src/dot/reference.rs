@@ -8,7 +8,8 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, bf16_to_f32, scale_min_k4, unpack_q6k,
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+    bf16_to_f32, scale_min_k4, unpack_q6k, unpack5,
 };
 use crate::types::QK_K;
 
@@ -52,6 +53,56 @@ pub fn dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         }
         let sumi = sumi0 + sumi1;
         sumf += sumi as f32 * bx.d.to_f32() * by.d.to_f32();
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q4_1_q8_1`: the weights' min enters through the activations' `s = d * Σq`.
+pub fn dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let (mut sumi0, mut sumi1) = (0i32, 0i32);
+        for j in 0..16 {
+            let v0 = (bx.qs[j] & 0xF) as i32;
+            let v1 = (bx.qs[j] >> 4) as i32;
+            sumi0 += v0 * by.qs[j] as i32;
+            sumi1 += v1 * by.qs[j + 16] as i32;
+        }
+        let sumi = sumi0 + sumi1;
+        let dd = bx.d.to_f32() * by.d.to_f32();
+        sumf += dd * sumi as f32 + bx.m.to_f32() * by.s.to_f32();
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q5_0_q8_0`.
+pub fn dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let l = unpack5(&bx.qs, bx.qh);
+        let (mut sumi0, mut sumi1) = (0i32, 0i32);
+        for j in 0..16 {
+            sumi0 += (l[j] as i32 - 16) * by.qs[j] as i32;
+            sumi1 += (l[j + 16] as i32 - 16) * by.qs[j + 16] as i32;
+        }
+        let sumi = sumi0 + sumi1;
+        sumf += (bx.d.to_f32() * by.d.to_f32()) * sumi as f32;
+    }
+    sumf
+}
+
+/// Q8_1 · Q8_1 (no ggml kernel: Q8_1 is only an activation type; defined for completeness like
+/// Q8_K · Q8_K): Q8_0's formula, `s` unused.
+pub fn dot_q8_1_q8_1(x: &[BlockQ8_1], y: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let sumi: i32 = bx
+            .qs
+            .iter()
+            .zip(&by.qs)
+            .map(|(&a, &b)| a as i32 * b as i32)
+            .sum();
+        sumf += sumi as f32 * (bx.d.to_f32() * by.d.to_f32());
     }
     sumf
 }

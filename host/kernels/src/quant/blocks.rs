@@ -20,6 +20,34 @@ pub struct BlockQ4_0 {
     pub qs: [u8; 16],
 }
 
+/// `block_q4_1`: 32 weights as 4-bit unsigned levels, `x = d * level + m`; nibble layout as Q4_0.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ4_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qs: [u8; 16],
+}
+
+/// `block_q5_0`: 32 weights of 5 bits with an implicit offset of 16: low 4 bits as Q4_0's
+/// nibbles, bit 4 of element `j` in bit `j` of the little-endian u32 `qh`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5_0 {
+    pub d: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; 16],
+}
+
+/// `block_q8_1`: 32 signed 8-bit values, the f16 scale `d` and `s = d * Σqs` (rounded to f16).
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ8_1 {
+    pub d: f16,
+    pub s: f16,
+    pub qs: [i8; 32],
+}
+
 /// `block_q8_0`: 32 signed 8-bit values and one f16 scale.
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -59,6 +87,12 @@ pub struct BlockQ8K {
 
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockQ5_0>() == 22);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36);
+const _: () = assert!(align_of::<BlockQ4_1>() == 1);
+const _: () = assert!(align_of::<BlockQ5_0>() == 1);
+const _: () = assert!(align_of::<BlockQ8_1>() == 1);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
@@ -91,6 +125,9 @@ mod tests {
     fn block_sizes_match_type_sizes() {
         assert_eq!(size_of::<BlockQ4_0>(), GgmlType::Q4_0.type_size());
         assert_eq!(size_of::<BlockQ8_0>(), GgmlType::Q8_0.type_size());
+        assert_eq!(size_of::<BlockQ4_1>(), GgmlType::Q4_1.type_size());
+        assert_eq!(size_of::<BlockQ5_0>(), GgmlType::Q5_0.type_size());
+        assert_eq!(size_of::<BlockQ8_1>(), GgmlType::Q8_1.type_size());
         assert_eq!(size_of::<BlockQ4K>(), GgmlType::Q4K.type_size());
         assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());

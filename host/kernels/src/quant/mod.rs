@@ -10,15 +10,22 @@
 mod blocks;
 mod float;
 mod q4_0;
+mod q4_1;
 mod q4k;
+mod q5_0;
 mod q6k;
 mod q8_0;
+mod q8_1;
 mod q8k;
 mod round;
 mod search;
 
-pub use blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, scale_min_k4};
+pub use blocks::{
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+    scale_min_k4,
+};
 pub use float::{f16_to_f32_row, f32_to_f16_row};
+pub(crate) use q5_0::unpack5;
 pub(crate) use q6k::unpack as unpack_q6k;
 pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, nearest_int};
 
@@ -51,7 +58,10 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::F16 => float::f16_bytes_to_f32(src, dst),
         GgmlType::BF16 => float::bf16_bytes_to_f32(src, dst),
         GgmlType::Q4_0 => q4_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q4_1 => q4_1::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q5_0 => q5_0::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_0 => q8_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q8_1 => q8_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q4K => q4k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q6K => q6k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8K => q8k::dequantize(bytemuck::cast_slice(src), dst),
@@ -68,7 +78,10 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::F16 => float::f32_to_f16_bytes(src, dst),
         GgmlType::BF16 => float::f32_to_bf16_bytes(src, dst),
         GgmlType::Q4_0 => q4_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q4_1 => q4_1::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q5_0 => q5_0::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_0 => q8_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q8_1 => q8_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q4K => q4k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q6K => q6k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8K => q8k::quantize(src, bytemuck::cast_slice_mut(dst)),

@@ -16,7 +16,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ4K]) {
         nstep: 20,
         use_mad: false,
     };
-    for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
+    for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
         let mut levels = [0u8; QK_K];
         let mut scales = [0.0f32; 8];
         let mut mins = [0.0f32; 8];
@@ -77,7 +77,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ4K]) {
             }
         }
         let mut qs = [0u8; QK_K / 2];
-        for (k, q) in qs.chunks_exact_mut(32).enumerate() {
+        for (k, q) in qs.as_chunks_mut::<32>().0.iter_mut().enumerate() {
             let base = 64 * k;
             for l in 0..32 {
                 q[l] = levels[base + l] | (levels[base + l + 32] << 4);
@@ -88,7 +88,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ4K]) {
 }
 
 pub fn dequantize(src: &[BlockQ4K], dst: &mut [f32]) {
-    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.iter().zip(dst.as_chunks_mut::<QK_K>().0.iter_mut()) {
         let d = f16_to_f32(b.d);
         let min = f16_to_f32(b.dmin);
         let scales = b.scales;
