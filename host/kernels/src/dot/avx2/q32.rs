@@ -1,8 +1,8 @@
 //! Tiles of the other 32-element formats: Q4_1·Q8_1, Q5_0·Q8_0 and Q8_1·Q8_1.
 //!
 //! Q4_1 levels (0..15) are unsigned, so `dot_us(levels, x)` is exact with no sign trick; the
-//! block's min enters as `m * s` (Q8_1's `s = d * Σx`) in a scalar accumulator beside the vector
-//! one, as in ggml. Q5_0 adds bit 4 from `qh` (32 bits expanded to 32 byte masks); batches decode
+//! block's min enters as `m * s` (Q8_1's `s = d * Σx`) in a second accumulator per token, one
+//! lane per weight row. Q5_0 adds bit 4 from `qh` (32 bits expanded to 32 byte masks); batches decode
 //! it to signed int8 (`level - 16`) shared across tokens, single tokens keep unsigned levels and
 //! subtract `16 * Σx` over the same lanes (the same exact i32 lanes either way). Every tile has
 //! a VNNI build with bit-identical results (see `q8`). Invariant: per (row, token) the op
@@ -74,7 +74,9 @@ unsafe fn bit_masks(p: *const u8) -> __m256i {
 }
 
 /// Body of the affine formats (`x = d * level + m`) against Q8_1: `decode(r, b)` yields
-/// (d, m, unsigned levels ≤ 31) of a block.
+/// (d, m, unsigned levels ≤ 31) of a block. The min term `m * s` of row `r` and token `t` is
+/// accumulated in lane `r` of a vector per token (one `fma` for all rows; a lane's arithmetic
+/// does not depend on the other lanes, so it is the same for every `R`).
 ///
 /// # Safety
 /// avx2/fma/f16c and `D`'s features; `decode(r, b)` must be safe for r < R, b < nb; every
@@ -86,13 +88,14 @@ unsafe fn tile_affine32<D: Int8Dot, const R: usize, const C: usize>(
     nb: usize,
     out: &mut [[f32; C]; R],
 ) {
+    const { assert!(R <= 8, "one min lane per row") };
     // SAFETY: the caller guarantees the features and readable blocks; all loads are unaligned.
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); C]; R];
-        let mut accm = [[0.0f32; C]; R];
+        let mut accm = [_mm256_setzero_ps(); C];
         for b in 0..nb {
             let mut wd = [_mm256_setzero_ps(); R];
-            let mut wm = [0.0f32; R];
+            let mut wm = [0.0f32; 8];
             let mut wq = [_mm256_setzero_si256(); R];
             for r in 0..R {
                 let (d, m, q) = decode(r, b);
@@ -100,6 +103,7 @@ unsafe fn tile_affine32<D: Int8Dot, const R: usize, const C: usize>(
                 wm[r] = m;
                 wq[r] = q;
             }
+            let wm = _mm256_loadu_ps(wm.as_ptr());
             for t in 0..C {
                 let p = x[t].add(b * Q8_1_SIZE);
                 let (xd, xs) = load_f16x2(p);
@@ -108,13 +112,15 @@ unsafe fn tile_affine32<D: Int8Dot, const R: usize, const C: usize>(
                 for r in 0..R {
                     let s = _mm256_cvtepi32_ps(D::dot_us(wq[r], xq));
                     acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], xd), s, acc[r][t]);
-                    accm[r][t] += wm[r] * xs;
                 }
+                accm[t] = _mm256_fmadd_ps(wm, _mm256_set1_ps(xs), accm[t]);
             }
         }
-        for r in 0..R {
-            for t in 0..C {
-                out[r][t] = hsum(acc[r][t]) + accm[r][t];
+        for t in 0..C {
+            let mut mins = [0.0f32; 8];
+            _mm256_storeu_ps(mins.as_mut_ptr(), accm[t]);
+            for r in 0..R {
+                out[r][t] = hsum(acc[r][t]) + mins[r];
             }
         }
     }
