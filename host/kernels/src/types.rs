@@ -22,6 +22,7 @@ pub enum GgmlType {
     Q4_0,
     Q4_1,
     Q5_0,
+    Q5_1,
     Q8_0,
     /// Activation type of Q4_1 / Q5_1 (not a weight type, like Q8_K).
     Q8_1,
@@ -33,12 +34,13 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// All supported types, in ggml id order.
-    pub const ALL: [GgmlType; 11] = [
+    pub const ALL: [GgmlType; 12] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Q8_1,
         GgmlType::Q4K,
@@ -55,6 +57,7 @@ impl GgmlType {
             GgmlType::Q4_0 => 2,
             GgmlType::Q4_1 => 3,
             GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
             GgmlType::Q8_0 => 8,
             GgmlType::Q8_1 => 9,
             GgmlType::Q4K => 12,
@@ -72,6 +75,7 @@ impl GgmlType {
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
             6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
             9 => GgmlType::Q8_1,
             12 => GgmlType::Q4K,
@@ -122,9 +126,12 @@ impl GgmlType {
     pub const fn block_size(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q8_1 => {
-                QK32
-            }
+            GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q8_0
+            | GgmlType::Q8_1 => QK32,
             GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
         }
     }
@@ -137,6 +144,7 @@ impl GgmlType {
             GgmlType::Q4_0 => 18,
             GgmlType::Q4_1 => 20,
             GgmlType::Q5_0 => 22,
+            GgmlType::Q5_1 => 24,
             GgmlType::Q8_0 => 34,
             GgmlType::Q8_1 => 36,
             GgmlType::Q4K => 144,
@@ -179,7 +187,7 @@ impl GgmlType {
             GgmlType::F16 => GgmlType::F16,
             GgmlType::BF16 => GgmlType::BF16,
             GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
-            GgmlType::Q4_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
             GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => GgmlType::Q8K,
         }
     }
@@ -211,6 +219,7 @@ mod tests {
         for (t, id, bs, ts) in [
             (GgmlType::Q4_1, 3, 32, 20),
             (GgmlType::Q5_0, 6, 32, 22),
+            (GgmlType::Q5_1, 7, 32, 24),
             (GgmlType::Q8_1, 9, 32, 36),
         ] {
             assert_eq!((t.id(), t.block_size(), t.type_size()), (id, bs, ts), "{t}");

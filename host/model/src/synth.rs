@@ -216,6 +216,7 @@ const fn file_type(ty: GgmlType) -> u32 {
         GgmlType::Q4_1 => 3,
         GgmlType::Q8_0 => 7,
         GgmlType::Q5_0 => 8,
+        GgmlType::Q5_1 => 9,
         GgmlType::Q4K => 15,
         GgmlType::Q6K => 18,
         GgmlType::BF16 => 32,

@@ -8,7 +8,7 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
     bf16_to_f32, scale_min_k4, unpack_q6k, unpack5,
 };
 use crate::types::QK_K;
@@ -87,6 +87,23 @@ pub fn dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         }
         let sumi = sumi0 + sumi1;
         sumf += (bx.d.to_f32() * by.d.to_f32()) * sumi as f32;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_q5_1_q8_1`: the weights' min enters through the activations' `s = d * Σq`.
+pub fn dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let l = unpack5(&bx.qs, bx.qh);
+        let (mut sumi0, mut sumi1) = (0i32, 0i32);
+        for j in 0..16 {
+            sumi0 += l[j] as i32 * by.qs[j] as i32;
+            sumi1 += l[j + 16] as i32 * by.qs[j + 16] as i32;
+        }
+        let sumi = sumi0 + sumi1;
+        let dd = bx.d.to_f32() * by.d.to_f32();
+        sumf += dd * sumi as f32 + bx.m.to_f32() * by.s.to_f32();
     }
     sumf
 }

@@ -58,6 +58,7 @@ pub(crate) fn vec_dot_scalar(ty: GgmlType, a: &[u8], b: &[u8], _n: usize) -> f32
         GgmlType::Q4_0 => reference::dot_q4_0_q8_0(cs(a), cs(b)),
         GgmlType::Q4_1 => reference::dot_q4_1_q8_1(cs(a), cs(b)),
         GgmlType::Q5_0 => reference::dot_q5_0_q8_0(cs(a), cs(b)),
+        GgmlType::Q5_1 => reference::dot_q5_1_q8_1(cs(a), cs(b)),
         GgmlType::Q8_0 => reference::dot_q8_0_q8_0(cs(a), cs(b)),
         GgmlType::Q8_1 => reference::dot_q8_1_q8_1(cs(a), cs(b)),
         GgmlType::Q4K => reference::dot_q4k_q8k(cs(a), cs(b)),

@@ -39,6 +39,16 @@ pub struct BlockQ5_0 {
     pub qs: [u8; 16],
 }
 
+/// `block_q5_1`: 32 weights of 5 bits, `x = d * level + m`; bits as Q5_0.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; 16],
+}
+
 /// `block_q8_1`: 32 signed 8-bit values, the f16 scale `d` and `s = d * Σqs` (rounded to f16).
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -90,6 +100,8 @@ const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
 const _: () = assert!(size_of::<BlockQ8_1>() == 36);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(align_of::<BlockQ5_1>() == 1);
 const _: () = assert!(align_of::<BlockQ4_1>() == 1);
 const _: () = assert!(align_of::<BlockQ5_0>() == 1);
 const _: () = assert!(align_of::<BlockQ8_1>() == 1);
@@ -128,6 +140,7 @@ mod tests {
         assert_eq!(size_of::<BlockQ4_1>(), GgmlType::Q4_1.type_size());
         assert_eq!(size_of::<BlockQ5_0>(), GgmlType::Q5_0.type_size());
         assert_eq!(size_of::<BlockQ8_1>(), GgmlType::Q8_1.type_size());
+        assert_eq!(size_of::<BlockQ5_1>(), GgmlType::Q5_1.type_size());
         assert_eq!(size_of::<BlockQ4K>(), GgmlType::Q4K.type_size());
         assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());

@@ -13,6 +13,7 @@ mod q4_0;
 mod q4_1;
 mod q4k;
 mod q5_0;
+mod q5_1;
 mod q6k;
 mod q8_0;
 mod q8_1;
@@ -21,7 +22,7 @@ mod round;
 mod search;
 
 pub use blocks::{
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
     scale_min_k4,
 };
 pub use float::{f16_to_f32_row, f32_to_f16_row};
@@ -60,6 +61,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q4_0 => q4_0::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q4_1 => q4_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q5_0 => q5_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q5_1 => q5_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_0 => q8_0::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_1 => q8_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q4K => q4k::dequantize(bytemuck::cast_slice(src), dst),
@@ -80,6 +82,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::Q4_0 => q4_0::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q4_1 => q4_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q5_0 => q5_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q5_1 => q5_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_0 => q8_0::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_1 => q8_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q4K => q4k::quantize(src, bytemuck::cast_slice_mut(dst)),

@@ -35,6 +35,7 @@ fn round_trip_error_bounds_every_type() {
         (GgmlType::Q4_0, 0.15),
         (GgmlType::Q4_1, 0.12),
         (GgmlType::Q5_0, 0.08),
+        (GgmlType::Q5_1, 0.06),
         (GgmlType::Q8_1, 0.01),
         (GgmlType::Q4K, 0.12),
     ];
@@ -67,20 +68,39 @@ fn block_max_error_bounds_q8_0_q4_0() {
     }
 }
 
-/// Q4_1: one step `(max - min) / 15` (plus the f16 rounding of the min) bounds every error.
+/// Q4_1 / Q5_1: one step `(max - min) / levels` (plus the f16 rounding of the min) bounds every
+/// error.
 #[test]
-fn block_max_error_bound_q4_1() {
+fn block_max_error_bound_q4_1_q5_1() {
     let mut rng = Rng::new(12);
     let x = rng.vec(32 * 64, 3.0);
-    let y = round_trip(GgmlType::Q4_1, &x);
-    for (xb, yb) in x.chunks(32).zip(y.chunks(32)) {
-        let min = xb.iter().fold(f32::MAX, |m, &v| m.min(v));
-        let max = xb.iter().fold(f32::MIN, |m, &v| m.max(v));
-        let bound = (max - min) / 15.0 * 1.002 + min.abs() / 1024.0;
-        for (a, b) in xb.iter().zip(yb) {
-            assert!((a - b).abs() <= bound, "|{a} - {b}| > {bound}");
+    for (ty, steps) in [(GgmlType::Q4_1, 15.0f32), (GgmlType::Q5_1, 31.0)] {
+        let y = round_trip(ty, &x);
+        for (xb, yb) in x.chunks(32).zip(y.chunks(32)) {
+            let min = xb.iter().fold(f32::MAX, |m, &v| m.min(v));
+            let max = xb.iter().fold(f32::MIN, |m, &v| m.max(v));
+            let bound = (max - min) / steps * 1.002 + min.abs() / 1024.0;
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= bound, "{ty}: |{a} - {b}| > {bound}");
+            }
         }
     }
+}
+
+/// Hand-derived Q5_1 block: min -5, max 26 give d = 1; element j has value j - 5 (level j), so
+/// bit 4 is set for j >= 16.
+#[test]
+fn q5_1_golden_block() {
+    let x: Vec<f32> = (0..32).map(|j| j as f32 - 5.0).collect();
+    let mut q = [0u8; 24];
+    quantize_row(GgmlType::Q5_1, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::ONE.to_le_bytes());
+    assert_eq!(&q[2..4], &f16::from_f32(-5.0).to_le_bytes());
+    assert_eq!(u32::from_le_bytes([q[4], q[5], q[6], q[7]]), 0xFFFF_0000);
+    for j in 0..16 {
+        assert_eq!(q[8 + j], j as u8 | ((j as u8) << 4), "byte {j}");
+    }
+    assert_eq!(round_trip(GgmlType::Q5_1, &x), x);
 }
 
 /// llama.cpp's `test-quantize-fns` total error: `sqrt(Σ(x - dq(q(x)))²) / n` on its synthetic

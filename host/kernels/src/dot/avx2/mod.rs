@@ -58,6 +58,8 @@ pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
             GgmlType::Q8_0 => q8::tile_q8_0::<R, C>(w, x, n / 32, out),
             GgmlType::Q4_1 if vnni => q32::tile_q4_1_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::Q4_1 => q32::tile_q4_1::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_1 if vnni => q32::tile_q5_1_vnni::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_1 => q32::tile_q5_1::<R, C>(w, x, n / 32, out),
             GgmlType::Q5_0 if vnni => q32::tile_q5_0_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::Q5_0 => q32::tile_q5_0::<R, C>(w, x, n / 32, out),
             GgmlType::Q8_1 if vnni => q32::tile_q8_1_vnni::<R, C>(w, x, n / 32, out),

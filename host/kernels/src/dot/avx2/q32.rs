@@ -1,4 +1,4 @@
-//! Tiles of the other 32-element formats: Q4_1·Q8_1, Q5_0·Q8_0 and Q8_1·Q8_1.
+//! Tiles of the other 32-element formats: Q4_1·Q8_1, Q5_1·Q8_1, Q5_0·Q8_0 and Q8_1·Q8_1.
 //!
 //! Q4_1 levels (0..15) are unsigned, so `dot_us(levels, x)` is exact with no sign trick; the
 //! block's min enters as `m * s` (Q8_1's `s = d * Σx`) in a second accumulator per token, one
@@ -15,6 +15,8 @@ use super::{hsum, load_f16, load128, load256};
 
 /// Q4_1: 2 f16 (d, m) + 16 bytes of nibbles.
 const Q4_1_SIZE: usize = 20;
+/// Q5_1: 2 f16 (d, m), u32 qh, 16 bytes of nibbles.
+const Q5_1_SIZE: usize = 24;
 /// Q5_0: f16 d, u32 qh, 16 bytes of nibbles.
 const Q5_0_SIZE: usize = 22;
 /// Q8_1: 2 f16 (d, s) + 32 int8.
@@ -196,6 +198,31 @@ unsafe fn q4_1<D: Int8Dot, const R: usize, const C: usize>(
     unsafe { tile_affine32::<D, R, C>(decode, x, nb, out) }
 }
 
+/// Q5_1 body.
+///
+/// # Safety
+/// avx2/fma/f16c and `D`'s features; every `w[r]` points to `nb` Q5_1 blocks, every `x[t]` to
+/// `nb` Q8_1 blocks.
+#[inline(always)]
+unsafe fn q5_1<D: Int8Dot, const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    let decode = |r: usize, b: usize| {
+        // SAFETY: b < nb blocks of 24 bytes at w[r] (caller); features enabled (caller).
+        unsafe {
+            let p = w[r].add(b * Q5_1_SIZE);
+            let (d, m) = load_f16x2(p);
+            let hi = _mm256_and_si256(bit_masks(p.add(4)), _mm256_set1_epi8(0x10));
+            (d, m, _mm256_or_si256(nibbles(p.add(8)), hi))
+        }
+    };
+    // SAFETY: same contract; levels ≤ 31.
+    unsafe { tile_affine32::<D, R, C>(decode, x, nb, out) }
+}
+
 /// Q5_0 body: signed values shared across a batch, unsigned levels minus 16 for one token.
 ///
 /// # Safety
@@ -293,4 +320,5 @@ macro_rules! entries {
 
 entries!(q4_1, tile_q4_1, tile_q4_1_vnni, "Q4_1 · Q8_1");
 entries!(q5_0, tile_q5_0, tile_q5_0_vnni, "Q5_0 · Q8_0");
+entries!(q5_1, tile_q5_1, tile_q5_1_vnni, "Q5_1 · Q8_1");
 entries!(q8_1, tile_q8_1, tile_q8_1_vnni, "Q8_1 · Q8_1");
