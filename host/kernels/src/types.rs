@@ -27,6 +27,7 @@ pub enum GgmlType {
     /// Activation type of Q4_1 / Q5_1 (not a weight type, like Q8_K).
     Q8_1,
     Q4K,
+    Q5K,
     Q6K,
     Q8K,
     BF16,
@@ -34,7 +35,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// All supported types, in ggml id order.
-    pub const ALL: [GgmlType; 12] = [
+    pub const ALL: [GgmlType; 13] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -44,6 +45,7 @@ impl GgmlType {
         GgmlType::Q8_0,
         GgmlType::Q8_1,
         GgmlType::Q4K,
+        GgmlType::Q5K,
         GgmlType::Q6K,
         GgmlType::Q8K,
         GgmlType::BF16,
@@ -61,6 +63,7 @@ impl GgmlType {
             GgmlType::Q8_0 => 8,
             GgmlType::Q8_1 => 9,
             GgmlType::Q4K => 12,
+            GgmlType::Q5K => 13,
             GgmlType::Q6K => 14,
             GgmlType::Q8K => 15,
             GgmlType::BF16 => 30,
@@ -79,6 +82,7 @@ impl GgmlType {
             8 => GgmlType::Q8_0,
             9 => GgmlType::Q8_1,
             12 => GgmlType::Q4K,
+            13 => GgmlType::Q5K,
             14 => GgmlType::Q6K,
             15 => GgmlType::Q8K,
             30 => GgmlType::BF16,
@@ -132,7 +136,7 @@ impl GgmlType {
             | GgmlType::Q5_1
             | GgmlType::Q8_0
             | GgmlType::Q8_1 => QK32,
-            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+            GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
         }
     }
 
@@ -148,6 +152,7 @@ impl GgmlType {
             GgmlType::Q8_0 => 34,
             GgmlType::Q8_1 => 36,
             GgmlType::Q4K => 144,
+            GgmlType::Q5K => 176,
             GgmlType::Q6K => 210,
             GgmlType::Q8K => 292,
         }
@@ -188,7 +193,7 @@ impl GgmlType {
             GgmlType::BF16 => GgmlType::BF16,
             GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
-            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => GgmlType::Q8K,
+            GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => GgmlType::Q8K,
         }
     }
 }
@@ -221,6 +226,7 @@ mod tests {
             (GgmlType::Q5_0, 6, 32, 22),
             (GgmlType::Q5_1, 7, 32, 24),
             (GgmlType::Q8_1, 9, 32, 36),
+            (GgmlType::Q5K, 13, 256, 176),
         ] {
             assert_eq!((t.id(), t.block_size(), t.type_size()), (id, bs, ts), "{t}");
         }

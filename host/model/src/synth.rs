@@ -218,6 +218,7 @@ const fn file_type(ty: GgmlType) -> u32 {
         GgmlType::Q5_0 => 8,
         GgmlType::Q5_1 => 9,
         GgmlType::Q4K => 15,
+        GgmlType::Q5K => 17,
         GgmlType::Q6K => 18,
         GgmlType::BF16 => 32,
         GgmlType::Q8_1 | GgmlType::Q8K => 0,

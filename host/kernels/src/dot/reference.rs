@@ -8,8 +8,8 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
-    bf16_to_f32, scale_min_k4, unpack_q6k, unpack5,
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
+    BlockQ8K, bf16_to_f32, scale_min_k4, unpack_q5k, unpack_q6k, unpack5,
 };
 use crate::types::QK_K;
 
@@ -151,35 +151,63 @@ pub fn dot_q4k_q8k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
                 aux8[64 * k + l + 32] = (bx.qs[32 * k + l] >> 4) as i8;
             }
         }
-        let scales = bx.scales;
-        let bsums = by.bsums;
-        let mut sumi = 0i32;
-        for j in 0..QK_K / 16 {
-            sumi += bsums[j] as i32 * scale_min_k4(j / 2, &scales).1 as i32;
-        }
-        let mut aux32 = [0i32; 8];
-        for j in 0..QK_K / 32 {
-            let scale = scale_min_k4(j, &scales).0 as i32;
-            for g in 0..4 {
-                let base = 32 * j + 8 * g;
-                for l in 0..8 {
-                    let p = by.qs[base + l] as i16 * aux8[base + l] as i16;
-                    aux32[l] += scale * p as i32;
-                }
-            }
-        }
-        let by_d = by.d;
-        let d = bx.d.to_f32() * by_d;
-        for l in 0..8 {
-            sums[l] += d * aux32[l] as f32;
-        }
-        let dmin = bx.dmin.to_f32() * by_d;
-        sumf -= dmin * sumi as f32;
+        let (d, dmin) = (bx.d.to_f32(), bx.dmin.to_f32());
+        scale_min_dot(&aux8, &bx.scales, d, dmin, by, &mut sums, &mut sumf);
     }
     for s in sums {
         sumf += s;
     }
     sumf
+}
+
+/// `ggml_vec_dot_q5_K_q8_K`: Q4_K's formula on 5-bit levels.
+pub fn dot_q5k_q8k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let aux8 = unpack_q5k(bx).map(|v| v as i8);
+        let (d, dmin) = (bx.d.to_f32(), bx.dmin.to_f32());
+        scale_min_dot(&aux8, &bx.scales, d, dmin, by, &mut sums, &mut sumf);
+    }
+    for s in sums {
+        sumf += s;
+    }
+    sumf
+}
+
+/// One super-block of the Q4_K / Q5_K generic dot: mins through `bsums`, scaled int16 products
+/// into 8 lanes, then `sums[l] += d * lane`, `sumf -= dmin * Σ min * bsum`.
+fn scale_min_dot(
+    aux8: &[i8; QK_K],
+    scales: &[u8; 12],
+    d: f32,
+    dmin: f32,
+    by: &BlockQ8K,
+    sums: &mut [f32; 8],
+    sumf: &mut f32,
+) {
+    let bsums = by.bsums;
+    let mut sumi = 0i32;
+    for j in 0..QK_K / 16 {
+        sumi += bsums[j] as i32 * scale_min_k4(j / 2, scales).1 as i32;
+    }
+    let mut aux32 = [0i32; 8];
+    for j in 0..QK_K / 32 {
+        let scale = scale_min_k4(j, scales).0 as i32;
+        for g in 0..4 {
+            let base = 32 * j + 8 * g;
+            for l in 0..8 {
+                let p = by.qs[base + l] as i16 * aux8[base + l] as i16;
+                aux32[l] += scale * p as i32;
+            }
+        }
+    }
+    let by_d = by.d;
+    let d = d * by_d;
+    for l in 0..8 {
+        sums[l] += d * aux32[l] as f32;
+    }
+    *sumf -= (dmin * by_d) * sumi as f32;
 }
 
 /// `ggml_vec_dot_q6_K_q8_K`: 8 lane accumulators (element index mod 8), summed at the end.

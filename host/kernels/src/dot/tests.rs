@@ -91,6 +91,7 @@ fn integer_parts_are_exact() {
         GgmlType::Q8_0,
         GgmlType::Q8_1,
         GgmlType::Q4K,
+        GgmlType::Q5K,
         GgmlType::Q6K,
         GgmlType::Q8K,
     ] {
@@ -99,7 +100,7 @@ fn integer_parts_are_exact() {
         let (offs, zeros): (&[usize], &[usize]) = match ty {
             GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q8_1 => (&[0], &[]),
             GgmlType::Q4_1 | GgmlType::Q5_1 => (&[0], &[2]),
-            GgmlType::Q4K => (&[0, 2], &[]),
+            GgmlType::Q4K | GgmlType::Q5K => (&[0, 2], &[]),
             GgmlType::Q6K => (&[208], &[]),
             _ => (&[], &[]),
         };

@@ -76,6 +76,18 @@ pub struct BlockQ4K {
     pub qs: [u8; QK_K / 2],
 }
 
+/// `block_q5_K`: Q4_K plus bit 4 of each level in `qh`: element `l` of sub-block `j` has its
+/// bit 4 in bit `j` of `qh[l]`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
 /// `block_q6_K`: 256 weights of 6 bits (low 4 in `ql`, high 2 in `qh`), 16 signed 8-bit scales.
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -107,6 +119,8 @@ const _: () = assert!(align_of::<BlockQ5_0>() == 1);
 const _: () = assert!(align_of::<BlockQ8_1>() == 1);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(align_of::<BlockQ5K>() == 1);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
 const _: () = assert!(align_of::<BlockQ4_0>() == 1);
 const _: () = assert!(align_of::<BlockQ8_0>() == 1);
@@ -143,6 +157,7 @@ mod tests {
         assert_eq!(size_of::<BlockQ5_1>(), GgmlType::Q5_1.type_size());
         assert_eq!(size_of::<BlockQ4K>(), GgmlType::Q4K.type_size());
         assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
+        assert_eq!(size_of::<BlockQ5K>(), GgmlType::Q5K.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
     }
 

@@ -14,6 +14,7 @@ mod q4_1;
 mod q4k;
 mod q5_0;
 mod q5_1;
+mod q5k;
 mod q6k;
 mod q8_0;
 mod q8_1;
@@ -22,11 +23,12 @@ mod round;
 mod search;
 
 pub use blocks::{
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
-    scale_min_k4,
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
+    BlockQ8K, scale_min_k4,
 };
 pub use float::{f16_to_f32_row, f32_to_f16_row};
 pub(crate) use q5_0::unpack5;
+pub(crate) use q5k::unpack as unpack_q5k;
 pub(crate) use q6k::unpack as unpack_q6k;
 pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, nearest_int};
 
@@ -65,6 +67,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q8_0 => q8_0::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_1 => q8_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q4K => q4k::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q5K => q5k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q6K => q6k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8K => q8k::dequantize(bytemuck::cast_slice(src), dst),
     }
@@ -86,6 +89,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::Q8_0 => q8_0::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_1 => q8_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q4K => q4k::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q5K => q5k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q6K => q6k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8K => q8k::quantize(src, bytemuck::cast_slice_mut(dst)),
     }

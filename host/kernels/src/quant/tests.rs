@@ -38,6 +38,7 @@ fn round_trip_error_bounds_every_type() {
         (GgmlType::Q5_1, 0.06),
         (GgmlType::Q8_1, 0.01),
         (GgmlType::Q4K, 0.12),
+        (GgmlType::Q5K, 0.06),
     ];
     for (ty, bound) in bounds {
         let y = round_trip(ty, &x);
@@ -269,7 +270,12 @@ mod props {
         #[test]
         fn k_quants_bounded_error(x in prop::collection::vec(-10f32..10.0, 256..=256)) {
             let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            for (ty, frac) in [(GgmlType::Q6K, 0.05f32), (GgmlType::Q4K, 0.25), (GgmlType::Q8K, 0.01)] {
+            for (ty, frac) in [
+                (GgmlType::Q6K, 0.05f32),
+                (GgmlType::Q5K, 0.12),
+                (GgmlType::Q4K, 0.25),
+                (GgmlType::Q8K, 0.01),
+            ] {
                 let y = round_trip(ty, &x);
                 for (a, b) in x.iter().zip(&y) {
                     prop_assert!((a - b).abs() <= amax * frac + 1e-6, "{} {} {}", ty, a, b);

@@ -1,9 +1,10 @@
-//! K-quant tiles: Q4_K·Q8_K and Q6_K·Q8_K.
+//! K-quant tiles: Q4_K·Q8_K, Q5_K·Q8_K and Q6_K·Q8_K.
 //!
-//! Weights are decoded per super-block into unsigned levels (Q4_K: 0..15, Q6_K: 0..63), so
-//! `maddubs(levels, x)` is exact without sign tricks; sub-block scales are applied with `madd`.
-//! Q4_K mins and the Q6_K offset of 32 are folded in through Q8_K's `bsums`. All integer sums are
-//! exact; per (row, token) the op sequence is independent of `R`, `C`.
+//! Weights are decoded per super-block into unsigned levels (Q4_K: 0..15, Q5_K: 0..31, Q6_K:
+//! 0..63), so `maddubs(levels, x)` is exact without sign tricks; sub-block scales are applied
+//! with `madd`. Q4_K / Q5_K mins and the Q6_K offset of 32 are folded in through Q8_K's
+//! `bsums`. All integer sums are exact; per (row, token) the op sequence is independent of `R`,
+//! `C`.
 
 use std::arch::x86_64::*;
 
@@ -24,19 +25,85 @@ pub unsafe fn tile_q4k<const R: usize, const C: usize>(
     nb: usize,
     out: &mut [[f32; C]; R],
 ) {
+    let levels = |p: *const u8| {
+        // SAFETY: `p` is a whole Q4_K block (caller); avx2 enabled here.
+        unsafe {
+            let mask = _mm256_set1_epi8(0x0F);
+            let mut lv = [_mm256_setzero_si256(); 8];
+            for k in 0..4 {
+                let q = load256(p.add(16 + 32 * k));
+                lv[2 * k] = _mm256_and_si256(q, mask);
+                lv[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), mask);
+            }
+            lv
+        }
+    };
+    // SAFETY: same contract; Q4_K blocks are 144 bytes.
+    unsafe { tile_scale_min::<R, C, 144>(levels, w, x, nb, out) }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` Q5_K blocks, every `x[t]` to `nb` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q5k<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    let levels = |p: *const u8| {
+        // SAFETY: `p` is a whole Q5_K block (caller); avx2 enabled here.
+        unsafe {
+            let mask = _mm256_set1_epi8(0x0F);
+            let bit4 = _mm256_set1_epi8(0x10);
+            let qh = load256(p.add(16));
+            // Bit 4 of sub-block j's levels: bit j of qh, as 0x10 per byte.
+            let high = |j: i32| {
+                let m = _mm256_set1_epi8(1 << j);
+                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), bit4)
+            };
+            let mut lv = [_mm256_setzero_si256(); 8];
+            for k in 0..4 {
+                let q = load256(p.add(48 + 32 * k));
+                let lo = _mm256_and_si256(q, mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), mask);
+                lv[2 * k] = _mm256_or_si256(lo, high(2 * k as i32));
+                lv[2 * k + 1] = _mm256_or_si256(hi, high(2 * k as i32 + 1));
+            }
+            lv
+        }
+    };
+    // SAFETY: same contract; Q5_K blocks are 176 bytes.
+    unsafe { tile_scale_min::<R, C, 176>(levels, w, x, nb, out) }
+}
+
+/// Body of the scale + min K-quants (Q4_K, Q5_K: d at 0, dmin at 2, 6-bit scales/mins at 4,
+/// blocks of `BS` bytes); `levels(block)` yields the unsigned levels (≤ 31) of the 8
+/// sub-blocks.
+///
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` such blocks, every `x[t]` to `nb` Q8_K blocks;
+/// `levels` must be safe to call on any of those blocks.
+#[inline(always)]
+unsafe fn tile_scale_min<const R: usize, const C: usize, const BS: usize>(
+    levels: impl Fn(*const u8) -> [__m256i; 8],
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
     // SAFETY: blocks readable (caller); all loads unaligned.
     unsafe {
-        let mask = _mm256_set1_epi8(0x0F);
         let mut acc = [[_mm256_setzero_ps(); C]; R];
         let mut accm = [[0.0f32; C]; R];
         for b in 0..nb {
             let mut wd = [0.0f32; R];
             let mut wdmin = [0.0f32; R];
-            let mut levels = [[_mm256_setzero_si256(); 8]; R];
+            let mut lv = [[_mm256_setzero_si256(); 8]; R];
             let mut scales = [[_mm256_setzero_si256(); 8]; R];
             let mut mins = [[0i32; 8]; R];
             for r in 0..R {
-                let p = w[r].add(b * 144);
+                let p = w[r].add(b * BS);
                 wd[r] = load_f16(p);
                 wdmin[r] = load_f16(p.add(2));
                 let packed: [u8; 12] = p.add(4).cast::<[u8; 12]>().read_unaligned();
@@ -45,11 +112,7 @@ pub unsafe fn tile_q4k<const R: usize, const C: usize>(
                     scales[r][j] = _mm256_set1_epi16(sc as i16);
                     mins[r][j] = m as i32;
                 }
-                for k in 0..4 {
-                    let q = load256(p.add(16 + 32 * k));
-                    levels[r][2 * k] = _mm256_and_si256(q, mask);
-                    levels[r][2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), mask);
-                }
+                lv[r] = levels(p);
             }
             for t in 0..C {
                 let px = x[t].add(b * Q8K_SIZE);
@@ -63,7 +126,7 @@ pub unsafe fn tile_q4k<const R: usize, const C: usize>(
                 for r in 0..R {
                     let mut sumi = _mm256_setzero_si256();
                     for j in 0..8 {
-                        let p = _mm256_maddubs_epi16(levels[r][j], xq[j]);
+                        let p = _mm256_maddubs_epi16(lv[r][j], xq[j]);
                         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][j]));
                     }
                     let mut summ = 0i32;
