@@ -8,8 +8,9 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K, bf16_to_f32, scale_min_k4, unpack_q5k, unpack_q6k, unpack5,
+    BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
+    BlockQ8_1, BlockQ8K, bf16_to_f32, q3k_scales, scale_min_k4, unpack_q3k, unpack_q5k, unpack_q6k,
+    unpack5,
 };
 use crate::types::QK_K;
 
@@ -208,6 +209,35 @@ fn scale_min_dot(
         sums[l] += d * aux32[l] as f32;
     }
     *sumf -= (dmin * by_d) * sumi as f32;
+}
+
+/// `ggml_vec_dot_q3_K_q8_K`: 8 lane accumulators (element index mod 8), summed at the end.
+pub fn dot_q3k_q8k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    let mut sums = [0.0f32; 8];
+    for (bx, by) in x.iter().zip(y) {
+        let aux8 = unpack_q3k(bx);
+        let scales = q3k_scales(bx);
+        let mut aux32 = [0i32; 8];
+        for j in 0..QK_K / 16 {
+            let scale = scales[j] as i32;
+            for g in 0..2 {
+                let base = 16 * j + 8 * g;
+                for l in 0..8 {
+                    let p = by.qs[base + l] as i16 * aux8[base + l] as i16;
+                    aux32[l] += scale * p as i32;
+                }
+            }
+        }
+        let d = bx.d.to_f32() * by.d;
+        for l in 0..8 {
+            sums[l] += d * aux32[l] as f32;
+        }
+    }
+    let mut sumf = 0.0f32;
+    for s in sums {
+        sumf += s;
+    }
+    sumf
 }
 
 /// `ggml_vec_dot_q6_K_q8_K`: 8 lane accumulators (element index mod 8), summed at the end.

@@ -90,6 +90,7 @@ fn integer_parts_are_exact() {
         GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Q8_1,
+        GgmlType::Q3K,
         GgmlType::Q4K,
         GgmlType::Q5K,
         GgmlType::Q6K,
@@ -102,6 +103,7 @@ fn integer_parts_are_exact() {
             GgmlType::Q4_1 | GgmlType::Q5_1 => (&[0], &[2]),
             GgmlType::Q4K | GgmlType::Q5K => (&[0, 2], &[]),
             GgmlType::Q6K => (&[208], &[]),
+            GgmlType::Q3K => (&[108], &[]),
             _ => (&[], &[]),
         };
         for blk in a.chunks_exact_mut(ty.type_size()) {

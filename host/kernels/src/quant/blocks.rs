@@ -66,6 +66,19 @@ pub struct BlockQ8_0 {
     pub qs: [i8; 32],
 }
 
+/// `block_q3_K`: 256 weights of 3 bits (low 2 in `qs`, the high bit in `hmask`), 16 6-bit
+/// scales (offset 32) packed in `scales`, one f16 super-block scale. Element `e = 128h + 32j + l`
+/// has its low bits at `qs[32h + l] >> 2j` and its high bit at bit `4h + j` of `hmask[l]`; the
+/// stored level minus 4 when that bit is clear is the signed value.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: f16,
+}
+
 /// `block_q4_K`: 256 weights in 8 sub-blocks of 32, 6-bit scales and mins packed in `scales`.
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -120,6 +133,8 @@ const _: () = assert!(align_of::<BlockQ8_1>() == 1);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(align_of::<BlockQ3K>() == 1);
 const _: () = assert!(align_of::<BlockQ5K>() == 1);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
 const _: () = assert!(align_of::<BlockQ4_0>() == 1);
@@ -158,6 +173,7 @@ mod tests {
         assert_eq!(size_of::<BlockQ4K>(), GgmlType::Q4K.type_size());
         assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
         assert_eq!(size_of::<BlockQ5K>(), GgmlType::Q5K.type_size());
+        assert_eq!(size_of::<BlockQ3K>(), GgmlType::Q3K.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
     }
 

@@ -1,15 +1,15 @@
-//! K-quant tiles: Q4_K·Q8_K, Q5_K·Q8_K and Q6_K·Q8_K.
+//! K-quant tiles: Q3_K·Q8_K, Q4_K·Q8_K, Q5_K·Q8_K and Q6_K·Q8_K.
 //!
-//! Weights are decoded per super-block into unsigned levels (Q4_K: 0..15, Q5_K: 0..31, Q6_K:
-//! 0..63), so `maddubs(levels, x)` is exact without sign tricks; sub-block scales are applied
-//! with `madd`. Q4_K / Q5_K mins and the Q6_K offset of 32 are folded in through Q8_K's
-//! `bsums`. All integer sums are exact; per (row, token) the op sequence is independent of `R`,
+//! Weights are decoded per super-block into unsigned levels (Q3_K: 0..7, Q4_K: 0..15, Q5_K:
+//! 0..31, Q6_K: 0..63), so `maddubs(levels, x)` is exact without sign tricks; sub-block scales
+//! are applied with `madd`. Q4_K / Q5_K mins and the Q3_K / Q6_K offsets of 4 / 32 are folded in
+//! through Q8_K's `bsums`. All integer sums are exact; per (row, token) the op sequence is independent of `R`,
 //! `C`.
 
 use std::arch::x86_64::*;
 
 use super::{hsum, load_f16, load_f32, load128, load256};
-use crate::quant::scale_min_k4;
+use crate::quant::{q3k_scales_of, scale_min_k4};
 
 /// Q8_K field offsets: d: f32 at 0, qs at 4, bsums at 260; 292 bytes per block.
 const Q8K_QS: usize = 4;
@@ -143,6 +143,87 @@ unsafe fn tile_scale_min<const R: usize, const C: usize, const BS: usize>(
         for r in 0..R {
             for t in 0..C {
                 out[r][t] = hsum(acc[r][t]) - accm[r][t];
+            }
+        }
+    }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` Q3_K blocks, every `x[t]` to `nb` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q3k<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: blocks readable (caller); all loads unaligned.
+    unsafe {
+        let m3 = _mm256_set1_epi8(3);
+        let four = _mm256_set1_epi8(4);
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        for b in 0..nb {
+            let mut wd = [0.0f32; R];
+            let mut levels = [[_mm256_setzero_si256(); 8]; R];
+            let mut scales = [[_mm256_setzero_si256(); 8]; R];
+            let mut sc16 = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                // hmask at 0 (32 bytes), qs at 32 (64), scales at 96 (12), d at 108.
+                let p = w[r].add(b * 110);
+                wd[r] = load_f16(p.add(108));
+                let hm = load256(p);
+                // Level = low 2 bits | 4 if the high bit is set (value + 4, in 0..7).
+                let high = |bit: i32| {
+                    let m = _mm256_set1_epi8(1 << bit);
+                    _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, m), m), four)
+                };
+                for h in 0..2 {
+                    let q = load256(p.add(32 + 32 * h));
+                    let low = [
+                        _mm256_and_si256(q, m3),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(q), m3),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(q), m3),
+                        _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3),
+                    ];
+                    for (j, lo) in low.into_iter().enumerate() {
+                        levels[r][4 * h + j] = _mm256_or_si256(lo, high((4 * h + j) as i32));
+                    }
+                }
+                let packed: [u8; 12] = p.add(96).cast::<[u8; 12]>().read_unaligned();
+                let s = q3k_scales_of(&packed);
+                for c in 0..8 {
+                    let lo = _mm_set1_epi16(s[2 * c] as i16);
+                    let hi = _mm_set1_epi16(s[2 * c + 1] as i16);
+                    scales[r][c] = _mm256_set_m128i(hi, lo);
+                }
+                sc16[r] = _mm256_cvtepi8_epi16(load128(s.as_ptr().cast()));
+            }
+            for t in 0..C {
+                let px = x[t].add(b * Q8K_SIZE);
+                let xdv = _mm256_set1_ps(load_f32(px));
+                let bsums = load256(px.add(Q8K_BSUMS));
+                let mut xq = [_mm256_setzero_si256(); 8];
+                for (j, v) in xq.iter_mut().enumerate() {
+                    *v = load256(px.add(Q8K_QS + 32 * j));
+                }
+                for r in 0..R {
+                    let mut sumi = _mm256_setzero_si256();
+                    for c in 0..8 {
+                        let p = _mm256_maddubs_epi16(levels[r][c], xq[c]);
+                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][c]));
+                    }
+                    // Remove the offset: 4 * sum_j scale_j * bsum_j.
+                    let corr = _mm256_madd_epi16(bsums, sc16[r]);
+                    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<2>(corr));
+                    let s = _mm256_cvtepi32_ps(sumi);
+                    let d = _mm256_mul_ps(_mm256_set1_ps(wd[r]), xdv);
+                    acc[r][t] = _mm256_fmadd_ps(d, s, acc[r][t]);
+                }
+            }
+        }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]);
             }
         }
     }
