@@ -26,6 +26,7 @@ pub enum GgmlType {
     Q8_0,
     /// Activation type of Q4_1 / Q5_1 (not a weight type, like Q8_K).
     Q8_1,
+    Q2K,
     Q3K,
     Q4K,
     Q5K,
@@ -36,7 +37,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// All supported types, in ggml id order.
-    pub const ALL: [GgmlType; 14] = [
+    pub const ALL: [GgmlType; 15] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -45,6 +46,7 @@ impl GgmlType {
         GgmlType::Q5_1,
         GgmlType::Q8_0,
         GgmlType::Q8_1,
+        GgmlType::Q2K,
         GgmlType::Q3K,
         GgmlType::Q4K,
         GgmlType::Q5K,
@@ -64,6 +66,7 @@ impl GgmlType {
             GgmlType::Q5_1 => 7,
             GgmlType::Q8_0 => 8,
             GgmlType::Q8_1 => 9,
+            GgmlType::Q2K => 10,
             GgmlType::Q3K => 11,
             GgmlType::Q4K => 12,
             GgmlType::Q5K => 13,
@@ -84,6 +87,7 @@ impl GgmlType {
             7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
             9 => GgmlType::Q8_1,
+            10 => GgmlType::Q2K,
             11 => GgmlType::Q3K,
             12 => GgmlType::Q4K,
             13 => GgmlType::Q5K,
@@ -140,7 +144,12 @@ impl GgmlType {
             | GgmlType::Q5_1
             | GgmlType::Q8_0
             | GgmlType::Q8_1 => QK32,
-            GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+            | GgmlType::Q8K => QK_K,
         }
     }
 
@@ -155,6 +164,7 @@ impl GgmlType {
             GgmlType::Q5_1 => 24,
             GgmlType::Q8_0 => 34,
             GgmlType::Q8_1 => 36,
+            GgmlType::Q2K => 84,
             GgmlType::Q3K => 110,
             GgmlType::Q4K => 144,
             GgmlType::Q5K => 176,
@@ -198,9 +208,12 @@ impl GgmlType {
             GgmlType::BF16 => GgmlType::BF16,
             GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
-            GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => {
-                GgmlType::Q8K
-            }
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+            | GgmlType::Q8K => GgmlType::Q8K,
         }
     }
 }
@@ -235,6 +248,7 @@ mod tests {
             (GgmlType::Q8_1, 9, 32, 36),
             (GgmlType::Q5K, 13, 256, 176),
             (GgmlType::Q3K, 11, 256, 110),
+            (GgmlType::Q2K, 10, 256, 84),
         ] {
             assert_eq!((t.id(), t.block_size(), t.type_size()), (id, bs, ts), "{t}");
         }

@@ -217,6 +217,7 @@ const fn file_type(ty: GgmlType) -> u32 {
         GgmlType::Q8_0 => 7,
         GgmlType::Q5_0 => 8,
         GgmlType::Q5_1 => 9,
+        GgmlType::Q2K => 10,
         GgmlType::Q3K => 12,
         GgmlType::Q4K => 15,
         GgmlType::Q5K => 17,

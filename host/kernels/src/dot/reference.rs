@@ -8,9 +8,9 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, BlockQ8K, bf16_to_f32, q3k_scales, scale_min_k4, unpack_q3k, unpack_q5k, unpack_q6k,
-    unpack5,
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, bf16_to_f32, q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k,
+    unpack_q5k, unpack_q6k, unpack5,
 };
 use crate::types::QK_K;
 
@@ -209,6 +209,32 @@ fn scale_min_dot(
         sums[l] += d * aux32[l] as f32;
     }
     *sumf -= (dmin * by_d) * sumi as f32;
+}
+
+/// `ggml_vec_dot_q2_K_q8_K`: one integer sum per super-block, mins through `bsums`.
+pub fn dot_q2k_q8k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let q = unpack_q2k(bx);
+        let bsums = by.bsums;
+        let mut summs = 0i32;
+        for j in 0..16 {
+            summs += bsums[j] as i32 * (bx.scales[j] >> 4) as i32;
+        }
+        let by_d = by.d;
+        let dall = by_d * bx.d.to_f32();
+        let dmin = by_d * bx.dmin.to_f32();
+        let mut isum = 0i32;
+        for j in 0..16 {
+            let d = (bx.scales[j] & 0xF) as i32;
+            let isuml: i32 = (16 * j..16 * j + 16)
+                .map(|e| by.qs[e] as i32 * q[e] as i32)
+                .sum();
+            isum += d * isuml;
+        }
+        sumf += dall * isum as f32 - dmin * summs as f32;
+    }
+    sumf
 }
 
 /// `ggml_vec_dot_q3_K_q8_K`: 8 lane accumulators (element index mod 8), summed at the end.

@@ -61,6 +61,7 @@ pub(crate) fn vec_dot_scalar(ty: GgmlType, a: &[u8], b: &[u8], _n: usize) -> f32
         GgmlType::Q5_1 => reference::dot_q5_1_q8_1(cs(a), cs(b)),
         GgmlType::Q8_0 => reference::dot_q8_0_q8_0(cs(a), cs(b)),
         GgmlType::Q8_1 => reference::dot_q8_1_q8_1(cs(a), cs(b)),
+        GgmlType::Q2K => reference::dot_q2k_q8k(cs(a), cs(b)),
         GgmlType::Q3K => reference::dot_q3k_q8k(cs(a), cs(b)),
         GgmlType::Q4K => reference::dot_q4k_q8k(cs(a), cs(b)),
         GgmlType::Q5K => reference::dot_q5k_q8k(cs(a), cs(b)),

@@ -66,6 +66,18 @@ pub struct BlockQ8_0 {
     pub qs: [i8; 32],
 }
 
+/// `block_q2_K`: 256 weights of 2 bits, `x = d * sc * level - dmin * m` with a 4-bit scale `sc`
+/// (low nibble of `scales[j]`) and min `m` (high nibble) per 16 elements. Element
+/// `e = 128h + 32j + l` is `(qs[32h + l] >> 2j) & 3`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: f16,
+    pub dmin: f16,
+}
+
 /// `block_q3_K`: 256 weights of 3 bits (low 2 in `qs`, the high bit in `hmask`), 16 6-bit
 /// scales (offset 32) packed in `scales`, one f16 super-block scale. Element `e = 128h + 32j + l`
 /// has its low bits at `qs[32h + l] >> 2j` and its high bit at bit `4h + j` of `hmask[l]`; the
@@ -134,6 +146,8 @@ const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ5K>() == 176);
 const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(align_of::<BlockQ2K>() == 1);
 const _: () = assert!(align_of::<BlockQ3K>() == 1);
 const _: () = assert!(align_of::<BlockQ5K>() == 1);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
@@ -174,6 +188,7 @@ mod tests {
         assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
         assert_eq!(size_of::<BlockQ5K>(), GgmlType::Q5K.type_size());
         assert_eq!(size_of::<BlockQ3K>(), GgmlType::Q3K.type_size());
+        assert_eq!(size_of::<BlockQ2K>(), GgmlType::Q2K.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
     }
 

@@ -9,6 +9,7 @@
 
 mod blocks;
 mod float;
+mod q2k;
 mod q3k;
 mod q4_0;
 mod q4_1;
@@ -24,10 +25,11 @@ mod round;
 mod search;
 
 pub use blocks::{
-    BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, BlockQ8K, scale_min_k4,
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, scale_min_k4,
 };
 pub use float::{f16_to_f32_row, f32_to_f16_row};
+pub(crate) use q2k::unpack as unpack_q2k;
 pub(crate) use q3k::{scales as q3k_scales, scales_of as q3k_scales_of, unpack as unpack_q3k};
 pub(crate) use q5_0::unpack5;
 pub(crate) use q5k::unpack as unpack_q5k;
@@ -68,6 +70,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q5_1 => q5_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_0 => q8_0::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_1 => q8_1::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q2K => q2k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q3K => q3k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q4K => q4k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q5K => q5k::dequantize(bytemuck::cast_slice(src), dst),
@@ -91,6 +94,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::Q5_1 => q5_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_0 => q8_0::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_1 => q8_1::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q2K => q2k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q3K => q3k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q4K => q4k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q5K => q5k::quantize(src, bytemuck::cast_slice_mut(dst)),

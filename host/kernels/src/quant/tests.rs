@@ -40,6 +40,7 @@ fn round_trip_error_bounds_every_type() {
         (GgmlType::Q4K, 0.12),
         (GgmlType::Q5K, 0.06),
         (GgmlType::Q3K, 0.25),
+        (GgmlType::Q2K, 0.45),
     ];
     for (ty, bound) in bounds {
         let y = round_trip(ty, &x);
@@ -114,6 +115,7 @@ fn quantization_error_within_llama_cpp_bounds() {
     for ty in GgmlType::ALL {
         let bound = match ty {
             GgmlType::Q3K => 0.004,
+            GgmlType::Q2K => 0.0075,
             _ => 0.002,
         };
         let y = round_trip(ty, &x);

@@ -173,6 +173,12 @@ fn synth_model_of_every_type_loads_and_runs() {
         let diff: Vec<f32> = got.iter().zip(&want).map(|(a, b)| a - b).collect();
         let rel = norm(&diff) / norm(&want);
         eprintln!("{ty}: relative logit error {rel:.4}");
-        assert!(rel < 0.3, "{ty}: relative logit error {rel}");
+        // Unrelated logits would be ~1.4 apart; 2- and 3-bit weights are coarse.
+        let bound = match ty {
+            GgmlType::Q2K => 0.7,
+            GgmlType::Q3K => 0.45,
+            _ => 0.3,
+        };
+        assert!(rel < bound, "{ty}: relative logit error {rel} >= {bound}");
     }
 }

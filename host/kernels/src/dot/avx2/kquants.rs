@@ -1,8 +1,8 @@
-//! K-quant tiles: Q3_K·Q8_K, Q4_K·Q8_K, Q5_K·Q8_K and Q6_K·Q8_K.
+//! K-quant tiles: Q2_K·Q8_K, Q3_K·Q8_K, Q4_K·Q8_K, Q5_K·Q8_K and Q6_K·Q8_K.
 //!
-//! Weights are decoded per super-block into unsigned levels (Q3_K: 0..7, Q4_K: 0..15, Q5_K:
+//! Weights are decoded per super-block into unsigned levels (Q2_K: 0..3, Q3_K: 0..7, Q4_K: 0..15, Q5_K:
 //! 0..31, Q6_K: 0..63), so `maddubs(levels, x)` is exact without sign tricks; sub-block scales
-//! are applied with `madd`. Q4_K / Q5_K mins and the Q3_K / Q6_K offsets of 4 / 32 are folded in
+//! are applied with `madd`. Q2_K / Q4_K / Q5_K mins and the Q3_K / Q6_K offsets of 4 / 32 are folded in
 //! through Q8_K's `bsums`. All integer sums are exact; per (row, token) the op sequence is independent of `R`,
 //! `C`.
 
@@ -146,6 +146,90 @@ unsafe fn tile_scale_min<const R: usize, const C: usize, const BS: usize>(
             }
         }
     }
+}
+
+/// # Safety
+/// avx2/fma/f16c; every `w[r]` points to `nb` Q2_K blocks, every `x[t]` to `nb` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn tile_q2k<const R: usize, const C: usize>(
+    w: [*const u8; R],
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: blocks readable (caller); all loads unaligned.
+    unsafe {
+        let m3 = _mm256_set1_epi8(3);
+        let m4 = _mm_set1_epi8(0x0F);
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let mut accm = [[0.0f32; C]; R];
+        for b in 0..nb {
+            let mut wd = [0.0f32; R];
+            let mut wdmin = [0.0f32; R];
+            let mut levels = [[_mm256_setzero_si256(); 8]; R];
+            let mut scales = [[_mm256_setzero_si256(); 8]; R];
+            let mut mins16 = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                // scales at 0 (16 bytes), qs at 16 (64), d at 80, dmin at 82.
+                let p = w[r].add(b * 84);
+                wd[r] = load_f16(p.add(80));
+                wdmin[r] = load_f16(p.add(82));
+                for h in 0..2 {
+                    let q = load256(p.add(16 + 32 * h));
+                    let lv = &mut levels[r][4 * h..4 * h + 4];
+                    lv[0] = _mm256_and_si256(q, m3);
+                    lv[1] = _mm256_and_si256(_mm256_srli_epi16::<2>(q), m3);
+                    lv[2] = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m3);
+                    lv[3] = _mm256_and_si256(_mm256_srli_epi16::<6>(q), m3);
+                }
+                let sc = load128(p);
+                let s: [u8; 16] = p.cast::<[u8; 16]>().read_unaligned();
+                for c in 0..8 {
+                    let lo = _mm_set1_epi16((s[2 * c] & 0xF) as i16);
+                    let hi = _mm_set1_epi16((s[2 * c + 1] & 0xF) as i16);
+                    scales[r][c] = _mm256_set_m128i(hi, lo);
+                }
+                mins16[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sc), m4));
+            }
+            for t in 0..C {
+                let px = x[t].add(b * Q8K_SIZE);
+                let xd = load_f32(px);
+                let xdv = _mm256_set1_ps(xd);
+                let bsums = load256(px.add(Q8K_BSUMS));
+                let mut xq = [_mm256_setzero_si256(); 8];
+                for (j, v) in xq.iter_mut().enumerate() {
+                    *v = load256(px.add(Q8K_QS + 32 * j));
+                }
+                for r in 0..R {
+                    let mut sumi = _mm256_setzero_si256();
+                    for c in 0..8 {
+                        let p = _mm256_maddubs_epi16(levels[r][c], xq[c]);
+                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][c]));
+                    }
+                    let summ = hsum_i32(_mm256_madd_epi16(bsums, mins16[r]));
+                    let s = _mm256_cvtepi32_ps(sumi);
+                    let d = _mm256_mul_ps(_mm256_set1_ps(wd[r]), xdv);
+                    acc[r][t] = _mm256_fmadd_ps(d, s, acc[r][t]);
+                    accm[r][t] += (wdmin[r] * xd) * summ as f32;
+                }
+            }
+        }
+        for r in 0..R {
+            for t in 0..C {
+                out[r][t] = hsum(acc[r][t]) - accm[r][t];
+            }
+        }
+    }
+}
+
+/// Exact sum of 8 i32 lanes (no overflow for the bsum · min products here).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<1>(s));
+    _mm_cvtsi128_si32(s)
 }
 
 /// # Safety

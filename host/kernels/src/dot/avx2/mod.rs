@@ -66,6 +66,7 @@ pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
             GgmlType::Q8_1 => q32::tile_q8_1::<R, C>(w, x, n / 32, out),
             GgmlType::Q8K if vnni => q8::tile_q8k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q8K => q8::tile_q8k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q2K => kquants::tile_q2k::<R, C>(w, x, n / 256, out),
             GgmlType::Q3K => kquants::tile_q3k::<R, C>(w, x, n / 256, out),
             GgmlType::Q4K => kquants::tile_q4k::<R, C>(w, x, n / 256, out),
             GgmlType::Q5K => kquants::tile_q5k::<R, C>(w, x, n / 256, out),
