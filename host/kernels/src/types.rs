@@ -32,12 +32,14 @@ pub enum GgmlType {
     Q5K,
     Q6K,
     Q8K,
+    IQ4NL,
+    IQ4XS,
     BF16,
 }
 
 impl GgmlType {
     /// All supported types, in ggml id order.
-    pub const ALL: [GgmlType; 15] = [
+    pub const ALL: [GgmlType; 17] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -52,6 +54,8 @@ impl GgmlType {
         GgmlType::Q5K,
         GgmlType::Q6K,
         GgmlType::Q8K,
+        GgmlType::IQ4NL,
+        GgmlType::IQ4XS,
         GgmlType::BF16,
     ];
 
@@ -72,6 +76,8 @@ impl GgmlType {
             GgmlType::Q5K => 13,
             GgmlType::Q6K => 14,
             GgmlType::Q8K => 15,
+            GgmlType::IQ4NL => 20,
+            GgmlType::IQ4XS => 23,
             GgmlType::BF16 => 30,
         }
     }
@@ -93,6 +99,8 @@ impl GgmlType {
             13 => GgmlType::Q5K,
             14 => GgmlType::Q6K,
             15 => GgmlType::Q8K,
+            20 => GgmlType::IQ4NL,
+            23 => GgmlType::IQ4XS,
             30 => GgmlType::BF16,
             _ => return None,
         })
@@ -143,13 +151,15 @@ impl GgmlType {
             | GgmlType::Q5_0
             | GgmlType::Q5_1
             | GgmlType::Q8_0
-            | GgmlType::Q8_1 => QK32,
+            | GgmlType::Q8_1
+            | GgmlType::IQ4NL => QK32,
             GgmlType::Q2K
             | GgmlType::Q3K
             | GgmlType::Q4K
             | GgmlType::Q5K
             | GgmlType::Q6K
-            | GgmlType::Q8K => QK_K,
+            | GgmlType::Q8K
+            | GgmlType::IQ4XS => QK_K,
         }
     }
 
@@ -170,6 +180,8 @@ impl GgmlType {
             GgmlType::Q5K => 176,
             GgmlType::Q6K => 210,
             GgmlType::Q8K => 292,
+            GgmlType::IQ4NL => 18,
+            GgmlType::IQ4XS => 136,
         }
     }
 
@@ -206,14 +218,15 @@ impl GgmlType {
             GgmlType::F32 => GgmlType::F32,
             GgmlType::F16 => GgmlType::F16,
             GgmlType::BF16 => GgmlType::BF16,
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4NL => GgmlType::Q8_0,
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
             GgmlType::Q2K
             | GgmlType::Q3K
             | GgmlType::Q4K
             | GgmlType::Q5K
             | GgmlType::Q6K
-            | GgmlType::Q8K => GgmlType::Q8K,
+            | GgmlType::Q8K
+            | GgmlType::IQ4XS => GgmlType::Q8K,
         }
     }
 }
@@ -249,10 +262,16 @@ mod tests {
             (GgmlType::Q5K, 13, 256, 176),
             (GgmlType::Q3K, 11, 256, 110),
             (GgmlType::Q2K, 10, 256, 84),
+            (GgmlType::IQ4NL, 20, 32, 18),
+            (GgmlType::IQ4XS, 23, 256, 136),
         ] {
             assert_eq!((t.id(), t.block_size(), t.type_size()), (id, bs, ts), "{t}");
         }
         assert_eq!(GgmlType::Q4_1.vec_dot_type(), GgmlType::Q8_1);
         assert_eq!(GgmlType::Q5_0.vec_dot_type(), GgmlType::Q8_0);
+        assert_eq!(GgmlType::IQ4NL.vec_dot_type(), GgmlType::Q8_0);
+        assert_eq!(GgmlType::IQ4XS.vec_dot_type(), GgmlType::Q8K);
+        assert_eq!(GgmlType::Q2K.vec_dot_type(), GgmlType::Q8K);
+        assert_eq!(GgmlType::parse("IQ4_NL"), Some(GgmlType::IQ4NL));
     }
 }

@@ -222,6 +222,8 @@ const fn file_type(ty: GgmlType) -> u32 {
         GgmlType::Q4K => 15,
         GgmlType::Q5K => 17,
         GgmlType::Q6K => 18,
+        GgmlType::IQ4NL => 25,
+        GgmlType::IQ4XS => 30,
         GgmlType::BF16 => 32,
         GgmlType::Q8_1 | GgmlType::Q8K => 0,
     }

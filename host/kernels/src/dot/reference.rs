@@ -8,9 +8,9 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
-    BlockQ8_0, BlockQ8_1, BlockQ8K, bf16_to_f32, q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k,
-    unpack_q5k, unpack_q6k, unpack5,
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0,
+    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, KVALUES_IQ4NL, bf16_to_f32,
+    q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k, unpack_q5k, unpack_q6k, unpack5, xs_scale,
 };
 use crate::types::QK_K;
 
@@ -105,6 +105,41 @@ pub fn dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
         let sumi = sumi0 + sumi1;
         let dd = bx.d.to_f32() * by.d.to_f32();
         sumf += dd * sumi as f32 + bx.m.to_f32() * by.s.to_f32();
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_iq4_nl_q8_0`.
+pub fn dot_iq4nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let d = by.d.to_f32() * bx.d.to_f32();
+        let (mut sumi1, mut sumi2) = (0i32, 0i32);
+        for j in 0..16 {
+            sumi1 += by.qs[j] as i32 * KVALUES_IQ4NL[(bx.qs[j] & 0xF) as usize] as i32;
+            sumi2 += by.qs[j + 16] as i32 * KVALUES_IQ4NL[(bx.qs[j] >> 4) as usize] as i32;
+        }
+        sumf += d * (sumi1 + sumi2) as f32;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_iq4_xs_q8_K`: one float product per sub-block of 32.
+pub fn dot_iq4xs_q8k(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let d4d8 = bx.d.to_f32() * by.d;
+        let (h, sl) = (bx.scales_h, bx.scales_l);
+        for ib in 0..QK_K / 32 {
+            let dl = d4d8 * xs_scale(h, &sl, ib) as f32;
+            let (qs, q8) = (&bx.qs[16 * ib..16 * ib + 16], &by.qs[32 * ib..32 * ib + 32]);
+            let (mut sumi1, mut sumi2) = (0i32, 0i32);
+            for j in 0..16 {
+                sumi1 += q8[j] as i32 * KVALUES_IQ4NL[(qs[j] & 0xF) as usize] as i32;
+                sumi2 += q8[j + 16] as i32 * KVALUES_IQ4NL[(qs[j] >> 4) as usize] as i32;
+            }
+            sumf += dl * (sumi1 + sumi2) as f32;
+        }
     }
     sumf
 }

@@ -96,11 +96,18 @@ fn integer_parts_are_exact() {
         GgmlType::Q5K,
         GgmlType::Q6K,
         GgmlType::Q8K,
+        GgmlType::IQ4NL,
+        GgmlType::IQ4XS,
     ] {
         let (mut a, mut b) = operands(ty, n, 70);
         // Force scales to 1 (f16 at known offsets) and affine mins to 0, keep the levels.
         let (offs, zeros): (&[usize], &[usize]) = match ty {
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q8_1 => (&[0], &[]),
+            GgmlType::Q4_0
+            | GgmlType::Q5_0
+            | GgmlType::Q8_0
+            | GgmlType::Q8_1
+            | GgmlType::IQ4NL
+            | GgmlType::IQ4XS => (&[0], &[]),
             GgmlType::Q4_1 | GgmlType::Q5_1 => (&[0], &[2]),
             GgmlType::Q4K | GgmlType::Q5K => (&[0, 2], &[]),
             GgmlType::Q6K => (&[208], &[]),
@@ -286,6 +293,7 @@ fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
         GgmlType::Q5_0,
         GgmlType::Q8_1,
         GgmlType::Q5_1,
+        GgmlType::IQ4NL,
     ];
     for ty in int8_types {
         let mut rng = Rng::new(ty.id() as u64 + 77);
@@ -306,6 +314,7 @@ fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
             GgmlType::Q5_0 => Some((2, 0x00)),   // level 0 → -16
             GgmlType::Q8_1 => Some((4, 0x81)),   // -127
             GgmlType::Q5_1 => Some((4, 0xFF)),   // level 31
+            GgmlType::IQ4NL => Some((2, 0x00)),  // index 0 → -127
             _ => None,
         };
         let x_qs = if vdt == GgmlType::Q8_1 { 4 } else { 2 };

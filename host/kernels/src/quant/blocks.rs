@@ -58,6 +58,27 @@ pub struct BlockQ8_1 {
     pub qs: [i8; 32],
 }
 
+/// `block_iq4_nl`: 32 weights as 4-bit indices into the non-linear table
+/// [`KVALUES_IQ4NL`](super::KVALUES_IQ4NL), nibble layout as Q4_0.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq4Nl {
+    pub d: f16,
+    pub qs: [u8; 16],
+}
+
+/// `block_iq4_xs`: 256 weights as IQ4_NL indices in 8 sub-blocks of 32, each with a 6-bit scale
+/// (offset 32: low 4 bits in `scales_l`, nibble `ib % 2` of byte `ib / 2`; high 2 bits at bit
+/// `2 ib` of `scales_h`). Sub-block `ib` uses `qs[16 ib..16 ib + 16]` like an IQ4_NL block.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq4Xs {
+    pub d: f16,
+    pub scales_h: u16,
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
 /// `block_q8_0`: 32 signed 8-bit values and one f16 scale.
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -147,6 +168,10 @@ const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ5K>() == 176);
 const _: () = assert!(size_of::<BlockQ3K>() == 110);
 const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
+const _: () = assert!(align_of::<BlockIq4Nl>() == 1);
+const _: () = assert!(align_of::<BlockIq4Xs>() == 1);
 const _: () = assert!(align_of::<BlockQ2K>() == 1);
 const _: () = assert!(align_of::<BlockQ3K>() == 1);
 const _: () = assert!(align_of::<BlockQ5K>() == 1);
@@ -189,6 +214,8 @@ mod tests {
         assert_eq!(size_of::<BlockQ5K>(), GgmlType::Q5K.type_size());
         assert_eq!(size_of::<BlockQ3K>(), GgmlType::Q3K.type_size());
         assert_eq!(size_of::<BlockQ2K>(), GgmlType::Q2K.type_size());
+        assert_eq!(size_of::<BlockIq4Nl>(), GgmlType::IQ4NL.type_size());
+        assert_eq!(size_of::<BlockIq4Xs>(), GgmlType::IQ4XS.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
     }
 

@@ -9,6 +9,7 @@
 
 mod blocks;
 mod float;
+mod iq4;
 mod q2k;
 mod q3k;
 mod q4_0;
@@ -25,10 +26,12 @@ mod round;
 mod search;
 
 pub use blocks::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
-    BlockQ8_0, BlockQ8_1, BlockQ8K, scale_min_k4,
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0,
+    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, scale_min_k4,
 };
 pub use float::{f16_to_f32_row, f32_to_f16_row};
+pub use iq4::KVALUES_IQ4NL;
+pub(crate) use iq4::xs_scale;
 pub(crate) use q2k::unpack as unpack_q2k;
 pub(crate) use q3k::{scales as q3k_scales, scales_of as q3k_scales_of, unpack as unpack_q3k};
 pub(crate) use q5_0::unpack5;
@@ -76,6 +79,8 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q5K => q5k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q6K => q6k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8K => q8k::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::IQ4NL => iq4::dequantize_nl(bytemuck::cast_slice(src), dst),
+        GgmlType::IQ4XS => iq4::dequantize_xs(bytemuck::cast_slice(src), dst),
     }
     Ok(())
 }
@@ -100,6 +105,8 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::Q5K => q5k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q6K => q6k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8K => q8k::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::IQ4NL => iq4::quantize_nl(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::IQ4XS => iq4::quantize_xs(src, bytemuck::cast_slice_mut(dst)),
     }
     Ok(())
 }

@@ -41,6 +41,8 @@ fn round_trip_error_bounds_every_type() {
         (GgmlType::Q5K, 0.06),
         (GgmlType::Q3K, 0.25),
         (GgmlType::Q2K, 0.45),
+        (GgmlType::IQ4NL, 0.12),
+        (GgmlType::IQ4XS, 0.12),
     ];
     for (ty, bound) in bounds {
         let y = round_trip(ty, &x);
@@ -370,6 +372,20 @@ fn q8_1_golden_block() {
     assert_eq!((d.to_f32(), s.to_f32()), (1.0, 126.0));
     assert_eq!(&b.qs[..3], &[127, -3, 3]);
     assert_eq!(b.qs[20], -1);
+}
+
+/// Hand-derived IQ4_NL block: the table values themselves (largest magnitude -127) give
+/// d = 1 and index j % 16 for element j; the least-squares refit keeps d = 1 exactly.
+#[test]
+fn iq4_nl_golden_block() {
+    let x: Vec<f32> = (0..32).map(|j| KVALUES_IQ4NL[j % 16] as f32).collect();
+    let mut q = [0u8; 18];
+    quantize_row(GgmlType::IQ4NL, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::ONE.to_le_bytes());
+    for j in 0..16 {
+        assert_eq!(q[2 + j], j as u8 | ((j as u8) << 4), "byte {j}");
+    }
+    assert_eq!(round_trip(GgmlType::IQ4NL, &x), x);
 }
 
 /// Q8_K rounds ties to even (`nearest_int`) with iscale = -127 / max.
