@@ -403,3 +403,43 @@ fn q8k_golden_block() {
     assert_eq!(&b.qs[..3], &[-127, 2, 4]);
     assert_eq!(bsums[0], -121);
 }
+
+/// FNV-1a 64 of a byte string.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Bit-exactness with llama.cpp: the FNV-1a hashes of 1024 exactly representable values (four
+/// super-blocks of growing scale, elements 32..64 zero) quantized by ggml's `quantize_row_*_ref`
+/// (ggml-quants.c compiled with `-ffp-contract=off`; Q4_0..Q8_0 by gguf-py's ports of them, which
+/// agree).
+#[test]
+fn quantizers_match_llama_cpp_reference_bytes() {
+    let mut x: Vec<f32> = (0..1024)
+        .map(|i| (((i * 37 + 11) % 101) as f32 - 50.0) / 16.0 * (1.0 + (i / 256) as f32 * 0.75))
+        .collect();
+    x[32..64].fill(0.0);
+    let want = [
+        (GgmlType::Q4_0, 0x01ef_72c7_233d_60bc_u64),
+        (GgmlType::Q4_1, 0xe2c1_dee4_e549_1f71),
+        (GgmlType::Q5_0, 0x84e2_9176_12ff_4816),
+        (GgmlType::Q5_1, 0xa1e3_669e_9f01_1561),
+        (GgmlType::Q8_0, 0x7355_ee40_2ddb_6a58),
+        (GgmlType::Q8_1, 0x55a6_d453_b5a1_307a),
+        (GgmlType::Q2K, 0xd71f_ef94_258a_3bb8),
+        (GgmlType::Q3K, 0x70f8_a47c_6dde_1a50),
+        (GgmlType::Q4K, 0x7ccd_0500_5772_547e),
+        (GgmlType::Q5K, 0x8922_719f_652b_e71f),
+        (GgmlType::Q6K, 0x94db_01ff_f7e2_9c5a),
+        (GgmlType::Q8K, 0x7796_c410_81d6_05e0),
+        (GgmlType::IQ4NL, 0x0f7d_9144_138f_9a12),
+        (GgmlType::IQ4XS, 0xa572_397f_8291_dbb8),
+    ];
+    for (ty, hash) in want {
+        let mut q = vec![0u8; ty.row_bytes(x.len()).unwrap()];
+        quantize_row(ty, &x, &mut q).unwrap();
+        assert_eq!(fnv1a(&q), hash, "{ty}");
+    }
+}
