@@ -9,6 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::q8::{Int8Dot, Madd, Vnni, tile_blocks32};
+use super::q32::nibbles;
 use super::{hsum, load_f16, load_f32, load128, load256};
 use crate::quant::{KVALUES_IQ4NL, xs_scale};
 
@@ -25,10 +26,7 @@ unsafe fn values32(p: *const u8) -> __m256i {
     // SAFETY: 16 readable bytes (caller); the table is 16 bytes; avx2 enabled (caller).
     unsafe {
         let table = _mm256_broadcastsi128_si256(load128(KVALUES_IQ4NL.as_ptr().cast()));
-        let q = load128(p);
-        let idx = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
-        let idx = _mm256_and_si256(idx, _mm256_set1_epi8(0x0F));
-        _mm256_shuffle_epi8(table, idx)
+        _mm256_shuffle_epi8(table, nibbles(p))
     }
 }
 

@@ -43,11 +43,13 @@ unsafe fn load_f16x2(p: *const u8) -> (f32, f32) {
 /// # Safety
 /// `p` must point to 16 readable bytes; avx2 present.
 #[inline(always)]
-unsafe fn nibbles(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
     // SAFETY: 16 readable bytes (caller); avx2 enabled (caller).
     unsafe {
-        let q = load128(p);
-        let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
+        // Both halves from one broadcast load; the upper half shifted by 4 within 64-bit lanes
+        // (each byte's high nibble lands in its low nibble), then masked.
+        let q = _mm256_broadcastsi128_si256(load128(p));
+        let v = _mm256_srlv_epi64(q, _mm256_set_epi64x(4, 4, 0, 0));
         _mm256_and_si256(v, _mm256_set1_epi8(0x0F))
     }
 }

@@ -16,7 +16,8 @@
 
 use std::arch::x86_64::*;
 
-use super::{hsum, load_f16, load_f32, load128, load256};
+use super::q32::nibbles;
+use super::{hsum, load_f16, load_f32, load256};
 
 /// How 32 unsigned-by-signed int8 products become 8 exact i32 lane sums (lane m = 4m..4m+4).
 pub(crate) trait Int8Dot {
@@ -167,10 +168,10 @@ unsafe fn q4_0<D: Int8Dot, const R: usize, const C: usize>(
             // SAFETY: b < nb blocks of 18 bytes at w[r] (caller); features enabled (caller).
             unsafe {
                 let p = w[r].add(b * 18);
-                let q = load128(p.add(2));
-                let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
-                let v = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-                (load_f16(p), _mm256_sub_epi8(v, _mm256_set1_epi8(8)))
+                (
+                    load_f16(p),
+                    _mm256_sub_epi8(nibbles(p.add(2)), _mm256_set1_epi8(8)),
+                )
             }
         };
         // SAFETY: same contract.
@@ -179,7 +180,6 @@ unsafe fn q4_0<D: Int8Dot, const R: usize, const C: usize>(
     }
     // SAFETY: blocks readable (caller); all loads unaligned.
     unsafe {
-        let mask = _mm256_set1_epi8(0x0F);
         let eights = _mm256_set1_epi8(8);
         let mut acc = [[_mm256_setzero_ps(); C]; R];
         for b in 0..nb {
@@ -187,10 +187,8 @@ unsafe fn q4_0<D: Int8Dot, const R: usize, const C: usize>(
             let mut wq = [_mm256_setzero_si256(); R];
             for r in 0..R {
                 let p = w[r].add(b * 18);
-                let q = load128(p.add(2));
                 // Low nibbles are elements 0..16, high nibbles 16..32.
-                let v = _mm256_set_m128i(_mm_srli_epi16::<4>(q), q);
-                wq[r] = _mm256_and_si256(v, mask);
+                wq[r] = nibbles(p.add(2));
                 wd[r] = _mm256_set1_ps(load_f16(p));
             }
             for t in 0..C {
