@@ -171,12 +171,12 @@ fn gguf_unknown_tensor_type_in_real_file_names_tensor_and_type() {
     let name = b"token_embd.weight";
     let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len() + 4 + 16;
     assert_eq!(bytes[at..at + 4], 0u32.to_le_bytes());
-    bytes[at..at + 4].copy_from_slice(&3u32.to_le_bytes());
+    bytes[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
     match GgufFile::from_bytes(bytes) {
         Err(e @ GgufError::UnknownTensorType { .. }) => {
             let msg = e.to_string();
             assert!(
-                msg.contains("token_embd.weight") && msg.contains("q4_1"),
+                msg.contains("token_embd.weight") && msg.contains("iq2_xxs"),
                 "{msg}"
             );
         }

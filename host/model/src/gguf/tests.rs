@@ -356,13 +356,13 @@ fn gguf_rejects_bad_alignment() {
 
 #[test]
 fn gguf_rejects_bad_tensor_types_and_dims() {
-    match err(raw_file(3, &[], &[("w", &[32], 3, 0)], 64)) {
+    match err(raw_file(3, &[], &[("w", &[32], 16, 0)], 64)) {
         GgufError::UnknownTensorType {
             tensor,
             type_id,
             type_name,
         } => {
-            assert_eq!((tensor.as_str(), type_id, type_name), ("w", 3, "q4_1"))
+            assert_eq!((tensor.as_str(), type_id, type_name), ("w", 16, "iq2_xxs"))
         }
         e => panic!("{e}"),
     }
