@@ -115,8 +115,8 @@ impl ChatTemplate {
         Ok(t)
     }
 
-    /// The template to chat with a model, as llama-server chooses it: `override_template` (a
-    /// built-in name, else Jinja source) when given, else the file's `tokenizer.chat_template`,
+    /// The template to chat with a model, as llama-server chooses it: `override_template` when
+    /// given (Jinja source if it holds `{{` or `{%`, else a built-in name, unknown ones an error), else the file's `tokenizer.chat_template`,
     /// else the architecture's built-in default (`gemma` for Gemma, ChatML otherwise). BOS/EOS
     /// texts come from the tokenizer. A file template that does not compile is an error (the
     /// caller may fall back to [`ChatTemplate::default_for`]).
@@ -127,10 +127,10 @@ impl ChatTemplate {
     ) -> Result<ChatTemplate, ChatError> {
         let (bos, eos) = special_texts(tok);
         match override_template {
-            Some(name) if builtin::source(name).is_some() => {
-                ChatTemplate::builtin(name, &bos, &eos)
+            Some(source) if source.contains("{{") || source.contains("{%") => {
+                ChatTemplate::new(source, &bos, &eos)
             }
-            Some(source) => ChatTemplate::new(source, &bos, &eos),
+            Some(name) => ChatTemplate::builtin(name.trim(), &bos, &eos),
             None => match gguf.get_str(GGUF_TEMPLATE_KEY) {
                 Some(source) => ChatTemplate::new(source, &bos, &eos),
                 None => ChatTemplate::default_for(gguf, tok),

@@ -314,3 +314,58 @@ fn unknown_builtin_name_lists_the_known_ones() {
     assert_eq!(super::default_for_arch("gemma3"), "gemma");
     assert_eq!(super::default_for_arch("llama"), "chatml");
 }
+
+/// llama-server's choice: the override (built-in name or Jinja), else the file's template, else
+/// the architecture's default; BOS/EOS texts from the vocabulary.
+#[test]
+fn for_model_prefers_override_then_file_then_arch_default() {
+    use crate::gguf::{GgufFile, GgufWriter, MetaArray, MetaValue};
+    use crate::tokenizer::Tokenizer;
+    let file = |arch: &str, template: Option<&str>| {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", MetaValue::String(arch.into()));
+        w.set("tokenizer.ggml.model", MetaValue::String("llama".into()));
+        let tokens = ["<unk>", "<s>", "</s>", "a"].map(String::from).to_vec();
+        w.set(
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(MetaArray::String(tokens)),
+        );
+        if let Some(t) = template {
+            w.set("tokenizer.chat_template", MetaValue::String(t.into()));
+        }
+        GgufFile::from_bytes(w.to_bytes()).unwrap()
+    };
+    let pick = |f: &GgufFile, o: Option<&str>| {
+        let tok = Tokenizer::from_gguf(f).unwrap();
+        ChatTemplate::for_model(f, &tok, o)
+    };
+    let own = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
+    let with_own = file("llama", Some(own));
+    let t = pick(&with_own, None).unwrap();
+    assert_eq!((t.builtin_name(), t.source()), (None, own));
+    assert_eq!(
+        t.render(&[ChatMessage::user("x")], false).unwrap(),
+        "<s>x</s>"
+    );
+    assert_eq!(
+        pick(&with_own, Some("gemma")).unwrap().builtin_name(),
+        Some("gemma")
+    );
+    let jinja = "{% for m in messages %}[{{ m.content }}]{% endfor %}";
+    assert_eq!(pick(&with_own, Some(jinja)).unwrap().source(), jinja);
+    assert!(matches!(
+        pick(&with_own, Some("gemmaa")),
+        Err(ChatError::UnknownBuiltin { .. })
+    ));
+    let gemma = file("gemma3", None);
+    assert_eq!(pick(&gemma, None).unwrap().builtin_name(), Some("gemma"));
+    let llama = file("llama", None);
+    assert_eq!(pick(&llama, None).unwrap().builtin_name(), Some("chatml"));
+    // A file template that does not compile is an error; the default is the way out.
+    let broken = file("gemma3", Some("{% for %}"));
+    assert!(matches!(pick(&broken, None), Err(ChatError::Syntax(_))));
+    let tok = Tokenizer::from_gguf(&broken).unwrap();
+    let t = ChatTemplate::default_for(&broken, &tok).unwrap();
+    assert_eq!(t.builtin_name(), Some("gemma"));
+    assert_eq!((t.bos_token(), t.eos_token()), ("<s>", "</s>"));
+}
