@@ -85,8 +85,10 @@ fn gguf_reads_stories260k_f32() {
     let data = f.tensor_data(emb);
     assert_eq!(data.len() as u64, emb.size);
     assert!(
-        data.chunks_exact(4)
-            .all(|c| f32::from_le_bytes(c.try_into().unwrap()).is_finite())
+        data.as_chunks::<4>()
+            .0
+            .iter()
+            .all(|&c| f32::from_le_bytes(c).is_finite())
     );
     let last = f.tensors().iter().map(|t| t.offset + t.size).max().unwrap();
     assert_eq!(last, f.file_size());

@@ -216,12 +216,10 @@ fn fixed<T, const N: usize>(
 ) -> Result<Vec<T>, GgufError> {
     let bytes = cur.take((n * N) as u64, what)?;
     Ok(bytes
-        .chunks_exact(N)
-        .map(|c| {
-            let mut a = [0u8; N];
-            a.copy_from_slice(c);
-            decode(a)
-        })
+        .as_chunks::<N>()
+        .0
+        .iter()
+        .map(|&c| decode(c))
         .collect())
 }
 
