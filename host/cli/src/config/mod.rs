@@ -238,6 +238,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn chat_template_flag_wins_over_the_file() {
+        let raw = || RawConfig::parse("[model]\nchat_template = \"gemma\"\n").expect("parses");
+        let cfg = resolve(raw(), &Overrides::default()).expect("valid");
+        assert_eq!(cfg.chat_template.as_deref(), Some("gemma"));
+        let o = Overrides {
+            chat_template: Some("llama3".into()),
+            ..Overrides::default()
+        };
+        let cfg = resolve(raw(), &o).expect("valid");
+        assert_eq!(cfg.chat_template.as_deref(), Some("llama3"));
+        let cfg = resolve(RawConfig::default(), &Overrides::default()).expect("valid");
+        assert_eq!(cfg.chat_template, None);
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_named() {
         let e = RawConfig::parse("[server]\nprot = 1\n").expect_err("typo");
         assert!(e.to_string().contains("prot"), "{e}");
