@@ -1,5 +1,6 @@
 //! Locates `../shared` (llama.cpp's golden outputs, test vocabularies, the stories260K models).
-//! A missing folder fails loudly: tests that need it must never pass by skipping.
+//! A missing folder fails loudly: tests that need it must never pass by skipping. Real models too
+//! large for it (Gemma 3) come from the models folder that `memoria pull` fills.
 
 use std::path::PathBuf;
 
@@ -29,4 +30,28 @@ pub fn json(rel: &str) -> serde_json::Value {
     let p = path(rel);
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A real model from the models folder (`$MEMORIA_MODELS`, default `~/.cache/memoria/models`,
+/// where `memoria pull` puts them). Missing is a failure, never a skip.
+pub fn real_model(file: &str) -> PathBuf {
+    let dir = std::env::var_os("MEMORIA_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memoria/models"))
+        })
+        .expect("neither MEMORIA_MODELS nor HOME is set: cannot find the models folder");
+    let p = dir.join(file);
+    let pull = match file {
+        "gemma-3-270m-q4_k_m.gguf" => "gemma3-270m",
+        "SmolLM2-135M-Instruct.Q4_1.gguf" => "smollm2-135m-instruct",
+        _ => "NAME",
+    };
+    assert!(
+        p.is_file(),
+        "real model missing: {} (run `memoria pull {pull}`, or set MEMORIA_MODELS to the folder \
+         holding {file})",
+        p.display()
+    );
+    p
 }

@@ -31,6 +31,8 @@ pub struct Overrides {
     pub admin_key: Option<String>,
     pub threads: Option<usize>,
     pub cache_type: Option<KvElem>,
+    /// `--chat-template`: a built-in template name (or Jinja source).
+    pub chat_template: Option<String>,
 }
 
 /// A validated server configuration.
@@ -42,6 +44,8 @@ pub struct ServeConfig {
     pub model_name: Option<String>,
     /// 0: the model's training context.
     pub context: usize,
+    /// A built-in template name (`gemma`, `chatml`, ...) or Jinja source; None: the model's,
+    /// else its architecture's default.
     pub chat_template: Option<String>,
     pub threads: usize,
     pub admin_key: Option<String>,
@@ -134,7 +138,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         model: o.model.clone().or(raw.model.path.clone()),
         model_name: raw.model.name.clone(),
         context: o.context.or(raw.model.context).unwrap_or(0),
-        chat_template: raw.model.chat_template.clone(),
+        chat_template: o.chat_template.clone().or(raw.model.chat_template.clone()),
         threads: o.threads.or(s.threads).unwrap_or(0),
         admin_key,
         max_body_bytes,
@@ -232,6 +236,21 @@ pub fn tenants(specs: Vec<(String, NamespaceSpec)>) -> anyhow::Result<Tenants> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chat_template_flag_wins_over_the_file() {
+        let raw = || RawConfig::parse("[model]\nchat_template = \"gemma\"\n").expect("parses");
+        let cfg = resolve(raw(), &Overrides::default()).expect("valid");
+        assert_eq!(cfg.chat_template.as_deref(), Some("gemma"));
+        let o = Overrides {
+            chat_template: Some("llama3".into()),
+            ..Overrides::default()
+        };
+        let cfg = resolve(raw(), &o).expect("valid");
+        assert_eq!(cfg.chat_template.as_deref(), Some("llama3"));
+        let cfg = resolve(RawConfig::default(), &Overrides::default()).expect("valid");
+        assert_eq!(cfg.chat_template, None);
+    }
 
     #[test]
     fn unknown_keys_and_bad_values_are_named() {
