@@ -30,3 +30,21 @@ pub fn json(rel: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// A real model in the models folder (`$MEMORIA_MODELS`, else `~/.cache/memoria/models`), the
+/// folder `memoria pull` fills. Missing fails loudly: tests that need it never skip.
+pub fn model_file(name: &str) -> PathBuf {
+    let dir = std::env::var_os("MEMORIA_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memoria/models"))
+        })
+        .expect("neither MEMORIA_MODELS nor HOME is set: cannot find the models folder");
+    let p = dir.join(name);
+    assert!(
+        p.is_file(),
+        "model {name} not found at {} (fetch it with `memoria pull`, or set MEMORIA_MODELS)",
+        p.display()
+    );
+    p
+}
