@@ -43,3 +43,18 @@ pub fn quantize_matrix(ty: GgmlType, x: &[f32], cols: usize) -> Vec<u8> {
     }
     out
 }
+
+/// Extra error of an affine-weight dot (Q4_1, Q5_1 against Q8_1) beyond float reassociation: the
+/// min term uses Q8_1's f16 `s` instead of the exact `d * Σq` of the dequantized activations, so
+/// each block may differ by `|m| * |s|` times f16 rounding (2⁻¹¹ for `s`, 2⁻¹¹ for `d`).
+/// Zero for other types.
+pub fn affine_min_slack(ty: GgmlType, w: &[u8], x: &[u8]) -> f64 {
+    if ty.vec_dot_type() != GgmlType::Q8_1 || ty == GgmlType::Q8_1 {
+        return 0.0;
+    }
+    let f16_at = |b: &[u8], o: usize| half::f16::from_le_bytes([b[o], b[o + 1]]).to_f32() as f64;
+    w.chunks_exact(ty.type_size())
+        .zip(x.as_chunks::<36>().0)
+        .map(|(wb, xb)| (f16_at(wb, 2) * f16_at(xb, 2)).abs() * 2.0f64.powi(-10))
+        .sum()
+}

@@ -10,6 +10,9 @@ pub const QK_K: usize = 256;
 /// Elements per block of Q8_0 / Q4_0 (`QK8_0`, `QK4_0` in ggml).
 pub const QK8_0: usize = 32;
 pub const QK4_0: usize = 32;
+/// Elements per block of the other 32-element formats (`QK4_1`, `QK5_0`, `QK5_1`, `QK8_1`,
+/// `QK4_NL` in ggml).
+pub const QK32: usize = 32;
 
 /// The subset of ggml types memoria reads, writes and computes with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,8 +20,16 @@ pub enum GgmlType {
     F32,
     F16,
     Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
     Q8_0,
+    /// Activation type of Q4_1 / Q5_1 (not a weight type, like Q8_K).
+    Q8_1,
+    Q2K,
+    Q3K,
     Q4K,
+    Q5K,
     Q6K,
     Q8K,
     BF16,
@@ -26,12 +37,19 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// All supported types, in ggml id order.
-    pub const ALL: [GgmlType; 8] = [
+    pub const ALL: [GgmlType; 15] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q8_0,
+        GgmlType::Q8_1,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
         GgmlType::Q4K,
+        GgmlType::Q5K,
         GgmlType::Q6K,
         GgmlType::Q8K,
         GgmlType::BF16,
@@ -43,8 +61,15 @@ impl GgmlType {
             GgmlType::F32 => 0,
             GgmlType::F16 => 1,
             GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
             GgmlType::Q8_0 => 8,
+            GgmlType::Q8_1 => 9,
+            GgmlType::Q2K => 10,
+            GgmlType::Q3K => 11,
             GgmlType::Q4K => 12,
+            GgmlType::Q5K => 13,
             GgmlType::Q6K => 14,
             GgmlType::Q8K => 15,
             GgmlType::BF16 => 30,
@@ -57,8 +82,15 @@ impl GgmlType {
             0 => GgmlType::F32,
             1 => GgmlType::F16,
             2 => GgmlType::Q4_0,
+            3 => GgmlType::Q4_1,
+            6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
+            9 => GgmlType::Q8_1,
+            10 => GgmlType::Q2K,
+            11 => GgmlType::Q3K,
             12 => GgmlType::Q4K,
+            13 => GgmlType::Q5K,
             14 => GgmlType::Q6K,
             15 => GgmlType::Q8K,
             30 => GgmlType::BF16,
@@ -83,7 +115,14 @@ impl GgmlType {
             13 => "q5_k",
             14 => "q6_k",
             15 => "q8_k",
-            16..=23 => "iq*",
+            16 => "iq2_xxs",
+            17 => "iq2_xs",
+            18 => "iq3_xxs",
+            19 => "iq1_s",
+            20 => "iq4_nl",
+            21 => "iq3_s",
+            22 => "iq2_s",
+            23 => "iq4_xs",
             24 => "i8",
             25 => "i16",
             26 => "i32",
@@ -99,8 +138,18 @@ impl GgmlType {
     pub const fn block_size(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q8_0 => 32,
-            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+            GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q8_0
+            | GgmlType::Q8_1 => QK32,
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+            | GgmlType::Q8K => QK_K,
         }
     }
 
@@ -110,8 +159,15 @@ impl GgmlType {
             GgmlType::F32 => 4,
             GgmlType::F16 | GgmlType::BF16 => 2,
             GgmlType::Q4_0 => 18,
+            GgmlType::Q4_1 => 20,
+            GgmlType::Q5_0 => 22,
+            GgmlType::Q5_1 => 24,
             GgmlType::Q8_0 => 34,
+            GgmlType::Q8_1 => 36,
+            GgmlType::Q2K => 84,
+            GgmlType::Q3K => 110,
             GgmlType::Q4K => 144,
+            GgmlType::Q5K => 176,
             GgmlType::Q6K => 210,
             GgmlType::Q8K => 292,
         }
@@ -137,6 +193,12 @@ impl GgmlType {
         Self::ALL.into_iter().find(|t| t.name() == lower)
     }
 
+    /// Whether `self` only exists as the activation side of a dot product (Q8_1, Q8_K): llama.cpp
+    /// never stores weights in it.
+    pub const fn is_activation_only(self) -> bool {
+        matches!(self, GgmlType::Q8_1 | GgmlType::Q8K)
+    }
+
     /// The type the other operand of a dot product with a row of `self` is converted to
     /// (ggml's `vec_dot_type`): activations are quantized once per matmul to this type.
     pub const fn vec_dot_type(self) -> GgmlType {
@@ -144,8 +206,14 @@ impl GgmlType {
             GgmlType::F32 => GgmlType::F32,
             GgmlType::F16 => GgmlType::F16,
             GgmlType::BF16 => GgmlType::BF16,
-            GgmlType::Q4_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
-            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => GgmlType::Q8K,
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+            | GgmlType::Q8K => GgmlType::Q8K,
         }
     }
 }
@@ -169,7 +237,22 @@ mod tests {
         assert_eq!(GgmlType::Q8_0.row_bytes(64), Some(68));
         assert_eq!(GgmlType::Q4K.row_bytes(512), Some(288));
         assert_eq!(GgmlType::Q6K.row_bytes(100), None);
-        assert_eq!(GgmlType::from_id(3), None);
+        assert_eq!(GgmlType::from_id(4), None);
         assert_eq!(GgmlType::name_of_id(3), "q4_1");
+        assert_eq!(GgmlType::name_of_id(22), "iq2_s");
+        // ggml_type_traits: (id, block size, type size).
+        for (t, id, bs, ts) in [
+            (GgmlType::Q4_1, 3, 32, 20),
+            (GgmlType::Q5_0, 6, 32, 22),
+            (GgmlType::Q5_1, 7, 32, 24),
+            (GgmlType::Q8_1, 9, 32, 36),
+            (GgmlType::Q5K, 13, 256, 176),
+            (GgmlType::Q3K, 11, 256, 110),
+            (GgmlType::Q2K, 10, 256, 84),
+        ] {
+            assert_eq!((t.id(), t.block_size(), t.type_size()), (id, bs, ts), "{t}");
+        }
+        assert_eq!(GgmlType::Q4_1.vec_dot_type(), GgmlType::Q8_1);
+        assert_eq!(GgmlType::Q5_0.vec_dot_type(), GgmlType::Q8_0);
     }
 }

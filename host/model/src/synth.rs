@@ -178,8 +178,11 @@ fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
             spec.head_dim()
         ));
     }
-    if spec.ty == GgmlType::Q8K {
-        return bad("q8_k is an activation type; llama.cpp has no q8_k weight kernels".to_owned());
+    if spec.ty.is_activation_only() {
+        return bad(format!(
+            "{} is an activation type; llama.cpp has no {} weight kernels",
+            spec.ty, spec.ty
+        ));
     }
     for (ty, what, n) in [
         (spec.ty, "dim", spec.dim),
@@ -210,11 +213,17 @@ const fn file_type(ty: GgmlType) -> u32 {
         GgmlType::F32 => 0,
         GgmlType::F16 => 1,
         GgmlType::Q4_0 => 2,
+        GgmlType::Q4_1 => 3,
         GgmlType::Q8_0 => 7,
+        GgmlType::Q5_0 => 8,
+        GgmlType::Q5_1 => 9,
+        GgmlType::Q2K => 10,
+        GgmlType::Q3K => 12,
         GgmlType::Q4K => 15,
+        GgmlType::Q5K => 17,
         GgmlType::Q6K => 18,
         GgmlType::BF16 => 32,
-        GgmlType::Q8K => 0,
+        GgmlType::Q8_1 | GgmlType::Q8K => 0,
     }
 }
 

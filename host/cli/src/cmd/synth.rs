@@ -67,14 +67,7 @@ pub fn main(c: ModelCommand) -> anyhow::Result<()> {
         "qwen2" => SynthArch::Qwen2,
         other => anyhow::bail!("--arch {other:?}: use llama or qwen2"),
     };
-    let ty = GgmlType::parse(&a.ty)
-        .filter(|t| *t != GgmlType::Q8K)
-        .with_context(|| {
-            format!(
-                "--type {:?}: use f32, f16, bf16, q8_0, q4_0, q4_k or q6_k",
-                a.ty
-            )
-        })?;
+    let ty = parse_weight_type(&a.ty)?;
     let vocab = match (a.vocab_from, a.vocab_size) {
         (Some(p), None) => SynthVocab::FromFile(p),
         (None, Some(n)) => SynthVocab::Size(n),
@@ -104,4 +97,42 @@ pub fn main(c: ModelCommand) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Parses `--type`: any weight type memoria implements (not the activation-only q8_1 / q8_k).
+fn parse_weight_type(name: &str) -> anyhow::Result<GgmlType> {
+    GgmlType::parse(name)
+        .filter(|t| !t.is_activation_only())
+        .with_context(|| format!("--type {name:?}: use {}", weight_type_names()))
+}
+
+/// The `--type` values accepted, comma-separated: every weight type memoria implements.
+fn weight_type_names() -> String {
+    GgmlType::ALL
+        .into_iter()
+        .filter(|t| !t.is_activation_only())
+        .map(GgmlType::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_accepts_every_weight_type() {
+        for t in GgmlType::ALL {
+            assert_eq!(
+                parse_weight_type(t.name()).ok(),
+                (!t.is_activation_only()).then_some(t),
+                "{t}"
+            );
+        }
+        for name in ["q4_1", "Q5_0", "q8_0", "q4_k", "q6_k"] {
+            assert!(parse_weight_type(name).is_ok(), "{name}");
+        }
+        let err = parse_weight_type("q8_1").unwrap_err().to_string();
+        assert!(err.contains("q4_1") && !err.contains("q8_k"), "{err}");
+    }
 }

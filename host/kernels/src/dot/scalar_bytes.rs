@@ -35,23 +35,36 @@ pub(crate) fn vec_dot_scalar(ty: GgmlType, a: &[u8], b: &[u8], _n: usize) -> f32
     use bytemuck::cast_slice as cs;
     match ty {
         GgmlType::F32 => dot_pairs(
-            a.chunks_exact(4)
-                .zip(b.chunks_exact(4))
+            a.as_chunks::<4>()
+                .0
+                .iter()
+                .zip(b.as_chunks::<4>().0.iter())
                 .map(|(x, y)| (f32_at(x), f32_at(y))),
         ),
         GgmlType::F16 => dot_pairs(
-            a.chunks_exact(2)
-                .zip(b.chunks_exact(2))
+            a.as_chunks::<2>()
+                .0
+                .iter()
+                .zip(b.as_chunks::<2>().0.iter())
                 .map(|(x, y)| (f16_at(x), f16_at(y))),
         ),
         GgmlType::BF16 => dot_pairs(
-            a.chunks_exact(2)
-                .zip(b.chunks_exact(2))
+            a.as_chunks::<2>()
+                .0
+                .iter()
+                .zip(b.as_chunks::<2>().0.iter())
                 .map(|(x, y)| (bf16_at(x), bf16_at(y))),
         ),
         GgmlType::Q4_0 => reference::dot_q4_0_q8_0(cs(a), cs(b)),
+        GgmlType::Q4_1 => reference::dot_q4_1_q8_1(cs(a), cs(b)),
+        GgmlType::Q5_0 => reference::dot_q5_0_q8_0(cs(a), cs(b)),
+        GgmlType::Q5_1 => reference::dot_q5_1_q8_1(cs(a), cs(b)),
         GgmlType::Q8_0 => reference::dot_q8_0_q8_0(cs(a), cs(b)),
+        GgmlType::Q8_1 => reference::dot_q8_1_q8_1(cs(a), cs(b)),
+        GgmlType::Q2K => reference::dot_q2k_q8k(cs(a), cs(b)),
+        GgmlType::Q3K => reference::dot_q3k_q8k(cs(a), cs(b)),
         GgmlType::Q4K => reference::dot_q4k_q8k(cs(a), cs(b)),
+        GgmlType::Q5K => reference::dot_q5k_q8k(cs(a), cs(b)),
         GgmlType::Q6K => reference::dot_q6k_q8k(cs(a), cs(b)),
         // Q8_K weights (never produced by llama.cpp) are dotted like Q8_0 without blocks of 32.
         GgmlType::Q8K => reference::dot_q8k_q8k(cs(a), cs(b)),

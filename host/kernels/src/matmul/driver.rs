@@ -13,7 +13,8 @@ use crate::simd::{self, SimdLevel};
 #[cfg(target_arch = "x86_64")]
 use crate::types::GgmlType;
 
-/// Weight rows per kernel call for batches (n > 1): `ROW_TILE_WIDE` for Q8_0/Q4_0, `ROW_TILE`
+/// Weight rows per kernel call for batches (n > 1): `ROW_TILE_WIDE` for the 32-element int8
+/// formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1), `ROW_TILE`
 /// for the others (measured on AVX2: 16 accumulators spill less than the K-quant tiles do);
 /// `ROW_TILE_DECODE` for single tokens (more independent accumulators while streaming).
 /// `per_task` is a multiple of all of them.
@@ -61,9 +62,15 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
             match (n, w.ty) {
                 (1, _) => run_rows_avx2::<ROW_TILE_DECODE, 1>(w, xq, vnni, r0, r1, ptr),
                 // Int8 formats with cheap per-pair work: more rows per weight decode.
-                (_, GgmlType::Q8_0 | GgmlType::Q4_0) => {
-                    run_rows_avx2::<ROW_TILE_WIDE, TOKEN_TILE>(w, xq, vnni, r0, r1, ptr)
-                }
+                (
+                    _,
+                    GgmlType::Q8_0
+                    | GgmlType::Q4_0
+                    | GgmlType::Q4_1
+                    | GgmlType::Q5_0
+                    | GgmlType::Q5_1
+                    | GgmlType::Q8_1,
+                ) => run_rows_avx2::<ROW_TILE_WIDE, TOKEN_TILE>(w, xq, vnni, r0, r1, ptr),
                 // Formats with heavier decoded tiles (K-quants, floats): fewer rows, less spill.
                 _ => run_rows_avx2::<ROW_TILE, TOKEN_TILE>(w, xq, vnni, r0, r1, ptr),
             }

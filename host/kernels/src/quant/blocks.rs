@@ -20,12 +20,75 @@ pub struct BlockQ4_0 {
     pub qs: [u8; 16],
 }
 
+/// `block_q4_1`: 32 weights as 4-bit unsigned levels, `x = d * level + m`; nibble layout as Q4_0.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ4_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qs: [u8; 16],
+}
+
+/// `block_q5_0`: 32 weights of 5 bits with an implicit offset of 16: low 4 bits as Q4_0's
+/// nibbles, bit 4 of element `j` in bit `j` of the little-endian u32 `qh`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5_0 {
+    pub d: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; 16],
+}
+
+/// `block_q5_1`: 32 weights of 5 bits, `x = d * level + m`; bits as Q5_0.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; 16],
+}
+
+/// `block_q8_1`: 32 signed 8-bit values, the f16 scale `d` and `s = d * Σqs` (rounded to f16).
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ8_1 {
+    pub d: f16,
+    pub s: f16,
+    pub qs: [i8; 32],
+}
+
 /// `block_q8_0`: 32 signed 8-bit values and one f16 scale.
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ8_0 {
     pub d: f16,
     pub qs: [i8; 32],
+}
+
+/// `block_q2_K`: 256 weights of 2 bits, `x = d * sc * level - dmin * m` with a 4-bit scale `sc`
+/// (low nibble of `scales[j]`) and min `m` (high nibble) per 16 elements. Element
+/// `e = 128h + 32j + l` is `(qs[32h + l] >> 2j) & 3`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: f16,
+    pub dmin: f16,
+}
+
+/// `block_q3_K`: 256 weights of 3 bits (low 2 in `qs`, the high bit in `hmask`), 16 6-bit
+/// scales (offset 32) packed in `scales`, one f16 super-block scale. Element `e = 128h + 32j + l`
+/// has its low bits at `qs[32h + l] >> 2j` and its high bit at bit `4h + j` of `hmask[l]`; the
+/// stored level minus 4 when that bit is clear is the signed value.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: f16,
 }
 
 /// `block_q4_K`: 256 weights in 8 sub-blocks of 32, 6-bit scales and mins packed in `scales`.
@@ -35,6 +98,18 @@ pub struct BlockQ4K {
     pub d: f16,
     pub dmin: f16,
     pub scales: [u8; 12],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// `block_q5_K`: Q4_K plus bit 4 of each level in `qh`: element `l` of sub-block `j` has its
+/// bit 4 in bit `j` of `qh[l]`.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
     pub qs: [u8; QK_K / 2],
 }
 
@@ -59,8 +134,22 @@ pub struct BlockQ8K {
 
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockQ5_0>() == 22);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(align_of::<BlockQ5_1>() == 1);
+const _: () = assert!(align_of::<BlockQ4_1>() == 1);
+const _: () = assert!(align_of::<BlockQ5_0>() == 1);
+const _: () = assert!(align_of::<BlockQ8_1>() == 1);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(align_of::<BlockQ2K>() == 1);
+const _: () = assert!(align_of::<BlockQ3K>() == 1);
+const _: () = assert!(align_of::<BlockQ5K>() == 1);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
 const _: () = assert!(align_of::<BlockQ4_0>() == 1);
 const _: () = assert!(align_of::<BlockQ8_0>() == 1);
@@ -91,8 +180,15 @@ mod tests {
     fn block_sizes_match_type_sizes() {
         assert_eq!(size_of::<BlockQ4_0>(), GgmlType::Q4_0.type_size());
         assert_eq!(size_of::<BlockQ8_0>(), GgmlType::Q8_0.type_size());
+        assert_eq!(size_of::<BlockQ4_1>(), GgmlType::Q4_1.type_size());
+        assert_eq!(size_of::<BlockQ5_0>(), GgmlType::Q5_0.type_size());
+        assert_eq!(size_of::<BlockQ8_1>(), GgmlType::Q8_1.type_size());
+        assert_eq!(size_of::<BlockQ5_1>(), GgmlType::Q5_1.type_size());
         assert_eq!(size_of::<BlockQ4K>(), GgmlType::Q4K.type_size());
         assert_eq!(size_of::<BlockQ6K>(), GgmlType::Q6K.type_size());
+        assert_eq!(size_of::<BlockQ5K>(), GgmlType::Q5K.type_size());
+        assert_eq!(size_of::<BlockQ3K>(), GgmlType::Q3K.type_size());
+        assert_eq!(size_of::<BlockQ2K>(), GgmlType::Q2K.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
     }
 

@@ -11,37 +11,37 @@ use super::round::{bf16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::simd::{self, SimdLevel};
 
 pub fn f32_bytes_to_f32(src: &[u8], dst: &mut [f32]) {
-    for (o, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
+    for (o, c) in dst.iter_mut().zip(src.as_chunks::<4>().0.iter()) {
         *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
     }
 }
 
 pub fn f32_to_f32_bytes(src: &[f32], dst: &mut [u8]) {
-    for (c, v) in dst.chunks_exact_mut(4).zip(src) {
+    for (c, v) in dst.as_chunks_mut::<4>().0.iter_mut().zip(src) {
         c.copy_from_slice(&v.to_le_bytes());
     }
 }
 
 pub fn f16_bytes_to_f32(src: &[u8], dst: &mut [f32]) {
-    for (o, c) in dst.iter_mut().zip(src.chunks_exact(2)) {
+    for (o, c) in dst.iter_mut().zip(src.as_chunks::<2>().0.iter()) {
         *o = f16::from_le_bytes([c[0], c[1]]).to_f32();
     }
 }
 
 pub fn f32_to_f16_bytes(src: &[f32], dst: &mut [u8]) {
-    for (c, v) in dst.chunks_exact_mut(2).zip(src) {
+    for (c, v) in dst.as_chunks_mut::<2>().0.iter_mut().zip(src) {
         c.copy_from_slice(&f32_to_f16(*v).to_le_bytes());
     }
 }
 
 pub fn bf16_bytes_to_f32(src: &[u8], dst: &mut [f32]) {
-    for (o, c) in dst.iter_mut().zip(src.chunks_exact(2)) {
+    for (o, c) in dst.iter_mut().zip(src.as_chunks::<2>().0.iter()) {
         *o = bf16_to_f32(half::bf16::from_le_bytes([c[0], c[1]]));
     }
 }
 
 pub fn f32_to_bf16_bytes(src: &[f32], dst: &mut [u8]) {
-    for (c, v) in dst.chunks_exact_mut(2).zip(src) {
+    for (c, v) in dst.as_chunks_mut::<2>().0.iter_mut().zip(src) {
         c.copy_from_slice(&f32_to_bf16(*v).to_le_bytes());
     }
 }

@@ -9,16 +9,30 @@
 
 mod blocks;
 mod float;
+mod q2k;
+mod q3k;
 mod q4_0;
+mod q4_1;
 mod q4k;
+mod q5_0;
+mod q5_1;
+mod q5k;
 mod q6k;
 mod q8_0;
+mod q8_1;
 mod q8k;
 mod round;
 mod search;
 
-pub use blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, scale_min_k4};
+pub use blocks::{
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, scale_min_k4,
+};
 pub use float::{f16_to_f32_row, f32_to_f16_row};
+pub(crate) use q2k::unpack as unpack_q2k;
+pub(crate) use q3k::{scales as q3k_scales, scales_of as q3k_scales_of, unpack as unpack_q3k};
+pub(crate) use q5_0::unpack5;
+pub(crate) use q5k::unpack as unpack_q5k;
 pub(crate) use q6k::unpack as unpack_q6k;
 pub use round::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, nearest_int};
 
@@ -51,8 +65,15 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::F16 => float::f16_bytes_to_f32(src, dst),
         GgmlType::BF16 => float::bf16_bytes_to_f32(src, dst),
         GgmlType::Q4_0 => q4_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q4_1 => q4_1::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q5_0 => q5_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q5_1 => q5_1::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8_0 => q8_0::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q8_1 => q8_1::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q2K => q2k::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q3K => q3k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q4K => q4k::dequantize(bytemuck::cast_slice(src), dst),
+        GgmlType::Q5K => q5k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q6K => q6k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::Q8K => q8k::dequantize(bytemuck::cast_slice(src), dst),
     }
@@ -68,8 +89,15 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::F16 => float::f32_to_f16_bytes(src, dst),
         GgmlType::BF16 => float::f32_to_bf16_bytes(src, dst),
         GgmlType::Q4_0 => q4_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q4_1 => q4_1::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q5_0 => q5_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q5_1 => q5_1::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8_0 => q8_0::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q8_1 => q8_1::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q2K => q2k::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q3K => q3k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q4K => q4k::quantize(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Q5K => q5k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q6K => q6k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::Q8K => q8k::quantize(src, bytemuck::cast_slice_mut(dst)),
     }

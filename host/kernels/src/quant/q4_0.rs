@@ -7,7 +7,7 @@ use super::round::{f16_to_f32, f32_to_f16};
 use crate::types::QK4_0;
 
 pub fn quantize(src: &[f32], dst: &mut [BlockQ4_0]) {
-    for (x, y) in src.chunks_exact(QK4_0).zip(dst.iter_mut()) {
+    for (x, y) in src.as_chunks::<QK4_0>().0.iter().zip(dst.iter_mut()) {
         // The value of largest magnitude, with its sign.
         let mut amax = 0.0f32;
         let mut max = 0.0f32;
@@ -30,7 +30,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ4_0]) {
 }
 
 pub fn dequantize(src: &[BlockQ4_0], dst: &mut [f32]) {
-    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK4_0)) {
+    for (b, y) in src.iter().zip(dst.as_chunks_mut::<QK4_0>().0.iter_mut()) {
         let d = f16_to_f32(b.d);
         for j in 0..QK4_0 / 2 {
             let x0 = (b.qs[j] & 0xF) as i32 - 8;

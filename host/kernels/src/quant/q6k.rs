@@ -11,7 +11,7 @@ use super::search::{GROUP_MAX_EPS, make_qx_quants};
 use crate::types::QK_K;
 
 pub fn quantize(src: &[f32], dst: &mut [BlockQ6K]) {
-    for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
+    for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
         let mut levels = [0i8; QK_K];
         let mut scales = [0.0f32; QK_K / 16];
         let mut max_scale = 0.0f32;
@@ -89,7 +89,7 @@ pub fn unpack(b: &BlockQ6K) -> [i8; QK_K] {
 }
 
 pub fn dequantize(src: &[BlockQ6K], dst: &mut [f32]) {
-    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.iter().zip(dst.as_chunks_mut::<QK_K>().0.iter_mut()) {
         let d = f16_to_f32(b.d);
         let q = unpack(b);
         for (i, (o, &v)) in y.iter_mut().zip(&q).enumerate() {

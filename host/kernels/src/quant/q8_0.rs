@@ -8,7 +8,7 @@ use super::round::{f16_to_f32, f32_to_f16};
 use crate::types::QK8_0;
 
 pub fn quantize(src: &[f32], dst: &mut [BlockQ8_0]) {
-    for (x, y) in src.chunks_exact(QK8_0).zip(dst.iter_mut()) {
+    for (x, y) in src.as_chunks::<QK8_0>().0.iter().zip(dst.iter_mut()) {
         let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -21,7 +21,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ8_0]) {
 }
 
 pub fn dequantize(src: &[BlockQ8_0], dst: &mut [f32]) {
-    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK8_0)) {
+    for (b, y) in src.iter().zip(dst.as_chunks_mut::<QK8_0>().0.iter_mut()) {
         let d = f16_to_f32(b.d);
         for (o, &q) in y.iter_mut().zip(&b.qs) {
             *o = q as f32 * d;

@@ -8,7 +8,7 @@ use super::round::nearest_int;
 use crate::types::QK_K;
 
 pub fn quantize(src: &[f32], dst: &mut [BlockQ8K]) {
-    for (x, y) in src.chunks_exact(QK_K).zip(dst.iter_mut()) {
+    for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
         let mut amax = 0.0f32;
         let mut max = 0.0f32;
         for &v in x {
@@ -27,7 +27,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ8K]) {
             *q = nearest_int(iscale * v).min(127) as i8;
         }
         let mut bsums = [0i16; QK_K / 16];
-        for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+        for (s, g) in bsums.iter_mut().zip(qs.as_chunks::<16>().0.iter()) {
             *s = g.iter().map(|&q| q as i16).sum();
         }
         y.qs = qs;
@@ -37,7 +37,7 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ8K]) {
 }
 
 pub fn dequantize(src: &[BlockQ8K], dst: &mut [f32]) {
-    for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src.iter().zip(dst.as_chunks_mut::<QK_K>().0.iter_mut()) {
         let d = b.d;
         for (o, &q) in y.iter_mut().zip(&b.qs) {
             *o = d * q as f32;

@@ -174,6 +174,64 @@ pub fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8], rmse_type: i32) -> f32
     scale
 }
 
+/// ggml's `make_q3_quants` with `do_rmse`: symmetric levels in `[-nmax, nmax)` from the value of
+/// largest magnitude, then up to 5 rounds of single-level changes that raise `(Σwxl)² / Σwl²`
+/// (weights `x²`). Stores `level + nmax` in `l`; returns the scale.
+pub fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
+    let n = x.len();
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l[..n].fill(0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    for i in 0..n {
+        let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
+        l[i] = li as i8;
+        let w = x[i] * x[i];
+        sumlx += w * x[i] * li as f32;
+        suml2 += w * li as f32 * li as f32;
+    }
+    for _ in 0..5 {
+        let mut n_changed = 0;
+        for i in 0..n {
+            let w = x[i] * x[i];
+            let li = l[i] as f32;
+            let mut slx = sumlx - w * x[i] * li;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * li * li;
+                let new_l = nearest_int(x[i] * sl2 / slx).clamp(-nmax, nmax - 1);
+                if new_l != l[i] as i32 {
+                    let nl = new_l as f32;
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        l[i] = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed += 1;
+                    }
+                }
+            }
+        }
+        if n_changed == 0 {
+            break;
+        }
+    }
+    for v in &mut l[..n] {
+        *v += nmax as i8;
+    }
+    sumlx / suml2
+}
+
 /// C-style comparisons (`if (x < min) min = x`), which differ from `f32::min` only for NaN.
 trait CMinMax {
     fn min_c(self, o: Self) -> Self;

@@ -33,7 +33,14 @@ fn round_trip_error_bounds_every_type() {
         (GgmlType::Q8K, 0.01),
         (GgmlType::Q6K, 0.03),
         (GgmlType::Q4_0, 0.15),
+        (GgmlType::Q4_1, 0.12),
+        (GgmlType::Q5_0, 0.08),
+        (GgmlType::Q5_1, 0.06),
+        (GgmlType::Q8_1, 0.01),
         (GgmlType::Q4K, 0.12),
+        (GgmlType::Q5K, 0.06),
+        (GgmlType::Q3K, 0.25),
+        (GgmlType::Q2K, 0.45),
     ];
     for (ty, bound) in bounds {
         let y = round_trip(ty, &x);
@@ -46,7 +53,12 @@ fn round_trip_error_bounds_every_type() {
 fn block_max_error_bounds_q8_0_q4_0() {
     let mut rng = Rng::new(2);
     let x = rng.vec(32 * 64, 3.0);
-    for (ty, steps) in [(GgmlType::Q8_0, 127.0f32), (GgmlType::Q4_0, 8.0)] {
+    for (ty, steps) in [
+        (GgmlType::Q8_0, 127.0f32),
+        (GgmlType::Q8_1, 127.0),
+        (GgmlType::Q4_0, 8.0),
+        (GgmlType::Q5_0, 16.0),
+    ] {
         let y = round_trip(ty, &x);
         for (xb, yb) in x.chunks(32).zip(y.chunks(32)) {
             let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -56,6 +68,64 @@ fn block_max_error_bounds_q8_0_q4_0() {
                 assert!((a - b).abs() <= bound, "{ty}: |{a} - {b}| > {bound}");
             }
         }
+    }
+}
+
+/// Q4_1 / Q5_1: one step `(max - min) / levels` (plus the f16 rounding of the min) bounds every
+/// error.
+#[test]
+fn block_max_error_bound_q4_1_q5_1() {
+    let mut rng = Rng::new(12);
+    let x = rng.vec(32 * 64, 3.0);
+    for (ty, steps) in [(GgmlType::Q4_1, 15.0f32), (GgmlType::Q5_1, 31.0)] {
+        let y = round_trip(ty, &x);
+        for (xb, yb) in x.chunks(32).zip(y.chunks(32)) {
+            let min = xb.iter().fold(f32::MAX, |m, &v| m.min(v));
+            let max = xb.iter().fold(f32::MIN, |m, &v| m.max(v));
+            let bound = (max - min) / steps * 1.002 + min.abs() / 1024.0;
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= bound, "{ty}: |{a} - {b}| > {bound}");
+            }
+        }
+    }
+}
+
+/// Hand-derived Q5_1 block: min -5, max 26 give d = 1; element j has value j - 5 (level j), so
+/// bit 4 is set for j >= 16.
+#[test]
+fn q5_1_golden_block() {
+    let x: Vec<f32> = (0..32).map(|j| j as f32 - 5.0).collect();
+    let mut q = [0u8; 24];
+    quantize_row(GgmlType::Q5_1, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::ONE.to_le_bytes());
+    assert_eq!(&q[2..4], &f16::from_f32(-5.0).to_le_bytes());
+    assert_eq!(u32::from_le_bytes([q[4], q[5], q[6], q[7]]), 0xFFFF_0000);
+    for j in 0..16 {
+        assert_eq!(q[8 + j], j as u8 | ((j as u8) << 4), "byte {j}");
+    }
+    assert_eq!(round_trip(GgmlType::Q5_1, &x), x);
+}
+
+/// llama.cpp's `test-quantize-fns` total error: `sqrt(Σ(x - dq(q(x)))²) / n` on its synthetic
+/// data (`0.1 + 2 cos(i)`, 4096 elements) below its per-type bound.
+#[test]
+fn quantization_error_within_llama_cpp_bounds() {
+    let n = 32 * 128;
+    let x: Vec<f32> = (0..n).map(|i| 0.1 + 2.0 * (i as f32).cos()).collect();
+    for ty in GgmlType::ALL {
+        let bound = match ty {
+            GgmlType::Q3K => 0.004,
+            GgmlType::Q2K => 0.0075,
+            _ => 0.002,
+        };
+        let y = round_trip(ty, &x);
+        let sum: f64 = x
+            .iter()
+            .zip(&y)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum();
+        let err = sum.sqrt() / n as f64;
+        assert!(err < bound, "{ty}: total error {err} >= {bound}");
     }
 }
 
@@ -206,7 +276,12 @@ mod props {
         #[test]
         fn k_quants_bounded_error(x in prop::collection::vec(-10f32..10.0, 256..=256)) {
             let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            for (ty, frac) in [(GgmlType::Q6K, 0.05f32), (GgmlType::Q4K, 0.25), (GgmlType::Q8K, 0.01)] {
+            for (ty, frac) in [
+                (GgmlType::Q6K, 0.05f32),
+                (GgmlType::Q5K, 0.12),
+                (GgmlType::Q4K, 0.25),
+                (GgmlType::Q8K, 0.01),
+            ] {
                 let y = round_trip(ty, &x);
                 for (a, b) in x.iter().zip(&y) {
                     prop_assert!((a - b).abs() <= amax * frac + 1e-6, "{} {} {}", ty, a, b);
@@ -244,6 +319,57 @@ fn q8_0_golden_block() {
     quantize_row(GgmlType::Q8_0, &x, &mut q).unwrap();
     assert_eq!(&q[..2], &f16::from_f32(2.0).to_le_bytes());
     assert_eq!(&q[2..6], &[(-127i8) as u8, 2, (-2i8) as u8, 3]);
+}
+
+/// Hand-derived Q4_1 block: min -3, max 12 give d = 1, so element j (< 16) of value j - 3 is
+/// level j, and the upper 16 (value 12) are level 15.
+#[test]
+fn q4_1_golden_block() {
+    let mut x = [12.0f32; 32];
+    for (j, v) in x.iter_mut().take(16).enumerate() {
+        *v = j as f32 - 3.0;
+    }
+    let mut q = [0u8; 20];
+    quantize_row(GgmlType::Q4_1, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::ONE.to_le_bytes());
+    assert_eq!(&q[2..4], &f16::from_f32(-3.0).to_le_bytes());
+    for j in 0..16 {
+        assert_eq!(q[4 + j], j as u8 | (15 << 4), "byte {j}");
+    }
+    assert_eq!(round_trip(GgmlType::Q4_1, &x), x);
+}
+
+/// Hand-derived Q5_0 block: element j has value j - 16, so the largest magnitude (-16) gives
+/// d = 1 and level j; bit 4 (set for j >= 16) goes to bit j of qh.
+#[test]
+fn q5_0_golden_block() {
+    let x: Vec<f32> = (0..32).map(|j| j as f32 - 16.0).collect();
+    let mut q = [0u8; 22];
+    quantize_row(GgmlType::Q5_0, &x, &mut q).unwrap();
+    assert_eq!(&q[..2], &f16::ONE.to_le_bytes());
+    assert_eq!(u32::from_le_bytes([q[2], q[3], q[4], q[5]]), 0xFFFF_0000);
+    for j in 0..16 {
+        assert_eq!(q[6 + j], j as u8 | ((j as u8) << 4), "byte {j}");
+    }
+    assert_eq!(round_trip(GgmlType::Q5_0, &x), x);
+}
+
+/// Hand-derived Q8_1 block: amax 127 gives d = 1; values round half away from zero and
+/// `s = d * Σq`.
+#[test]
+fn q8_1_golden_block() {
+    let mut x = [0.0f32; 32];
+    x[0] = 127.0;
+    x[1] = -3.0;
+    x[2] = 2.5; // -> 3
+    x[20] = -0.5; // -> -1
+    let mut q = [0u8; 36];
+    quantize_row(GgmlType::Q8_1, &x, &mut q).unwrap();
+    let b: BlockQ8_1 = bytemuck::pod_read_unaligned(&q);
+    let (d, s) = (b.d, b.s);
+    assert_eq!((d.to_f32(), s.to_f32()), (1.0, 126.0));
+    assert_eq!(&b.qs[..3], &[127, -3, 3]);
+    assert_eq!(b.qs[20], -1);
 }
 
 /// Q8_K rounds ties to even (`nearest_int`) with iscale = -127 / max.

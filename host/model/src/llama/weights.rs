@@ -2,7 +2,7 @@
 //! type, byte length) and then used in place from the GGUF mapping; only the small 1-D norm
 //! and bias vectors are copied out as f32.
 
-use memoria_kernels::{GgmlType, WeightMatrix, quant::dequantize_row};
+use memoria_kernels::{WeightMatrix, quant::dequantize_row};
 
 use super::{ModelError, hparams::Arch, hparams::HParams};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -132,10 +132,10 @@ fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<MatDesc, Mo
             why: format!("dims {:?}, expected {want:?}", info.dims),
         });
     }
-    if info.ty == GgmlType::Q8K {
+    if info.ty.is_activation_only() {
         return Err(ModelError::BadTensor {
             name: name.into(),
-            why: "q8_k is not a weight type".into(),
+            why: format!("{} is not a weight type", info.ty),
         });
     }
     let desc = MatDesc {

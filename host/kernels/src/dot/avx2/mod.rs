@@ -7,6 +7,7 @@
 
 mod float;
 mod kquants;
+mod q32;
 mod q8;
 
 use std::arch::x86_64::*;
@@ -55,9 +56,20 @@ pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
             GgmlType::Q4_0 => q8::tile_q4_0::<R, C>(w, x, n / 32, out),
             GgmlType::Q8_0 if vnni => q8::tile_q8_0_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::Q8_0 => q8::tile_q8_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q4_1 if vnni => q32::tile_q4_1_vnni::<R, C>(w, x, n / 32, out),
+            GgmlType::Q4_1 => q32::tile_q4_1::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_1 if vnni => q32::tile_q5_1_vnni::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_1 => q32::tile_q5_1::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_0 if vnni => q32::tile_q5_0_vnni::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_0 => q32::tile_q5_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8_1 if vnni => q32::tile_q8_1_vnni::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8_1 => q32::tile_q8_1::<R, C>(w, x, n / 32, out),
             GgmlType::Q8K if vnni => q8::tile_q8k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q8K => q8::tile_q8k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q2K => kquants::tile_q2k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q3K => kquants::tile_q3k::<R, C>(w, x, n / 256, out),
             GgmlType::Q4K => kquants::tile_q4k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q5K => kquants::tile_q5k::<R, C>(w, x, n / 256, out),
             GgmlType::Q6K => kquants::tile_q6k::<R, C>(w, x, n / 256, out),
         }
     }

@@ -51,18 +51,42 @@ impl Int8Dot for Vnni {
 
 /// Exact i32x8 partial sums of `w · x` over 32 int8 values.
 #[inline(always)]
-unsafe fn dot32<D: Int8Dot>(wabs: __m256i, wsgn: __m256i, x: __m256i) -> __m256i {
+pub(super) unsafe fn dot32<D: Int8Dot>(wabs: __m256i, wsgn: __m256i, x: __m256i) -> __m256i {
     // SAFETY: the build's features are present (caller).
     unsafe { D::dot_us(wabs, _mm256_sign_epi8(x, wsgn)) }
 }
 
 /// Shared body of the 32-element-block formats; `decode` yields (scale, int8 values) of a block.
+/// Activations are Q8_0 blocks ([`tile_blocks32_x`] for other activation layouts).
 ///
 /// # Safety
 /// avx2/fma/f16c and `D`'s features; `decode(r, b)` must be safe to call for r < R, b < nb;
 /// every `x[t]` points to `nb` Q8_0 blocks.
 #[inline(always)]
-unsafe fn tile_blocks32<D: Int8Dot, const R: usize, const C: usize>(
+pub(super) unsafe fn tile_blocks32<D: Int8Dot, const R: usize, const C: usize>(
+    decode: impl Fn(usize, usize) -> (f32, __m256i),
+    x: [*const u8; C],
+    nb: usize,
+    out: &mut [[f32; C]; R],
+) {
+    // SAFETY: same contract; a Q8_0 block is 34 bytes with its f16 scale at 0, values at 2.
+    unsafe { tile_blocks32_x::<D, R, C, 34, 2>(decode, x, nb, out) }
+}
+
+/// [`tile_blocks32`] for activation blocks of `XB` bytes: f16 scale at 0, 32 int8 values at
+/// `XQ` (Q8_0: 34, 2; Q8_1: 36, 4).
+///
+/// # Safety
+/// avx2/fma/f16c and `D`'s features; `decode(r, b)` must be safe to call for r < R, b < nb;
+/// every `x[t]` points to `nb` blocks of that layout.
+#[inline(always)]
+pub(super) unsafe fn tile_blocks32_x<
+    D: Int8Dot,
+    const R: usize,
+    const C: usize,
+    const XB: usize,
+    const XQ: usize,
+>(
     decode: impl Fn(usize, usize) -> (f32, __m256i),
     x: [*const u8; C],
     nb: usize,
@@ -82,9 +106,9 @@ unsafe fn tile_blocks32<D: Int8Dot, const R: usize, const C: usize>(
                 wsgn[r] = q;
             }
             for t in 0..C {
-                let p = x[t].add(b * 34);
+                let p = x[t].add(b * XB);
                 let xd = _mm256_set1_ps(load_f16(p));
-                let xq = load256(p.add(2));
+                let xq = load256(p.add(XQ));
                 for r in 0..R {
                     let s = _mm256_cvtepi32_ps(dot32::<D>(wabs[r], wsgn[r], xq));
                     // Lane-wise product == the scalar product dw * dx in every lane.
