@@ -125,7 +125,7 @@ fn gemma3_sessions_batched_among_others_match_running_alone_bit_for_bit() {
     }
     let s = e.stats().snapshot();
     assert!(
-        s.step_tokens_max >= prompts.len(),
+        s.step_tokens_max >= prompts.len() as u64,
         "sessions were batched together (max step {})",
         s.step_tokens_max
     );
