@@ -86,6 +86,16 @@ fn teacher_force(model: &Model, golden: &Value, label: &str) -> Figures {
             );
             let diff = (lp[want_id] - want_lp).abs();
             agree += usize::from(best == want_id);
+            if best != want_id {
+                // How close the reference itself was to a tie at this position.
+                let runner_up = top5[pos][1][1].as_f64().unwrap_or(f64::NAN);
+                eprintln!(
+                    "{label}: position {pos}: memoria {best}, reference {want_id} \
+                     (reference margin over its second {:.4}; memoria's margin {:.4})",
+                    want_lp - runner_up,
+                    lp[best] - lp[want_id]
+                );
+            }
             f.sum_abs_diff += diff;
             f.max_abs_diff = f.max_abs_diff.max(diff);
             f.positions += 1;

@@ -16,7 +16,7 @@ pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32]) {
 }
 
 /// `sqrt(2/π)`, as ggml spells it.
-const SQRT_2_OVER_PI: f32 = 0.797_884_560_802_865_4;
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// The cubic coefficient of the tanh approximation.
 const GELU_COEF_A: f32 = 0.044_715;
 
