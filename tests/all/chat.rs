@@ -182,3 +182,44 @@ fn syntax_errors_are_reported_when_the_template_is_loaded() {
         Err(ChatError::Syntax(_))
     ));
 }
+
+/// Gemma 3's file has no template: memoria uses the built-in `gemma`, formatted as llama.cpp's,
+/// and its turn markers tokenize to Gemma's control tokens.
+#[test]
+fn gemma3_without_a_file_template_uses_builtin_gemma() {
+    use memoria_model::gguf::GgufFile;
+    use memoria_model::tokenizer::Tokenizer;
+    let path = crate::shared::real_model("gemma-3-270m-q4_k_m.gguf");
+    let f = GgufFile::open(&path).expect("gemma file opens");
+    assert!(f.get_str("tokenizer.chat_template").is_none());
+    let tok = Tokenizer::from_gguf(&f).expect("tokenizer");
+    let t = ChatTemplate::for_model(&f, &tok, None).expect("template");
+    assert_eq!(t.builtin_name(), Some("gemma"));
+    assert_eq!((t.bos_token(), t.eos_token()), ("<bos>", "<eos>"));
+    let text = t
+        .render(
+            &[ChatMessage::system("Be brief."), ChatMessage::user("Hi")],
+            true,
+        )
+        .unwrap();
+    assert_eq!(
+        text,
+        "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+    );
+    let ids = tok.encode(&text, true, true);
+    let start = tok.find_token("<start_of_turn>").unwrap();
+    let end = tok.find_token("<end_of_turn>").unwrap();
+    assert_eq!(ids[..2], [2, start]);
+    assert!(tok.is_control(start) && ids.contains(&end));
+    // SmolLM2 keeps its own (ChatML) template.
+    let smol = GgufFile::open(crate::shared::path(
+        "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    ))
+    .unwrap();
+    let smol_tok = Tokenizer::from_gguf(&smol).unwrap();
+    let t = ChatTemplate::for_model(&smol, &smol_tok, None).unwrap();
+    assert_eq!(t.builtin_name(), None);
+    assert!(t.source().contains("<|im_start|>"));
+    let t = ChatTemplate::for_model(&smol, &smol_tok, Some("llama3")).unwrap();
+    assert_eq!(t.builtin_name(), Some("llama3"));
+}

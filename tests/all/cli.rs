@@ -124,6 +124,53 @@ fn inspect_lists_metadata_and_tensors() {
     );
 }
 
+/// `inspect` and `tokenize` open a file whose tensors memoria cannot compute with (type 16,
+/// iq2_xxs); `run` refuses it naming the tensor and its type.
+#[test]
+fn unsupported_tensor_types_open_for_inspect_and_tokenize_not_run() {
+    use memoria_model::gguf::{GgufFile, GgufWriter};
+    let src = GgufFile::open(shared::path("models/stories260K-f32.gguf")).expect("stories");
+    let mut w = GgufWriter::new();
+    for (k, v) in src.metadata() {
+        w.set(k, v.clone());
+    }
+    w.add_raw_tensor("blk.0.ffn_down.weight", &[256, 2], 16, vec![0; 132])
+        .expect("raw tensor");
+    let path = temp_dir("unsupported").join("iq.gguf");
+    w.write_to(&path).expect("write");
+    let out = ok_stdout(&["inspect", s(&path)]);
+    assert!(
+        out.contains("blk.0.ffn_down.weight") && out.contains("type 16 not supported"),
+        "{out}"
+    );
+    let out = ok_stdout(&["tokenize", "-m", s(&path), "--json", "Once upon a time"]);
+    let ids: Vec<u32> = serde_json::from_str(out.trim()).expect("ids");
+    assert_eq!(ids[0], 1);
+    let out = memoria(&["run", "-m", s(&path), "-p", "hi"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tensor 'blk.0.ffn_down.weight': type 16 (") && err.contains("not supported"),
+        "{err}"
+    );
+}
+
+/// Gemma 3's tokenizer through the CLI gives llama.cpp's ids.
+#[test]
+fn tokenize_gemma3_matches_llama_cpp() {
+    let model = shared::real_model("gemma-3-270m-q4_k_m.gguf");
+    let golden = shared::json("golden/real/gemma3-tokenize.json");
+    let case = golden["tokenize"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .find(|c| c["prompt"] == "Hello world")
+        .expect("Hello world case");
+    let out = ok_stdout(&["tokenize", "-m", s(&model), "--json", "Hello world"]);
+    let got: Value = serde_json::from_str(out.trim()).expect("ids");
+    assert_eq!(got, case["ids_bos_parse_special"]);
+}
+
 #[test]
 fn synth_model_runs_and_benches() {
     let dir = temp_dir("synth");

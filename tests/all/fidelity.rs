@@ -123,7 +123,7 @@ fn smollm2() -> Model {
 }
 
 fn gemma3() -> Model {
-    Model::load(shared::model_file("gemma-3-270m-q4_k_m.gguf")).expect("Gemma 3 loads")
+    Model::load(shared::real_model("gemma-3-270m-q4_k_m.gguf")).expect("Gemma 3 loads")
 }
 
 #[test]

@@ -17,7 +17,7 @@ use crate::shared;
 const NS: NamespaceId = NamespaceId(3);
 
 fn model() -> Arc<Model> {
-    Arc::new(Model::load(shared::model_file("gemma-3-270m-q4_k_m.gguf")).expect("Gemma 3 loads"))
+    Arc::new(Model::load(shared::real_model("gemma-3-270m-q4_k_m.gguf")).expect("Gemma 3 loads"))
 }
 
 fn start(model: &Arc<Model>, cfg: EngineConfig) -> EngineHandle {

@@ -1,5 +1,6 @@
 //! Locates `../shared` (llama.cpp's golden outputs, test vocabularies, the stories260K models).
-//! A missing folder fails loudly: tests that need it must never pass by skipping.
+//! A missing folder fails loudly: tests that need it must never pass by skipping. Real models too
+//! large for it (Gemma 3) come from the models folder that `memoria pull` fills.
 
 use std::path::PathBuf;
 
@@ -31,19 +32,25 @@ pub fn json(rel: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// A real model in the models folder (`$MEMORIA_MODELS`, else `~/.cache/memoria/models`), the
-/// folder `memoria pull` fills. Missing fails loudly: tests that need it never skip.
-pub fn model_file(name: &str) -> PathBuf {
+/// A real model from the models folder (`$MEMORIA_MODELS`, default `~/.cache/memoria/models`,
+/// where `memoria pull` puts them). Missing is a failure, never a skip.
+pub fn real_model(file: &str) -> PathBuf {
     let dir = std::env::var_os("MEMORIA_MODELS")
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memoria/models"))
         })
         .expect("neither MEMORIA_MODELS nor HOME is set: cannot find the models folder");
-    let p = dir.join(name);
+    let p = dir.join(file);
+    let pull = match file {
+        "gemma-3-270m-q4_k_m.gguf" => "gemma3-270m",
+        "SmolLM2-135M-Instruct.Q4_1.gguf" => "smollm2-135m-instruct",
+        _ => "NAME",
+    };
     assert!(
         p.is_file(),
-        "model {name} not found at {} (fetch it with `memoria pull`, or set MEMORIA_MODELS)",
+        "real model missing: {} (run `memoria pull {pull}`, or set MEMORIA_MODELS to the folder \
+         holding {file})",
         p.display()
     );
     p

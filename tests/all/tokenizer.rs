@@ -1,6 +1,6 @@
 //! Integration tests: tokenizer. llama.cpp's own vocab test vectors, the golden tokenize files
 //! (ids with/without BOS and special parsing, pieces, detokenize), streaming decode, speed and
-//! load errors.
+//! load errors; the real models' golden files (SmolLM2's gpt2/smollm BPE, Gemma 3's SentencePiece).
 
 use crate::shared;
 use memoria_model::gguf::{GgufFile, GgufWriter, MetaArray, MetaValue};
@@ -87,10 +87,15 @@ fn piece_bytes(v: &Value) -> Vec<u8> {
 }
 
 fn check_golden(model_rel: &str, golden_rel: &str) {
-    let tok = load(model_rel);
+    check_golden_cases(&load(model_rel), golden_rel, 21);
+}
+
+/// Every case of a golden tokenize file: ids with/without BOS and special parsing, pieces and
+/// detokenized text, all exact.
+fn check_golden_cases(tok: &Tokenizer, golden_rel: &str, expected_cases: usize) {
     let golden = shared::json(golden_rel);
     let cases = golden["tokenize"].as_array().unwrap();
-    assert_eq!(cases.len(), 21, "{golden_rel}: case count");
+    assert_eq!(cases.len(), expected_cases, "{golden_rel}: case count");
     let mut failures = Vec::new();
     for case in cases {
         let prompt = case["prompt"].as_str().unwrap();
@@ -128,8 +133,8 @@ fn check_golden(model_rel: &str, golden_rel: &str) {
                 "{prompt:?} pieces_nobos:\n    want {want_pieces:?}\n    got  {got_pieces:?}"
             ));
         }
-        let want_text = case["detokenize_nobos"].as_str().unwrap();
-        let got_text = tok.decode(&nobos, false, false);
+        let want_text = piece_bytes(&case["detokenize_nobos"]);
+        let got_text = tok.decode(&nobos, false, false).into_bytes();
         if got_text != want_text {
             failures.push(format!(
                 "{prompt:?} detokenize_nobos:\n    want {want_text:?}\n    got  {got_text:?}"
@@ -168,6 +173,72 @@ fn golden_gpt2() {
         "vocab/ggml-vocab-gpt-2.gguf",
         "vocab/ggml-vocab-gpt-2.golden-tokenize.json",
     );
+}
+
+fn load_path(path: &std::path::Path) -> Tokenizer {
+    let f = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Tokenizer::from_gguf(&f).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn gemma3() -> Tokenizer {
+    load_path(&shared::real_model("gemma-3-270m-q4_k_m.gguf"))
+}
+
+/// SmolLM2: byte-level BPE with the `smollm` pre-tokenizer.
+#[test]
+fn golden_real_smollm2() {
+    let tok = load("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_eq!(tok.kind(), TokenizerKind::Bpe);
+    assert_eq!(tok.n_vocab(), 49152);
+    check_golden_cases(&tok, "golden/real/smollm2-tokenize.json", 26);
+}
+
+/// Gemma 3: SentencePiece without a space prefix, 165 user-defined tokens (runs of newlines,
+/// spaces and tabs, `<s>`, `</s>`...) matched before SPM, byte fallback.
+#[test]
+fn golden_real_gemma3() {
+    check_golden_cases(&gemma3(), "golden/real/gemma3-tokenize.json", 26);
+}
+
+#[test]
+fn gemma3_vocabulary_facts() {
+    let tok = gemma3();
+    assert_eq!(tok.kind(), TokenizerKind::Spm);
+    assert_eq!(tok.n_vocab(), 262144);
+    assert!(!tok.add_space_prefix());
+    assert!(tok.add_bos() && !tok.add_eos());
+    assert_eq!(
+        (tok.bos(), tok.eos(), tok.unk()),
+        (Some(2), Some(1), Some(3))
+    );
+    // <end_of_turn> ends a chat turn; `</s>` is made a control token by llama.cpp's end list,
+    // so it is matched only with parse_special, while the user-defined `<s>` always is.
+    let eot = tok.find_token("<end_of_turn>").unwrap();
+    assert_eq!(tok.eot(), Some(eot));
+    assert!(tok.is_eog(eot) && tok.is_eog(1));
+    let close = tok.find_token("</s>").unwrap();
+    assert!(tok.is_control(close) && tok.is_eog(close));
+    let open = tok.find_token("<s>").unwrap();
+    assert!(!tok.is_control(open));
+    assert_eq!(tok.encode("<s>", false, false), vec![open]);
+    assert_eq!(tok.encode("</s>", false, true), vec![close]);
+    assert_ne!(tok.encode("</s>", false, false), vec![close]);
+    // User-defined whitespace runs come out whole; no leading `▁` is added.
+    let nl2 = tok.find_token("\n\n").unwrap();
+    assert_eq!(tok.encode("\n\n", false, false), vec![nl2]);
+    assert_eq!(
+        tok.encode("a", false, false),
+        vec![tok.find_token("a").unwrap()]
+    );
+    // Byte fallback: a character outside the vocabulary becomes <0xXX> tokens and decodes back.
+    let text = "\u{10FFFD}";
+    let ids = tok.encode(text, false, false);
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(
+        ids.iter()
+            .all(|&id| tok.token_text(id).is_some_and(|t| t.starts_with("<0x")))
+    );
+    assert_eq!(tok.decode(&ids, false, false), text);
 }
 
 #[test]

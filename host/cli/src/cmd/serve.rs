@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use memoria_http::{HttpConfig, Reloader, Server, ServerParts};
 use memoria_kv::{KvElem, KvLayout, PinLevel};
-use memoria_model::chat::{CHATML_TEMPLATE, ChatTemplate};
+use memoria_model::chat::{ChatError, ChatTemplate};
 use memoria_model::llama::Model;
 use memoria_model::synth::demo;
 use memoria_model::tokenizer::Tokenizer;
@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// K/V cache element type: f16, f32, q8_0 or q4_0.
     #[arg(long = "cache-type", value_parser = super::run::parse_kv)]
     cache_type: Option<KvElem>,
+    /// Chat template by built-in name (chatml, gemma, llama3, llama2, phi3, mistral-v7, zephyr,
+    /// ...) instead of the model's; default: the model's, else gemma for Gemma, else chatml.
+    #[arg(long = "chat-template")]
+    chat_template: Option<String>,
 }
 
 impl ServeArgs {
@@ -77,6 +81,7 @@ impl ServeArgs {
             admin_key: self.admin_key.clone(),
             threads: self.threads,
             cache_type: self.cache_type,
+            chat_template: self.chat_template.clone(),
         }
     }
 }
@@ -243,27 +248,20 @@ fn components(
     Ok(Arc::new(rt))
 }
 
-/// The configured template, the model's, or ChatML.
+/// The configured template (built-in name or Jinja), the model's, or its architecture's
+/// built-in default (llama-server's choice).
 fn chat_template(
     cfg: &ServeConfig,
     model: &Model,
     tok: &Tokenizer,
 ) -> anyhow::Result<ChatTemplate> {
-    let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_string();
-    let (bos, eos) = (text(tok.bos()), text(tok.eos()));
-    let source = cfg.chat_template.clone().or_else(|| {
-        model
-            .gguf()
-            .get_str("tokenizer.chat_template")
-            .map(str::to_string)
-    });
-    if let Some(src) = source {
-        match ChatTemplate::new(&src, &bos, &eos) {
-            Ok(t) => return Ok(t),
-            Err(e) => eprintln!("memoria: the chat template does not compile ({e}); using ChatML"),
-        }
+    let configured = cfg.chat_template.as_deref();
+    match ChatTemplate::for_model(model.gguf(), tok, configured) {
+        Ok(t) => return Ok(t),
+        Err(e @ ChatError::UnknownBuiltin { .. }) => return Err(e.into()),
+        Err(e) => eprintln!("memoria: the chat template does not compile ({e}); using the default"),
     }
-    ChatTemplate::new(CHATML_TEMPLATE, &bos, &eos).context("the built-in ChatML template")
+    ChatTemplate::default_for(model.gguf(), tok).context("the built-in default chat template")
 }
 
 /// The hot pool's bytes: the configured budget, which must hold every namespace's running

@@ -31,6 +31,8 @@ pub struct Overrides {
     pub admin_key: Option<String>,
     pub threads: Option<usize>,
     pub cache_type: Option<KvElem>,
+    /// `--chat-template`: a built-in template name (or Jinja source).
+    pub chat_template: Option<String>,
 }
 
 /// A validated server configuration.
@@ -42,6 +44,8 @@ pub struct ServeConfig {
     pub model_name: Option<String>,
     /// 0: the model's training context.
     pub context: usize,
+    /// A built-in template name (`gemma`, `chatml`, ...) or Jinja source; None: the model's,
+    /// else its architecture's default.
     pub chat_template: Option<String>,
     pub threads: usize,
     pub admin_key: Option<String>,
@@ -134,7 +138,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         model: o.model.clone().or(raw.model.path.clone()),
         model_name: raw.model.name.clone(),
         context: o.context.or(raw.model.context).unwrap_or(0),
-        chat_template: raw.model.chat_template.clone(),
+        chat_template: o.chat_template.clone().or(raw.model.chat_template.clone()),
         threads: o.threads.or(s.threads).unwrap_or(0),
         admin_key,
         max_body_bytes,

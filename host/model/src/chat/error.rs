@@ -15,6 +15,9 @@ pub enum ChatError {
     /// Any other failure while rendering (undefined operations, bad types, ...).
     #[error("chat template render error: {0}")]
     Render(String),
+    /// `--chat-template NAME` names no built-in template.
+    #[error("unknown built-in chat template `{name}` (known: {known})")]
+    UnknownBuiltin { name: String, known: String },
 }
 
 /// The source attached to the minijinja error that `raise_exception` returns, so that rendering

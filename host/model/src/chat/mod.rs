@@ -2,8 +2,10 @@
 //! conversation as HF transformers' `apply_chat_template` and llama.cpp's server (`--jinja`) do.
 //! Invariants: a template is compiled once, in [`ChatTemplate::new`], so syntax errors surface
 //! there and never while rendering; rendering reads only its arguments, the BOS/EOS texts and, for
-//! `strftime_now`, the clock; the Jinja dialect is HF's (see `env`).
+//! `strftime_now`, the clock; the Jinja dialect is HF's (see `env`). A model without a template
+//! gets a built-in one by name (`builtin`), as llama.cpp's `--chat-template NAME`.
 
+mod builtin;
 mod env;
 mod error;
 mod json;
@@ -14,7 +16,11 @@ mod tests;
 use minijinja::{Environment, Value, context};
 use serde::{Deserialize, Serialize};
 
+pub use builtin::{BUILTIN_NAMES, default_for_arch};
 pub use error::ChatError;
+
+use crate::gguf::GgufFile;
+use crate::tokenizer::Tokenizer;
 
 /// One turn of a conversation: `role` is "system", "user", "assistant" (or what a template knows).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,10 +51,10 @@ impl ChatMessage {
 }
 
 /// ChatML, the template llama.cpp falls back to when a model ships none.
-pub const CHATML_TEMPLATE: &str = "{%- for message in messages %}\
-{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}\
-{%- endfor %}\
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+pub const CHATML_TEMPLATE: &str = builtin::CHATML;
+
+/// GGUF key of a model's own template.
+const GGUF_TEMPLATE_KEY: &str = "tokenizer.chat_template";
 
 /// The name the template is registered under in its private environment.
 const NAME: &str = "chat_template";
@@ -57,6 +63,8 @@ const NAME: &str = "chat_template";
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
+    /// The built-in name, for a template made by [`ChatTemplate::builtin`].
+    builtin: Option<&'static str>,
     bos_token: String,
     eos_token: String,
 }
@@ -80,9 +88,66 @@ impl ChatTemplate {
         Ok(ChatTemplate {
             env,
             source: source.to_owned(),
+            builtin: None,
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
         })
+    }
+
+    /// The built-in template `name` (`chatml`, `gemma`, `llama3`, `llama2`, `phi3`, ... see
+    /// [`BUILTIN_NAMES`]), formatting exactly as llama.cpp's template of that name.
+    pub fn builtin(
+        name: &str,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<ChatTemplate, ChatError> {
+        let (Some(&known), Some(source)) = (
+            BUILTIN_NAMES.iter().find(|&&n| n == name),
+            builtin::source(name),
+        ) else {
+            return Err(ChatError::UnknownBuiltin {
+                name: name.to_owned(),
+                known: BUILTIN_NAMES.join(", "),
+            });
+        };
+        let mut t = ChatTemplate::new(&source, bos_token, eos_token)?;
+        t.builtin = Some(known);
+        Ok(t)
+    }
+
+    /// The template to chat with a model, as llama-server chooses it: `override_template` when
+    /// given (Jinja source if it holds `{{` or `{%`, else a built-in name, unknown ones an error), else the file's `tokenizer.chat_template`,
+    /// else the architecture's built-in default (`gemma` for Gemma, ChatML otherwise). BOS/EOS
+    /// texts come from the tokenizer. A file template that does not compile is an error (the
+    /// caller may fall back to [`ChatTemplate::default_for`]).
+    pub fn for_model(
+        gguf: &GgufFile,
+        tok: &Tokenizer,
+        override_template: Option<&str>,
+    ) -> Result<ChatTemplate, ChatError> {
+        let (bos, eos) = special_texts(tok);
+        match override_template {
+            Some(source) if source.contains("{{") || source.contains("{%") => {
+                ChatTemplate::new(source, &bos, &eos)
+            }
+            Some(name) => ChatTemplate::builtin(name.trim(), &bos, &eos),
+            None => match gguf.get_str(GGUF_TEMPLATE_KEY) {
+                Some(source) => ChatTemplate::new(source, &bos, &eos),
+                None => ChatTemplate::default_for(gguf, tok),
+            },
+        }
+    }
+
+    /// The built-in default of the file's architecture (`general.architecture`).
+    pub fn default_for(gguf: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, ChatError> {
+        let (bos, eos) = special_texts(tok);
+        let arch = gguf.get_str("general.architecture").unwrap_or("");
+        ChatTemplate::builtin(default_for_arch(arch), &bos, &eos)
+    }
+
+    /// The built-in name, when this is a built-in template.
+    pub fn builtin_name(&self) -> Option<&'static str> {
+        self.builtin
     }
 
     /// Renders `messages`; with `add_generation_prompt` the template appends the opening of an
@@ -121,4 +186,10 @@ impl ChatTemplate {
     pub fn eos_token(&self) -> &str {
         &self.eos_token
     }
+}
+
+/// The BOS and EOS token texts a template is rendered with (empty when the vocabulary has none).
+fn special_texts(tok: &Tokenizer) -> (String, String) {
+    let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_owned();
+    (text(tok.bos()), text(tok.eos()))
 }

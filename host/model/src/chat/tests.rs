@@ -1,7 +1,7 @@
 //! Unit tests of the chat-template dialect: HF's whitespace rules, python methods, `tojson`,
 //! `raise_exception`, `strftime_now`, syntax errors and the ChatML fallback.
 
-use super::{CHATML_TEMPLATE, ChatError, ChatMessage, ChatTemplate};
+use super::{BUILTIN_NAMES, CHATML_TEMPLATE, ChatError, ChatMessage, ChatTemplate};
 
 fn render(source: &str, messages: &[ChatMessage]) -> Result<String, ChatError> {
     ChatTemplate::new(source, "<s>", "</s>")?.render(messages, false)
@@ -150,4 +150,222 @@ fn chat_message_serde_round_trip() {
     let messages: Vec<ChatMessage> = serde_json::from_str(json).unwrap();
     assert_eq!(messages, vec![ChatMessage::user("hi")]);
     assert_eq!(serde_json::to_string(&messages).unwrap(), json);
+}
+
+/// The conversation of llama.cpp's `tests/test-chat-template.cpp`.
+fn llama_cpp_conversation() -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::system("You are a helpful assistant"),
+        ChatMessage::user("Hello"),
+        ChatMessage::assistant("Hi there"),
+        ChatMessage::user("Who are you"),
+        ChatMessage::assistant("   I am an assistant   "),
+        ChatMessage::user("Another question"),
+    ]
+}
+
+/// Every built-in renders llama.cpp's conversation (add_ass = true) exactly as llama.cpp's
+/// template of that name: the expected strings are those of `test-chat-template.cpp`, or
+/// (zephyr, falcon3, llama2-sys, mistral-v7-tekken) follow `llm_chat_apply_template` by hand.
+#[test]
+fn builtin_templates_format_as_llama_cpp() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "chatml",
+            "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n<|im_start|>assistant\n",
+        ),
+        (
+            "llama2",
+            "[INST] You are a helpful assistant\nHello [/INST]Hi there</s>[INST] Who are you [/INST]   I am an assistant   </s>[INST] Another question [/INST]",
+        ),
+        (
+            "llama2-sys",
+            "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who are you [/INST]   I am an assistant   </s>[INST] Another question [/INST]",
+        ),
+        (
+            "llama2-sys-bos",
+            "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s><s>[INST] Who are you [/INST]   I am an assistant   </s><s>[INST] Another question [/INST]",
+        ),
+        (
+            "llama2-sys-strip",
+            "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who are you [/INST]I am an assistant</s>[INST] Another question [/INST]",
+        ),
+        (
+            "mistral-v1",
+            " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]    I am an assistant   </s> [INST] Another question [/INST]",
+        ),
+        (
+            "mistral-v3",
+            "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST] I am an assistant</s>[INST] Another question[/INST]",
+        ),
+        (
+            "mistral-v3-tekken",
+            "[INST]You are a helpful assistant\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]   I am an assistant   </s>[INST]Another question[/INST]",
+        ),
+        (
+            "mistral-v7",
+            "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi there</s>[INST] Who are you[/INST]    I am an assistant   </s>[INST] Another question[/INST]",
+        ),
+        (
+            "mistral-v7-tekken",
+            "[SYSTEM_PROMPT]You are a helpful assistant[/SYSTEM_PROMPT][INST]Hello[/INST]Hi there</s>[INST]Who are you[/INST]   I am an assistant   </s>[INST]Another question[/INST]",
+        ),
+        (
+            "phi3",
+            "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n<|user|>\nWho are you<|end|>\n<|assistant|>\n   I am an assistant   <|end|>\n<|user|>\nAnother question<|end|>\n<|assistant|>\n",
+        ),
+        (
+            "phi4",
+            "<|im_start|>system<|im_sep|>You are a helpful assistant<|im_end|><|im_start|>user<|im_sep|>Hello<|im_end|><|im_start|>assistant<|im_sep|>Hi there<|im_end|><|im_start|>user<|im_sep|>Who are you<|im_end|><|im_start|>assistant<|im_sep|>   I am an assistant   <|im_end|><|im_start|>user<|im_sep|>Another question<|im_end|><|im_start|>assistant<|im_sep|>",
+        ),
+        (
+            "falcon3",
+            "<|system|>\nYou are a helpful assistant\n<|user|>\nHello\n<|assistant|>\nHi there\n<|user|>\nWho are you\n<|assistant|>\n   I am an assistant   \n<|user|>\nAnother question\n<|assistant|>\n",
+        ),
+        (
+            "zephyr",
+            "<|system|>\nYou are a helpful assistant<|endoftext|>\n<|user|>\nHello<|endoftext|>\n<|assistant|>\nHi there<|endoftext|>\n<|user|>\nWho are you<|endoftext|>\n<|assistant|>\n   I am an assistant   <|endoftext|>\n<|user|>\nAnother question<|endoftext|>\n<|assistant|>\n",
+        ),
+        (
+            "monarch",
+            "system\nYou are a helpful assistant</s>\n<s>user\nHello</s>\n<s>assistant\nHi there</s>\n<s>user\nWho are you</s>\n<s>assistant\n   I am an assistant   </s>\n<s>user\nAnother question</s>\n<s>assistant\n",
+        ),
+        (
+            "gemma",
+            "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n",
+        ),
+        (
+            "orion",
+            "Human: You are a helpful assistant\n\nHello\n\nAssistant: </s>Hi there</s>Human: Who are you\n\nAssistant: </s>   I am an assistant   </s>Human: Another question\n\nAssistant: </s>",
+        ),
+        (
+            "openchat",
+            "You are a helpful assistant<|end_of_turn|>GPT4 Correct User: Hello<|end_of_turn|>GPT4 Correct Assistant: Hi there<|end_of_turn|>GPT4 Correct User: Who are you<|end_of_turn|>GPT4 Correct Assistant:    I am an assistant   <|end_of_turn|>GPT4 Correct User: Another question<|end_of_turn|>GPT4 Correct Assistant:",
+        ),
+        (
+            "vicuna",
+            "You are a helpful assistant\n\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\nASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:",
+        ),
+        (
+            "vicuna-orca",
+            "SYSTEM: You are a helpful assistant\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\nASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:",
+        ),
+        (
+            "deepseek",
+            "You are a helpful assistant### Instruction:\nHello\n### Response:\nHi there\n<|EOT|>\n### Instruction:\nWho are you\n### Response:\n   I am an assistant   \n<|EOT|>\n### Instruction:\nAnother question\n### Response:\n",
+        ),
+        (
+            "llama3",
+            "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        ),
+    ];
+    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    assert_eq!(names, BUILTIN_NAMES, "one case per built-in, in order");
+    let conv = llama_cpp_conversation();
+    for (name, want) in cases {
+        let t = ChatTemplate::builtin(name, "<s>", "</s>").unwrap();
+        assert_eq!(t.builtin_name(), Some(*name));
+        assert_eq!(&t.render(&conv, true).unwrap(), want, "built-in {name}");
+    }
+}
+
+/// Without a generation prompt the opening of the assistant turn is left out.
+#[test]
+fn builtin_gemma_and_chatml_without_generation_prompt() {
+    let conv = [ChatMessage::user("  Hi  ")];
+    let gemma = ChatTemplate::builtin("gemma", "<bos>", "<eos>").unwrap();
+    assert_eq!(
+        gemma.render(&conv, false).unwrap(),
+        "<start_of_turn>user\nHi<end_of_turn>\n"
+    );
+    // A system prompt with no user turn after it is dropped, as in llama.cpp.
+    let sys_only = [ChatMessage::system("S")];
+    assert_eq!(
+        gemma.render(&sys_only, true).unwrap(),
+        "<start_of_turn>model\n"
+    );
+    let chatml = ChatTemplate::builtin("chatml", "", "").unwrap();
+    assert_eq!(
+        chatml.render(&conv, false).unwrap(),
+        "<|im_start|>user\n  Hi  <|im_end|>\n"
+    );
+}
+
+/// llama.cpp trims with C `isspace`: ASCII whitespace goes, a no-break space stays.
+#[test]
+fn builtin_trim_is_c_isspace() {
+    let t = ChatTemplate::builtin("llama3", "", "").unwrap();
+    let conv = [ChatMessage::user("\u{0B}\u{0C}\r\n\t x \u{A0}")];
+    assert_eq!(
+        t.render(&conv, false).unwrap(),
+        "<|start_header_id|>user<|end_header_id|>\n\nx \u{A0}<|eot_id|>"
+    );
+}
+
+#[test]
+fn unknown_builtin_name_lists_the_known_ones() {
+    let e = ChatTemplate::builtin("nope", "", "").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ChatError::UnknownBuiltin { .. }), "{msg}");
+    assert!(
+        msg.contains("nope") && msg.contains("gemma") && msg.contains("chatml"),
+        "{msg}"
+    );
+    assert_eq!(super::default_for_arch("gemma3"), "gemma");
+    assert_eq!(super::default_for_arch("llama"), "chatml");
+}
+
+/// llama-server's choice: the override (built-in name or Jinja), else the file's template, else
+/// the architecture's default; BOS/EOS texts from the vocabulary.
+#[test]
+fn for_model_prefers_override_then_file_then_arch_default() {
+    use crate::gguf::{GgufFile, GgufWriter, MetaArray, MetaValue};
+    use crate::tokenizer::Tokenizer;
+    let file = |arch: &str, template: Option<&str>| {
+        let mut w = GgufWriter::new();
+        w.set("general.architecture", MetaValue::String(arch.into()));
+        w.set("tokenizer.ggml.model", MetaValue::String("llama".into()));
+        let tokens = ["<unk>", "<s>", "</s>", "a"].map(String::from).to_vec();
+        w.set(
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(MetaArray::String(tokens)),
+        );
+        if let Some(t) = template {
+            w.set("tokenizer.chat_template", MetaValue::String(t.into()));
+        }
+        GgufFile::from_bytes(w.to_bytes()).unwrap()
+    };
+    let pick = |f: &GgufFile, o: Option<&str>| {
+        let tok = Tokenizer::from_gguf(f).unwrap();
+        ChatTemplate::for_model(f, &tok, o)
+    };
+    let own = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
+    let with_own = file("llama", Some(own));
+    let t = pick(&with_own, None).unwrap();
+    assert_eq!((t.builtin_name(), t.source()), (None, own));
+    assert_eq!(
+        t.render(&[ChatMessage::user("x")], false).unwrap(),
+        "<s>x</s>"
+    );
+    assert_eq!(
+        pick(&with_own, Some("gemma")).unwrap().builtin_name(),
+        Some("gemma")
+    );
+    let jinja = "{% for m in messages %}[{{ m.content }}]{% endfor %}";
+    assert_eq!(pick(&with_own, Some(jinja)).unwrap().source(), jinja);
+    assert!(matches!(
+        pick(&with_own, Some("gemmaa")),
+        Err(ChatError::UnknownBuiltin { .. })
+    ));
+    let gemma = file("gemma3", None);
+    assert_eq!(pick(&gemma, None).unwrap().builtin_name(), Some("gemma"));
+    let llama = file("llama", None);
+    assert_eq!(pick(&llama, None).unwrap().builtin_name(), Some("chatml"));
+    // A file template that does not compile is an error; the default is the way out.
+    let broken = file("gemma3", Some("{% for %}"));
+    assert!(matches!(pick(&broken, None), Err(ChatError::Syntax(_))));
+    let tok = Tokenizer::from_gguf(&broken).unwrap();
+    let t = ChatTemplate::default_for(&broken, &tok).unwrap();
+    assert_eq!(t.builtin_name(), Some("gemma"));
+    assert_eq!((t.bos_token(), t.eos_token()), ("<s>", "</s>"));
 }

@@ -13,7 +13,7 @@ use memmap2::Mmap;
 
 use super::error::GgufError;
 use super::reader::{Parsed, parse};
-use super::tensor::TensorInfo;
+use super::tensor::{TensorInfo, UnsupportedTensor};
 use super::value::{MetaArray, MetaValue};
 
 enum Backing {
@@ -40,6 +40,7 @@ pub struct GgufFile {
     key_index: HashMap<String, usize>,
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
+    unsupported: Vec<UnsupportedTensor>,
 }
 
 impl GgufFile {
@@ -76,6 +77,7 @@ impl GgufFile {
             key_index,
             tensors,
             tensor_index,
+            unsupported,
         } = parse(backing.bytes())?;
         Ok(GgufFile {
             backing,
@@ -86,6 +88,7 @@ impl GgufFile {
             key_index,
             tensors,
             tensor_index,
+            unsupported,
         })
     }
 
@@ -149,6 +152,21 @@ impl GgufFile {
         self.tensor_index.get(name).map(|&i| &self.tensors[i])
     }
 
+    /// Tensors whose ggml type memoria does not compute with, in file order. They are not in
+    /// [`GgufFile::tensors`]; the metadata is usable, running the model is not.
+    pub fn unsupported_tensors(&self) -> &[UnsupportedTensor] {
+        &self.unsupported
+    }
+
+    /// An error naming the first tensor of an unsupported type, if there is one: what loading
+    /// a model from this file must fail with.
+    pub fn check_tensor_types(&self) -> Result<(), GgufError> {
+        match self.unsupported.first() {
+            Some(t) => Err(t.error()),
+            None => Ok(()),
+        }
+    }
+
     /// The tensor's bytes, borrowed from the mapping.
     ///
     /// # Panics
@@ -193,6 +211,7 @@ impl fmt::Debug for GgufFile {
             .field("alignment", &self.alignment)
             .field("metadata_keys", &self.metadata.len())
             .field("tensors", &self.tensors.len())
+            .field("unsupported_tensors", &self.unsupported.len())
             .field("file_size", &self.file_size())
             .finish()
     }

@@ -18,6 +18,6 @@ mod tests;
 pub use error::GgufError;
 pub use file::GgufFile;
 pub use reader::{DEFAULT_ALIGNMENT, MAX_ARRAY_DEPTH};
-pub use tensor::{MAX_DIMS, TensorInfo};
+pub use tensor::{MAX_DIMS, TensorInfo, UnsupportedTensor};
 pub use value::{MetaArray, MetaValue, ValueType};
 pub use writer::{GgufWriter, WRITE_VERSION};

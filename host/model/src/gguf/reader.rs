@@ -2,7 +2,9 @@
 //!
 //! Invariant: the parser never panics and never allocates more than a constant times the file
 //! size, whatever the input: every count is checked against the bytes left, array nesting is
-//! capped, and every tensor is checked for type, shape, alignment, bounds and overlap.
+//! capped, and every tensor is checked for shape, alignment, bounds and overlap. A tensor of a
+//! type memoria does not compute with is kept aside ([`UnsupportedTensor`]): its shape, alignment
+//! and start are checked, its extent (unknown) is taken as one byte for bounds and overlap.
 
 use std::collections::HashMap;
 
@@ -10,7 +12,7 @@ use memoria_kernels::GgmlType;
 
 use super::cursor::Cursor;
 use super::error::GgufError;
-use super::tensor::{MAX_DIMS, TensorInfo, data_size};
+use super::tensor::{MAX_DIMS, TensorInfo, UnsupportedTensor, check_dims, data_size};
 use super::value::{MetaArray, MetaValue, ValueType};
 
 /// Alignment of the data section when `general.alignment` is absent.
@@ -31,6 +33,7 @@ pub(crate) struct Parsed {
     pub key_index: HashMap<String, usize>,
     pub tensors: Vec<TensorInfo>,
     pub tensor_index: HashMap<String, usize>,
+    pub unsupported: Vec<UnsupportedTensor>,
 }
 
 pub(crate) fn parse(buf: &[u8]) -> Result<Parsed, GgufError> {
@@ -60,7 +63,11 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Parsed, GgufError> {
         .offset()
         .checked_next_multiple_of(alignment)
         .ok_or(GgufError::BadAlignment { alignment })?;
-    let (tensors, tensor_index) = place_tensors(raw, alignment, data_offset, buf.len() as u64)?;
+    let Tensors {
+        tensors,
+        index: tensor_index,
+        unsupported,
+    } = place_tensors(raw, alignment, data_offset, buf.len() as u64)?;
     Ok(Parsed {
         version,
         alignment,
@@ -69,6 +76,7 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Parsed, GgufError> {
         key_index,
         tensors,
         tensor_index,
+        unsupported,
     })
 }
 
@@ -279,7 +287,12 @@ fn read_tensor_infos(cur: &mut Cursor<'_>, tensor_count: u64) -> Result<Vec<RawT
     Ok(out)
 }
 
-type Tensors = (Vec<TensorInfo>, HashMap<String, usize>);
+/// Placed tensors: the ones with a known type (by name in `index`), and the others.
+struct Tensors {
+    tensors: Vec<TensorInfo>,
+    index: HashMap<String, usize>,
+    unsupported: Vec<UnsupportedTensor>,
+}
 
 /// Resolves types, sizes and absolute offsets; checks alignment, bounds, duplicates and overlap.
 fn place_tensors(
@@ -290,19 +303,21 @@ fn place_tensors(
 ) -> Result<Tensors, GgufError> {
     let mut tensors = Vec::with_capacity(raw.len());
     let mut index = HashMap::with_capacity(raw.len());
+    let mut unsupported = Vec::new();
+    let mut names = std::collections::HashSet::with_capacity(raw.len());
     for t in raw {
-        if index.contains_key(&t.name) {
+        if !names.insert(t.name.clone()) {
             return Err(GgufError::DuplicateTensor {
                 tensor: t.name,
                 offset: t.at,
             });
         }
-        let ty = GgmlType::from_id(t.type_id).ok_or_else(|| GgufError::UnknownTensorType {
-            tensor: t.name.clone(),
-            type_id: t.type_id,
-            type_name: GgmlType::name_of_id(t.type_id),
-        })?;
-        let size = data_size(&t.name, &t.dims, ty)?;
+        let ty = GgmlType::from_id(t.type_id);
+        // Every tensor has at least one element of at least one byte.
+        let size = match ty {
+            Some(ty) => data_size(&t.name, &t.dims, ty)?,
+            None => check_dims(&t.name, &t.dims).map(|_| 1)?,
+        };
         if !t.rel_offset.is_multiple_of(alignment) {
             return Err(GgufError::MisalignedTensor {
                 tensor: t.name,
@@ -323,27 +338,51 @@ fn place_tensors(
                 });
             }
         }
-        index.insert(t.name.clone(), tensors.len());
-        tensors.push(TensorInfo {
-            name: t.name,
-            dims: t.dims,
-            ty,
-            offset: data_offset + t.rel_offset,
-            size,
-        });
+        let offset = data_offset + t.rel_offset;
+        match ty {
+            Some(ty) => {
+                index.insert(t.name.clone(), tensors.len());
+                tensors.push(TensorInfo {
+                    name: t.name,
+                    dims: t.dims,
+                    ty,
+                    offset,
+                    size,
+                });
+            }
+            None => unsupported.push(UnsupportedTensor {
+                name: t.name,
+                dims: t.dims,
+                type_id: t.type_id,
+                offset,
+            }),
+        }
     }
-    check_overlap(&tensors)?;
-    Ok((tensors, index))
+    check_overlap(&tensors, &unsupported)?;
+    Ok(Tensors {
+        tensors,
+        index,
+        unsupported,
+    })
 }
 
-fn check_overlap(tensors: &[TensorInfo]) -> Result<(), GgufError> {
-    let mut order: Vec<&TensorInfo> = tensors.iter().collect();
-    order.sort_by_key(|t| t.offset);
+/// No two data ranges share a byte; an unsupported tensor counts as its first byte.
+fn check_overlap(
+    tensors: &[TensorInfo],
+    unsupported: &[UnsupportedTensor],
+) -> Result<(), GgufError> {
+    let mut order: Vec<(u64, u64, &str)> = tensors
+        .iter()
+        .map(|t| (t.offset, t.size, t.name.as_str()))
+        .chain(unsupported.iter().map(|t| (t.offset, 1, t.name.as_str())))
+        .collect();
+    order.sort_unstable();
     for pair in order.windows(2) {
-        if pair[0].offset + pair[0].size > pair[1].offset {
+        let ((a_off, a_size, a), (b_off, _, b)) = (pair[0], pair[1]);
+        if a_off + a_size > b_off {
             return Err(GgufError::TensorsOverlap {
-                a: pair[0].name.clone(),
-                b: pair[1].name.clone(),
+                a: a.to_owned(),
+                b: b.to_owned(),
             });
         }
     }

@@ -41,8 +41,43 @@ impl TensorInfo {
     }
 }
 
-/// Checks a tensor shape for type `ty` and returns its data size in bytes.
-pub(crate) fn data_size(tensor: &str, dims: &[u64], ty: GgmlType) -> Result<u64, GgufError> {
+/// A tensor whose ggml type memoria does not compute with. Its data size is unknown, so only
+/// its start is placed: the file opens (metadata, tokenizer, `inspect`), loading a model fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedTensor {
+    pub name: String,
+    /// ggml `ne` order, checked as for any tensor (1..=4 dims, each >= 1, no overflow).
+    pub dims: Vec<u64>,
+    /// The raw ggml type id from the file.
+    pub type_id: u32,
+    /// Absolute file offset of the first data byte (inside the file, aligned).
+    pub offset: u64,
+}
+
+impl UnsupportedTensor {
+    /// The ggml name of the type (`q4_1`, `iq2_xxs`, ...) or `unknown`.
+    pub fn type_name(&self) -> &'static str {
+        GgmlType::name_of_id(self.type_id)
+    }
+
+    /// Total number of elements (product of the dims).
+    pub fn n_elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// The error that running a model with this tensor gives.
+    pub fn error(&self) -> GgufError {
+        GgufError::UnknownTensorType {
+            tensor: self.name.clone(),
+            type_id: self.type_id,
+            type_name: self.type_name(),
+        }
+    }
+}
+
+/// Checks a shape whatever the type: 1..=4 dims, each nonzero and <= i64::MAX, and an element
+/// count that fits in u64. Returns the row count (product of `dims[1..]`).
+pub(crate) fn check_dims(tensor: &str, dims: &[u64]) -> Result<u64, GgufError> {
     let bad = |reason: String| GgufError::BadDims {
         tensor: tensor.to_owned(),
         dims: dims.to_vec(),
@@ -68,6 +103,17 @@ pub(crate) fn data_size(tensor: &str, dims: &[u64], ty: GgmlType) -> Result<u64,
     }
     rows.checked_mul(dims[0])
         .ok_or_else(|| bad("element count overflows".to_owned()))?;
+    Ok(rows)
+}
+
+/// Checks a tensor shape for type `ty` and returns its data size in bytes.
+pub(crate) fn data_size(tensor: &str, dims: &[u64], ty: GgmlType) -> Result<u64, GgufError> {
+    let rows = check_dims(tensor, dims)?;
+    let bad = |reason: String| GgufError::BadDims {
+        tensor: tensor.to_owned(),
+        dims: dims.to_vec(),
+        reason,
+    };
     let cols =
         usize::try_from(dims[0]).map_err(|_| bad("row length overflows usize".to_owned()))?;
     let row_bytes = ty.row_bytes(cols).ok_or_else(|| {

@@ -356,16 +356,6 @@ fn gguf_rejects_bad_alignment() {
 
 #[test]
 fn gguf_rejects_bad_tensor_types_and_dims() {
-    match err(raw_file(3, &[], &[("w", &[32], 3, 0)], 64)) {
-        GgufError::UnknownTensorType {
-            tensor,
-            type_id,
-            type_name,
-        } => {
-            assert_eq!((tensor.as_str(), type_id, type_name), ("w", 3, "q4_1"))
-        }
-        e => panic!("{e}"),
-    }
     let dims_err = |dims: &[u64], ty: u32| err(raw_file(3, &[], &[("w", dims, ty, 0)], 64));
     assert!(matches!(
         dims_err(&[1, 1, 1, 1, 1], 0),
@@ -453,4 +443,111 @@ proptest! {
             }
         }
     }
+}
+
+/// A tensor of a type memoria does not compute with: the file opens (metadata and the other
+/// tensors usable), the tensor is listed apart, and `check_tensor_types` names it and its type.
+#[test]
+fn gguf_unsupported_tensor_type_opens_and_is_listed_apart() {
+    let tensors = [
+        ("a", &[8u64][..], 0, 0),
+        ("iq", &[256u64, 2][..], 16, 32),
+        ("b", &[4u64][..], 0, 96),
+    ];
+    let kv = [("general.name", MetaValue::String("lenient".into()))];
+    let f = GgufFile::from_bytes(raw_file(3, &kv, &tensors, 128)).unwrap();
+    assert_eq!(f.get_str("general.name"), Some("lenient"));
+    let names: Vec<&str> = f.tensors().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(f.tensor("iq").is_none());
+    let u = f.unsupported_tensors();
+    assert_eq!(u.len(), 1);
+    assert_eq!(
+        (u[0].name.as_str(), u[0].type_id, u[0].dims.as_slice()),
+        ("iq", 16, &[256u64, 2][..])
+    );
+    assert_eq!(u[0].offset, f.data_offset() + 32);
+    assert_eq!(u[0].n_elements(), 512);
+    assert_eq!(u[0].type_name(), GgmlType::name_of_id(16));
+    let e = f.check_tensor_types().unwrap_err();
+    assert!(matches!(
+        e,
+        GgufError::UnknownTensorType { type_id: 16, .. }
+    ));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "tensor 'iq': type 16 ({}) is not supported",
+            GgmlType::name_of_id(16)
+        )
+    );
+    // No unsupported tensor: the check passes.
+    let f = GgufFile::from_bytes(raw_file(3, &[], &tensors[..1], 64)).unwrap();
+    f.check_tensor_types().unwrap();
+}
+
+/// Every check but the data size still applies to a tensor of an unsupported type.
+#[test]
+fn gguf_unsupported_tensor_type_keeps_other_checks() {
+    let one = |dims: &'static [u64], off: u64, data: usize| {
+        err(raw_file(3, &[], &[("iq", dims, 16, off)], data))
+    };
+    assert!(matches!(one(&[], 0, 64), GgufError::BadDims { .. }));
+    assert!(matches!(one(&[4, 0], 0, 64), GgufError::BadDims { .. }));
+    assert!(matches!(
+        one(&[1 << 32, 1 << 32, 1 << 32], 0, 64),
+        GgufError::BadDims { .. }
+    ));
+    assert!(matches!(
+        one(&[4], 16, 64),
+        GgufError::MisalignedTensor { .. }
+    ));
+    // Its first byte must lie inside the file.
+    assert!(matches!(
+        one(&[4], 64, 64),
+        GgufError::TensorOutOfBounds { .. }
+    ));
+    assert!(matches!(
+        one(&[4], u64::MAX - 31, 64),
+        GgufError::TensorOutOfBounds { .. }
+    ));
+    // It may not start inside another tensor's data, nor share a name.
+    let overlap = [("a", &[16u64][..], 0, 0), ("iq", &[4u64][..], 16, 32)];
+    assert!(matches!(
+        err(raw_file(3, &[], &overlap, 128)),
+        GgufError::TensorsOverlap { .. }
+    ));
+    let twice = [("iq", &[4u64][..], 16, 0), ("iq", &[4u64][..], 0, 32)];
+    assert!(matches!(
+        err(raw_file(3, &[], &twice, 128)),
+        GgufError::DuplicateTensor { .. }
+    ));
+}
+
+/// The writer writes tensors of raw type ids; the reader lists them apart.
+#[test]
+fn gguf_writer_raw_tensor_round_trip() {
+    let mut w = GgufWriter::new();
+    w.add_tensor("a", &[4], GgmlType::F32, vec![0; 16]).unwrap();
+    w.add_raw_tensor("iq", &[256, 3], 16, vec![7; 200]).unwrap();
+    // A known id goes through the size check.
+    assert!(matches!(
+        w.add_raw_tensor("b", &[4], 0, vec![0; 3]),
+        Err(GgufError::WrongDataLength { .. })
+    ));
+    assert!(w.add_raw_tensor("c", &[4], 16, Vec::new()).is_err());
+    assert!(w.add_raw_tensor("c", &[0], 16, vec![1]).is_err());
+    assert!(matches!(
+        w.add_raw_tensor("iq", &[4], 16, vec![1]),
+        Err(GgufError::DuplicateTensor { .. })
+    ));
+    assert_eq!(w.tensor_count(), 2);
+    let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
+    assert_eq!(f.tensors().len(), 1);
+    let u = &f.unsupported_tensors()[0];
+    assert_eq!((u.name.as_str(), u.type_id), ("iq", 16));
+    assert_eq!(
+        &f.bytes()[u.offset as usize..u.offset as usize + 200],
+        &[7; 200][..]
+    );
 }

@@ -13,7 +13,7 @@ use memoria_kernels::GgmlType;
 
 use super::error::GgufError;
 use super::reader::DEFAULT_ALIGNMENT;
-use super::tensor::data_size;
+use super::tensor::{check_dims, data_size};
 use super::value::{MetaArray, MetaValue};
 
 /// Version written by the writer.
@@ -23,7 +23,9 @@ const MAGIC: &[u8; 4] = b"GGUF";
 struct PendingTensor {
     name: String,
     dims: Vec<u64>,
-    ty: GgmlType,
+    /// ggml type id as written; `ty` is its type when memoria knows it.
+    type_id: u32,
+    ty: Option<GgmlType>,
     data: Vec<u8>,
 }
 
@@ -65,12 +67,7 @@ impl GgufWriter {
         ty: GgmlType,
         data: Vec<u8>,
     ) -> Result<(), GgufError> {
-        if self.tensors.iter().any(|t| t.name == name) {
-            return Err(GgufError::DuplicateTensor {
-                tensor: name.to_owned(),
-                offset: 0,
-            });
-        }
+        self.check_new_name(name)?;
         let expected = data_size(name, dims, ty)?;
         if data.len() as u64 != expected {
             return Err(GgufError::WrongDataLength {
@@ -82,9 +79,53 @@ impl GgufWriter {
         self.tensors.push(PendingTensor {
             name: name.to_owned(),
             dims: dims.to_vec(),
-            ty,
+            type_id: ty.id(),
+            ty: Some(ty),
             data,
         });
+        Ok(())
+    }
+
+    /// Adds a tensor of a raw ggml type id, which may be one memoria does not compute with
+    /// (the file then opens, but does not load as a model). For a known id this is
+    /// [`GgufWriter::add_tensor`]; otherwise the dims are checked and `data` (nonempty) is
+    /// written as given.
+    pub fn add_raw_tensor(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        type_id: u32,
+        data: Vec<u8>,
+    ) -> Result<(), GgufError> {
+        if let Some(ty) = GgmlType::from_id(type_id) {
+            return self.add_tensor(name, dims, ty, data);
+        }
+        self.check_new_name(name)?;
+        check_dims(name, dims)?;
+        if data.is_empty() {
+            return Err(GgufError::WrongDataLength {
+                tensor: name.to_owned(),
+                expected: 1,
+                got: 0,
+            });
+        }
+        self.tensors.push(PendingTensor {
+            name: name.to_owned(),
+            dims: dims.to_vec(),
+            type_id,
+            ty: None,
+            data,
+        });
+        Ok(())
+    }
+
+    fn check_new_name(&self, name: &str) -> Result<(), GgufError> {
+        if self.tensors.iter().any(|t| t.name == name) {
+            return Err(GgufError::DuplicateTensor {
+                tensor: name.to_owned(),
+                offset: 0,
+            });
+        }
         Ok(())
     }
 
@@ -93,11 +134,11 @@ impl GgufWriter {
         self.tensors.len()
     }
 
-    /// Names, dims and types of the tensors added, in order.
+    /// Names, dims and types of the tensors added with a known type, in order.
     pub fn tensor_shapes(&self) -> impl Iterator<Item = (&str, &[u64], GgmlType)> {
         self.tensors
             .iter()
-            .map(|t| (t.name.as_str(), t.dims.as_slice(), t.ty))
+            .filter_map(|t| Some((t.name.as_str(), t.dims.as_slice(), t.ty?)))
     }
 
     /// Layout alignment: `general.alignment` if it is a u32 power of two, else 32.
@@ -160,7 +201,7 @@ impl GgufWriter {
             for d in &t.dims {
                 header.extend_from_slice(&d.to_le_bytes());
             }
-            header.extend_from_slice(&t.ty.id().to_le_bytes());
+            header.extend_from_slice(&t.type_id.to_le_bytes());
             header.extend_from_slice(&rel.to_le_bytes());
             rel = (rel + t.data.len() as u64).next_multiple_of(align);
         }

@@ -62,6 +62,7 @@ impl Model {
 
     /// Validates an already opened GGUF file as a model.
     pub fn from_gguf(file: GgufFile) -> Result<Model, ModelError> {
+        file.check_tensor_types()?;
         let hparams = HParams::from_gguf(&file)?;
         let weights = ModelWeights::load(&file, &hparams)?;
         let rope = RopeTables::new(

@@ -230,8 +230,8 @@ impl SpecialIds {
         Ok(())
     }
 
-    /// llama.cpp's auto-detection of EOT/EOM/FIM tokens by their text. Each token found is
-    /// forced to be a control token.
+    /// llama.cpp's auto-detection of EOT/EOM/FIM tokens by their text (the lists of the
+    /// vendored Oct 2026 tree). A token found gains the control attribute.
     pub(crate) fn detect_by_text(&mut self, vocab: &mut Vocab) {
         let rules: [(&mut Option<u32>, &[&str]); 8] = [
             (
@@ -242,27 +242,67 @@ impl SpecialIds {
                     "<|end|>",
                     "<end_of_turn>",
                     "<|endoftext|>",
+                    "<|end_of_text|>",
                     "<EOT>",
+                    "_<EOT>",
+                    "[EOT]",
                     "<｜end▁of▁sentence｜>",
+                    "<end_of_utterance>",
                 ],
             ),
             (&mut self.eom, &["<|eom_id|>"]),
             (
                 &mut self.fim_pre,
-                &["<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"],
+                &[
+                    "<|fim_prefix|>",
+                    "<fim-prefix>",
+                    "<fim_prefix>",
+                    "<｜fim▁begin｜>",
+                    "<PRE>",
+                    "▁<PRE>",
+                    "<|code_prefix|>",
+                    "<|prefix|>",
+                ],
             ),
             (
                 &mut self.fim_suf,
-                &["<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"],
+                &[
+                    "<|fim_suffix|>",
+                    "<fim-suffix>",
+                    "<fim_suffix>",
+                    "<｜fim▁hole｜>",
+                    "<SUF>",
+                    "▁<SUF>",
+                    "<|code_suffix|>",
+                    "<|suffix|>",
+                ],
             ),
             (
                 &mut self.fim_mid,
-                &["<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"],
+                &[
+                    "<|fim_middle|>",
+                    "<fim-middle>",
+                    "<fim_middle>",
+                    "<｜fim▁end｜>",
+                    "<MID>",
+                    "▁<MID>",
+                    "<|code_middle|>",
+                    "<|middle|>",
+                ],
             ),
-            (&mut self.fim_pad, &["<|fim_pad|>", "<fim-pad>", "<PAD>"]),
+            (
+                &mut self.fim_pad,
+                &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"],
+            ),
             (
                 &mut self.fim_rep,
-                &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"],
+                &[
+                    "<|fim_repo|>",
+                    "<|repo_name|>",
+                    "<fim-repo>",
+                    "<REPO>",
+                    "<reponame>",
+                ],
             ),
             (&mut self.fim_sep, &["<|file_sep|>"]),
         ];
@@ -273,15 +313,16 @@ impl SpecialIds {
             let found = texts.iter().filter_map(|t| vocab.find(t)).min();
             if let Some(id) = found {
                 *slot = Some(id);
-                if vocab.attr(id) & ATTR_CONTROL == 0 {
-                    vocab.set_attr(id, ATTR_CONTROL);
-                }
+                vocab.set_attr(id, vocab.attr(id) | ATTR_CONTROL);
             }
         }
     }
 
     /// The end-of-generation set: FIM pad/repo/sep, the usual end texts, EOS, EOT and EOM.
-    /// Tokens with an end text are forced to be control tokens.
+    /// Tokens with an end text gain the control attribute. Also applies llama.cpp's fix-ups
+    /// that go with it: gpt-oss's channel tokens are user-defined, `<|end|>` is not an end
+    /// where `<|return|>`/`<|call|>` exist, and `</s>` is a normal token beside Gemma 4's or
+    /// PLaMo's own end markers.
     pub(crate) fn eog_set(&self, vocab: &mut Vocab) -> Vec<u32> {
         let mut eog: Vec<u32> = [self.fim_pad, self.fim_rep, self.fim_sep]
             .into_iter()
@@ -291,21 +332,58 @@ impl SpecialIds {
             "<|eot_id|>",
             "<|im_end|>",
             "<|end|>",
+            "<|return|>",
+            "<|call|>",
+            "<|flush|>",
+            "<|calls|>",
             "<end_of_turn>",
             "<|endoftext|>",
+            "</s>",
             "<|eom_id|>",
             "<EOT>",
+            "_<EOT>",
+            "[EOT]",
+            "[EOS]",
+            "<|end_of_text|>",
+            "<end_of_utterance>",
+            "<eos>",
+            "<turn|>",
+            "<|tool_response>",
+            "<｜end▁of▁sentence｜>",
+            "[e~[",
         ] {
             if let Some(id) = vocab.find(text) {
                 eog.push(id);
-                if vocab.attr(id) & ATTR_CONTROL == 0 {
-                    vocab.set_attr(id, ATTR_CONTROL);
-                }
+                vocab.set_attr(id, vocab.attr(id) | ATTR_CONTROL);
+            }
+        }
+        for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
+            if let Some(id) = vocab.find(text) {
+                vocab.set_attr(id, ATTR_USER_DEFINED);
             }
         }
         eog.extend([self.eos, self.eot, self.eom].into_iter().flatten());
         eog.sort_unstable();
         eog.dedup();
+        let has = |vocab: &Vocab, eog: &[u32], texts: &[&str]| {
+            eog.iter()
+                .any(|&id| texts.contains(&vocab.tokens[id as usize].text.as_str()))
+        };
+        let end = vocab.find("<|end|>").filter(|id| eog.contains(id));
+        if let Some(end) = end {
+            let call = has(vocab, &eog, &["<|call|>", "<|calls|>"]);
+            if call && has(vocab, &eog, &["<|return|>", "<|flush|>"]) {
+                eog.retain(|&id| id != end);
+                vocab.set_attr(end, ATTR_USER_DEFINED);
+            }
+        }
+        let s = vocab.find("</s>").filter(|id| eog.contains(id));
+        if let Some(s) = s
+            && has(vocab, &eog, &["<|tool_response>", "<|plamo:eos|>"])
+        {
+            eog.retain(|&id| id != s);
+            vocab.set_attr(s, ATTR_NORMAL);
+        }
         eog
     }
 }
