@@ -4,6 +4,8 @@ mod chat;
 mod cli;
 mod deploy;
 mod engine;
+mod fidelity;
+mod gemma;
 mod gguf;
 mod golden;
 mod kernels;

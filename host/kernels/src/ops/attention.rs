@@ -90,13 +90,15 @@ pub struct AttnShape {
 }
 
 /// Attention of one token whose query is `q` (`[n_heads * head_dim]`, RoPE applied) over the
-/// positions `0..n_pos` of `kv`, for the query heads in `heads` only; writes
-/// `[heads.len() * head_dim]` into `out`. Each head's result is the same whatever range it is
-/// computed in, so callers may split heads across threads freely.
+/// positions `keys` of `kv` (`0..pos + 1` for causal attention, a suffix of it for a sliding
+/// window), for the query heads in `heads` only; writes `[heads.len() * head_dim]` into `out`.
+/// Positions outside `keys` are masked: as with ggml's `-inf` mask they get probability exactly
+/// 0, so leaving them out gives the masked softmax. Each head's result is the same whatever range
+/// it is computed in, so callers may split heads across threads freely.
 pub fn attend(
     q: &[f32],
     kv: &dyn KvRead,
-    n_pos: usize,
+    keys: Range<usize>,
     shape: AttnShape,
     heads: Range<usize>,
     scratch: &mut AttnScratch,
@@ -122,8 +124,13 @@ pub fn attend(
         heads.len() * head_dim,
         "attention: output length"
     );
+    assert!(
+        keys.start < keys.end,
+        "attention: a query sees at least itself"
+    );
     let group = n_heads / n_kv_heads;
     let n_sel = heads.len();
+    let (first, n_pos) = (keys.start, keys.len());
     let AttnScratch { scores, q16, row } = scratch;
     let kv_dim = n_kv_heads * head_dim;
     // [n_sel, n_pos]
@@ -137,7 +144,7 @@ pub fn attend(
     );
     let mut pos = 0;
     while pos < n_pos {
-        let (run, len) = kv.key_run(pos);
+        let (run, len) = kv.key_run(first + pos);
         let len = len.min(n_pos - pos);
         let run = run.expand(row, kv_dim, len);
         for (i, h) in heads.clone().enumerate() {
@@ -163,7 +170,7 @@ pub fn attend(
         softmax_in_place(p);
     }
     out.fill(0.0);
-    let f16_values = matches!(kv.value(0), KvRow::F16(_));
+    let f16_values = matches!(kv.value(first), KvRow::F16(_));
     if f16_values {
         // ggml multiplies an f16 V by the probabilities rounded to f16.
         for p in scores.iter_mut() {
@@ -172,7 +179,7 @@ pub fn attend(
     }
     let mut pos = 0;
     while pos < n_pos {
-        let (run, len) = kv.value_run(pos);
+        let (run, len) = kv.value_run(first + pos);
         let len = len.min(n_pos - pos);
         let run = run.expand(row, kv_dim, len);
         for (i, h) in heads.clone().enumerate() {
@@ -216,7 +223,7 @@ mod tests {
         attend(
             &[0.5, 0.5, 1.0, 1.0],
             &kv,
-            1,
+            0..1,
             shape,
             0..2,
             &mut AttnScratch::default(),
@@ -229,7 +236,7 @@ mod tests {
         attend(
             &q,
             &kv,
-            1,
+            0..1,
             shape,
             1..2,
             &mut AttnScratch::default(),
@@ -251,12 +258,38 @@ mod tests {
         attend(
             &[1.0],
             &kv,
-            2,
+            0..2,
             shape,
             0..1,
             &mut AttnScratch::default(),
             &mut out,
         );
         assert!(out[0] > 0.99);
+    }
+
+    /// A window over the last positions equals attention over those rows alone: masked
+    /// positions contribute nothing, bit for bit.
+    #[test]
+    fn window_equals_attention_over_the_visible_rows_only() {
+        let keys: Vec<Vec<f32>> = (0..7)
+            .map(|i| vec![i as f32 * 0.3, 1.0 - i as f32 * 0.1])
+            .collect();
+        let vals: Vec<Vec<f32>> = (0..7).map(|i| vec![i as f32, -(i as f32) * 0.5]).collect();
+        let all = Rows(keys.clone(), vals.clone());
+        let tail = Rows(keys[4..].to_vec(), vals[4..].to_vec());
+        let shape = AttnShape {
+            n_heads: 1,
+            n_kv_heads: 1,
+            head_dim: 2,
+            scale: 0.7,
+        };
+        let q = [0.9f32, -0.4];
+        let (mut windowed, mut alone, mut full) = ([0.0; 2], [0.0; 2], [0.0; 2]);
+        let mut scratch = AttnScratch::default();
+        attend(&q, &all, 4..7, shape, 0..1, &mut scratch, &mut windowed);
+        attend(&q, &tail, 0..3, shape, 0..1, &mut scratch, &mut alone);
+        attend(&q, &all, 0..7, shape, 0..1, &mut scratch, &mut full);
+        assert_eq!(windowed, alone);
+        assert_ne!(windowed, full);
     }
 }

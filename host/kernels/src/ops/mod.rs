@@ -1,5 +1,6 @@
-//! Element-wise and per-row ops of a llama layer: RMS norm, RoPE, softmax, SiLU-gated FFN
-//! activation, and attention over K/V read through a caller-supplied indirection.
+//! Element-wise and per-row ops of a llama layer: RMS norm, RoPE, softmax, SiLU- and GELU-gated
+//! FFN activations, and attention (causal, optionally over a sliding window) over K/V read
+//! through a caller-supplied indirection.
 //!
 //! Every op works on one row at a time with a fixed evaluation order, so results are identical
 //! whatever batch a row is computed in (batch invariance). Formulas follow ggml's CPU backend
@@ -12,7 +13,9 @@ mod rope;
 mod rows;
 mod softmax;
 
-pub use activation::{add_in_place, silu, silu_mul_in_place};
+pub use activation::{
+    add_in_place, gelu_mul_in_place, gelu_tanh, scale_in_place, silu, silu_mul_in_place,
+};
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};

@@ -5,6 +5,8 @@
 
 mod embed;
 mod forward;
+#[cfg(test)]
+mod gemma_tests;
 mod hparams;
 mod kv;
 mod weights;
@@ -13,7 +15,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 pub use forward::{BatchToken, Scratch};
-pub use hparams::{Arch, HParams};
+pub use hparams::{Arch, FfnAct, HParams, SlidingWindow};
 pub use kv::{ContiguousKv, KvDtype, KvStore, SeqLayerView};
 pub use weights::{LayerWeights, MatDesc, ModelWeights};
 
@@ -28,7 +30,7 @@ pub enum ModelError {
     Gguf(#[from] GgufError),
     #[error("missing metadata key `{0}`")]
     MissingKey(String),
-    #[error("architecture `{0}` is not supported (supported: llama, qwen2)")]
+    #[error("architecture `{0}` is not supported (supported: llama, qwen2, gemma3)")]
     UnsupportedArch(String),
     #[error("metadata `{key}`: {why}")]
     BadHParam { key: String, why: String },
@@ -47,6 +49,8 @@ pub struct Model {
     hparams: HParams,
     weights: ModelWeights,
     rope: RopeTables,
+    /// RoPE of the sliding-window layers when their base differs (Gemma 3's local layers).
+    rope_local: Option<RopeTables>,
     fingerprint: OnceLock<[u8; 32]>,
 }
 
@@ -67,11 +71,15 @@ impl Model {
             hparams.rope_base,
             hparams.rope_freq_scale,
         );
+        let rope_local = hparams
+            .swa
+            .map(|w| RopeTables::new(hparams.rope_style, hparams.rope_dims, w.rope_base, 1.0));
         Ok(Model {
             file,
             hparams,
             weights,
             rope,
+            rope_local,
             fingerprint: OnceLock::new(),
         })
     }

@@ -42,6 +42,14 @@ pub struct LayerWeights {
     pub w_gate: MatDesc,
     pub w_up: MatDesc,
     pub w_down: MatDesc,
+    /// Per-head RMS norm weights of Q and K (`[head_dim]`), applied before RoPE (Gemma 3).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    /// RMS norm of the attention output before the residual add (Gemma's
+    /// `post_attention_norm`).
+    pub post_attn_norm: Option<Vec<f32>>,
+    /// RMS norm of the FFN output before the residual add (Gemma's `post_ffw_norm`).
+    pub post_ffn_norm: Option<Vec<f32>>,
 }
 
 /// Every weight of the model.
@@ -58,6 +66,8 @@ impl ModelWeights {
     /// Resolves and validates every tensor the architecture needs.
     pub fn load(f: &GgufFile, hp: &HParams) -> Result<ModelWeights, ModelError> {
         let (d, kv, ff, v) = (hp.n_embd, hp.kv_dim(), hp.n_ff, hp.n_vocab);
+        let (qd, hd) = (hp.q_dim(), hp.head_dim);
+        let gemma = hp.arch == Arch::Gemma3;
         let token_embd = mat(f, "token_embd.weight", d, v)?;
         let output = match f.tensor("output.weight") {
             Some(_) => mat(f, "output.weight", d, v)?,
@@ -69,25 +79,33 @@ impl ModelWeights {
             let bias = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
                 match hp.arch {
                     Arch::Qwen2 => vector(f, &n(s), len).map(Some),
-                    Arch::Llama => match f.tensor(&n(s)) {
+                    Arch::Llama | Arch::Gemma3 => match f.tensor(&n(s)) {
                         Some(_) => vector(f, &n(s), len).map(Some),
                         None => Ok(None),
                     },
                 }
             };
+            // Required by Gemma 3, absent from llama and qwen2.
+            let gemma_vec = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                gemma.then(|| vector(f, &n(s), len)).transpose()
+            };
             layers.push(LayerWeights {
                 attn_norm: vector(f, &n("attn_norm.weight"), d)?,
-                wq: mat(f, &n("attn_q.weight"), d, d)?,
+                wq: mat(f, &n("attn_q.weight"), d, qd)?,
                 wk: mat(f, &n("attn_k.weight"), d, kv)?,
                 wv: mat(f, &n("attn_v.weight"), d, kv)?,
-                wo: mat(f, &n("attn_output.weight"), d, d)?,
-                bq: bias("attn_q.bias", d)?,
+                wo: mat(f, &n("attn_output.weight"), qd, d)?,
+                bq: bias("attn_q.bias", qd)?,
                 bk: bias("attn_k.bias", kv)?,
                 bv: bias("attn_v.bias", kv)?,
                 ffn_norm: vector(f, &n("ffn_norm.weight"), d)?,
                 w_gate: mat(f, &n("ffn_gate.weight"), d, ff)?,
                 w_up: mat(f, &n("ffn_up.weight"), d, ff)?,
                 w_down: mat(f, &n("ffn_down.weight"), ff, d)?,
+                q_norm: gemma_vec("attn_q_norm.weight", hd)?,
+                k_norm: gemma_vec("attn_k_norm.weight", hd)?,
+                post_attn_norm: gemma_vec("post_attention_norm.weight", d)?,
+                post_ffn_norm: gemma_vec("post_ffw_norm.weight", d)?,
             });
         }
         Ok(ModelWeights {
