@@ -81,28 +81,60 @@ fn join(ids: &[u64]) -> String {
 fn logprobs_top1_follows_greedy_run_and_llama_cpp() {
     let m = model();
     let run = ok_json(&[
-        "run", "-m", s(&m), "-p", "Once upon a time", "-n", "40", "--temp", "0", "-t", "2",
+        "run",
+        "-m",
+        s(&m),
+        "-p",
+        "Once upon a time",
+        "-n",
+        "40",
+        "--temp",
+        "0",
+        "-t",
+        "2",
         "--json",
     ]);
     let prompt = ids(&run["prompt_tokens"]);
     let generated = ids(&run["tokens"]);
     assert_eq!(generated.len(), 40);
     let seq: Vec<u64> = prompt.iter().chain(&generated).copied().collect();
-    let v = ok_json(&["logprobs", "-m", s(&m), "--ids", &join(&seq), "--json", "-t", "2"]);
+    let v = ok_json(&[
+        "logprobs",
+        "-m",
+        s(&m),
+        "--ids",
+        &join(&seq),
+        "--json",
+        "-t",
+        "2",
+    ]);
     assert_eq!(ids(&v["ids"]), seq);
     let t = top(&v);
     assert_eq!(t.len(), seq.len());
     for (i, cands) in t.iter().enumerate() {
         assert_eq!(cands.len(), 5, "position {i}");
         assert!(cands.windows(2).all(|w| w[0].1 >= w[1].1), "{i}: {cands:?}");
-        assert!(cands.iter().all(|c| c.1 <= 0.0 && c.1.is_finite() && c.0 < 512));
+        assert!(
+            cands
+                .iter()
+                .all(|c| c.1 <= 0.0 && c.1.is_finite() && c.0 < 512)
+        );
     }
     for (j, &g) in generated.iter().enumerate() {
         assert_eq!(t[prompt.len() - 1 + j][0].0, g, "generated token {j}");
     }
 
     // Text input is tokenized as `run` tokenizes it.
-    let v = ok_json(&["logprobs", "-m", s(&m), "-p", "Once upon a time", "--json", "--top", "3"]);
+    let v = ok_json(&[
+        "logprobs",
+        "-m",
+        s(&m),
+        "-p",
+        "Once upon a time",
+        "--json",
+        "--top",
+        "3",
+    ]);
     assert_eq!(ids(&v["ids"]), prompt);
     assert!(top(&v).iter().all(|c| c.len() == 3));
 
@@ -112,7 +144,16 @@ fn logprobs_top1_follows_greedy_run_and_llama_cpp() {
     let (p, g) = (ids(&case["prompt_ids"]), ids(&case["generated_ids"]));
     let seq: Vec<u64> = p.iter().chain(&g).copied().collect();
     let v = ok_json(&[
-        "logprobs", "-m", s(&m), "--ids", &join(&seq), "--json", "-b", "7", "--cache-type", "f32",
+        "logprobs",
+        "-m",
+        s(&m),
+        "--ids",
+        &join(&seq),
+        "--json",
+        "-b",
+        "7",
+        "--cache-type",
+        "f32",
     ]);
     let t = top(&v);
     for (j, &want) in g.iter().enumerate() {
@@ -124,17 +165,27 @@ fn logprobs_top1_follows_greedy_run_and_llama_cpp() {
 fn logprobs_prints_a_table_and_refuses_bad_input() {
     let m = model();
     let out = memoria(&["logprobs", "-m", s(&m), "-p", "Once upon", "--top", "2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).expect("utf-8");
     let rows = text.lines().skip(1).count();
     let n = ids(&ok_json(&["logprobs", "-m", s(&m), "-p", "Once upon", "--json"])["ids"]).len();
     assert_eq!(rows, n, "{text}");
-    assert!(text.contains("\"Once\"") || text.contains("\" Once\""), "{text}");
+    assert!(
+        text.contains("\"Once\"") || text.contains("\" Once\""),
+        "{text}"
+    );
     for (args, why) in [
         (vec!["--ids", "1,99999"], "not in the vocabulary"),
         (vec!["--ids", "1,x"], "invalid"),
         (vec!["-p", "hi", "--top", "0"], "out of range"),
-        (vec!["-p", "hi", "--cache-type", "q8_0"], "unknown cache type"),
+        (
+            vec!["-p", "hi", "--cache-type", "q8_0"],
+            "unknown cache type",
+        ),
     ] {
         let mut a = vec!["logprobs", "-m", s(&m)];
         a.extend(args);
@@ -156,7 +207,18 @@ fn story_file() -> PathBuf {
 fn perplexity_scores_second_halves_of_chunks_like_llama_perplexity() {
     let (m, f) = (model(), story_file());
     let ctx = 64usize;
-    let v = ok_json(&["perplexity", "-m", s(&m), "-f", s(&f), "-c", "64", "--json", "-t", "2"]);
+    let v = ok_json(&[
+        "perplexity",
+        "-m",
+        s(&m),
+        "-f",
+        s(&f),
+        "-c",
+        "64",
+        "--json",
+        "-t",
+        "2",
+    ]);
     let ppl = v["ppl"].as_f64().expect("ppl");
     let chunks = v["chunks"].as_u64().expect("chunks") as usize;
     assert!(ppl.is_finite() && ppl > 1.0, "{v}");
@@ -166,7 +228,15 @@ fn perplexity_scores_second_halves_of_chunks_like_llama_perplexity() {
     // parsed), chunks of 64 whose first token becomes BOS, positions 32..=62 scoring the next.
     let tokens: Vec<u64> = serde_json::from_str(
         String::from_utf8(
-            memoria(&["tokenize", "-m", s(&m), "--json", "--no-parse-special", STORY]).stdout,
+            memoria(&[
+                "tokenize",
+                "-m",
+                s(&m),
+                "--json",
+                "--no-parse-special",
+                STORY,
+            ])
+            .stdout,
         )
         .expect("utf-8")
         .trim(),
@@ -180,12 +250,22 @@ fn perplexity_scores_second_halves_of_chunks_like_llama_perplexity() {
         let mut chunk = c.to_vec();
         chunk[0] = tokens[0];
         let lp = ok_json(&[
-            "logprobs", "-m", s(&m), "--ids", &join(&chunk), "--top", "512", "--json",
+            "logprobs",
+            "-m",
+            s(&m),
+            "--ids",
+            &join(&chunk),
+            "--top",
+            "512",
+            "--json",
         ]);
         let t = top(&lp);
         for pos in ctx / 2..ctx - 1 {
             let next = chunk[pos + 1];
-            let (_, l) = t[pos].iter().find(|c| c.0 == next).expect("every id ranked");
+            let (_, l) = t[pos]
+                .iter()
+                .find(|c| c.0 == next)
+                .expect("every id ranked");
             nll -= l;
             count += 1;
         }
@@ -206,7 +286,10 @@ fn perplexity_is_the_same_for_every_batch_size_and_prints_progress() {
     };
     let (base, err) = run("2048");
     assert!(base.starts_with("Final estimate: PPL = "), "{base}");
-    assert!(err.contains("calculating perplexity over") && err.contains("n_seq=32"), "{err}");
+    assert!(
+        err.contains("calculating perplexity over") && err.contains("n_seq=32"),
+        "{err}"
+    );
     assert!(err.contains("[1]") && err.contains(",[2]"), "{err}");
     assert!(err.contains("seconds per pass - ETA"), "{err}");
     for b in ["16", "64", "100"] {

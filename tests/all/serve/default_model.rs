@@ -29,8 +29,11 @@ fn serve_without_a_model_prefers_smollm2_from_the_models_folder() {
     std::fs::create_dir_all(&models).expect("models folder");
     let link = models.join("SmolLM2-135M-Instruct.Q4_1.gguf");
     std::fs::remove_file(&link).ok();
-    std::os::unix::fs::symlink(shared::path("models/SmolLM2-135M-Instruct.Q4_1.gguf"), &link)
-        .expect("link SmolLM2 into the models folder");
+    std::os::unix::fs::symlink(
+        shared::path("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        &link,
+    )
+    .expect("link SmolLM2 into the models folder");
     // A Gemma file of the catalogue size is present too: SmolLM2 comes first in the catalogue.
     let gemma = std::fs::File::create(models.join("gemma-3-270m-q4_k_m.gguf")).expect("gemma");
     gemma.set_len(253_113_024).expect("sparse gemma-sized file");

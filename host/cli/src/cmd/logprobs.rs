@@ -21,7 +21,12 @@ pub struct LogprobsArgs {
     #[arg(short = 'm', long)]
     model: PathBuf,
     /// Text, tokenized as `memoria run` does (BOS per metadata, special tokens parsed).
-    #[arg(short = 'p', long, conflicts_with = "ids", required_unless_present = "ids")]
+    #[arg(
+        short = 'p',
+        long,
+        conflicts_with = "ids",
+        required_unless_present = "ids"
+    )]
     prompt: Option<String>,
     /// Token ids, comma-separated (used as given: no BOS added).
     #[arg(long, value_delimiter = ',')]
@@ -70,8 +75,15 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
     if ids.is_empty() {
         bail!("the sequence is empty");
     }
-    if let Some((i, id)) = ids.iter().enumerate().find(|(_, id)| **id as usize >= hp.n_vocab) {
-        bail!("token {id} at index {i} is not in the vocabulary (n_vocab {})", hp.n_vocab);
+    if let Some((i, id)) = ids
+        .iter()
+        .enumerate()
+        .find(|(_, id)| **id as usize >= hp.n_vocab)
+    {
+        bail!(
+            "token {id} at index {i} is not in the vocabulary (n_vocab {})",
+            hp.n_vocab
+        );
     }
     if hp.n_ctx_train > 0 && ids.len() > hp.n_ctx_train {
         bail!(
@@ -104,7 +116,12 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
         writeln!(out, "{}", json!({ "ids": ids, "top_logprobs": top_json }))?;
         return Ok(());
     }
-    let piece = |id: u32| format!("{:?}", String::from_utf8_lossy(&tok.token_to_piece(id, true)));
+    let piece = |id: u32| {
+        format!(
+            "{:?}",
+            String::from_utf8_lossy(&tok.token_to_piece(id, true))
+        )
+    };
     writeln!(
         out,
         "  pos      id piece            | next token: logprob | top {} candidates: id piece logprob",

@@ -89,8 +89,8 @@ pub fn main(a: PerplexityArgs) -> anyhow::Result<()> {
     if a.batch == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let text =
-        std::fs::read_to_string(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("reading {}", a.file.display()))?;
     let loaded = load_model(&a.model, a.json)?;
     let (model, tok) = (&loaded.model, &loaded.tokenizer);
     let n_ctx_train = model.hparams().n_ctx_train;

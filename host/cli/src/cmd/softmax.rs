@@ -4,10 +4,7 @@
 /// The log of the softmax normaliser of `logits`: `max + ln Σ exp(l - max)`, in f64.
 /// `logprob(i) = logits[i] - log_norm(logits)`. `-inf` for an empty row.
 pub fn log_norm(logits: &[f32]) -> f64 {
-    let max = logits
-        .iter()
-        .copied()
-        .fold(f32::NEG_INFINITY, f32::max) as f64;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     if !max.is_finite() {
         return max;
     }

@@ -69,7 +69,11 @@ pub fn main(a: PullArgs) -> anyhow::Result<()> {
 }
 
 fn names() -> String {
-    CATALOGUE.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+    CATALOGUE
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn is_url(s: &str) -> bool {
@@ -251,7 +255,10 @@ mod tests {
     #[test]
     fn url_file_names() {
         let n = |u| url_file_name(u).ok();
-        assert_eq!(n("https://h/a/b/m.gguf?download=1").as_deref(), Some("m.gguf"));
+        assert_eq!(
+            n("https://h/a/b/m.gguf?download=1").as_deref(),
+            Some("m.gguf")
+        );
         assert_eq!(n("http://127.0.0.1:8/x.gguf").as_deref(), Some("x.gguf"));
         assert_eq!(n("http://h/"), None);
         assert_eq!(n("http://h"), None);

@@ -16,7 +16,10 @@ pub fn bytes(total: u64, msg: &str) -> ProgressBar {
             "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
         )
     } else {
-        (ProgressBar::new_spinner(), "{msg} {spinner} {bytes} {bytes_per_sec}")
+        (
+            ProgressBar::new_spinner(),
+            "{msg} {spinner} {bytes} {bytes_per_sec}",
+        )
     };
     bar.set_style(
         ProgressStyle::with_template(template)

