@@ -10,6 +10,8 @@ mod gguf;
 mod golden;
 mod kernels;
 mod kv;
+mod logprobs;
+mod pull;
 mod sampling;
 mod serve;
 mod sessions;

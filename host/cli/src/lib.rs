@@ -25,6 +25,12 @@ enum Command {
     Tokenize(cmd::tokenize::TokenizeArgs),
     /// Print a GGUF file's metadata and tensors.
     Inspect(cmd::inspect::InspectArgs),
+    /// Top-k log-probabilities after every position of a sequence (teacher forcing).
+    Logprobs(cmd::logprobs::LogprobsArgs),
+    /// Perplexity of a text file, as llama-perplexity computes it.
+    Perplexity(cmd::perplexity::PerplexityArgs),
+    /// Fetch a model (catalogue name or GGUF URL) into the models folder.
+    Pull(cmd::pull::PullArgs),
     /// Measure prompt processing and generation speed, like llama-bench.
     Bench(cmd::bench::BenchArgs),
     /// Model file tools.
@@ -44,6 +50,9 @@ pub fn main() -> ExitCode {
         Command::Run(a) => cmd::run::main(a),
         Command::Tokenize(a) => cmd::tokenize::main(a),
         Command::Inspect(a) => cmd::inspect::main(a),
+        Command::Logprobs(a) => cmd::logprobs::main(a),
+        Command::Perplexity(a) => cmd::perplexity::main(a),
+        Command::Pull(a) => cmd::pull::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
         Command::Serve(a) => cmd::serve::main(a),

@@ -5,6 +5,7 @@
 
 mod client;
 mod corpus;
+mod default_model;
 mod deploy;
 mod server;
 

@@ -31,8 +31,16 @@ pub fn temp_dir(name: &str) -> PathBuf {
 }
 
 impl Server {
-    /// Starts `memoria serve ARGS --port 0 --host 127.0.0.1`.
+    /// Starts `memoria serve ARGS --port 0 --host 127.0.0.1`, with an empty models folder (so a
+    /// server without `-m` runs the demo model whatever `memoria pull` put on this machine).
     pub fn start(name: &str, args: &[&str]) -> Server {
+        let models = temp_dir(name).join("no-models");
+        std::fs::create_dir_all(&models).expect("empty models folder");
+        Server::start_with_models(name, args, &models)
+    }
+
+    /// Starts `memoria serve ARGS --port 0 --host 127.0.0.1` with `MEMORIA_MODELS=models`.
+    pub fn start_with_models(name: &str, args: &[&str], models: &std::path::Path) -> Server {
         let stderr = temp_dir(name).join("stderr.txt");
         let err_file = std::fs::File::create(&stderr).expect("stderr file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
@@ -40,6 +48,7 @@ impl Server {
             .args(args)
             .args(["--port", "0", "--host", "127.0.0.1", "-t", "1"])
             .env("RUST_BACKTRACE", "0")
+            .env("MEMORIA_MODELS", models)
             .stdout(Stdio::piped())
             .stderr(err_file)
             .spawn()

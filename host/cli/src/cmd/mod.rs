@@ -1,9 +1,14 @@
 //! One module per `memoria` subcommand.
 
 pub mod bench;
+mod forced;
 pub mod inspect;
+pub mod logprobs;
+pub mod perplexity;
+pub mod pull;
 pub mod run;
 pub mod serve;
+mod softmax;
 pub mod store;
 pub mod synth;
 pub mod tokenize;

@@ -21,7 +21,8 @@ use crate::load::load_model;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// GGUF model file (default: the embedded demo model, random weights).
+    /// GGUF model file (default: the first `memoria pull` catalogue model in the models folder,
+    /// else the embedded demo model, random weights).
     #[arg(short = 'm', long)]
     model: Option<PathBuf>,
     /// Tokens per request context (0: the model's training context).
@@ -175,8 +176,12 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
 
 /// The model, its tokenizer and the id `/v1/models` reports.
 fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
-    match &cfg.model {
-        Some(path) => {
+    let pulled = match &cfg.model {
+        Some(_) => None,
+        None => super::pull::catalogue::first_present(),
+    };
+    match (&cfg.model, pulled) {
+        (Some(path), _) => {
             let loaded = load_model(path, false)?;
             let id = cfg.model_name.clone().unwrap_or_else(|| {
                 path.file_stem()
@@ -184,9 +189,19 @@ fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
             });
             Ok((loaded.model, loaded.tokenizer, id))
         }
-        None => {
+        (None, Some((entry, path))) => {
             eprintln!(
-                "memoria: no model given (-m FILE.gguf): serving the embedded demo model \
+                "memoria: no model given (-m FILE.gguf): serving {} from {} (the first `memoria pull` catalogue model in the models folder)",
+                entry.name,
+                path.display()
+            );
+            let loaded = load_model(&path, false)?;
+            let id = cfg.model_name.clone().unwrap_or_else(|| entry.name.into());
+            Ok((loaded.model, loaded.tokenizer, id))
+        }
+        (None, None) => {
+            eprintln!(
+                "memoria: no model given (-m FILE.gguf) and no `memoria pull` model in the models folder: serving the embedded demo model \
                  `{}` — random weights, so its output is RANDOM TEXT",
                 demo::DEMO_MODEL_NAME
             );
