@@ -161,7 +161,7 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
     Ok(db)
 }
 
-fn init_tables(db: &Database) -> Result<(), StoreError> {
+pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().db("begin write")?;
     {
         let mut meta = txn.open_table(META).db("open meta")?;
@@ -217,9 +217,20 @@ impl RedbTier {
     /// Opens the store in `dir` and starts its writer thread.
     /// A file that cannot be opened because it is damaged is [`StoreError::Unopenable`].
     pub fn open(dir: &Path, opts: DiskOptions) -> Result<RedbTier, StoreError> {
-        let (budget, saves_budget) = opts.resolve_budgets(dir)?;
-        let db = Arc::new(open_database_with(dir, opts.cache_bytes)?);
-        let path = dir.join(DB_FILE);
+        let budgets = opts.resolve_budgets(dir)?;
+        let db = open_database_with(dir, opts.cache_bytes)?;
+        Self::with_database(dir.join(DB_FILE), db, opts, budgets)
+    }
+
+    /// The tier over an opened database whose file is `path` (tests open one on a
+    /// fault-injecting backend), with the (disk, saves) budgets in force.
+    pub(crate) fn with_database(
+        path: PathBuf,
+        db: Database,
+        opts: DiskOptions,
+        (budget, saves_budget): (u64, u64),
+    ) -> Result<RedbTier, StoreError> {
+        let db = Arc::new(db);
         let ix = contain("read the index", || load_index(&db)).map_err(|e| unopenable(&path, e))?;
         let stats = Arc::new(TierStats::default());
         stats.budget_bytes.store(budget, Relaxed);
@@ -501,3 +512,7 @@ impl Tier for RedbTier {
         had
     }
 }
+
+#[cfg(test)]
+#[path = "fault_tests.rs"]
+mod fault_tests;
