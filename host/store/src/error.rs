@@ -69,6 +69,15 @@ impl StoreError {
         )
     }
 
+    /// What is wrong with a damaged file, without the advice (the whole message otherwise).
+    pub fn damage(&self) -> String {
+        match self {
+            StoreError::Unopenable { msg, .. } => msg.clone(),
+            StoreError::Damaged { what, msg } => format!("{what}: {msg}"),
+            e => e.to_string(),
+        }
+    }
+
     /// Whether the disk failed (full or another I/O error): the writer stops.
     pub fn is_disk_failure(&self) -> bool {
         matches!(

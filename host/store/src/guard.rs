@@ -33,7 +33,12 @@ fn install_hook() {
                             .or_else(|| info.payload().downcast_ref::<String>().cloned())
                             .unwrap_or_else(|| "panic".into());
                         *slot = match info.location() {
-                            Some(l) => format!("{msg} (at {}:{})", l.file(), l.line()),
+                            Some(l) => {
+                                // From the crate's name on (`redb-4.6.0/src/...`).
+                                let f = l.file();
+                                let f = f.rfind("/redb-").map_or(f, |i| &f[i + 1..]);
+                                format!("{msg} (at {f}:{})", l.line())
+                            }
                             None => msg,
                         };
                         true

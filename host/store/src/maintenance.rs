@@ -361,7 +361,7 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
             removed,
         }),
         Err(e) if e.is_damaged() => {
-            let reason = e.to_string();
+            let reason = e.damage();
             let to = recover(dir)?;
             Ok(RepairReport::MovedAside {
                 moved_to: to.display().to_string(),

@@ -122,14 +122,21 @@ fn serve_like(st: &TierStack, all: &[Block]) -> usize {
 /// The byte-flip offsets: every header field area, page starts spread over the file (table
 /// roots and data leaves), the allocator state at the end, and pseudo-random bytes.
 fn offsets(len: u64) -> Vec<u64> {
-    let mut v: Vec<u64> = vec![0, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 192, 256, 384, 512];
+    let mut v: Vec<u64> = vec![
+        0, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 192, 256, 384, 512,
+    ];
     let pages = len / 4096;
     for k in 0..12 {
         let page = 1 + k * pages.saturating_sub(2) / 11;
         v.push(page * 4096);
         v.push(page * 4096 + 40);
     }
-    v.extend([8192, 4096 + 8, len.saturating_sub(4096), len.saturating_sub(8)]);
+    v.extend([
+        8192,
+        4096 + 8,
+        len.saturating_sub(4096),
+        len.saturating_sub(8),
+    ]);
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..9 {
         x ^= x << 13;
@@ -264,14 +271,20 @@ fn the_file_stays_within_its_disk_budget() {
         s.evictions,
         s.bytes_written >> 20
     );
-    assert!(s.bytes_written > 3 * budget, "the loop wrote well past the budget");
+    assert!(
+        s.bytes_written > 3 * budget,
+        "the loop wrote well past the budget"
+    );
     assert!(s.evictions > 0);
     assert!(s.charged_bytes <= budget);
     assert_eq!(s.budget_bytes, budget);
     assert_eq!(s.file_bytes, file);
     // Measured: 8.9 MB for an 8 MiB budget (redb's file growth and copy-on-write pages).
     let slack = budget / 8;
-    assert!(peak <= budget + slack, "peak file {peak} > {budget} + {slack}");
+    assert!(
+        peak <= budget + slack,
+        "peak file {peak} > {budget} + {slack}"
+    );
     // The most recently written blocks are the ones kept.
     let mut out = vec![0; layout().block_bytes().unwrap()];
     let (id, t, _) = all.last().unwrap();
