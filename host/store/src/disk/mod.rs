@@ -92,7 +92,8 @@ impl DiskOptions {
 /// Blocks and sessions in a redb file, with a write-behind thread.
 pub struct RedbTier {
     path: PathBuf,
-    db: Arc<Database>,
+    /// Always `Some` until dropped (taken out so that the drop runs under `catch_unwind`).
+    db: Option<Arc<Database>>,
     index: Arc<Mutex<DiskIndex>>,
     stats: Arc<TierStats>,
     opts: DiskOptions,
@@ -135,8 +136,8 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
         msg: e.to_string(),
     })?;
     let path = dir.join(DB_FILE);
-    let db = contain("open", || {
-        Database::builder()
+    contain("open", || {
+        let db = Database::builder()
             .set_cache_size(cache_bytes)
             .create(&path)
             .map_err(|e| match redb::Error::from(e) {
@@ -154,11 +155,21 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
                     path: path.display().to_string(),
                     msg: e.to_string(),
                 },
-            })
+            })?;
+        // On an error the database is dropped here, still under `catch_unwind` (redb's drop
+        // can panic on a lock that a contained panic poisoned).
+        init_tables(&db)?;
+        Ok(db)
     })
-    .map_err(|e| unopenable(&path, e))?;
-    contain("check the table format", || init_tables(&db)).map_err(|e| unopenable(&path, e))?;
-    Ok(db)
+    .map_err(|e| unopenable(&path, e))
+}
+
+/// Drops a database under `catch_unwind` (its close may panic on a damaged file).
+fn close_quietly(db: Arc<Database>) {
+    let _ = contain("close", move || {
+        drop(db);
+        Ok(())
+    });
 }
 
 pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
@@ -231,7 +242,13 @@ impl RedbTier {
         (budget, saves_budget): (u64, u64),
     ) -> Result<RedbTier, StoreError> {
         let db = Arc::new(db);
-        let ix = contain("read the index", || load_index(&db)).map_err(|e| unopenable(&path, e))?;
+        let ix = match contain("read the index", || load_index(&db)) {
+            Ok(ix) => ix,
+            Err(e) => {
+                close_quietly(db);
+                return Err(unopenable(&path, e));
+            }
+        };
         let stats = Arc::new(TierStats::default());
         stats.budget_bytes.store(budget, Relaxed);
         stats.saves_budget_bytes.store(saves_budget, Relaxed);
@@ -259,7 +276,7 @@ impl RedbTier {
             .spawn(move || writer.run(rx))?;
         let tier = RedbTier {
             path,
-            db,
+            db: Some(db),
             index,
             stats,
             opts,
@@ -291,6 +308,10 @@ impl RedbTier {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn database(&self) -> Result<&Database, StoreError> {
+        self.db.as_deref().ok_or(StoreError::WriterGone)
     }
 
     fn index(&self) -> MutexGuard<'_, DiskIndex> {
@@ -423,7 +444,7 @@ impl RedbTier {
     /// Reads a saved session (verified); `None` when there is none by that name.
     pub fn load_session(&self, ns: u64, name: &str) -> Result<Option<SessionRecord>, StoreError> {
         let r = contain("read session", || {
-            let txn = self.db.begin_read().db("begin read")?;
+            let txn = self.database()?.begin_read().db("begin read")?;
             let t = txn.open_table(SESSIONS).db("open sessions")?;
             let Some(v) = t.get((ns, name)).db("read session")? else {
                 return Ok(None);
@@ -463,7 +484,7 @@ impl RedbTier {
 
     fn read(&self, hash: &BlockHash) -> Result<Option<Vec<u8>>, StoreError> {
         contain("read block", || {
-            let txn = self.db.begin_read().db("begin read")?;
+            let txn = self.database()?.begin_read().db("begin read")?;
             let t = txn.open_table(BLOCKS).db("open blocks")?;
             Ok(t.get(hash.0).db("read block")?.map(|v| v.value().to_vec()))
         })
@@ -473,6 +494,9 @@ impl RedbTier {
 impl Drop for RedbTier {
     fn drop(&mut self) {
         self.close();
+        if let Some(db) = self.db.take() {
+            close_quietly(db);
+        }
     }
 }
 
