@@ -15,7 +15,10 @@ pub enum StoreError {
     #[error("store at {path}: {msg}")]
     Open { path: String, msg: String },
     /// The file is damaged (redb reported corruption or panicked on it).
-    #[error("the store file is damaged ({what}: {msg})")]
+    #[error(
+        "the store file is damaged ({what}: {msg}); with no server using it, run `memoria store \
+         repair --store DIR`"
+    )]
     Damaged { what: &'static str, msg: String },
     /// A store that cannot be opened because its file is damaged, with what to do.
     #[error("the store file {path} is damaged and cannot be opened ({msg}); {DAMAGED_ADVICE}")]

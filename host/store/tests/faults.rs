@@ -121,10 +121,18 @@ fn serve_like(st: &TierStack, all: &[Block]) -> usize {
 
 /// The byte-flip offsets: every header field area, page starts spread over the file (table
 /// roots and data leaves), the allocator state at the end, and pseudo-random bytes.
+/// `MEMORIA_FLIP_STRIDE=N` adds every N-th byte (a longer run than CI's).
 fn offsets(len: u64) -> Vec<u64> {
     let mut v: Vec<u64> = vec![
         0, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 192, 256, 384, 512,
     ];
+    if let Some(stride) = std::env::var("MEMORIA_FLIP_STRIDE")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|s| *s > 0)
+    {
+        v.extend((0..len).step_by(stride).map(|o| o + 40));
+    }
     let pages = len / 4096;
     for k in 0..12 {
         let page = 1 + k * pages.saturating_sub(2) / 11;

@@ -3,10 +3,10 @@
 //! with a fixed-seed canary, cancellation on disconnect, namespaces and keys, the admin API,
 //! SIGTERM draining, the demo model and `memoria bench serve`.
 
-mod client;
+pub mod client;
 mod corpus;
 mod deploy;
-mod server;
+pub mod server;
 
 use std::process::Command;
 

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use memoria_kv::{NamespaceId, NamespaceSalt};
 use memoria_sched::store::maintenance::RepairReport;
-use memoria_sched::store::{StoreError, StoreOptions, TierStack, maintenance};
+use memoria_sched::store::{StoreOptions, TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle};
 
 use crate::load::load_model;
@@ -81,16 +81,6 @@ pub fn open_store_with(
     Ok(Some(Arc::new(stack)))
 }
 
-/// The error for a store command, with what to do when the file is damaged.
-fn advised(e: StoreError) -> anyhow::Error {
-    match e {
-        StoreError::Damaged { .. } => {
-            anyhow::anyhow!("{e}; {}", memoria_sched::store::DAMAGED_ADVICE)
-        }
-        e => e.into(),
-    }
-}
-
 #[derive(Debug, Subcommand)]
 pub enum StoreCommand {
     /// Blocks, bytes, sessions, models and namespaces held by a store.
@@ -154,7 +144,7 @@ pub struct StressArgs {
 pub fn main(c: StoreCommand) -> anyhow::Result<()> {
     match c {
         StoreCommand::Stats(a) => {
-            let s = maintenance::stats(&a.store).map_err(advised)?;
+            let s = maintenance::stats(&a.store)?;
             if a.json {
                 println!("{}", serde_json::to_string(&s)?);
             } else {
@@ -180,7 +170,7 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
             Ok(())
         }
         StoreCommand::Verify(a) => {
-            let r = maintenance::verify(&a.path.store, a.repair).map_err(advised)?;
+            let r = maintenance::verify(&a.path.store, a.repair)?;
             if a.path.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
@@ -200,7 +190,7 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
             Ok(())
         }
         StoreCommand::Compact(a) => {
-            let (before, after) = maintenance::compact(&a.store).map_err(advised)?;
+            let (before, after) = maintenance::compact(&a.store)?;
             if a.json {
                 println!(
                     "{}",
@@ -213,7 +203,7 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
         }
         StoreCommand::Clear(a) => {
             let salt = a.namespace.as_deref().map(NamespaceSalt::derive);
-            let r = maintenance::clear(&a.path.store, salt).map_err(advised)?;
+            let r = maintenance::clear(&a.path.store, salt)?;
             if a.path.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
@@ -222,7 +212,7 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
             Ok(())
         }
         StoreCommand::Repair(a) => {
-            let r = maintenance::repair(&a.store).map_err(advised)?;
+            let r = maintenance::repair(&a.store)?;
             if a.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {

@@ -141,7 +141,13 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
             .set_cache_size(cache_bytes)
             .create(&path)
             .map_err(|e| match redb::Error::from(e) {
-                redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+                // Not a redb header, or a header that points past the end of the file.
+                redb::Error::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+                {
                     StoreError::Damaged {
                         what: "open",
                         msg: io.to_string(),
@@ -178,6 +184,13 @@ pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
         let mut meta = txn.open_table(META).db("open meta")?;
         let found = meta.get(FORMAT_KEY).db("read format")?.map(|v| v.value());
         match found {
+            // No build will ever write a format past u16::MAX: such a value is damage.
+            Some(v) if v > u64::from(u16::MAX) => {
+                return Err(StoreError::Damaged {
+                    what: "read format",
+                    msg: format!("the table format value {v} is garbage"),
+                });
+            }
             Some(v) if v != STORE_FORMAT => {
                 return Err(StoreError::Format {
                     found: v,
