@@ -131,7 +131,7 @@ fn byte_flips_in_the_store_file_never_exit_101() {
     );
     let srv = Server::start(
         "store-recover",
-        &["-m", &model(), "--store", s(&dir), "--store-recover"],
+        &["-m", s(&model()), "--store", s(&dir), "--store-recover"],
     );
     let err = srv.stderr();
     assert!(err.contains("--store-recover moved it to"), "{err}");
@@ -163,7 +163,7 @@ fn saves_past_max_saves_mb_answer_507_and_the_engine_serves_on() {
         "saves-507",
         &[
             "-m",
-            &model(),
+            s(&model()),
             "--config",
             s(&config),
             "--admin-key",
@@ -178,7 +178,7 @@ fn saves_past_max_saves_mb_answer_507_and_the_engine_serves_on() {
         srv.stderr()
     );
     let admin = [("Authorization", "Bearer admin-key-for-tests")];
-    let text = PROMPT.repeat(12);
+    let text = PROMPT.repeat(9);
     let mut ok = 0;
     let refusal = loop {
         let r = post(
