@@ -188,6 +188,13 @@ impl From<memoria_sched::EngineError> for ApiError {
             }
             E::Pool(p) => ApiError::internal(format!("K/V memory: {p}")),
             E::Internal(m) => ApiError::internal(m),
+            E::Store(s) if s.is_full() => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "server_error",
+                s.to_string(),
+            )
+            .with_code("insufficient_storage"),
+            E::Store(s) => ApiError::internal(s.to_string()),
         }
     }
 }

@@ -46,4 +46,8 @@ pub enum EngineError {
     Stopped,
     #[error("internal error: {0}")]
     Internal(String),
+    /// The persistent store refused or failed (a full disk or saves budget, an I/O error, a
+    /// damaged file): the engine itself is fine.
+    #[error("{0}")]
+    Store(memoria_store::StoreError),
 }

@@ -177,8 +177,10 @@ impl Header<'_> {
     /// The block's token ids.
     pub fn tokens(&self) -> impl Iterator<Item = u32> + '_ {
         self.token_bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .as_chunks::<4>()
+            .0
+            .iter()
+            .map(|c| u32::from_le_bytes(*c))
     }
 
     /// Bytes of the stored payload.

@@ -80,9 +80,9 @@ fn lossy_modes_are_close_labelled_and_only_for_f16() {
         assert!(bytes.len() < HEADER_BYTES + 16 + n, "{enc:?} shrinks");
         let mut out = vec![0; n];
         assert_eq!(decode_into(&bytes, &expect(&id), &mut out), Ok(enc));
-        for (a, b) in data.chunks_exact(2).zip(out.chunks_exact(2)) {
-            let a = half::f16::from_le_bytes([a[0], a[1]]).to_f32();
-            let b = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+        for (a, b) in data.as_chunks::<2>().0.iter().zip(out.as_chunks::<2>().0) {
+            let a = half::f16::from_le_bytes(*a).to_f32();
+            let b = half::f16::from_le_bytes(*b).to_f32();
             assert!((a - b).abs() <= tol, "{enc:?}: {a} vs {b}");
         }
     }

@@ -37,10 +37,12 @@ impl std::fmt::Debug for ColdTier {
 impl ColdTier {
     /// An empty tier holding at most `budget` encoded bytes.
     pub fn new(budget: usize) -> Self {
+        let stats = TierStats::default();
+        TierStats::add(&stats.budget_bytes, budget as u64);
         Self {
             budget,
             inner: Mutex::new(Inner::default()),
-            stats: Arc::new(TierStats::default()),
+            stats: Arc::new(stats),
         }
     }
 

@@ -6,13 +6,19 @@
 //! - [`ColdTier`]: compressed blocks in RAM under a byte budget (LRU), optionally lossy
 //!   (q8_0/q4_0 storage of f16 blocks; hits counted as lossy).
 //! - [`RedbTier`]: blocks and saved sessions in a redb file ([`disk::tables`] documents the
-//!   tables), written by a write-behind thread so the engine never waits on disk, with a disk
-//!   budget and its own LRU eviction.
+//!   tables), written by a write-behind thread so the engine never waits on disk, held to a
+//!   disk budget ([`disk::budget`]: LRU eviction of cache blocks, a separate budget for named
+//!   saves); a full disk or an I/O error stops its writes, never the engine.
 //! - [`TierStack`]: the pool's [`memoria_kv::TierSink`] (demote hot -> cold -> redb) and, per
 //!   request, its [`memoria_kv::TierSource`] (promote from cold, then redb). Every read is
 //!   verified (checksum, model fingerprint, K/V type, layout, namespace salt, tokens); a
 //!   corrupt or foreign block is a miss, is removed, and is counted.
-//! - [`maintenance`]: offline `stats`, `verify`, `compact` and `clear` over a store directory.
+//! - [`maintenance`]: offline `stats`, `verify`, `compact`, `clear` and `repair` over a store
+//!   directory, and [`maintenance::recover`] (move a damaged file aside, start fresh).
+//!
+//! A damaged file never panics the process: every redb call runs under `catch_unwind`
+//! (`guard`), and a panic or corruption error becomes a typed [`StoreError`] at open or a
+//! counted miss at run time.
 //!
 //! Invariant across the crate: nothing read from a tier reaches the pool unverified, and every
 //! length read from stored bytes is checked before allocating.
@@ -21,6 +27,7 @@ pub mod codec;
 mod cold;
 pub mod disk;
 mod error;
+mod guard;
 pub mod maintenance;
 mod options;
 mod session;
@@ -31,7 +38,7 @@ mod tier;
 pub use codec::{BlockIdentity, CodecError, Encoding, Expect};
 pub use cold::ColdTier;
 pub use disk::{Ack, DiskOptions, RedbTier};
-pub use error::StoreError;
+pub use error::{DAMAGED_ADVICE, StoreError};
 pub use options::{Lossy, StoreOptions};
 pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};
 pub use stack::{Fetched, StoreSource, TierStack};

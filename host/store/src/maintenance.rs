@@ -1,7 +1,10 @@
-//! Offline operations on a store directory, for `memoria store stats|verify|compact|clear`:
-//! they open the database exclusively (redb refuses while a server holds it) and never run on
-//! the engine's path. Invariants: `verify` reads every value and reports, it changes nothing
-//! unless asked to remove bad entries; `clear` removes a block's value and index entry together.
+//! Offline operations on a store directory, for `memoria store stats|verify|compact|clear|
+//! repair`: they open the database exclusively (redb refuses while a server holds it) and never
+//! run on the engine's path. Invariants: `verify` reads every value and reports, it changes
+//! nothing unless asked to remove bad entries (redb's own integrity check may roll an
+//! unfinished commit back, as any open after a crash does); `clear` removes a block's value and
+//! index entry together; every operation runs under `catch_unwind`, so a damaged file is an
+//! error, never a panic; only [`repair`] and [`move_aside`] ever rename the file.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,6 +17,7 @@ use crate::codec;
 use crate::disk::open_database;
 use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, MODELS, SESSIONS};
 use crate::error::{DbResult, StoreError};
+use crate::guard::contain;
 use crate::session::SessionRecord;
 
 /// What a store holds.
@@ -76,18 +80,26 @@ fn salt_label(s: &NamespaceSalt) -> String {
     hex(&s.0[..8])
 }
 
+fn not_a_store(dir: &Path) -> StoreError {
+    StoreError::Open {
+        path: dir.display().to_string(),
+        msg: format!("no {DB_FILE} here (not a memoria store)"),
+    }
+}
+
 fn existing(dir: &Path) -> Result<Database, StoreError> {
     if !dir.join(DB_FILE).is_file() {
-        return Err(StoreError::Open {
-            path: dir.display().to_string(),
-            msg: format!("no {DB_FILE} here (not a memoria store)"),
-        });
+        return Err(not_a_store(dir));
     }
     open_database(dir)
 }
 
 /// Counts and sizes of everything in the store at `dir`.
 pub fn stats(dir: &Path) -> Result<StoreStats, StoreError> {
+    contain("stats", || stats_inner(dir))
+}
+
+fn stats_inner(dir: &Path) -> Result<StoreStats, StoreError> {
     let db = existing(dir)?;
     let mut s = StoreStats {
         file_bytes: std::fs::metadata(dir.join(DB_FILE))?.len(),
@@ -136,6 +148,10 @@ pub fn stats(dir: &Path) -> Result<StoreStats, StoreError> {
 /// Reads and checks every block (checksum, header, key = hash, index entry) and every saved
 /// session; with `remove_bad`, deletes what fails.
 pub fn verify(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> {
+    contain("verify", || verify_inner(dir, remove_bad))
+}
+
+fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> {
     let mut db = existing(dir)?;
     let mut r = VerifyReport {
         file_ok: db.check_integrity().db("check integrity")?,
@@ -219,6 +235,10 @@ pub fn verify(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> 
 
 /// Compacts the file; returns its size before and after.
 pub fn compact(dir: &Path) -> Result<(u64, u64), StoreError> {
+    contain("compact", || compact_inner(dir))
+}
+
+fn compact_inner(dir: &Path) -> Result<(u64, u64), StoreError> {
     let mut db = existing(dir)?;
     let before = std::fs::metadata(dir.join(DB_FILE))?.len();
     let mut rounds = 0;
@@ -232,6 +252,10 @@ pub fn compact(dir: &Path) -> Result<(u64, u64), StoreError> {
 
 /// Removes every block and saved session of the namespace with `salt`, or everything.
 pub fn clear(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, StoreError> {
+    contain("clear", || clear_inner(dir, salt))
+}
+
+fn clear_inner(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, StoreError> {
     let db = existing(dir)?;
     let mut report = ClearReport::default();
     let txn = db.begin_write().db("begin write")?;
@@ -274,4 +298,76 @@ pub fn clear(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, Sto
     }
     txn.commit().db("commit")?;
     Ok(report)
+}
+
+/// What [`repair`] did.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RepairReport {
+    /// The file was usable: redb's check passed (`rolled_back`: redb repaired it by going back
+    /// to its previous commit) and `removed` bad entries were deleted.
+    Repaired { rolled_back: bool, removed: u64 },
+    /// The file could not be repaired: it was renamed to `moved_to` and an empty store started.
+    MovedAside { moved_to: String, reason: String },
+}
+
+/// Renames the store file in `dir` to `memoria.redb.corrupt-<unix seconds>` (a suffix is added
+/// if that name is taken); returns the new path.
+pub fn move_aside(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
+    let from = dir.join(DB_FILE);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut to = dir.join(format!("{DB_FILE}.corrupt-{secs}"));
+    let mut n = 1;
+    while to.exists() {
+        to = dir.join(format!("{DB_FILE}.corrupt-{secs}-{n}"));
+        n += 1;
+    }
+    std::fs::rename(&from, &to).map_err(|e| StoreError::Open {
+        path: from.display().to_string(),
+        msg: format!("moving the damaged file aside to {}: {e}", to.display()),
+    })?;
+    Ok(to)
+}
+
+/// Moves the damaged store file in `dir` aside and creates an empty store in its place;
+/// returns where the old file went.
+pub fn recover(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
+    let to = move_aside(dir)?;
+    contain("create", || open_database(dir).map(drop))?;
+    Ok(to)
+}
+
+fn check_and_clean(dir: &Path) -> Result<(bool, u64), StoreError> {
+    let mut db = existing(dir)?;
+    let clean = db.check_integrity().db("check integrity")?;
+    drop(db);
+    let r = verify_inner(dir, true)?;
+    Ok((!clean, r.removed))
+}
+
+/// Repairs the store in `dir`: redb's integrity check and repair (back to the last intact
+/// commit), then removal of every bad block and session. If the file is still unusable (damaged
+/// beyond redb's repair), it is moved aside ([`move_aside`]) and an empty store created. Errors
+/// that are not damage (no store here, the file is in use, a newer format) change nothing.
+pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
+    if !dir.join(DB_FILE).is_file() {
+        return Err(not_a_store(dir));
+    }
+    match contain("repair", || check_and_clean(dir)) {
+        Ok((rolled_back, removed)) => Ok(RepairReport::Repaired {
+            rolled_back,
+            removed,
+        }),
+        Err(e) if e.is_damaged() => {
+            let reason = e.damage();
+            let to = recover(dir)?;
+            Ok(RepairReport::MovedAside {
+                moved_to: to.display().to_string(),
+                reason,
+            })
+        }
+        Err(e) => Err(e),
+    }
 }

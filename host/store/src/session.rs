@@ -149,8 +149,10 @@ impl SessionRecord {
         let model = ModelFingerprint(arr(16));
         let salt = NamespaceSalt(arr(48));
         let tokens = b[FIXED..FIXED + 4 * nt]
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .as_chunks::<4>()
+            .0
+            .iter()
+            .map(|c| u32::from_le_bytes(*c))
             .collect();
         let hashes = (0..nh)
             .map(|i| BlockHash(arr(FIXED + 4 * nt + 32 * i)))

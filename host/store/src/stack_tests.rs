@@ -293,12 +293,18 @@ fn disk_budget_evicts_least_recently_used() {
     let one = codec::encode(&identity(salt, *h), t, data, Encoding::Raw)
         .unwrap()
         .len() as u64;
+    // The smallest budget whose cache-block share holds one block (and not two).
+    let c = crate::disk::budget::charge(one);
+    let budget = (c..)
+        .find(|b| crate::disk::budget::block_target(*b, 0) >= c)
+        .unwrap();
+    assert!(crate::disk::budget::block_target(budget, 0) < 2 * c);
     let st = TierStack::open(
         &d,
         StoreOptions {
             cold_budget_bytes: 0,
             disk: DiskOptions {
-                budget_bytes: one + 10,
+                budget_bytes: budget,
                 compress: false,
                 ..DiskOptions::default()
             },

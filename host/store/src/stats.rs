@@ -37,6 +37,20 @@ pub struct TierStats {
     pub write_micros: AtomicU64,
     /// Bytes committed (redb only).
     pub bytes_written: AtomicU64,
+    /// The tier's byte budget (gauge; for redb: the whole file).
+    pub budget_bytes: AtomicU64,
+    /// File bytes the stored blocks cost, as the budget counts them (gauge; redb only).
+    pub charged_bytes: AtomicU64,
+    /// Bytes of named saves, as their budget counts them (gauge; redb only).
+    pub saves_bytes: AtomicU64,
+    /// The named saves' budget (gauge; redb only).
+    pub saves_budget_bytes: AtomicU64,
+    /// Size of the store file after the last commit (gauge; redb only).
+    pub file_bytes: AtomicU64,
+    /// Reads that failed (a damaged page, an I/O error) and were served as misses.
+    pub read_errors: AtomicU64,
+    /// Write transactions that failed (full disk, I/O error, damaged file).
+    pub write_errors: AtomicU64,
 }
 
 /// A plain copy of [`TierStats`].
@@ -57,6 +71,13 @@ pub struct TierSnapshot {
     pub commits: u64,
     pub write_micros: u64,
     pub bytes_written: u64,
+    pub budget_bytes: u64,
+    pub charged_bytes: u64,
+    pub saves_bytes: u64,
+    pub saves_budget_bytes: u64,
+    pub file_bytes: u64,
+    pub read_errors: u64,
+    pub write_errors: u64,
 }
 
 impl TierStats {
@@ -78,6 +99,13 @@ impl TierStats {
             commits: self.commits.load(Relaxed),
             write_micros: self.write_micros.load(Relaxed),
             bytes_written: self.bytes_written.load(Relaxed),
+            budget_bytes: self.budget_bytes.load(Relaxed),
+            charged_bytes: self.charged_bytes.load(Relaxed),
+            saves_bytes: self.saves_bytes.load(Relaxed),
+            saves_budget_bytes: self.saves_budget_bytes.load(Relaxed),
+            file_bytes: self.file_bytes.load(Relaxed),
+            read_errors: self.read_errors.load(Relaxed),
+            write_errors: self.write_errors.load(Relaxed),
         }
     }
 

@@ -3,11 +3,11 @@
 //! with a fixed-seed canary, cancellation on disconnect, namespaces and keys, the admin API,
 //! SIGTERM draining, the demo model and `memoria bench serve`.
 
-mod client;
+pub mod client;
 mod corpus;
 mod default_model;
 mod deploy;
-mod server;
+pub mod server;
 
 use std::process::Command;
 

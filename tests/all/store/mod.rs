@@ -4,6 +4,7 @@
 //! bit-identical logits. Process-level tests spawn the CLI; the rest run engines in-process.
 
 mod crash;
+mod damage;
 mod engine;
 mod process;
 

@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// Persistent state store directory.
     #[arg(long)]
     store: Option<PathBuf>,
+    /// If the store file is damaged, move it aside (memoria.redb.corrupt-<unix time>) and start
+    /// with an empty store instead of refusing to start.
+    #[arg(long = "store-recover")]
+    store_recover: bool,
     /// Bearer key of the default namespace.
     #[arg(long = "api-key")]
     api_key: Option<String>,
@@ -103,7 +107,13 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         cfg.context
     };
     let budget = kv_budget(&cfg, &model, max_context)?;
-    let store = super::store::open_store(cfg.store.as_deref())?;
+    let store_settings = super::store::StoreSettings {
+        max_disk_bytes: cfg.store_max_disk_bytes,
+        max_saves_bytes: cfg.store_max_saves_bytes,
+        recover: a.store_recover,
+        announce: true,
+    };
+    let store = super::store::open_store_with(cfg.store.as_deref(), &store_settings)?;
     let engine_cfg = EngineConfig {
         kv_elem: cfg.kv_elem,
         block_tokens: cfg.block_tokens,
@@ -162,8 +172,10 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
             budget >> 20
         );
         let report = server.run(memoria_http::shutdown_signal()).await;
-        if let Some(s) = &store {
-            s.flush().context("flushing the store")?;
+        if let Some(s) = &store
+            && let Err(e) = s.flush()
+        {
+            eprintln!("memoria: the store was not fully written at shutdown: {e}");
         }
         if report.drained {
             eprintln!("memoria: stopped");

@@ -1,6 +1,7 @@
-//! `memoria store stats|verify|compact|clear`: offline tools over a store directory (the
+//! `memoria store stats|verify|compact|clear|repair`: offline tools over a store directory (the
 //! redb file written by `memoria run/serve --store DIR`), and the hidden `stress` child used by
-//! the crash test. Also builds the store for commands that take `--store DIR`.
+//! the crash test. Also builds the store for commands that take `--store DIR`: with its disk
+//! budgets, and (`serve --store-recover`) moving a damaged file aside to start fresh.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_sched::store::maintenance::RepairReport;
 use memoria_sched::store::{StoreOptions, TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle};
 
@@ -19,12 +21,64 @@ pub const CLI_SALT_LABEL: &str = "memoria-cli";
 
 /// Opens the tier stack on `dir` with default options, when one is given.
 pub fn open_store(dir: Option<&Path>) -> anyhow::Result<Option<Arc<TierStack>>> {
-    dir.map(|d| {
-        TierStack::open(d, StoreOptions::default())
-            .map(Arc::new)
-            .with_context(|| format!("opening the store {}", d.display()))
-    })
-    .transpose()
+    open_store_with(dir, &StoreSettings::default())
+}
+
+/// The `[store]` settings `memoria serve` passes (None: the default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreSettings {
+    /// `max_disk_mb`.
+    pub max_disk_bytes: Option<u64>,
+    /// `max_saves_mb`.
+    pub max_saves_bytes: Option<u64>,
+    /// `--store-recover`: a damaged file is moved aside and an empty store started.
+    pub recover: bool,
+    /// Print the budgets in force on stderr.
+    pub announce: bool,
+}
+
+/// Opens the tier stack on `dir` with `set`'s budgets, when one is given.
+pub fn open_store_with(
+    dir: Option<&Path>,
+    set: &StoreSettings,
+) -> anyhow::Result<Option<Arc<TierStack>>> {
+    let Some(d) = dir else { return Ok(None) };
+    let mut opts = StoreOptions::default();
+    opts.disk.budget_bytes = set.max_disk_bytes.unwrap_or(0);
+    opts.disk.saves_budget_bytes = set.max_saves_bytes.unwrap_or(0);
+    let stack = match TierStack::open(d, opts) {
+        Err(e) if e.is_damaged() && set.recover => {
+            let to = maintenance::move_aside(d).with_context(|| format!("--store-recover: {e}"))?;
+            eprintln!(
+                "memoria: the store file was damaged ({}); --store-recover moved it to {} and \
+                 starts with an empty store",
+                e.damage(),
+                to.display()
+            );
+            TierStack::open(d, opts)
+        }
+        r => r,
+    }
+    .with_context(|| format!("opening the store {}", d.display()))?;
+    if set.announce
+        && let Some(disk) = stack.disk()
+    {
+        let (budget, saves) = disk.budgets();
+        let how = if set.max_disk_bytes.is_some() {
+            "[store] max_disk_mb".to_string()
+        } else {
+            let pct = memoria_sched::store::disk::budget::DEFAULT_FREE_FRACTION * 100.0;
+            format!("default: {pct:.0}% of the filesystem's free space + the file")
+        };
+        eprintln!(
+            "memoria: store {}: disk budget {} MiB ({how}), saved sessions {} MiB, file now {} MiB",
+            d.display(),
+            budget >> 20,
+            saves >> 20,
+            stack.snapshot().redb.file_bytes >> 20
+        );
+    }
+    Ok(Some(Arc::new(stack)))
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,6 +91,9 @@ pub enum StoreCommand {
     Compact(PathArgs),
     /// Remove one namespace's blocks and sessions, or everything.
     Clear(ClearArgs),
+    /// Repair a damaged store: redb's repair, then removal of bad entries; a file still unusable
+    /// is moved aside as memoria.redb.corrupt-<unix time> and an empty store started.
+    Repair(PathArgs),
     /// Crash-test child: prefill random prompts and save them, printing `saved NAME` after each
     /// save is durable.
     #[command(hide = true)]
@@ -151,6 +208,31 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!("removed {} blocks and {} sessions", r.blocks, r.sessions);
+            }
+            Ok(())
+        }
+        StoreCommand::Repair(a) => {
+            let r = maintenance::repair(&a.store)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                match &r {
+                    RepairReport::Repaired {
+                        rolled_back,
+                        removed,
+                    } => println!(
+                        "repaired: {} | {removed} bad entries removed",
+                        if *rolled_back {
+                            "redb rolled the file back to its last intact commit"
+                        } else {
+                            "the file structure is intact"
+                        }
+                    ),
+                    RepairReport::MovedAside { moved_to, reason } => println!(
+                        "the file could not be repaired ({reason}); moved it to {moved_to} and \
+                         started an empty store"
+                    ),
+                }
             }
             Ok(())
         }

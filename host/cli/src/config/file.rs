@@ -74,6 +74,8 @@ pub struct RawCache {
 #[serde(deny_unknown_fields)]
 pub struct RawStore {
     pub path: Option<PathBuf>,
+    pub max_disk_mb: Option<u64>,
+    pub max_saves_mb: Option<u64>,
 }
 
 impl RawConfig {

@@ -66,6 +66,10 @@ pub struct ServeConfig {
     pub idle_ttl: Option<Duration>,
     pub embed_cache_entries: usize,
     pub store: Option<PathBuf>,
+    /// `[store] max_disk_mb` in bytes (None: a tenth of the free space at start).
+    pub store_max_disk_bytes: Option<u64>,
+    /// `[store] max_saves_mb` in bytes (None: a quarter of the disk budget).
+    pub store_max_saves_bytes: Option<u64>,
     /// Namespaces in id order (the default one first).
     pub namespaces: Vec<(String, NamespaceSpec)>,
 }
@@ -117,6 +121,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         bail!("server.max_component_bytes = {max_component_bytes}: must be at least 1024");
     }
     let store = o.store.clone().or(raw.store.path.clone());
+    let (store_max_disk_bytes, store_max_saves_bytes) = store_budgets(&raw.store)?;
     let components_dir = s
         .components_dir
         .clone()
@@ -159,8 +164,34 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         },
         embed_cache_entries: c.embed_cache_entries.unwrap_or(4096),
         store,
+        store_max_disk_bytes,
+        store_max_saves_bytes,
         namespaces,
     })
+}
+
+/// `[store] max_disk_mb` and `max_saves_mb`, in bytes, checked.
+fn store_budgets(s: &file::RawStore) -> anyhow::Result<(Option<u64>, Option<u64>)> {
+    const MAX_MB: u64 = 1 << 40;
+    for (key, v) in [
+        ("max_disk_mb", s.max_disk_mb),
+        ("max_saves_mb", s.max_saves_mb),
+    ] {
+        if let Some(mb) = v
+            && !(1..=MAX_MB).contains(&mb)
+        {
+            bail!("store.{key} = {mb}: use 1 to {MAX_MB}");
+        }
+    }
+    if let (Some(disk), Some(saves)) = (s.max_disk_mb, s.max_saves_mb)
+        && saves * 2 > disk
+    {
+        bail!("store.max_saves_mb = {saves}: at most half of store.max_disk_mb ({disk})");
+    }
+    Ok((
+        s.max_disk_mb.map(|m| m << 20),
+        s.max_saves_mb.map(|m| m << 20),
+    ))
 }
 
 /// The namespaces in id order: `previous` names first (so a reload keeps ids), then the
@@ -292,6 +323,23 @@ mod tests {
             t.by_key("alpha-key-1").map(|n| n.name.as_str()),
             Some("alpha")
         );
+    }
+
+    #[test]
+    fn store_budgets_are_checked() {
+        let raw = RawConfig::parse("[store]\nmax_disk_mb = 100\nmax_saves_mb = 10\n").unwrap();
+        let cfg = resolve(raw, &Overrides::default()).expect("valid");
+        assert_eq!(cfg.store_max_disk_bytes, Some(100 << 20));
+        assert_eq!(cfg.store_max_saves_bytes, Some(10 << 20));
+        for bad in [
+            "max_disk_mb = 0",
+            "max_saves_mb = 0",
+            "max_disk_mb = 10\nmax_saves_mb = 6",
+        ] {
+            let raw = RawConfig::parse(&format!("[store]\n{bad}\n")).unwrap();
+            let e = resolve(raw, &Overrides::default()).expect_err(bad);
+            assert!(e.to_string().contains("store.max_"), "{e}");
+        }
     }
 
     #[test]

@@ -191,7 +191,7 @@ impl Engine {
                 &name,
                 &record,
                 Box::new(move |r| {
-                    let _ = reply.send(r.map_err(|e| EngineError::Internal(e.to_string())));
+                    let _ = reply.send(r.map_err(EngineError::Store));
                 }),
             ),
             Err(e) => {
@@ -214,7 +214,7 @@ impl Engine {
             || EngineError::InvalidArgument(format!("no saved session {name:?} in this namespace"));
         let rec = stack
             .load_session(ns, name)
-            .map_err(|e| EngineError::Internal(e.to_string()))?
+            .map_err(EngineError::Store)?
             .ok_or_else(missing)?;
         if rec.salt != salt {
             return Err(missing());

@@ -1,11 +1,14 @@
 //! The redb tier's in-memory index: which blocks are on disk (or queued for it), their encoded
-//! sizes, and their last-use order for the disk budget. Invariants: `bytes` is the sum of the
-//! entries' lengths; `order` holds one `(stamp, hash)` per entry; a hash is never both an entry
-//! and queued.
+//! sizes, their last-use order for the disk budget, and the named saves' charged sizes.
+//! Invariants: `bytes` is the sum of the entries' lengths and `charged` the sum of their
+//! [`charge`]s; `order` holds one `(stamp, hash)` per entry; a hash is never both an entry and
+//! queued; `saves_charged` is the sum of `saves`' values (queued saves included).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use memoria_kv::BlockHash;
+
+use super::budget::charge;
 
 #[derive(Debug, Default)]
 pub(crate) struct DiskIndex {
@@ -13,7 +16,10 @@ pub(crate) struct DiskIndex {
     order: BTreeSet<(u64, BlockHash)>,
     queued: HashSet<BlockHash>,
     pub bytes: u64,
+    pub charged: u64,
     pub clock: u64,
+    saves: HashMap<(u64, String), u64>,
+    pub saves_charged: u64,
 }
 
 impl DiskIndex {
@@ -47,6 +53,7 @@ impl DiskIndex {
         self.entries.insert(h, (len, stamp));
         self.order.insert((stamp, h));
         self.bytes += len;
+        self.charged += charge(len);
         stamp
     }
 
@@ -65,6 +72,7 @@ impl DiskIndex {
             Some((len, stamp)) => {
                 self.order.remove(&(stamp, *h));
                 self.bytes -= len;
+                self.charged -= charge(len);
                 true
             }
             None => false,
@@ -74,6 +82,27 @@ impl DiskIndex {
     /// The least recently used stored block.
     pub fn oldest(&self) -> Option<BlockHash> {
         self.order.first().map(|(_, h)| *h)
+    }
+
+    /// The charged size of the save under `key`, if any.
+    pub fn save(&self, key: &(u64, String)) -> Option<u64> {
+        self.saves.get(key).copied()
+    }
+
+    /// Records the save under `key` as costing `charged` bytes (None: removed); returns what
+    /// it cost before.
+    pub fn set_save(&mut self, key: (u64, String), charged: Option<u64>) -> Option<u64> {
+        let old = match charged {
+            Some(c) => {
+                self.saves_charged += c;
+                self.saves.insert(key, c)
+            }
+            None => self.saves.remove(&key),
+        };
+        if let Some(o) = old {
+            self.saves_charged -= o;
+        }
+        old
     }
 
     fn tick(&mut self) -> u64 {
@@ -101,5 +130,18 @@ mod tests {
         assert_eq!(ix.oldest(), Some(b));
         assert!(ix.remove(&b));
         assert_eq!((ix.len(), ix.bytes, ix.oldest()), (1, 10, Some(a)));
+        assert_eq!(ix.charged, charge(10));
+    }
+
+    #[test]
+    fn saves_are_charged_and_replaced() {
+        let mut ix = DiskIndex::default();
+        let k = (1, "x".to_string());
+        assert_eq!(ix.set_save(k.clone(), Some(100)), None);
+        assert_eq!(ix.set_save(k.clone(), Some(40)), Some(100));
+        assert_eq!((ix.saves_charged, ix.save(&k)), (40, Some(40)));
+        ix.set_save((2, "y".into()), Some(5));
+        assert_eq!(ix.set_save(k, None), Some(40));
+        assert_eq!(ix.saves_charged, 5);
     }
 }

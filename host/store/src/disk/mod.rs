@@ -2,8 +2,12 @@
 //! engine by one writer thread. Invariants: the engine thread never waits on disk writes
 //! (block puts go through a queue bounded in bytes and are dropped and counted when it is
 //! full); reads are snapshot reads that never block the writer; the in-memory index mirrors
-//! `block_index` plus the blocks still queued.
+//! `block_index` plus the blocks still queued; the file is held to a disk budget (cache blocks
+//! evicted least recently used first, named saves refused past their own budget); nothing redb
+//! does on a damaged file (an error or a panic) leaves this module as anything but a typed
+//! error or a miss.
 
+pub mod budget;
 mod index;
 pub mod tables;
 mod writer;
@@ -23,9 +27,10 @@ use self::index::DiskIndex;
 use self::tables::{
     BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, META, MODELS, SESSIONS, STORE_FORMAT,
 };
-use self::writer::{Msg, Writer};
+use self::writer::{Failure, Msg, Writer, failure};
 use crate::codec::{BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
+use crate::guard::contain;
 use crate::session::SessionRecord;
 use crate::stats::TierStats;
 use crate::tier::Tier;
@@ -33,34 +38,67 @@ use crate::tier::Tier;
 /// How the redb tier is sized and batched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DiskOptions {
-    /// Encoded bytes the file may hold before least-recently-used blocks are evicted.
+    /// Bytes the store file may take (cache blocks are evicted least recently used first to
+    /// stay within it); 0: a tenth of the filesystem's free space at open, plus the file's
+    /// current size.
     pub budget_bytes: u64,
+    /// Bytes of named saves the file may hold (part of `budget_bytes`; saves past it are
+    /// refused); 0: a quarter of the disk budget.
+    pub saves_budget_bytes: u64,
     /// Block bytes that may wait for the writer; puts beyond it are dropped and counted.
     pub queue_bytes: u64,
     /// Messages applied per write transaction, at most.
     pub max_batch: usize,
     /// LZ4-compress blocks on disk.
     pub compress: bool,
+    /// redb's page cache, in bytes.
+    pub cache_bytes: usize,
 }
 
 impl Default for DiskOptions {
     fn default() -> Self {
         DiskOptions {
-            budget_bytes: 16 << 30,
+            budget_bytes: 0,
+            saves_budget_bytes: 0,
             queue_bytes: 256 << 20,
             max_batch: 256,
             compress: true,
+            cache_bytes: 64 << 20,
         }
+    }
+}
+
+impl DiskOptions {
+    /// The budgets for a store in `dir` with the defaults filled in: (disk, saves).
+    pub fn resolve_budgets(&self, dir: &Path) -> Result<(u64, u64), StoreError> {
+        let disk = if self.budget_bytes > 0 {
+            self.budget_bytes
+        } else {
+            let existing = std::fs::metadata(dir.join(DB_FILE)).map_or(0, |m| m.len());
+            budget::default_budget(dir, existing).map_err(|e| StoreError::Open {
+                path: dir.display().to_string(),
+                msg: format!("reading the filesystem's free space: {e}"),
+            })?
+        };
+        let saves = if self.saves_budget_bytes > 0 {
+            self.saves_budget_bytes.min(disk / 2)
+        } else {
+            disk / budget::DEFAULT_SAVES_FRACTION
+        };
+        Ok((disk, saves))
     }
 }
 
 /// Blocks and sessions in a redb file, with a write-behind thread.
 pub struct RedbTier {
     path: PathBuf,
-    db: Arc<Database>,
+    /// Always `Some` until dropped (taken out so that the drop runs under `catch_unwind`).
+    db: Option<Arc<Database>>,
     index: Arc<Mutex<DiskIndex>>,
     stats: Arc<TierStats>,
     opts: DiskOptions,
+    saves_budget: u64,
+    failed: Failure,
     tx: Mutex<Option<Sender<Msg>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -74,23 +112,85 @@ impl std::fmt::Debug for RedbTier {
     }
 }
 
+/// A damaged-file error at open, with what to do about it.
+fn unopenable(path: &Path, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Damaged { what, msg } => StoreError::Unopenable {
+            path: path.display().to_string(),
+            msg: format!("{what}: {msg}"),
+        },
+        e => e,
+    }
+}
+
 /// Opens (creating if needed) the store database in `dir`, checks its table format and creates
-/// missing tables.
+/// missing tables. A damaged file is [`StoreError::Unopenable`] (never a panic).
 pub fn open_database(dir: &Path) -> Result<Database, StoreError> {
+    open_database_with(dir, DiskOptions::default().cache_bytes)
+}
+
+/// [`open_database`] with a page cache of `cache_bytes`.
+pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
         path: dir.display().to_string(),
         msg: e.to_string(),
     })?;
     let path = dir.join(DB_FILE);
-    let db = Database::create(&path).map_err(|e| StoreError::Open {
-        path: path.display().to_string(),
-        msg: e.to_string(),
-    })?;
+    contain("open", || {
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(&path)
+            .map_err(|e| match redb::Error::from(e) {
+                // Not a redb header, or a header that points past the end of the file.
+                redb::Error::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+                {
+                    StoreError::Damaged {
+                        what: "open",
+                        msg: io.to_string(),
+                    }
+                }
+                redb::Error::Corrupted(m) => StoreError::Damaged {
+                    what: "open",
+                    msg: m,
+                },
+                e => StoreError::Open {
+                    path: path.display().to_string(),
+                    msg: e.to_string(),
+                },
+            })?;
+        // On an error the database is dropped here, still under `catch_unwind` (redb's drop
+        // can panic on a lock that a contained panic poisoned).
+        init_tables(&db)?;
+        Ok(db)
+    })
+    .map_err(|e| unopenable(&path, e))
+}
+
+/// Drops a database under `catch_unwind` (its close may panic on a damaged file).
+fn close_quietly(db: Arc<Database>) {
+    let _ = contain("close", move || {
+        drop(db);
+        Ok(())
+    });
+}
+
+pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().db("begin write")?;
     {
         let mut meta = txn.open_table(META).db("open meta")?;
         let found = meta.get(FORMAT_KEY).db("read format")?.map(|v| v.value());
         match found {
+            // No build will ever write a format past u16::MAX: such a value is damage.
+            Some(v) if v > u64::from(u16::MAX) => {
+                return Err(StoreError::Damaged {
+                    what: "read format",
+                    msg: format!("the table format value {v} is garbage"),
+                });
+            }
             Some(v) if v != STORE_FORMAT => {
                 return Err(StoreError::Format {
                     found: v,
@@ -108,53 +208,109 @@ pub fn open_database(dir: &Path) -> Result<Database, StoreError> {
         txn.open_table(MODELS).db("open models")?;
     }
     txn.commit().db("commit")?;
-    Ok(db)
+    Ok(())
+}
+
+/// Reads `block_index`, the clock and the saves' sizes.
+fn load_index(db: &Database) -> Result<DiskIndex, StoreError> {
+    let mut ix = DiskIndex::default();
+    let txn = db.begin_read().db("begin read")?;
+    let bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
+    for e in bix.iter().db("scan block_index")? {
+        let (k, v) = e.db("read block_index")?;
+        let (len, stamp) = v.value();
+        ix.insert(BlockHash(k.value()), len, stamp.max(1));
+    }
+    let meta = txn.open_table(META).db("open meta")?;
+    let clock = meta
+        .get(CLOCK_KEY)
+        .db("read clock")?
+        .map_or(0, |v| v.value());
+    ix.clock = ix.clock.max(clock);
+    let sessions = txn.open_table(SESSIONS).db("open sessions")?;
+    for e in sessions.iter().db("scan sessions")? {
+        let (k, v) = e.db("read session")?;
+        let (ns, name) = k.value();
+        let c = budget::charge((v.value().len() + name.len()) as u64);
+        ix.set_save((ns, name.to_string()), Some(c));
+    }
+    Ok(ix)
 }
 
 impl RedbTier {
     /// Opens the store in `dir` and starts its writer thread.
+    /// A file that cannot be opened because it is damaged is [`StoreError::Unopenable`].
     pub fn open(dir: &Path, opts: DiskOptions) -> Result<RedbTier, StoreError> {
-        let db = Arc::new(open_database(dir)?);
-        let mut ix = DiskIndex::default();
-        {
-            let txn = db.begin_read().db("begin read")?;
-            let bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
-            for e in bix.iter().db("scan block_index")? {
-                let (k, v) = e.db("read block_index")?;
-                let (len, stamp) = v.value();
-                ix.insert(BlockHash(k.value()), len, stamp.max(1));
+        let budgets = opts.resolve_budgets(dir)?;
+        let db = open_database_with(dir, opts.cache_bytes)?;
+        Self::with_database(dir.join(DB_FILE), db, opts, budgets)
+    }
+
+    /// The tier over an opened database whose file is `path` (tests open one on a
+    /// fault-injecting backend), with the (disk, saves) budgets in force.
+    pub(crate) fn with_database(
+        path: PathBuf,
+        db: Database,
+        opts: DiskOptions,
+        (budget, saves_budget): (u64, u64),
+    ) -> Result<RedbTier, StoreError> {
+        let db = Arc::new(db);
+        let ix = match contain("read the index", || load_index(&db)) {
+            Ok(ix) => ix,
+            Err(e) => {
+                close_quietly(db);
+                return Err(unopenable(&path, e));
             }
-            let meta = txn.open_table(META).db("open meta")?;
-            let clock = meta
-                .get(CLOCK_KEY)
-                .db("read clock")?
-                .map_or(0, |v| v.value());
-            ix.clock = ix.clock.max(clock);
-        }
+        };
         let stats = Arc::new(TierStats::default());
+        stats.budget_bytes.store(budget, Relaxed);
+        stats.saves_budget_bytes.store(saves_budget, Relaxed);
         stats.blocks.store(ix.len() as u64, Relaxed);
         stats.bytes.store(ix.bytes, Relaxed);
+        stats.charged_bytes.store(ix.charged, Relaxed);
+        stats.saves_bytes.store(ix.saves_charged, Relaxed);
+        if let Ok(m) = std::fs::metadata(&path) {
+            stats.file_bytes.store(m.len(), Relaxed);
+        }
         let index = Arc::new(Mutex::new(ix));
+        let failed = Failure::default();
         let writer = Writer {
             db: db.clone(),
+            path: path.clone(),
             index: index.clone(),
             stats: stats.clone(),
-            budget: opts.budget_bytes,
+            failed: failed.clone(),
+            budget,
             max_batch: opts.max_batch.max(1),
         };
         let (tx, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("memoria-store-writer".into())
             .spawn(move || writer.run(rx))?;
-        Ok(RedbTier {
-            path: dir.join(DB_FILE),
-            db,
+        let tier = RedbTier {
+            path,
+            db: Some(db),
             index,
             stats,
             opts,
+            saves_budget,
+            failed,
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
-        })
+        };
+        // The first commit evicts down to the budget (it may have been lowered since).
+        let _ = tier.send(Msg::Flush(Box::new(|_| {})));
+        Ok(tier)
+    }
+
+    /// The failure that stopped the writer (a full disk, an I/O error, a damaged file), if any.
+    pub fn failure(&self) -> Option<StoreError> {
+        failure(&self.failed)
+    }
+
+    /// The disk budget and the saves' budget in force, in bytes.
+    pub fn budgets(&self) -> (u64, u64) {
+        (self.stats.budget_bytes.load(Relaxed), self.saves_budget)
     }
 
     /// This tier's figures.
@@ -165,6 +321,10 @@ impl RedbTier {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn database(&self) -> Result<&Database, StoreError> {
+        self.db.as_deref().ok_or(StoreError::WriterGone)
     }
 
     fn index(&self) -> MutexGuard<'_, DiskIndex> {
@@ -181,6 +341,10 @@ impl RedbTier {
     /// bound). Returns whether it was queued.
     fn enqueue_block(&self, hash: BlockHash, m: Msg, force: bool) -> bool {
         let bytes = m.queued_bytes();
+        if self.failure().is_some() {
+            TierStats::add(&self.stats.dropped, 1);
+            return false;
+        }
         if !force && self.stats.queue_bytes.load(Relaxed) + bytes > self.opts.queue_bytes {
             TierStats::add(&self.stats.dropped, 1);
             return false;
@@ -241,17 +405,43 @@ impl RedbTier {
         let _ = self.send(Msg::Touch(*hash));
     }
 
-    /// Saves a session record; `ack` runs after the commit that holds it.
+    /// Saves a session record; `ack` runs after the commit that holds it, or at once with
+    /// [`StoreError::SavesFull`] when the saves' budget cannot take it (a save replacing one of
+    /// the same name is charged the difference), or with the writer's failure.
     pub fn save_session(&self, ns: u64, name: &str, record: &SessionRecord, ack: Ack) {
+        if let Some(f) = self.failure() {
+            ack(Err(f));
+            return;
+        }
+        let record = record.encode();
+        let need = budget::charge((record.len() + name.len()) as u64);
+        let key = (ns, name.to_string());
+        let prev = {
+            let mut ix = self.index();
+            let old = ix.save(&key).unwrap_or(0);
+            let used = ix.saves_charged - old;
+            if used.saturating_add(need) > self.saves_budget {
+                drop(ix);
+                ack(Err(StoreError::SavesFull {
+                    used,
+                    budget: self.saves_budget,
+                    need,
+                }));
+                return;
+            }
+            ix.set_save(key.clone(), Some(need))
+        };
         let m = Msg::Session {
             ns,
             name: name.to_string(),
-            record: record.encode(),
+            record,
+            prev,
             ack,
         };
         if let Err(m) = self.send_or_return(m)
             && let Msg::Session { ack, .. } = *m
         {
+            self.index().set_save(key, prev);
             ack(Err(StoreError::WriterGone));
         }
     }
@@ -266,12 +456,20 @@ impl RedbTier {
 
     /// Reads a saved session (verified); `None` when there is none by that name.
     pub fn load_session(&self, ns: u64, name: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let txn = self.db.begin_read().db("begin read")?;
-        let t = txn.open_table(SESSIONS).db("open sessions")?;
-        let Some(v) = t.get((ns, name)).db("read session")? else {
-            return Ok(None);
-        };
-        Ok(Some(SessionRecord::decode(v.value())?))
+        let r = contain("read session", || {
+            let txn = self.database()?.begin_read().db("begin read")?;
+            let t = txn.open_table(SESSIONS).db("open sessions")?;
+            let Some(v) = t.get((ns, name)).db("read session")? else {
+                return Ok(None);
+            };
+            Ok(Some(SessionRecord::decode(v.value())?))
+        });
+        if r.as_ref()
+            .is_err_and(|e| !matches!(e, StoreError::Session(_)))
+        {
+            TierStats::add(&self.stats.read_errors, 1);
+        }
+        r
     }
 
     /// Waits until everything queued before this call is committed.
@@ -298,15 +496,20 @@ impl RedbTier {
     }
 
     fn read(&self, hash: &BlockHash) -> Result<Option<Vec<u8>>, StoreError> {
-        let txn = self.db.begin_read().db("begin read")?;
-        let t = txn.open_table(BLOCKS).db("open blocks")?;
-        Ok(t.get(hash.0).db("read block")?.map(|v| v.value().to_vec()))
+        contain("read block", || {
+            let txn = self.database()?.begin_read().db("begin read")?;
+            let t = txn.open_table(BLOCKS).db("open blocks")?;
+            Ok(t.get(hash.0).db("read block")?.map(|v| v.value().to_vec()))
+        })
     }
 }
 
 impl Drop for RedbTier {
     fn drop(&mut self) {
         self.close();
+        if let Some(db) = self.db.take() {
+            close_quietly(db);
+        }
     }
 }
 
@@ -319,7 +522,13 @@ impl Tier for RedbTier {
         if !self.index().on_disk(hash) {
             return None;
         }
-        self.read(hash).ok().flatten()
+        match self.read(hash) {
+            Ok(v) => v,
+            Err(_) => {
+                TierStats::add(&self.stats.read_errors, 1);
+                None
+            }
+        }
     }
 
     fn put(&self, hash: &BlockHash, encoded: Vec<u8>) {
@@ -340,3 +549,7 @@ impl Tier for RedbTier {
         had
     }
 }
+
+#[cfg(test)]
+#[path = "fault_tests.rs"]
+mod fault_tests;

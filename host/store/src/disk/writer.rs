@@ -1,9 +1,13 @@
 //! The redb tier's write-behind thread: takes queued messages in arrival order, applies up to a
-//! batch of them in one write transaction, commits (durably), then acknowledges. Invariants:
-//! an acknowledgement (session save, flush) is sent only after the commit holding its message
-//! and every earlier one returned; the disk budget is enforced inside the same transaction;
-//! the queue gauges drop as soon as a message is taken.
+//! batch of them (bounded in messages and bytes) in one write transaction, commits (durably),
+//! then acknowledges. Invariants: an acknowledgement (session save, flush) is sent only after
+//! the commit holding its message and every earlier one returned, and every acknowledgement is
+//! sent exactly once, whatever happens (an error, a panic inside redb); the disk budget is
+//! enforced inside the same transaction; the queue gauges drop as soon as a message is taken.
+//! After a disk failure (full, I/O error) or a damaged file the writer stops writing: it drops
+//! blocks (counted) and answers saves and flushes with that failure, while reads go on.
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,14 +16,26 @@ use std::time::Instant;
 use memoria_kv::BlockHash;
 use redb::{Database, ReadableTable, WriteTransaction};
 
+use super::budget::{batch_bytes, block_target};
 use super::index::DiskIndex;
 use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, META, MODELS, SESSIONS};
 use crate::codec::{self, BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
+use crate::guard::contain;
 use crate::stats::TierStats;
 
 /// Called once with the outcome of the commit that holds the message.
 pub type Ack = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// The failure that stopped the writer, shared with the tier.
+pub(crate) type Failure = Arc<Mutex<Option<StoreError>>>;
+
+pub(crate) fn failure(f: &Failure) -> Option<StoreError> {
+    f.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(StoreError::duplicate)
+}
 
 pub(crate) enum Msg {
     /// A raw block to encode and store.
@@ -40,10 +56,13 @@ pub(crate) enum Msg {
         fingerprint: [u8; 32],
         desc: String,
     },
+    /// A session record; its charge is already reserved in the index (`prev`: the charge of the
+    /// record it replaces, restored if the commit fails).
     Session {
         ns: u64,
         name: String,
         record: Vec<u8>,
+        prev: Option<u64>,
         ack: Ack,
     },
     Flush(Ack),
@@ -55,6 +74,7 @@ impl Msg {
         match self {
             Msg::Encode { data, .. } => data.len() as u64,
             Msg::Put { encoded, .. } => encoded.len() as u64,
+            Msg::Session { record, .. } => record.len() as u64,
             _ => 0,
         }
     }
@@ -64,10 +84,29 @@ impl Msg {
     }
 }
 
+/// A message with its acknowledgement taken out (acks are kept outside the transaction).
+enum Op {
+    Block(Msg),
+    Save {
+        ns: u64,
+        name: String,
+        record: Vec<u8>,
+    },
+}
+
+/// Blocks a transaction wrote (forgotten again if it fails).
+#[derive(Default)]
+struct Written {
+    hashes: Vec<BlockHash>,
+    bytes: u64,
+}
+
 pub(crate) struct Writer {
     pub db: Arc<Database>,
+    pub path: PathBuf,
     pub index: Arc<Mutex<DiskIndex>>,
     pub stats: Arc<TierStats>,
+    pub failed: Failure,
     pub budget: u64,
     pub max_batch: usize,
 }
@@ -79,11 +118,17 @@ impl Writer {
 
     /// Runs until every sender is gone and the queue is empty.
     pub fn run(self, rx: Receiver<Msg>) {
+        let max_bytes = batch_bytes(self.budget);
+        self.publish();
         while let Ok(first) = rx.recv() {
+            let mut bytes = first.queued_bytes();
             let mut batch = vec![first];
-            while batch.len() < self.max_batch {
+            while batch.len() < self.max_batch && bytes < max_bytes {
                 match rx.try_recv() {
-                    Ok(m) => batch.push(m),
+                    Ok(m) => {
+                        bytes += m.queued_bytes();
+                        batch.push(m);
+                    }
                     Err(_) => break,
                 }
             }
@@ -93,53 +138,123 @@ impl Writer {
 
     fn process(&self, batch: Vec<Msg>) {
         let started = Instant::now();
-        for m in &batch {
+        let mut acks = Vec::new();
+        let mut ops = Vec::with_capacity(batch.len());
+        let mut saved = Vec::new();
+        for m in batch {
             if m.is_block() {
                 self.stats.queue_blocks.fetch_sub(1, Relaxed);
                 self.stats.queue_bytes.fetch_sub(m.queued_bytes(), Relaxed);
             }
+            match m {
+                Msg::Flush(ack) => acks.push(ack),
+                Msg::Session {
+                    ns,
+                    name,
+                    record,
+                    prev,
+                    ack,
+                } => {
+                    acks.push(ack);
+                    saved.push(((ns, name.clone()), prev));
+                    ops.push(Op::Save { ns, name, record });
+                }
+                m => ops.push(Op::Block(m)),
+            }
         }
-        let mut acks = Vec::new();
-        let mut written = (0u64, 0u64);
-        let result = self.db.begin_write().db("begin write").and_then(|txn| {
-            self.apply(&txn, batch, &mut acks, &mut written)?;
-            txn.commit().db("commit")
-        });
+        let mut written = Written::default();
+        let result = match failure(&self.failed) {
+            Some(f) => {
+                self.drop_ops(&ops);
+                Err(f)
+            }
+            None => contain("write", || {
+                let txn = self.db.begin_write().db("begin write")?;
+                self.apply(&txn, ops, &mut written)?;
+                txn.commit().db("commit")
+            }),
+        };
         let micros = started.elapsed().as_micros() as u64;
         match &result {
             Ok(()) => {
                 TierStats::add(&self.stats.commits, 1);
-                TierStats::add(&self.stats.puts, written.0);
-                TierStats::add(&self.stats.bytes_written, written.1);
+                TierStats::add(&self.stats.puts, written.hashes.len() as u64);
+                TierStats::add(&self.stats.bytes_written, written.bytes);
                 TierStats::add(&self.stats.write_micros, micros);
             }
-            Err(_) => TierStats::add(&self.stats.dropped, written.0),
+            Err(e) => {
+                TierStats::add(&self.stats.dropped, written.hashes.len() as u64);
+                self.fail(e);
+                let mut ix = self.index();
+                for h in &written.hashes {
+                    ix.remove(h);
+                }
+                for (key, prev) in saved {
+                    ix.set_save(key, prev);
+                }
+            }
         }
         self.publish();
         for ack in acks {
             ack(match &result {
                 Ok(()) => Ok(()),
-                Err(e) => Err(StoreError::Db {
-                    what: "commit",
-                    msg: e.to_string(),
-                }),
+                Err(e) => Err(e.duplicate()),
             });
+        }
+    }
+
+    /// Records the failure that stops the writer (the first one), and says so once.
+    fn fail(&self, e: &StoreError) {
+        if !(e.is_disk_failure() || e.is_damaged()) {
+            TierStats::add(&self.stats.write_errors, 1);
+            return;
+        }
+        TierStats::add(&self.stats.write_errors, 1);
+        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            eprintln!(
+                "memoria: the store {} stopped writing: {e}",
+                self.path.display()
+            );
+            *f = Some(e.duplicate());
+        }
+    }
+
+    /// Forgets the blocks of a batch that will not be written (after a failure).
+    fn drop_ops(&self, ops: &[Op]) {
+        let mut ix = self.index();
+        for op in ops {
+            let hash = match op {
+                Op::Block(Msg::Encode { identity, .. }) => identity.hash,
+                Op::Block(Msg::Put { hash, .. }) => *hash,
+                _ => continue,
+            };
+            ix.dequeue(&hash);
+            TierStats::add(&self.stats.dropped, 1);
         }
     }
 
     fn apply(
         &self,
         txn: &WriteTransaction,
-        batch: Vec<Msg>,
-        acks: &mut Vec<Ack>,
-        written: &mut (u64, u64),
+        ops: Vec<Op>,
+        written: &mut Written,
     ) -> Result<(), StoreError> {
         let mut blocks = txn.open_table(BLOCKS).db("open blocks")?;
         let mut bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
         let mut sessions = txn.open_table(SESSIONS).db("open sessions")?;
         let mut models = txn.open_table(MODELS).db("open models")?;
         let mut meta = txn.open_table(META).db("open meta")?;
-        for m in batch {
+        for op in ops {
+            let m = match op {
+                Op::Save { ns, name, record } => {
+                    sessions
+                        .insert((ns, name.as_str()), record.as_slice())
+                        .db("write session")?;
+                    continue;
+                }
+                Op::Block(m) => m,
+            };
             let (hash, encoded) = match m {
                 Msg::Encode {
                     identity,
@@ -176,25 +291,11 @@ impl Writer {
                     }
                     continue;
                 }
-                Msg::Session {
-                    ns,
-                    name,
-                    record,
-                    ack,
-                } => {
-                    sessions
-                        .insert((ns, name.as_str()), record.as_slice())
-                        .db("write session")?;
-                    acks.push(ack);
-                    continue;
-                }
-                Msg::Flush(ack) => {
-                    acks.push(ack);
-                    continue;
-                }
+                Msg::Session { .. } | Msg::Flush(_) => continue,
             };
             let len = encoded.len() as u64;
-            if len > self.budget {
+            let target = block_target(self.budget, self.index().saves_charged);
+            if super::budget::charge(len) > target {
                 self.index().dequeue(&hash);
                 TierStats::add(&self.stats.dropped, 1);
                 continue;
@@ -204,13 +305,13 @@ impl Writer {
                 .db("write block")?;
             let stamp = self.index().insert(hash, len, 0);
             bix.insert(hash.0, (len, stamp)).db("write block index")?;
-            written.0 += 1;
-            written.1 += len;
+            written.hashes.push(hash);
+            written.bytes += len;
         }
         loop {
             let victim = {
                 let ix = self.index();
-                if ix.bytes <= self.budget {
+                if ix.charged <= block_target(self.budget, ix.saves_charged) {
                     break;
                 }
                 ix.oldest()
@@ -227,8 +328,15 @@ impl Writer {
     }
 
     fn publish(&self) {
-        let ix = self.index();
-        self.stats.blocks.store(ix.len() as u64, Relaxed);
-        self.stats.bytes.store(ix.bytes, Relaxed);
+        {
+            let ix = self.index();
+            self.stats.blocks.store(ix.len() as u64, Relaxed);
+            self.stats.bytes.store(ix.bytes, Relaxed);
+            self.stats.charged_bytes.store(ix.charged, Relaxed);
+            self.stats.saves_bytes.store(ix.saves_charged, Relaxed);
+        }
+        if let Ok(m) = std::fs::metadata(&self.path) {
+            self.stats.file_bytes.store(m.len(), Relaxed);
+        }
     }
 }
