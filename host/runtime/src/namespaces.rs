@@ -121,12 +121,17 @@ impl NsRuntime {
     /// Reserves one of the namespace's `max_sessions` slots.
     pub fn session_slot(self: &Arc<Self>) -> Option<SessionSlot> {
         let max = self.ns.spec.limits.max_sessions;
-        self.sessions
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| SessionSlot { ns: self.clone() })
+        let mut n = self.sessions.load(Ordering::Acquire);
+        while n < max {
+            match self
+                .sessions
+                .compare_exchange_weak(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(SessionSlot { ns: self.clone() }),
+                Err(now) => n = now,
+            }
+        }
+        None
     }
 
     /// Sessions currently open by this namespace's guests.
