@@ -2,8 +2,11 @@
 //!
 //! Invariant: [`level`] never changes after its first call, so every kernel in a process takes
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
-//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI; non-x86_64 targets always use
-//! scalar. [`vnni`] only picks between builds whose results are bit-identical.
+//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512, `MEMORIA_SIMD=vnni`
+//! AVX2 tiles with 256-bit VNNI but no 512-bit tiles; non-x86_64 targets always use scalar.
+//! [`vnni`] only picks between builds whose results are bit-identical; [`avx512`] picks the
+//! 512-bit int8 tiles, whose results differ from the AVX2 build by float reassociation (fixed
+//! once per process, so every kernel of a process still agrees with itself).
 
 use std::sync::OnceLock;
 
@@ -18,6 +21,7 @@ pub enum SimdLevel {
 
 static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
 static VNNI: OnceLock<bool> = OnceLock::new();
+static AVX512: OnceLock<bool> = OnceLock::new();
 
 fn forced() -> Option<String> {
     std::env::var("MEMORIA_SIMD")
@@ -66,6 +70,28 @@ pub fn vnni_detected() -> bool {
         detected() == SimdLevel::Avx2
             && is_x86_feature_detected!("avx512vnni")
             && is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the 32-element int8 formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) use the 512-bit VNNI tiles
+/// (`dot::avx512`): [`vnni`] holds, the CPU has avx512f + avx512bw, and `MEMORIA_SIMD` is not
+/// `vnni` (nor `avx2` / `scalar`, which already turn [`vnni`] off). Fixed on first call.
+pub fn avx512() -> bool {
+    *AVX512.get_or_init(|| vnni() && forced().as_deref() != Some("vnni") && avx512_detected())
+}
+
+/// Whether this CPU has everything the 512-bit tiles need (avx512f/bw/vl/vnni plus the AVX2
+/// level), ignoring the environment.
+pub fn avx512_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        vnni_detected()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
