@@ -2,7 +2,8 @@
 //! against Q8_1): two blocks per 512-bit vector, one `vpdpbusd` per (row, token) and block pair.
 //!
 //! Weights enter as unsigned levels `u = value + K` (Q8_0: `w ^ 0x80`, K = 128; Q4_0: nibbles,
-//! K = 8; Q5_0: 5-bit levels, K = 16; affine formats: K = 0, their min as `m * s` per token). Each
+//! K = 8; Q5_0: 5-bit levels, K = 16; affine formats: K = 0, their min terms `m * s` once per 16 blocks as one 16-lane `fma` of the
+//! rows' mins with the token's Q8_1 sums). Each
 //! token's pair starts its integer lanes at `-K * Σx` (computed once per token, shared by all
 //! rows), so `vpdpbusd(-KΣx, u, x)` is the exact i32 lane sum of `value * x` with no sign trick
 //! and no saturation. Per pair the float step is `acc = fma(dw * dx, f32(lanes), acc)` with the
@@ -62,7 +63,8 @@ pub(crate) struct XPair {
     d: __m512,
     /// `-K * Σx` per 4-element lane.
     base: __m512i,
-    /// Q8_1's `s` of both blocks (affine formats), then padding.
+    /// In pair `8c` of an affine format's row: Q8_1's `s` of blocks `16c..16c + 16` (zero past
+    /// the row's end); zero elsewhere.
     s: [f32; 16],
 }
 const _: () = assert!(std::mem::size_of::<XPair>() == 256);
@@ -94,14 +96,14 @@ unsafe fn x_pair<const XB: usize, const XQ: usize, const K: u8, const FULL: bool
     unsafe {
         let zero = _mm512_setzero_si512();
         let lo = _mm512_castsi256_si512(load256(p.add(XQ)));
-        let (q, d, s1) = if FULL {
+        let (q, d) = if FULL {
             let p1 = p.add(XB);
             let q = _mm512_inserti64x4::<1>(lo, load256(p1.add(XQ)));
-            (q, halves(load_f16(p), load_f16(p1)), load_f16x2(p1).1)
+            (q, halves(load_f16(p), load_f16(p1)))
         } else {
             // Upper half all zero: it adds 0 * 0 to every upper lane.
             let q = _mm512_inserti64x4::<1>(lo, _mm256_setzero_si256());
-            (q, halves(load_f16(p), 0.0), 0.0)
+            (q, halves(load_f16(p), 0.0))
         };
         let base = if K != 0 {
             _mm512_sub_epi32(
@@ -111,19 +113,35 @@ unsafe fn x_pair<const XB: usize, const XQ: usize, const K: u8, const FULL: bool
         } else {
             zero
         };
-        let mut s = [0.0f32; 16];
-        s[0] = load_f16x2(p).1;
-        s[1] = s1;
-        XPair { q, d, base, s }
+        XPair {
+            q,
+            d,
+            base,
+            s: [0.0; 16],
+        }
     }
+}
+
+/// Q8_1's `s` of blocks `16c..16c + 16` of a row of `nb` blocks at `x` (zero past the end).
+///
+/// # Safety
+/// f16c; `x` points to `nb` Q8_1 blocks.
+#[inline(always)]
+unsafe fn chunk_s(x: *const u8, nb: usize, c: usize) -> [f32; 16] {
+    let mut s = [0.0f32; 16];
+    for (i, v) in s.iter_mut().enumerate().take(nb.saturating_sub(16 * c)) {
+        // SAFETY: block 16c + i < nb of x (caller).
+        *v = unsafe { load_f16x2(x.add((16 * c + i) * Q8_1_SIZE)).1 };
+    }
+    s
 }
 
 /// Accumulators of one tile.
 struct Acc<const R: usize, const C: usize> {
     /// Per (row, token): the scaled block-pair sums.
     dot: [[__m512; C]; R],
-    /// Per token, lane r: the min terms `m * s` of row r (affine formats only).
-    min: [__m256; C],
+    /// Per row: the mins of the current 16-block chunk (affine formats only; zero past the end).
+    mins: [[f32; 16]; R],
 }
 
 /// One block pair starting at block `b0` (only block `b0` when `!FULL`); `xs(t)` gives token
@@ -142,7 +160,6 @@ unsafe fn pair<const R: usize, const C: usize, const AFFINE: bool, const FULL: b
     unsafe {
         let mut wd = [_mm512_setzero_ps(); R];
         let mut wq = [_mm512_setzero_si512(); R];
-        let mut wm = [[0.0f32; 8]; 2];
         for r in 0..R {
             let (d0, m0, q0) = decode(r, b0);
             let (d1, m1, q1) = if FULL {
@@ -153,8 +170,9 @@ unsafe fn pair<const R: usize, const C: usize, const AFFINE: bool, const FULL: b
             wq[r] = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q0), q1);
             wd[r] = halves(d0, d1);
             if AFFINE {
-                wm[0][r] = m0;
-                wm[1][r] = m1;
+                let i = b0 % 16;
+                acc.mins[r][i] = m0;
+                acc.mins[r][i + 1] = m1;
             }
         }
         for t in 0..C {
@@ -163,19 +181,13 @@ unsafe fn pair<const R: usize, const C: usize, const AFFINE: bool, const FULL: b
                 let s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(x.base, wq[r], x.q));
                 acc.dot[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(wd[r], x.d), s, acc.dot[r][t]);
             }
-            if AFFINE {
-                let wm0 = _mm256_loadu_ps(wm[0].as_ptr());
-                acc.min[t] = _mm256_fmadd_ps(wm0, _mm256_set1_ps(x.s[0]), acc.min[t]);
-                if FULL {
-                    let wm1 = _mm256_loadu_ps(wm[1].as_ptr());
-                    acc.min[t] = _mm256_fmadd_ps(wm1, _mm256_set1_ps(x.s[1]), acc.min[t]);
-                }
-            }
         }
     }
 }
 
-/// Runs every pair of `nb` blocks and reduces; `xs(p, t, FULL)` gives token `t`'s pair `p`.
+/// Runs every pair of `nb` blocks and reduces; `xs(p, t, FULL)` gives token `t`'s pair `p`,
+/// `ss(c, t)` token `t`'s Q8_1 sums of chunk `c` (affine formats). After each chunk of 16 blocks
+/// (8 pairs, or the row's end) the affine formats add `mins ⊙ s` lane-wise.
 ///
 /// # Safety
 /// avx2/fma/f16c/avx512f/avx512bw/avx512vl/avx512vnni; `decode(r, b)` safe for r < R, b < nb;
@@ -184,29 +196,39 @@ unsafe fn pair<const R: usize, const C: usize, const AFFINE: bool, const FULL: b
 unsafe fn body<const R: usize, const C: usize, const AFFINE: bool>(
     decode: impl Fn(usize, usize) -> (f32, f32, __m256i),
     xs: impl Fn(usize, usize, bool) -> XPair,
+    ss: impl Fn(usize, usize) -> [f32; 16],
     nb: usize,
     out: &mut [[f32; C]; R],
 ) {
-    const { assert!(!AFFINE || R <= 8, "one min lane per row") };
     // SAFETY: the caller guarantees the features and readable blocks (forwarded to `pair`).
     unsafe {
         let mut acc = Acc {
             dot: [[_mm512_setzero_ps(); C]; R],
-            min: [_mm256_setzero_ps(); C],
+            mins: [[0.0; 16]; R],
         };
-        for p in 0..nb / 2 {
-            pair::<R, C, AFFINE, true>(&decode, |t| xs(p, t, true), 2 * p, &mut acc);
-        }
-        if nb % 2 == 1 {
-            let p = nb / 2;
-            pair::<R, C, AFFINE, false>(&decode, |t| xs(p, t, false), nb - 1, &mut acc);
+        let pairs = nb.div_ceil(2);
+        for p in 0..pairs {
+            if 2 * p + 1 < nb {
+                pair::<R, C, AFFINE, true>(&decode, |t| xs(p, t, true), 2 * p, &mut acc);
+            } else {
+                pair::<R, C, AFFINE, false>(&decode, |t| xs(p, t, false), 2 * p, &mut acc);
+            }
+            if AFFINE && (p % 8 == 7 || p + 1 == pairs) {
+                let c = p / 8;
+                for t in 0..C {
+                    let sv = ss(c, t);
+                    let sv = _mm512_loadu_ps(sv.as_ptr());
+                    for r in 0..R {
+                        let mv = _mm512_loadu_ps(acc.mins[r].as_ptr());
+                        acc.dot[r][t] = _mm512_fmadd_ps(mv, sv, acc.dot[r][t]);
+                    }
+                }
+                acc.mins = [[0.0; 16]; R];
+            }
         }
         for t in 0..C {
-            let mut mins = [0.0f32; 8];
-            _mm256_storeu_ps(mins.as_mut_ptr(), acc.min[t]);
             for r in 0..R {
-                let v = hsum512(acc.dot[r][t]);
-                out[r][t] = if AFFINE { v + mins[r] } else { v };
+                out[r][t] = hsum512(acc.dot[r][t]);
             }
         }
     }
@@ -243,8 +265,10 @@ macro_rules! entry {
                     }
                 }
             };
+            // SAFETY: chunk c of the nb Q8_1 blocks at x[t] (only used by affine formats).
+            let ss = |c: usize, t: usize| unsafe { chunk_s(x[t], nb, c) };
             // SAFETY: same contract; levels + K ≤ 255.
-            unsafe { body::<R, C, $affine>(decode, xs, nb, out) }
+            unsafe { body::<R, C, $affine>(decode, xs, ss, nb, out) }
         }
 
         #[doc = concat!("[`", stringify!($tile), "`] on rows packed by [`", stringify!($pack), "`] (same bits).")]
@@ -265,8 +289,10 @@ macro_rules! entry {
             };
             // SAFETY: p < nb.div_ceil(2) pairs at x[t] (caller).
             let xs = |p: usize, t: usize, _full: bool| unsafe { x[t].add(p).read() };
+            // SAFETY: pair 8c < nb.div_ceil(2) at x[t] (c indexes a chunk of the row).
+            let ss = |c: usize, t: usize| unsafe { (*x[t].add(8 * c)).s };
             // SAFETY: same contract; levels + K ≤ 255.
-            unsafe { body::<R, C, $affine>(decode, xs, nb, out) }
+            unsafe { body::<R, C, $affine>(decode, xs, ss, nb, out) }
         }
 
         #[doc = concat!("Packs one activation row of `nb` blocks for [`", stringify!($packed), "`].")]
@@ -284,6 +310,11 @@ macro_rules! entry {
                 if nb % 2 == 1 {
                     let p = nb / 2;
                     dst.add(p).write(x_pair::<$xb, $xq, $k, false>(x.add(2 * p * $xb)));
+                }
+                if $affine {
+                    for c in 0..nb.div_ceil(16) {
+                        (*dst.add(8 * c)).s = chunk_s(x, nb, c);
+                    }
                 }
             }
         }
