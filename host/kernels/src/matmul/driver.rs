@@ -55,11 +55,7 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
     #[cfg(target_arch = "x86_64")]
     let build = crate::dot::avx2::build();
     #[cfg(target_arch = "x86_64")]
-    if use_avx2
-        && n > 1
-        && build == crate::dot::avx2::Build::Avx512
-        && crate::dot::avx2::wide::packs(w.ty)
-    {
+    if use_avx2 && build == crate::dot::avx2::Build::Avx512 && crate::dot::avx2::wide::packs(w.ty) {
         run_packed(w, xq, per_task, tasks, ptr);
         return;
     }
@@ -185,7 +181,7 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The 512-bit path for batches: activations packed once ([`crate::dot::avx2::wide::pack_row`],
+/// The 512-bit path: activations packed once ([`crate::dot::avx2::wide::pack_row`],
 /// same bits as the unpacked tiles), then row tasks as in [`run`].
 #[cfg(target_arch = "x86_64")]
 fn run_packed(
@@ -219,8 +215,10 @@ fn run_packed(
     (0..tasks).into_par_iter().for_each(|task| {
         let r0 = task * per_task;
         let r1 = (r0 + per_task).min(w.rows);
-        if r0 < r1 {
-            run_rows_packed(w, px, n, pairs, r0, r1, ptr);
+        if r0 < r1 && n == 1 {
+            run_rows_packed::<ROW_TILE_DECODE>(w, px, n, pairs, r0, r1, ptr);
+        } else if r0 < r1 {
+            run_rows_packed::<PACKED_ROWS>(w, px, n, pairs, r0, r1, ptr);
         }
     });
     PACKED.with(|s| *s.borrow_mut() = packed);
@@ -238,7 +236,7 @@ unsafe impl Send for PackedPtr {}
 unsafe impl Sync for PackedPtr {}
 
 #[cfg(target_arch = "x86_64")]
-fn run_rows_packed(
+fn run_rows_packed<const RT: usize>(
     w: &WeightMatrix,
     px: PackedPtr,
     n: usize,
@@ -248,13 +246,21 @@ fn run_rows_packed(
     out: OutPtr,
 ) {
     use crate::dot::avx2::wide::tile_packed;
-    const RT: usize = PACKED_ROWS;
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
     let (rows, cols) = (w.rows, w.cols);
     let (wb, wrb) = (w.data.as_ptr(), w.row_bytes());
     for tb in (0..n).step_by(TOKEN_BLOCK) {
         let tb_end = (tb + TOKEN_BLOCK).min(n);
         for rt in (r0..r1).step_by(RT) {
             let valid = (r1 - rt).min(RT);
+            if n <= 2 {
+                // Streaming (memory-bound) case: request the next row tile while computing this.
+                let next = ((rt + RT).min(r1) * wrb)..((rt + 2 * RT).min(r1) * wrb);
+                for off in next.step_by(64) {
+                    // SAFETY: off < r1 * wrb <= w.data.len(); prefetching has no other effect.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(wb.add(off).cast()) };
+                }
+            }
             // SAFETY: rt + min(i, valid - 1) < r1 <= rows: a whole row inside `w.data`.
             let wp: [*const u8; RT] =
                 std::array::from_fn(|i| unsafe { wb.add((rt + i.min(valid - 1)) * wrb) });
