@@ -98,3 +98,106 @@ pub fn avx512_detected() -> bool {
         false
     }
 }
+
+static AMX: OnceLock<bool> = OnceLock::new();
+
+/// Whether AMX tiles (AMX-TILE + AMX-INT8) could be used by this process: the CPU lists them,
+/// the OS enabled their state in XCR0 (bits 17, 18), and Linux granted this process permission
+/// for XTILEDATA (`arch_prctl(ARCH_REQ_XCOMP_PERM)`, then confirmed by `ARCH_GET_XCOMP_PERM`).
+/// False wherever any step is refused (as in VMs that list AMX but do not enable it). Only
+/// detection: no kernel uses AMX, so the answer changes no result. Fixed on first call.
+pub fn amx_usable() -> bool {
+    *AMX.get_or_init(amx_detect)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_detect() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    let (max_leaf, leaf1, leaf7) = (__cpuid(0).eax, __cpuid(1), __cpuid_count(7, 0));
+    let (amx_tile, amx_int8) = (1 << 24, 1 << 25);
+    if max_leaf < 7 || leaf7.edx & (amx_tile | amx_int8) != (amx_tile | amx_int8) {
+        return false;
+    }
+    if leaf1.ecx & (1 << 27) == 0 {
+        return false; // no OSXSAVE: XCR0 cannot be read
+    }
+    // SAFETY: OSXSAVE checked above, so xgetbv is enabled.
+    let xcr0 = unsafe { xgetbv0() };
+    if xcr0 & (0b11 << 17) != (0b11 << 17) {
+        return false;
+    }
+    const SYS_ARCH_PRCTL: i64 = 158;
+    const ARCH_GET_XCOMP_PERM: i64 = 0x1022;
+    const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+    const XFEATURE_XTILEDATA: i64 = 18;
+    // SAFETY: arch_prctl with these codes only reads its integer argument / writes the u64
+    // behind the pointer; an old kernel answers -EINVAL.
+    unsafe {
+        if syscall2(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0 {
+            return false;
+        }
+        let mut perm = 0u64;
+        let got = syscall2(SYS_ARCH_PRCTL, ARCH_GET_XCOMP_PERM, (&raw mut perm) as i64);
+        got == 0 && perm & (1 << XFEATURE_XTILEDATA) != 0
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_detect() -> bool {
+    false
+}
+
+/// XCR0 (the OS-enabled state components).
+///
+/// # Safety
+/// CPUID.1:ECX.OSXSAVE must be set.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn xgetbv0() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: xgetbv with ecx = 0 is enabled when OSXSAVE is set (caller); no memory access.
+    unsafe {
+        std::arch::asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi,
+            options(nomem, nostack, preserves_flags));
+    }
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// A raw Linux x86_64 system call with two arguments; returns the kernel's result.
+///
+/// # Safety
+/// The call must be safe to make with these arguments.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn syscall2(nr: i64, a: i64, b: i64) -> i64 {
+    let ret: i64;
+    // SAFETY: forwarded; the syscall instruction clobbers rcx and r11 only.
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") nr => ret, in("rdi") a, in("rsi") b,
+            lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amx_detection_is_stable_and_implies_the_cpu_features() {
+        let first = amx_usable();
+        assert_eq!(first, amx_usable());
+        #[cfg(target_arch = "x86_64")]
+        if first {
+            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+            assert_eq!(edx & (0b11 << 24), 0b11 << 24);
+        }
+    }
+
+    #[test]
+    fn avx512_implies_vnni_and_the_avx2_level() {
+        if avx512() {
+            assert!(vnni());
+            assert_eq!(level(), SimdLevel::Avx2);
+            assert!(avx512_detected());
+        }
+    }
+}
