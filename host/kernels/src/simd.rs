@@ -2,8 +2,11 @@
 //!
 //! Invariant: [`level`] never changes after its first call, so every kernel in a process takes
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
-//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI; non-x86_64 targets always use
-//! scalar. [`vnni`] only picks between builds whose results are bit-identical.
+//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512, `MEMORIA_SIMD=vnni`
+//! AVX2 tiles with 256-bit VNNI but no 512-bit tiles; non-x86_64 targets always use scalar.
+//! [`vnni`] only picks between builds whose results are bit-identical; [`avx512`] picks the
+//! 512-bit int8 tiles, whose results differ from the AVX2 build by float reassociation (fixed
+//! once per process, so every kernel of a process still agrees with itself).
 
 use std::sync::OnceLock;
 
@@ -18,6 +21,7 @@ pub enum SimdLevel {
 
 static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
 static VNNI: OnceLock<bool> = OnceLock::new();
+static AVX512: OnceLock<bool> = OnceLock::new();
 
 fn forced() -> Option<String> {
     std::env::var("MEMORIA_SIMD")
@@ -70,5 +74,130 @@ pub fn vnni_detected() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
+    }
+}
+
+/// Whether the 32-element int8 formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) use the 512-bit VNNI tiles
+/// (`dot::avx512`): [`vnni`] holds, the CPU has avx512f + avx512bw, and `MEMORIA_SIMD` is not
+/// `vnni` (nor `avx2` / `scalar`, which already turn [`vnni`] off). Fixed on first call.
+pub fn avx512() -> bool {
+    *AVX512.get_or_init(|| vnni() && forced().as_deref() != Some("vnni") && avx512_detected())
+}
+
+/// Whether this CPU has everything the 512-bit tiles need (avx512f/bw/vl/vnni plus the AVX2
+/// level), ignoring the environment.
+pub fn avx512_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        vnni_detected()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+static AMX: OnceLock<bool> = OnceLock::new();
+
+/// Whether AMX tiles (AMX-TILE + AMX-INT8) could be used by this process: the CPU lists them,
+/// the OS enabled their state in XCR0 (bits 17, 18), and Linux granted this process permission
+/// for XTILEDATA (`arch_prctl(ARCH_REQ_XCOMP_PERM)`, then confirmed by `ARCH_GET_XCOMP_PERM`).
+/// False wherever any step is refused (as in VMs that list AMX but do not enable it). Only
+/// detection: no kernel uses AMX, so the answer changes no result. Fixed on first call.
+pub fn amx_usable() -> bool {
+    *AMX.get_or_init(amx_detect)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn amx_detect() -> bool {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    let (max_leaf, leaf1, leaf7) = (__cpuid(0).eax, __cpuid(1), __cpuid_count(7, 0));
+    let (amx_tile, amx_int8) = (1 << 24, 1 << 25);
+    if max_leaf < 7 || leaf7.edx & (amx_tile | amx_int8) != (amx_tile | amx_int8) {
+        return false;
+    }
+    if leaf1.ecx & (1 << 27) == 0 {
+        return false; // no OSXSAVE: XCR0 cannot be read
+    }
+    // SAFETY: OSXSAVE checked above, so xgetbv is enabled.
+    let xcr0 = unsafe { xgetbv0() };
+    if xcr0 & (0b11 << 17) != (0b11 << 17) {
+        return false;
+    }
+    const SYS_ARCH_PRCTL: i64 = 158;
+    const ARCH_GET_XCOMP_PERM: i64 = 0x1022;
+    const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+    const XFEATURE_XTILEDATA: i64 = 18;
+    // SAFETY: arch_prctl with these codes only reads its integer argument / writes the u64
+    // behind the pointer; an old kernel answers -EINVAL.
+    unsafe {
+        if syscall2(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0 {
+            return false;
+        }
+        let mut perm = 0u64;
+        let got = syscall2(SYS_ARCH_PRCTL, ARCH_GET_XCOMP_PERM, (&raw mut perm) as i64);
+        got == 0 && perm & (1 << XFEATURE_XTILEDATA) != 0
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_detect() -> bool {
+    false
+}
+
+/// XCR0 (the OS-enabled state components).
+///
+/// # Safety
+/// CPUID.1:ECX.OSXSAVE must be set.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn xgetbv0() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: xgetbv with ecx = 0 is enabled when OSXSAVE is set (caller); no memory access.
+    unsafe {
+        std::arch::asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi,
+            options(nomem, nostack, preserves_flags));
+    }
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// A raw Linux x86_64 system call with two arguments; returns the kernel's result.
+///
+/// # Safety
+/// The call must be safe to make with these arguments.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn syscall2(nr: i64, a: i64, b: i64) -> i64 {
+    let ret: i64;
+    // SAFETY: forwarded; the syscall instruction clobbers rcx and r11 only.
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") nr => ret, in("rdi") a, in("rsi") b,
+            lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amx_detection_is_stable_and_implies_the_cpu_features() {
+        let first = amx_usable();
+        assert_eq!(first, amx_usable());
+        #[cfg(target_arch = "x86_64")]
+        if first {
+            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+            assert_eq!(edx & (0b11 << 24), 0b11 << 24);
+        }
+    }
+
+    #[test]
+    fn avx512_implies_vnni_and_the_avx2_level() {
+        if avx512() {
+            assert!(vnni());
+            assert_eq!(level(), SimdLevel::Avx2);
+            assert!(avx512_detected());
+        }
     }
 }

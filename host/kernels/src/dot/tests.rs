@@ -332,10 +332,10 @@ fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
         let mut v = a;
         // SAFETY: VNNI (and so AVX2) checked above; every pointer covers a full row of n elements.
         unsafe {
-            avx2::tile_on::<4, 1>(ty, false, wp, [xp[2]], n, &mut a.0);
-            avx2::tile_on::<4, 3>(ty, false, wp, xp, n, &mut a.1);
-            avx2::tile_on::<4, 1>(ty, true, wp, [xp[2]], n, &mut v.0);
-            avx2::tile_on::<4, 3>(ty, true, wp, xp, n, &mut v.1);
+            avx2::tile_on::<4, 1>(ty, avx2::Build::Avx2, wp, [xp[2]], n, &mut a.0);
+            avx2::tile_on::<4, 3>(ty, avx2::Build::Avx2, wp, xp, n, &mut a.1);
+            avx2::tile_on::<4, 1>(ty, avx2::Build::Vnni, wp, [xp[2]], n, &mut v.0);
+            avx2::tile_on::<4, 3>(ty, avx2::Build::Vnni, wp, xp, n, &mut v.1);
         }
         let bits = |o: &[[f32; 3]; 4]| o.map(|r| r.map(f32::to_bits));
         assert_eq!(bits(&a.1), bits(&v.1), "{ty} 4x3");
@@ -349,5 +349,94 @@ fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
             a.1.map(|r| r[2].to_bits()),
             "{ty}: one token and a batch agree"
         );
+    }
+}
+
+/// The 512-bit tiles: scalar agreement (odd and even block counts, extreme values), every tile
+/// shape and the packed activations giving each pair the bits of the 1×1 call.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn avx512_tiles_agree_with_reference_and_with_themselves() {
+    use avx2::wide::{XPair, pack_row, packs, tile_packed};
+    if !crate::simd::avx512_detected() {
+        eprintln!("skipped: this CPU has no avx512f/bw/vl/vnni");
+        return;
+    }
+    let wide = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+    ];
+    for ty in wide {
+        assert!(packs(ty));
+        let vdt = ty.vec_dot_type();
+        for (i, n) in [32usize, 64, 96, 288, 640].into_iter().enumerate() {
+            let mut rng = Rng::new(ty.id() as u64 * 31 + i as u64);
+            let mut rows: Vec<Vec<u8>> = (0..4)
+                .map(|_| quantize_matrix(ty, &rng.vec(n, 1.0), n))
+                .collect();
+            let mut toks: Vec<Vec<u8>> = (0..3)
+                .map(|_| quantize_matrix(vdt, &rng.vec(n, 1.0), n))
+                .collect();
+            // Extremes: Q8_0 weights at -128 (outside what the quantizer writes, still exact
+            // here), the other formats at their lowest level; activations all +127.
+            let (o, e) = match ty {
+                GgmlType::Q8_0 => (2, 0x80u8),
+                GgmlType::Q4_1 | GgmlType::Q5_1 => (4, 0xFF),
+                _ => (2, 0x00),
+            };
+            for blk in rows[3].chunks_mut(ty.type_size()) {
+                blk[o..].fill(e);
+            }
+            let xq = if vdt == GgmlType::Q8_1 { 4 } else { 2 };
+            for blk in toks[2].chunks_mut(vdt.type_size()) {
+                blk[xq..].fill(0x7f);
+            }
+            let wp: [*const u8; 4] = std::array::from_fn(|r| rows[r].as_ptr());
+            let xp: [*const u8; 3] = std::array::from_fn(|t| toks[t].as_ptr());
+            let pairs = (n / 32).div_ceil(2);
+            let mut packed = vec![XPair::zeroed(); 3 * pairs];
+            let (mut o11, mut o43, mut p43) =
+                ([[0.0f32; 1]; 1], [[0.0f32; 3]; 4], [[0.0f32; 3]; 4]);
+            for r in 0..4 {
+                for t in 0..3 {
+                    // SAFETY: AVX-512 checked above; every pointer covers a full row of n elements.
+                    unsafe {
+                        avx2::tile_on::<1, 1>(
+                            ty,
+                            avx2::Build::Avx512,
+                            [wp[r]],
+                            [xp[t]],
+                            n,
+                            &mut o11,
+                        )
+                    };
+                    let s = vec_dot_scalar(ty, &rows[r], &toks[t], n);
+                    let tol = 1e-5 * abs_dot(ty, &rows[r], &toks[t], n) + 1e-6;
+                    let got = o11[0][0];
+                    assert!(
+                        ((s - got) as f64).abs() <= tol,
+                        "{ty} n={n} r={r} t={t}: scalar {s} avx512 {got} tol {tol}"
+                    );
+                    if r == 0 {
+                        // SAFETY: as above; `pairs` slots per token.
+                        unsafe { pack_row(ty, xp[t], n, packed.as_mut_ptr().add(t * pairs)) };
+                    }
+                    o43[r][t] = got;
+                }
+            }
+            let pp: [*const XPair; 3] = std::array::from_fn(|t| packed[t * pairs..].as_ptr());
+            let mut t43 = [[0.0f32; 3]; 4];
+            // SAFETY: as above.
+            unsafe {
+                avx2::tile_on::<4, 3>(ty, avx2::Build::Avx512, wp, xp, n, &mut t43);
+                tile_packed::<4, 3>(ty, wp, pp, n, &mut p43);
+            }
+            let bits = |o: &[[f32; 3]; 4]| o.map(|r| r.map(f32::to_bits));
+            assert_eq!(bits(&t43), bits(&o43), "{ty} n={n}: 4x3 tile vs 1x1");
+            assert_eq!(bits(&p43), bits(&o43), "{ty} n={n}: packed vs raw");
+        }
     }
 }

@@ -268,3 +268,41 @@ fn nested_parallel_matmuls_agree() {
         assert_eq!(bits(&out), bits(&want));
     }
 }
+
+/// Odd block counts (the 512-bit tiles' half-empty last pair) keep batch invariance exact and
+/// agree with `vec_dot`, for the 32-element formats on every level.
+#[test]
+fn batch_invariance_with_odd_block_counts() {
+    let (rows, cols, n) = (13, 9 * 32, 11);
+    let x = Rng::new(5).vec(n * cols, 1.0);
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+    ] {
+        let data = weights(ty, rows, cols, ty.id() as u64 + 3);
+        let w = WeightMatrix::new(ty, &data, rows, cols).unwrap();
+        for level in levels() {
+            let mut full = vec![0.0; n * rows];
+            matmul_with(level, &w, &x, n, &mut full);
+            for t in 0..n {
+                let xt = &x[t * cols..(t + 1) * cols];
+                let mut one = vec![0.0; rows];
+                matmul_with(level, &w, xt, 1, &mut one);
+                assert_eq!(
+                    bits(&one),
+                    bits(&full[t * rows..(t + 1) * rows]),
+                    "{ty} {level:?} t={t}"
+                );
+                let mut xq = QuantizedActivations::new();
+                xq.quantize(ty.vec_dot_type(), xt, 1, cols);
+                for r in 0..rows {
+                    let d = vec_dot_with(level, ty, w.row(r), xq.row(0), cols);
+                    assert_eq!(d.to_bits(), one[r].to_bits(), "{ty} {level:?} t={t} r={r}");
+                }
+            }
+        }
+    }
+}

@@ -10,13 +10,35 @@ mod iq4;
 mod kquants;
 mod q32;
 mod q8;
+pub(crate) mod wide;
 
 use std::arch::x86_64::*;
 
 use crate::types::GgmlType;
 
-/// Computes `out[r][t] = dot(w[r], x[t])` over `n` elements, with VNNI where the process uses
-/// it ([`crate::simd::vnni`]).
+/// Which tile builds a call uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Build {
+    /// AVX2 + FMA + F16C only.
+    Avx2,
+    /// 256-bit VNNI int8 tiles (bit-identical to `Avx2`).
+    Vnni,
+    /// `Vnni`, plus the 512-bit tiles of [`wide`] for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1.
+    Avx512,
+}
+
+/// The build this process uses ([`crate::simd::vnni`], [`crate::simd::avx512`]; fixed once).
+pub(crate) fn build() -> Build {
+    if crate::simd::avx512() {
+        Build::Avx512
+    } else if crate::simd::vnni() {
+        Build::Vnni
+    } else {
+        Build::Avx2
+    }
+}
+
+/// Computes `out[r][t] = dot(w[r], x[t])` over `n` elements, with the process's [`build`].
 ///
 /// # Safety
 /// The CPU must support avx2, fma and f16c. Each `w[r]` must point to `ty.row_bytes(n)` readable
@@ -30,26 +52,34 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
     n: usize,
     out: &mut [[f32; C]; R],
 ) {
-    // SAFETY: forwarded; `vnni()` is only true when the CPU has avx512vnni and avx512vl.
-    unsafe { tile_on::<R, C>(ty, crate::simd::vnni(), w, x, n, out) }
+    // SAFETY: forwarded; `build()` only names builds whose features the CPU has.
+    unsafe { tile_on::<R, C>(ty, build(), w, x, n, out) }
 }
 
-/// [`tile`] with the VNNI choice made by the caller (tests compare both builds with it).
+/// [`tile`] with the build chosen by the caller (tests compare builds with it).
 ///
 /// # Safety
-/// As [`tile`]; with `vnni`, the CPU must also support avx512vnni and avx512vl.
+/// As [`tile`]; with `Vnni`, the CPU must also support avx512vnni and avx512vl; with `Avx512`,
+/// also avx512f and avx512bw.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
     ty: GgmlType,
-    vnni: bool,
+    build: Build,
     w: [*const u8; R],
     x: [*const u8; C],
     n: usize,
     out: &mut [[f32; C]; R],
 ) {
+    let vnni = build != Build::Avx2;
+    let wide = build == Build::Avx512;
     // SAFETY: forwarded from this function's contract; each kernel documents the same one.
     unsafe {
         match ty {
+            GgmlType::Q4_0 if wide => wide::tile_q4_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q8_0 if wide => wide::tile_q8_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q4_1 if wide => wide::tile_q4_1::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_0 if wide => wide::tile_q5_0::<R, C>(w, x, n / 32, out),
+            GgmlType::Q5_1 if wide => wide::tile_q5_1::<R, C>(w, x, n / 32, out),
             GgmlType::F32 => float::tile_f32::<R, C>(w, x, n, out),
             GgmlType::F16 => float::tile_f16::<R, C>(w, x, n, out),
             GgmlType::BF16 => float::tile_bf16::<R, C>(w, x, n, out),

@@ -29,7 +29,7 @@ const Q8_0_SIZE: usize = 34;
 /// # Safety
 /// `p` must point to 4 readable bytes; f16c present.
 #[inline(always)]
-unsafe fn load_f16x2(p: *const u8) -> (f32, f32) {
+pub(super) unsafe fn load_f16x2(p: *const u8) -> (f32, f32) {
     // SAFETY: 4 readable bytes at p (caller); unaligned read; f16c enabled (caller).
     unsafe {
         let bits = p.cast::<u32>().read_unaligned();
@@ -60,7 +60,7 @@ pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
 /// # Safety
 /// `p` must point to 4 readable bytes; avx2 present.
 #[inline(always)]
-unsafe fn bit_masks(p: *const u8) -> __m256i {
+pub(super) unsafe fn bit_masks(p: *const u8) -> __m256i {
     // SAFETY: 4 readable bytes (caller); avx2 enabled (caller).
     unsafe {
         let bits = p.cast::<u32>().read_unaligned();
