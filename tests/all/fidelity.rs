@@ -126,13 +126,9 @@ fn gemma3() -> Model {
     Model::load(shared::real_model("gemma-3-270m-q4_k_m.gguf")).expect("Gemma 3 loads")
 }
 
-#[test]
-fn smollm2_teacher_forcing_agrees_with_llama_cpp() {
-    let f = teacher_force(
-        &smollm2(),
-        &shared::json("golden/real/smollm2-forced.json"),
-        "smollm2 vs llama.cpp",
-    );
+/// Teacher forcing on a llama.cpp golden file: top-1 agreement ≥ 97%, mean |Δ logprob| ≤ 0.05.
+fn assert_agrees_with_llama_cpp(model: &Model, golden: &str, label: &str) {
+    let f = teacher_force(model, &shared::json(golden), label);
     assert!(
         f.agreement() >= 0.97,
         "top-1 agreement {:.4}",
@@ -142,6 +138,15 @@ fn smollm2_teacher_forcing_agrees_with_llama_cpp() {
         f.mean_abs_diff() <= 0.05,
         "mean |Δ| {:.4}",
         f.mean_abs_diff()
+    );
+}
+
+#[test]
+fn smollm2_teacher_forcing_agrees_with_llama_cpp() {
+    assert_agrees_with_llama_cpp(
+        &smollm2(),
+        "golden/real/smollm2-forced.json",
+        "smollm2 vs llama.cpp",
     );
 }
 
@@ -162,19 +167,9 @@ fn smollm2_teacher_forcing_agrees_with_exact_maths_at_least_as_llama_cpp() {
 
 #[test]
 fn gemma3_teacher_forcing_agrees_with_llama_cpp() {
-    let f = teacher_force(
+    assert_agrees_with_llama_cpp(
         &gemma3(),
-        &shared::json("golden/real/gemma3-forced.json"),
+        "golden/real/gemma3-forced.json",
         "gemma3 vs llama.cpp",
-    );
-    assert!(
-        f.agreement() >= 0.97,
-        "top-1 agreement {:.4}",
-        f.agreement()
-    );
-    assert!(
-        f.mean_abs_diff() <= 0.05,
-        "mean |Δ| {:.4}",
-        f.mean_abs_diff()
     );
 }
