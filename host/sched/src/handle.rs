@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::EngineError;
 use crate::config::EngineConfig;
 use crate::engine::{Command, Engine, GenerateParams, Persist, SessionInfo};
+use crate::remote_reads::RemoteReads;
 use crate::session::{Event, SessionId, WarmInfo};
 use crate::stats::EngineStats;
 
@@ -31,6 +32,7 @@ pub struct EngineHandle {
     pool_stats: Arc<PoolStats>,
     stats: Arc<EngineStats>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+    remote: Arc<RemoteReads>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -75,6 +77,7 @@ impl EngineHandle {
         let stats = Arc::new(EngineStats::default());
         let fingerprint = ModelFingerprint(model.fingerprint());
         let persist = Persist::new(cfg.store.clone(), fingerprint, layout);
+        let remote = Arc::new(RemoteReads::new(cfg.store.clone(), fingerprint, layout));
         persist.install(&mut pool);
         let engine = Engine {
             model: model.clone(),
@@ -101,6 +104,7 @@ impl EngineHandle {
             pool_stats,
             stats,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+            remote,
         })
     }
 
@@ -142,7 +146,9 @@ impl EngineHandle {
         ns: NamespaceId,
         salt: NamespaceSalt,
     ) -> Result<SessionId, EngineError> {
-        self.call(|reply| Command::Open { ns, salt, reply }).await
+        let id = self.call(|reply| Command::Open { ns, salt, reply }).await?;
+        self.remote.opened(id, salt);
+        Ok(id)
     }
 
     /// Appends tokens (computed lazily, by the next generation); returns the context length.
@@ -152,6 +158,7 @@ impl EngineHandle {
         session: SessionId,
         tokens: Vec<u32>,
     ) -> Result<usize, EngineError> {
+        self.remote.before_append(session, &tokens).await;
         self.call(|reply| Command::Append {
             ns,
             session,
@@ -219,6 +226,7 @@ impl EngineHandle {
 
     /// Closes a session; its full blocks stay cached for others.
     pub async fn close(&self, ns: NamespaceId, session: SessionId) -> Result<(), EngineError> {
+        self.remote.closed(session);
         self.call(|reply| Command::Close { ns, session, reply })
             .await
     }
@@ -262,6 +270,7 @@ impl EngineHandle {
         pin: PinLevel,
         ttl: Option<Duration>,
     ) -> Result<WarmInfo, EngineError> {
+        self.remote.prefetch(salt, &tokens).await;
         self.call(|reply| Command::Warm {
             ns,
             salt,

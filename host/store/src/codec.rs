@@ -33,6 +33,22 @@
 //! element type, layout, salt through the requesting chain's root, block hash, token ids).
 //! Any failure is a [`CodecError`]; callers treat it as a miss and drop the stored value.
 //!
+//! # Shared form (version 2)
+//!
+//! Values written to a tier other hosts read (the remote tier, [`crate::remote`]) use the same
+//! layout with format version 2, where the 32 bytes at offset 56 hold the **namespace root**
+//! (`memoria_kv::BlockHash::root` of model, element type, B and salt, a one-way BLAKE3 hash)
+//! instead of the salt, so the salt never leaves the host. Decoding a version-2 value checks
+//! that field against the requesting chain's root directly. [`encode_shared`] writes it; local
+//! tiers keep version 1.
+//!
+//! # Remote keys
+//!
+//! In the remote tier each block is one key, `{key_prefix}:{namespace label}:{hash}`, where the
+//! label is the namespace's public name (restricted to `[A-Za-z0-9._-]`, see
+//! [`crate::remote::keys`]) and `hash` the 64 lowercase hex digits of the block hash; the value
+//! is a version-2 block (LZ4 payload, as in the cold tier), stored with `SET .. EX ttl_s`.
+//!
 //! Lossy encodings exist only for f16 blocks: the block's f16 values are re-quantized to
 //! q8_0/q4_0 (32 values per quant block) and expanded back to f16 on decode.
 
@@ -41,8 +57,10 @@ use memoria_kv::{BlockHash, KvElem, KvLayout, MAX_BLOCK_TOKENS, ModelFingerprint
 
 /// First bytes of every encoded block.
 pub const MAGIC: [u8; 8] = *b"MEMKVBLK";
-/// The format version this build writes and reads.
+/// The format version this build writes to local tiers (salt at offset 56).
 pub const FORMAT_VERSION: u16 = 1;
+/// The shared form's version (namespace root at offset 56; see the module doc).
+pub const FORMAT_VERSION_SHARED: u16 = 2;
 /// Bytes before the token ids.
 pub const HEADER_BYTES: usize = 168;
 /// Largest decoded block accepted (1 GiB): a sanity bound on a length read from outside.
@@ -129,7 +147,9 @@ pub enum CodecError {
     Truncated { need: usize, have: usize },
     #[error("not a memoria block (bad magic)")]
     BadMagic,
-    #[error("block format version {0}, this build reads {FORMAT_VERSION}")]
+    #[error(
+        "block format version {0}, this build reads {FORMAT_VERSION} and {FORMAT_VERSION_SHARED}"
+    )]
     UnsupportedVersion(u16),
     #[error("unknown {field} code {code}")]
     UnknownCode { field: &'static str, code: u8 },
@@ -165,7 +185,10 @@ impl CodecError {
 /// A parsed, length-checked header (checksum not yet verified).
 #[derive(Clone, Copy, Debug)]
 pub struct Header<'a> {
+    /// For a version-2 (shared) value, `identity.salt` holds the namespace root's bytes.
     pub identity: BlockIdentity,
+    /// The value is in the shared form (version 2).
+    pub shared: bool,
     pub encoding: Encoding,
     pub raw_len: u64,
     token_bytes: &'a [u8],
@@ -228,7 +251,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
         return Err(CodecError::BadMagic);
     }
     let version = u16_at(bytes, 8);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_SHARED {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let elem = elem_from_code(bytes[10]).ok_or(CodecError::UnknownCode {
@@ -284,6 +307,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
             salt: NamespaceSalt(arr32(bytes, 56)),
             hash: BlockHash(arr32(bytes, 88)),
         },
+        shared: version == FORMAT_VERSION_SHARED,
         encoding,
         raw_len,
         token_bytes: &bytes[HEADER_BYTES..tokens_end],
@@ -322,6 +346,26 @@ pub fn encode(
     data: &[u8],
     encoding: Encoding,
 ) -> Result<Vec<u8>, CodecError> {
+    encode_as(identity, tokens, data, encoding, false)
+}
+
+/// [`encode`] in the shared form (version 2): the namespace root takes the salt's place.
+pub fn encode_shared(
+    identity: &BlockIdentity,
+    tokens: &[u32],
+    data: &[u8],
+    encoding: Encoding,
+) -> Result<Vec<u8>, CodecError> {
+    encode_as(identity, tokens, data, encoding, true)
+}
+
+fn encode_as(
+    identity: &BlockIdentity,
+    tokens: &[u32],
+    data: &[u8],
+    encoding: Encoding,
+    shared: bool,
+) -> Result<Vec<u8>, CodecError> {
     let layout = identity.layout;
     let raw_len = layout
         .block_bytes()
@@ -354,7 +398,12 @@ pub fn encode(
     };
     let mut out = Vec::with_capacity(HEADER_BYTES + 4 * tokens.len() + payload.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let version = if shared {
+        FORMAT_VERSION_SHARED
+    } else {
+        FORMAT_VERSION
+    };
+    out.extend_from_slice(&version.to_le_bytes());
     out.push(elem_code(layout.elem));
     out.push(encoding as u8);
     for v in [layout.n_layer, layout.kv_dim, layout.block_tokens] {
@@ -362,7 +411,17 @@ pub fn encode(
         out.extend_from_slice(&v.to_le_bytes());
     }
     out.extend_from_slice(&identity.model.0);
-    out.extend_from_slice(&identity.salt.0);
+    if shared {
+        let root = BlockHash::root(
+            &identity.model,
+            layout.elem,
+            layout.block_tokens,
+            &identity.salt,
+        );
+        out.extend_from_slice(&root.0);
+    } else {
+        out.extend_from_slice(&identity.salt.0);
+    }
     out.extend_from_slice(&identity.hash.0);
     out.extend_from_slice(&(raw_len as u64).to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
@@ -399,7 +458,12 @@ pub fn decode_into(
     }
     if let Some(root) = expect.root {
         let l = id.layout;
-        if BlockHash::root(&id.model, l.elem, l.block_tokens, &id.salt) != root {
+        let stored_root = if h.shared {
+            BlockHash(id.salt.0)
+        } else {
+            BlockHash::root(&id.model, l.elem, l.block_tokens, &id.salt)
+        };
+        if stored_root != root {
             return Err(CodecError::Foreign("namespace salt"));
         }
     }

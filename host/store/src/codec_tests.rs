@@ -148,8 +148,8 @@ fn malformed_headers_and_huge_lengths_fail_before_allocating() {
         CodecError::BadMagic
     );
     assert_eq!(
-        parse_header(&patch(8, &2u16.to_le_bytes())).unwrap_err(),
-        CodecError::UnsupportedVersion(2)
+        parse_header(&patch(8, &3u16.to_le_bytes())).unwrap_err(),
+        CodecError::UnsupportedVersion(3)
     );
     assert!(matches!(
         parse_header(&patch(10, &[9])),
@@ -257,4 +257,46 @@ fn identity_mismatches_are_foreign() {
         ..base
     };
     assert!(decode_into(&bytes, &own_root, &mut out).is_ok());
+}
+
+#[test]
+fn shared_form_carries_the_root_never_the_salt() {
+    let id = identity(KvElem::F16);
+    let data = f16_block(layout(KvElem::F16).block_bytes().unwrap());
+    let bytes = encode_shared(&id, &[1, 2, 3, 4], &data, Encoding::Lz4).unwrap();
+    let root = BlockHash::root(&id.model, KvElem::F16, 4, &id.salt);
+    assert_eq!(
+        u16::from_le_bytes([bytes[8], bytes[9]]),
+        FORMAT_VERSION_SHARED
+    );
+    assert!(
+        !bytes.windows(32).any(|w| w == id.salt.0),
+        "salt in a shared value"
+    );
+    assert_eq!(&bytes[56..88], &root.0);
+    let h = verify(&bytes).unwrap();
+    assert!(h.shared);
+    let mut out = vec![0; data.len()];
+    let own = Expect {
+        root: Some(root),
+        tokens: Some(&[1, 2, 3, 4]),
+        ..expect(&id)
+    };
+    assert_eq!(decode_into(&bytes, &own, &mut out), Ok(Encoding::Lz4));
+    assert_eq!(out, data);
+    let other_salt = NamespaceSalt([9; 32]);
+    let foreign = Expect {
+        root: Some(BlockHash::root(&id.model, KvElem::F16, 4, &other_salt)),
+        ..own
+    };
+    assert_eq!(
+        decode_into(&bytes, &foreign, &mut out),
+        Err(CodecError::Foreign("namespace salt"))
+    );
+    let mut flipped = bytes.clone();
+    flipped[60] ^= 1;
+    assert_eq!(
+        decode_into(&flipped, &own, &mut out),
+        Err(CodecError::Checksum)
+    );
 }

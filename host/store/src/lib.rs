@@ -13,6 +13,9 @@
 //!   request, its [`memoria_kv::TierSource`] (promote from cold, then redb). Every read is
 //!   verified (checksum, model fingerprint, K/V type, layout, namespace salt, tokens); a
 //!   corrupt or foreign block is a miss, is removed, and is counted.
+//! - [`remote`]: blocks shared between hosts through Valkey/Redis, a lossy cache (misses,
+//!   timeouts, a down server and bad values are counted misses), read off the engine thread
+//!   and written behind it, guarded by a circuit breaker; values never carry the salt.
 //! - [`maintenance`]: offline `stats`, `verify`, `compact`, `clear` and `repair` over a store
 //!   directory, and [`maintenance::recover`] (move a damaged file aside, start fresh).
 //!
@@ -30,8 +33,10 @@ mod error;
 mod guard;
 pub mod maintenance;
 mod options;
+pub mod remote;
 mod session;
 mod stack;
+mod stack_remote;
 mod stats;
 mod tier;
 
@@ -40,7 +45,9 @@ pub use cold::ColdTier;
 pub use disk::{Ack, DiskOptions, RedbTier};
 pub use error::{DAMAGED_ADVICE, StoreError};
 pub use options::{Lossy, StoreOptions};
+pub use remote::{RemoteOptions, RemoteSnapshot, RemoteTier, WriteMode};
 pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};
 pub use stack::{Fetched, StoreSource, TierStack};
+pub use stack_remote::{DEFAULT_LABEL, MAX_PREFETCH_BLOCKS};
 pub use stats::{StoreSnapshot, TierSnapshot, TierStats};
 pub use tier::Tier;

@@ -19,6 +19,7 @@ use crate::disk::{Ack, RedbTier};
 use crate::error::StoreError;
 use crate::options::StoreOptions;
 use crate::session::SessionRecord;
+use crate::stack_remote::RemoteLink;
 use crate::stats::{StoreSnapshot, TierStats};
 use crate::tier::Tier;
 
@@ -38,6 +39,7 @@ pub struct TierStack {
     cold_encoding: Encoding,
     salts: Mutex<HashMap<NamespaceId, NamespaceSalt>>,
     lossy_served: Mutex<HashSet<BlockHash>>,
+    pub(crate) remote: Option<RemoteLink>,
 }
 
 impl std::fmt::Debug for TierStack {
@@ -81,6 +83,7 @@ impl TierStack {
             cold_encoding: opts.cold_lossy.map_or(Encoding::Lz4, |l| l.encoding()),
             salts: Mutex::new(HashMap::new()),
             lossy_served: Mutex::new(HashSet::new()),
+            remote: None,
         }
     }
 
@@ -108,6 +111,7 @@ impl TierStack {
                 .map(|d| d.stats().snapshot())
                 .unwrap_or_default(),
             cold_lossy: self.cold_encoding.is_lossy(),
+            remote: self.remote().map(|r| r.snapshot()),
         }
     }
 
@@ -139,10 +143,21 @@ impl TierStack {
         lock(&self.lossy_served).contains(hash)
     }
 
-    /// Writes a freshly sealed block through to disk, behind the caller (one copy of `data` on
-    /// the caller's thread). `force` ignores the write queue's byte bound (explicit saves).
-    /// Returns whether it was queued.
+    /// Writes a freshly sealed block through to disk and offers it to the remote tier, behind
+    /// the caller (one copy of `data` on the caller's thread per tier). `force` ignores the
+    /// disk write queue's byte bound (explicit saves). Returns whether disk queued it.
     pub fn persist(
+        &self,
+        identity: BlockIdentity,
+        tokens: &[u32],
+        data: &[u8],
+        force: bool,
+    ) -> bool {
+        self.remote_offer(identity, tokens, data);
+        self.persist_disk(identity, tokens, data, force)
+    }
+
+    fn persist_disk(
         &self,
         identity: BlockIdentity,
         tokens: &[u32],
@@ -159,8 +174,9 @@ impl TierStack {
     /// to disk when not there yet), or straight to disk without a cold tier.
     pub fn demote(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
         let hash = identity.hash;
+        self.remote_offer(identity, tokens, data);
         let Some(cold) = &self.cold else {
-            self.persist(identity, tokens, data, false);
+            self.persist_disk(identity, tokens, data, false);
             return;
         };
         if cold.contains(&hash) {
@@ -174,7 +190,7 @@ impl TierStack {
             }
         };
         if self.cold_encoding.is_lossy() {
-            self.persist(identity, tokens, data, false);
+            self.persist_disk(identity, tokens, data, false);
         }
         for (h, enc) in cold.put_evicting(&hash, encoded) {
             let lossy = codec::parse_header(&enc).is_ok_and(|hd| hd.encoding.is_lossy());
@@ -188,18 +204,25 @@ impl TierStack {
         }
     }
 
-    /// Looks for a block in the cold tier, then on disk; verifies it against `expect` and
-    /// decodes it into `out`. A value that fails verification is removed and counted.
+    /// Looks for a block in the cold tier, then on disk, then among the blocks a remote
+    /// prefetch staged (no network here); verifies it against `expect` and decodes it into
+    /// `out`. A value that fails verification is removed and counted.
     pub fn fetch(&self, expect: &Expect<'_>, out: &mut [u8]) -> Option<Fetched> {
         if let Some(c) = &self.cold
             && let Some(f) = self.fetch_from(c, c.stats(), expect, out)
         {
             return Some(f);
         }
-        let d = self.disk.as_ref()?;
-        let f = self.fetch_from(d, d.stats(), expect, out)?;
-        d.touch(&expect.hash);
-        Some(f)
+        if let Some(d) = &self.disk
+            && let Some(f) = self.fetch_from(d, d.stats(), expect, out)
+        {
+            d.touch(&expect.hash);
+            return Some(f);
+        }
+        self.remote_take(expect, out).then_some(Fetched {
+            tier: "remote",
+            lossy: false,
+        })
     }
 
     fn fetch_from(

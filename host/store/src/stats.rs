@@ -134,4 +134,6 @@ pub struct StoreSnapshot {
     pub redb: TierSnapshot,
     /// Whether the cold tier stores f16 blocks lossily.
     pub cold_lossy: bool,
+    /// The remote tier (Valkey/Redis), when configured.
+    pub remote: Option<crate::remote::RemoteSnapshot>,
 }

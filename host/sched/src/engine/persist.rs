@@ -85,11 +85,11 @@ impl Persist {
         Ok(hit)
     }
 
-    /// Queues the session's newly sealed blocks for disk (never blocks; `force` ignores the
-    /// queue bound).
+    /// Queues the session's newly sealed blocks for disk and the remote tier (never blocks;
+    /// `force` ignores the disk queue's bound).
     pub fn write_through(&mut self, pool: &BlockPool, id: SessionId, seq: SeqId, force: bool) {
         let Some(stack) = &self.stack else { return };
-        if stack.disk().is_none() {
+        if stack.disk().is_none() && stack.remote().is_none() {
             return;
         }
         let Some(entry) = self.sessions.get_mut(&id) else {

@@ -1,0 +1,55 @@
+//! Remote key layout: `{prefix}:{namespace label}:{64 hex digits of the block hash}` (the
+//! codec's module doc describes it beside the value format). Labels and prefixes are restricted
+//! to `[A-Za-z0-9._-]`, 1..=64 bytes, so a key always splits back into its three parts and an
+//! operator can `SCAN MATCH prefix:label:*` or ACL-fence one tenant.
+
+use memoria_kv::BlockHash;
+
+/// Longest label or prefix, bytes.
+pub const MAX_LABEL: usize = 64;
+
+/// Checks a namespace label or key prefix.
+pub fn check_label(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > MAX_LABEL {
+        return Err(format!("{s:?} must be 1..={MAX_LABEL} bytes"));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "{s:?} holds {c:?}; only A-Z a-z 0-9 . _ - are allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// The key of one block.
+pub fn block_key(prefix: &str, label: &str, hash: &BlockHash) -> String {
+    let mut k = String::with_capacity(prefix.len() + label.len() + 66);
+    k.push_str(prefix);
+    k.push(':');
+    k.push_str(label);
+    k.push(':');
+    for b in hash.0 {
+        k.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        k.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_three_parts_and_labels_are_restricted() {
+        let k = block_key("memoria", "team-a", &BlockHash([0xab; 32]));
+        assert_eq!(k, format!("memoria:team-a:{}", "ab".repeat(32)));
+        assert!(check_label("team_a.1-x").is_ok());
+        assert!(check_label("").is_err());
+        assert!(check_label("a:b").is_err());
+        assert!(check_label("a b").is_err());
+        assert!(check_label(&"x".repeat(65)).is_err());
+    }
+}

@@ -1,0 +1,297 @@
+//! The remote tier: blocks shared between hosts through Valkey or Redis (the same wire
+//! protocol), one key per block (see [`keys`] and the codec's "Remote keys" section), values in
+//! the codec's shared form (namespace root, never the salt). It is a lossy cache: a miss, a
+//! timeout, a refused connection or a bad value is a counted miss, never an error; a circuit
+//! breaker ([`breaker`]) stops asking a server that is down and probes again with backoff.
+//!
+//! Nothing here blocks the engine thread: reads are async ([`RemoteTier::get_many`], awaited
+//! by the request's task before the engine schedules it; see `TierStack::prefetch_remote`),
+//! writes are write-behind through a queue bounded in bytes ([`RemoteTier::put`]); the network
+//! work runs on the tier's own thread ([`worker`]). [`NamespaceRemote`] is the blocking
+//! [`crate::Tier`] view of one namespace label, for tools and tests, never for the engine.
+
+pub mod breaker;
+pub mod keys;
+mod options;
+mod seen;
+mod stats;
+pub mod test_server;
+mod worker;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memoria_kv::BlockHash;
+use tokio::sync::{mpsc, oneshot};
+
+pub use breaker::BreakerState;
+pub use options::{RemoteOptions, WriteMode};
+pub use stats::{LATENCY_BOUNDS_US, RemoteSnapshot, RemoteStats};
+pub use worker::{Lookup, MGET_RUN};
+
+use crate::codec::BlockIdentity;
+use crate::tier::Tier;
+use worker::{Job, Reply, Shared, Write};
+
+/// A handle on one Valkey/Redis server. Dropping it stops its thread (queued writes get a
+/// bounded time to drain).
+pub struct RemoteTier {
+    shared: Arc<Shared>,
+    jobs: mpsc::UnboundedSender<Job>,
+    writes: mpsc::UnboundedSender<Write>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RemoteTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteTier")
+            .field("url", &self.shared.opts.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RemoteTier {
+    /// Checks `opts` and starts the tier's thread. Does not need the server to be up: a down
+    /// server is a run of counted misses until it answers.
+    pub fn start(opts: RemoteOptions) -> Result<Arc<RemoteTier>, String> {
+        opts.validate()?;
+        let url = opts.url.replacen("valkey://", "redis://", 1);
+        let client = redis::Client::open(url)
+            .map_err(|e| format!("store.remote.url {:?}: {e}", opts.url))?;
+        let shared = Arc::new(Shared::new(opts));
+        let (jobs, jobs_rx) = mpsc::unbounded_channel();
+        let (writes, writes_rx) = mpsc::unbounded_channel();
+        let thread = worker::spawn(shared.clone(), client, jobs_rx, writes_rx)
+            .map_err(|e| format!("starting the remote tier's thread: {e}"))?;
+        Ok(Arc::new(RemoteTier {
+            shared,
+            jobs,
+            writes,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &RemoteOptions {
+        &self.shared.opts
+    }
+
+    /// Its figures.
+    pub fn stats(&self) -> &Arc<RemoteStats> {
+        &self.shared.stats
+    }
+
+    /// A plain copy of its figures.
+    pub fn snapshot(&self) -> RemoteSnapshot {
+        self.shared.stats.snapshot()
+    }
+
+    /// The breaker's state now.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.shared.breaker_state()
+    }
+
+    /// The key of a block of the namespace labelled `label`.
+    pub fn key(&self, label: &str, hash: &BlockHash) -> String {
+        keys::block_key(&self.shared.opts.key_prefix, label, hash)
+    }
+
+    /// The values under `keys`, in order (MGET in runs of [`MGET_RUN`]); with `leading`, keys
+    /// after the first non-value are [`Lookup::Skipped`]. Never fails: a down server or a
+    /// stopped tier answers [`Lookup::Failed`].
+    pub async fn get_many(&self, keys: Vec<String>, leading: bool) -> Vec<Lookup> {
+        let n = keys.len();
+        let (tx, rx) = oneshot::channel();
+        let job = Job::Get {
+            keys,
+            leading,
+            reply: Reply::Async(tx),
+        };
+        if self.jobs.send(job).is_err() {
+            return vec![Lookup::Failed; n];
+        }
+        rx.await.unwrap_or_else(|_| vec![Lookup::Failed; n])
+    }
+
+    /// [`RemoteTier::get_many`] from a plain thread (never from async code or the engine).
+    pub fn get_many_blocking(&self, keys: Vec<String>, leading: bool) -> Vec<Lookup> {
+        let n = keys.len();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job = Job::Get {
+            keys,
+            leading,
+            reply: Reply::Blocking(tx),
+        };
+        if self.jobs.send(job).is_err() {
+            return vec![Lookup::Failed; n];
+        }
+        rx.recv_timeout(self.op_bound(n))
+            .unwrap_or_else(|_| vec![Lookup::Failed; n])
+    }
+
+    fn op_bound(&self, keys: usize) -> Duration {
+        let runs = u32::try_from(keys.div_ceil(MGET_RUN).max(1)).unwrap_or(u32::MAX);
+        (self.shared.opts.timeout() * 3).saturating_mul(runs) + Duration::from_secs(1)
+    }
+
+    /// Deletes a key behind the caller (a bad value); counted when the server confirms.
+    pub fn delete(&self, key: String) {
+        let _ = self.jobs.send(Job::Delete { key, reply: None });
+    }
+
+    fn delete_blocking(&self, key: String) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self
+            .jobs
+            .send(Job::Delete {
+                key,
+                reply: Some(tx),
+            })
+            .is_err()
+        {
+            return false;
+        }
+        rx.recv_timeout(self.op_bound(1)).unwrap_or(false)
+    }
+
+    /// Queues a block for writing (encoded on the tier's thread in the shared form, written
+    /// with `SET key value EX ttl_s`). Returns false, counted, when the queue's byte bound is
+    /// reached. `data` is the block's raw bytes.
+    pub fn put(&self, key: String, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
+        let st = &self.shared.stats;
+        let len = data.len() as u64;
+        let max = self.shared.opts.max_inflight_bytes as u64;
+        let reserved = st
+            .queue_bytes
+            .try_update(Relaxed, Relaxed, |q| {
+                q.checked_add(len).filter(|t| *t <= max)
+            })
+            .is_ok();
+        if !reserved {
+            RemoteStats::add(&st.writes_dropped, 1);
+            return false;
+        }
+        RemoteStats::add(&st.queue_blocks, 1);
+        let w = Write::Block {
+            key,
+            identity,
+            tokens: tokens.to_vec(),
+            data: data.to_vec(),
+        };
+        if self.writes.send(w).is_err() {
+            RemoteStats::sub(&st.queue_bytes, len);
+            RemoteStats::sub(&st.queue_blocks, 1);
+            RemoteStats::add(&st.writes_dropped, 1);
+            return false;
+        }
+        true
+    }
+
+    /// Waits (at most `timeout`) until every write queued before this call was sent and
+    /// answered (or dropped); returns whether that happened in time.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.writes.send(Write::Barrier(tx)).is_ok() && rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Whether the server acknowledged this host's write of the block or served it to this
+    /// host (so it is not written again).
+    pub fn is_known(&self, hash: &BlockHash) -> bool {
+        self.shared.seen.is_known(hash)
+    }
+
+    /// Records that the block is on the server (own write, remote hit).
+    pub fn mark_known(&self, hash: &BlockHash) {
+        self.shared.seen.mark_known(hash);
+    }
+
+    /// Counts one sighting of a block; returns whether, per the write mode, it is to be
+    /// written now (never for a block already known to be remote).
+    pub fn should_write(&self, hash: &BlockHash) -> bool {
+        if self.shared.seen.is_known(hash) {
+            return false;
+        }
+        match self.shared.opts.write {
+            WriteMode::All => true,
+            WriteMode::SecondHit => self.shared.seen.sight(hash) >= 2,
+        }
+    }
+}
+
+impl Drop for RemoteTier {
+    fn drop(&mut self) {
+        let _ = self.writes.send(Write::Stop);
+        let _ = self.jobs.send(Job::Stop);
+        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = t {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The blocking [`Tier`] view of one namespace label of a remote tier (tools and tests; the
+/// engine reads through `TierStack::prefetch_remote`). `put` takes an already encoded value
+/// and writes it at once (not through the write-behind queue).
+#[derive(Debug, Clone)]
+pub struct NamespaceRemote {
+    pub remote: Arc<RemoteTier>,
+    pub label: String,
+}
+
+impl NamespaceRemote {
+    /// A view of `label` (checked: `[A-Za-z0-9._-]`, 1..=64 bytes).
+    pub fn new(remote: Arc<RemoteTier>, label: &str) -> Result<Self, String> {
+        keys::check_label(label)?;
+        Ok(NamespaceRemote {
+            remote,
+            label: label.to_string(),
+        })
+    }
+}
+
+impl Tier for NamespaceRemote {
+    fn name(&self) -> &'static str {
+        "remote"
+    }
+
+    fn get(&self, hash: &BlockHash) -> Option<Vec<u8>> {
+        self.get_many(std::slice::from_ref(hash)).pop().flatten()
+    }
+
+    fn get_many(&self, hashes: &[BlockHash]) -> Vec<Option<Vec<u8>>> {
+        let keys = hashes
+            .iter()
+            .map(|h| self.remote.key(&self.label, h))
+            .collect();
+        self.remote
+            .get_many_blocking(keys, false)
+            .into_iter()
+            .map(|l| match l {
+                Lookup::Value(v) => Some(v),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn put(&self, hash: &BlockHash, encoded: Vec<u8>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job = Job::Set {
+            key: self.remote.key(&self.label, hash),
+            value: encoded,
+            reply: tx,
+        };
+        if self.remote.jobs.send(job).is_ok() {
+            let _ = rx.recv_timeout(self.remote.op_bound(1));
+        }
+    }
+
+    fn contains(&self, hash: &BlockHash) -> bool {
+        self.get(hash).is_some()
+    }
+
+    fn remove(&self, hash: &BlockHash) -> bool {
+        self.remote
+            .delete_blocking(self.remote.key(&self.label, hash))
+    }
+}

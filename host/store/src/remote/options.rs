@@ -1,0 +1,142 @@
+//! How the remote tier is configured (`[store.remote]`, `--remote URL`): plain data with
+//! defaults, checked by [`RemoteOptions::validate`] before anything connects.
+
+use std::time::Duration;
+
+use super::keys::check_label;
+
+/// Which sealed blocks are written to the remote tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// Every sealed block (once: a block known to be remote is not written again).
+    #[default]
+    All,
+    /// A block is written on its second sighting on this host (sealed, hit or evicted), so
+    /// one-off prompts do not fill the shared tier.
+    SecondHit,
+}
+
+impl WriteMode {
+    /// Parses `all` or `second-hit`.
+    pub fn parse(s: &str) -> Option<WriteMode> {
+        match s {
+            "all" => Some(WriteMode::All),
+            "second-hit" => Some(WriteMode::SecondHit),
+            _ => None,
+        }
+    }
+}
+
+/// The remote tier's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// `redis://host:port[/db]` (Valkey or Redis).
+    pub url: String,
+    /// Expiry of every written key, seconds (at least 1).
+    pub ttl_s: u64,
+    /// First component of every key.
+    pub key_prefix: String,
+    /// Bound on one network operation (connect, MGET run, write pipeline).
+    pub timeout_ms: u64,
+    /// Bytes of encoded blocks the write-behind queue may hold; a full queue drops writes.
+    pub max_inflight_bytes: usize,
+    /// Which blocks are written.
+    pub write: WriteMode,
+    /// First wait of the circuit breaker once open; doubles per failed probe.
+    pub breaker_min_backoff_ms: u64,
+    /// Longest wait of the circuit breaker.
+    pub breaker_max_backoff_ms: u64,
+    /// Consecutive failures that open the breaker.
+    pub breaker_threshold: u32,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            url: "redis://127.0.0.1:6379".into(),
+            ttl_s: 24 * 3600,
+            key_prefix: "memoria".into(),
+            timeout_ms: 200,
+            max_inflight_bytes: 64 << 20,
+            write: WriteMode::All,
+            breaker_min_backoff_ms: 250,
+            breaker_max_backoff_ms: 30_000,
+            breaker_threshold: 3,
+        }
+    }
+}
+
+/// Largest accepted timeout and backoff (one hour): a bound on numbers from configuration.
+const MAX_MS: u64 = 3_600_000;
+/// Longest accepted TTL (one year).
+const MAX_TTL_S: u64 = 366 * 24 * 3600;
+
+impl RemoteOptions {
+    /// Defaults with `url`.
+    pub fn with_url(url: impl Into<String>) -> Self {
+        RemoteOptions {
+            url: url.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The per-operation timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Checks every field; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.url.starts_with("redis://") || self.url.starts_with("valkey://")) {
+            return Err(format!(
+                "store.remote.url {:?}: expected redis://HOST:PORT",
+                self.url
+            ));
+        }
+        if self.ttl_s == 0 || self.ttl_s > MAX_TTL_S {
+            return Err(format!("store.remote.ttl_s must be 1..={MAX_TTL_S}"));
+        }
+        check_label(&self.key_prefix).map_err(|e| format!("store.remote.key_prefix: {e}"))?;
+        for (name, v) in [
+            ("timeout_ms", self.timeout_ms),
+            ("breaker_min_backoff_ms", self.breaker_min_backoff_ms),
+            ("breaker_max_backoff_ms", self.breaker_max_backoff_ms),
+        ] {
+            if v == 0 || v > MAX_MS {
+                return Err(format!("store.remote.{name} must be 1..={MAX_MS}"));
+            }
+        }
+        if self.breaker_min_backoff_ms > self.breaker_max_backoff_ms {
+            return Err("store.remote.breaker_min_backoff_ms exceeds the maximum".into());
+        }
+        if self.breaker_threshold == 0 {
+            return Err("store.remote.breaker_threshold must be at least 1".into());
+        }
+        if self.max_inflight_bytes == 0 {
+            return Err("store.remote.max_inflight_bytes must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_fields_are_named() {
+        assert_eq!(RemoteOptions::default().validate(), Ok(()));
+        let bad = |f: fn(&mut RemoteOptions)| {
+            let mut o = RemoteOptions::default();
+            f(&mut o);
+            o.validate().unwrap_err()
+        };
+        assert!(bad(|o| o.url = "http://x".into()).contains("url"));
+        assert!(bad(|o| o.ttl_s = 0).contains("ttl_s"));
+        assert!(bad(|o| o.key_prefix = "a:b".into()).contains("key_prefix"));
+        assert!(bad(|o| o.timeout_ms = 0).contains("timeout_ms"));
+        assert!(bad(|o| o.breaker_min_backoff_ms = 40_000).contains("breaker_min_backoff_ms"));
+        assert_eq!(WriteMode::parse("second-hit"), Some(WriteMode::SecondHit));
+        assert_eq!(WriteMode::parse("some"), None);
+    }
+}

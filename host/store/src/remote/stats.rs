@@ -1,0 +1,135 @@
+//! The remote tier's figures as atomics (readable from any thread) and a plain snapshot for
+//! /stats and /metrics. Counters only grow; `queue_bytes`, `queue_blocks` and `breaker` are
+//! gauges. Misses are counted per block, by reason.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::Serialize;
+
+/// Upper bounds (microseconds) of the fetch latency histogram's buckets; the last is +Inf.
+pub const LATENCY_BOUNDS_US: [u64; 10] = [
+    250, 500, 1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+];
+
+/// Live figures of the remote tier.
+#[derive(Debug, Default)]
+pub struct RemoteStats {
+    /// Blocks served (verified values).
+    pub hits: AtomicU64,
+    /// Blocks the server did not hold.
+    pub miss_absent: AtomicU64,
+    /// Blocks not fetched because an operation timed out.
+    pub miss_timeout: AtomicU64,
+    /// Blocks not fetched because of a connection or protocol error (refused, reset).
+    pub miss_error: AtomicU64,
+    /// Blocks not asked for because the breaker was open.
+    pub miss_breaker: AtomicU64,
+    /// Values that failed verification (short, garbage, wrong identity); each is deleted.
+    pub bad_values: AtomicU64,
+    /// Value bytes received.
+    pub bytes_read: AtomicU64,
+    /// Value bytes written (acknowledged).
+    pub bytes_written: AtomicU64,
+    /// Blocks written (acknowledged).
+    pub writes: AtomicU64,
+    /// Writes dropped: full queue or open breaker.
+    pub writes_dropped: AtomicU64,
+    /// Writes that failed on the wire.
+    pub write_errors: AtomicU64,
+    /// Keys deleted (bad values).
+    pub deletes: AtomicU64,
+    /// Network operations that failed (each counted once, whatever its size).
+    pub errors: AtomicU64,
+    /// Times the breaker opened.
+    pub breaker_opens: AtomicU64,
+    /// Breaker state (gauge): 0 closed, 1 open, 2 half-open.
+    pub breaker: AtomicU64,
+    /// Bytes in the write-behind queue (gauge).
+    pub queue_bytes: AtomicU64,
+    /// Writes in the write-behind queue (gauge).
+    pub queue_blocks: AtomicU64,
+    /// MGET runs sent.
+    pub fetches: AtomicU64,
+    /// Fetch latency histogram, per [`LATENCY_BOUNDS_US`] plus +Inf (not cumulative).
+    pub latency: [AtomicU64; 11],
+    /// Sum of fetch latencies, microseconds.
+    pub latency_sum_us: AtomicU64,
+}
+
+impl RemoteStats {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn sub(c: &AtomicU64, n: u64) {
+        let _ = c.try_update(Relaxed, Relaxed, |v| Some(v.saturating_sub(n)));
+    }
+
+    pub(crate) fn observe_fetch(&self, micros: u64) {
+        let i = LATENCY_BOUNDS_US
+            .iter()
+            .position(|b| micros <= *b)
+            .unwrap_or(LATENCY_BOUNDS_US.len());
+        Self::add(&self.latency[i], 1);
+        Self::add(&self.latency_sum_us, micros);
+        Self::add(&self.fetches, 1);
+    }
+
+    /// All misses, whatever the reason (bad values included).
+    pub fn misses(&self) -> u64 {
+        let s = self.snapshot();
+        s.miss_absent + s.miss_timeout + s.miss_error + s.miss_breaker + s.bad_values
+    }
+
+    /// A plain copy.
+    pub fn snapshot(&self) -> RemoteSnapshot {
+        let g = |c: &AtomicU64| c.load(Relaxed);
+        RemoteSnapshot {
+            hits: g(&self.hits),
+            miss_absent: g(&self.miss_absent),
+            miss_timeout: g(&self.miss_timeout),
+            miss_error: g(&self.miss_error),
+            miss_breaker: g(&self.miss_breaker),
+            bad_values: g(&self.bad_values),
+            bytes_read: g(&self.bytes_read),
+            bytes_written: g(&self.bytes_written),
+            writes: g(&self.writes),
+            writes_dropped: g(&self.writes_dropped),
+            write_errors: g(&self.write_errors),
+            deletes: g(&self.deletes),
+            errors: g(&self.errors),
+            breaker_opens: g(&self.breaker_opens),
+            breaker: g(&self.breaker),
+            queue_bytes: g(&self.queue_bytes),
+            queue_blocks: g(&self.queue_blocks),
+            fetches: g(&self.fetches),
+            latency: self.latency.each_ref().map(g),
+            latency_sum_us: g(&self.latency_sum_us),
+        }
+    }
+}
+
+/// A plain copy of [`RemoteStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RemoteSnapshot {
+    pub hits: u64,
+    pub miss_absent: u64,
+    pub miss_timeout: u64,
+    pub miss_error: u64,
+    pub miss_breaker: u64,
+    pub bad_values: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub writes: u64,
+    pub writes_dropped: u64,
+    pub write_errors: u64,
+    pub deletes: u64,
+    pub errors: u64,
+    pub breaker_opens: u64,
+    pub breaker: u64,
+    pub queue_bytes: u64,
+    pub queue_blocks: u64,
+    pub fetches: u64,
+    pub latency: [u64; 11],
+    pub latency_sum_us: u64,
+}

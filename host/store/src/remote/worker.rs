@@ -1,0 +1,421 @@
+//! The remote tier's network side: one thread running a single-threaded tokio runtime that
+//! owns the connection (a redis-rs `ConnectionManager`, created when the breaker allows and
+//! dropped when it opens). Reads arrive as jobs and run as concurrent tasks (MGET in runs of at
+//! most [`MGET_RUN`] keys); writes drain from their own queue in pipelines of `SET .. EX`.
+//! Every operation is bounded by the configured timeout and reported to the breaker; nothing
+//! here ever returns an error to a request, only counted misses.
+
+use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{mpsc, oneshot};
+
+use super::breaker::{Breaker, BreakerState};
+use super::options::RemoteOptions;
+use super::seen::Seen;
+use super::stats::RemoteStats;
+use crate::codec::{self, BlockIdentity, Encoding};
+
+/// Most keys in one MGET.
+pub const MGET_RUN: usize = 64;
+/// Most writes in one pipeline.
+const WRITE_RUN: usize = 64;
+
+/// One key's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The stored bytes (not yet verified).
+    Value(Vec<u8>),
+    /// The server holds no such key.
+    Absent,
+    /// Not fetched: timeout, connection error or open breaker (counted by reason).
+    Failed,
+    /// Not asked for: an earlier key of a leading-run lookup was absent or failed.
+    Skipped,
+}
+
+pub(crate) enum Reply {
+    Async(oneshot::Sender<Vec<Lookup>>),
+    Blocking(std::sync::mpsc::Sender<Vec<Lookup>>),
+}
+
+impl Reply {
+    fn send(self, v: Vec<Lookup>) {
+        match self {
+            Reply::Async(tx) => {
+                let _ = tx.send(v);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(v);
+            }
+        }
+    }
+}
+
+pub(crate) enum Job {
+    /// `leading`: stop after the first key that is not a value.
+    Get {
+        keys: Vec<String>,
+        leading: bool,
+        reply: Reply,
+    },
+    Delete {
+        key: String,
+        reply: Option<std::sync::mpsc::Sender<bool>>,
+    },
+    /// One already encoded value, written now (the blocking `Tier` view).
+    Set {
+        key: String,
+        value: Vec<u8>,
+        reply: std::sync::mpsc::Sender<bool>,
+    },
+    Stop,
+}
+
+pub(crate) enum Write {
+    Block {
+        key: String,
+        identity: BlockIdentity,
+        tokens: Vec<u32>,
+        data: Vec<u8>,
+    },
+    Barrier(std::sync::mpsc::Sender<()>),
+    Stop,
+}
+
+/// State shared by the tier's handle and its thread.
+pub(crate) struct Shared {
+    pub opts: RemoteOptions,
+    pub stats: Arc<RemoteStats>,
+    pub seen: Seen,
+    breaker: Mutex<Breaker>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fail {
+    Timeout,
+    Error,
+    Breaker,
+}
+
+impl Shared {
+    pub fn new(opts: RemoteOptions) -> Self {
+        let ms = Duration::from_millis;
+        let breaker = Breaker::new(
+            opts.breaker_threshold,
+            ms(opts.breaker_min_backoff_ms),
+            ms(opts.breaker_max_backoff_ms),
+        );
+        Shared {
+            opts,
+            stats: Arc::new(RemoteStats::default()),
+            seen: Seen::default(),
+            breaker: Mutex::new(breaker),
+        }
+    }
+
+    fn breaker(&self) -> MutexGuard<'_, Breaker> {
+        self.breaker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breaker().state()
+    }
+
+    fn publish(&self, b: &Breaker) {
+        self.stats.breaker.store(b.state().code(), Relaxed);
+        self.stats.breaker_opens.store(b.opens(), Relaxed);
+    }
+
+    fn allow(&self) -> bool {
+        let mut b = self.breaker();
+        let ok = b.allow(Instant::now());
+        self.publish(&b);
+        ok
+    }
+
+    fn success(&self) {
+        let mut b = self.breaker();
+        b.success();
+        self.publish(&b);
+    }
+
+    /// Returns whether the breaker is now open.
+    fn failure(&self) -> bool {
+        let mut b = self.breaker();
+        let was_open = b.state() == BreakerState::Open;
+        let open = b.failure(Instant::now());
+        self.publish(&b);
+        drop(b);
+        if open && !was_open {
+            self.seen.forget_known();
+        }
+        open
+    }
+}
+
+struct Conn {
+    client: redis::Client,
+    slot: tokio::sync::Mutex<Option<ConnectionManager>>,
+}
+
+fn classify(e: &redis::RedisError) -> Fail {
+    if e.is_timeout() {
+        Fail::Timeout
+    } else {
+        Fail::Error
+    }
+}
+
+impl Conn {
+    async fn get(&self, timeout: Duration) -> Result<ConnectionManager, Fail> {
+        let mut g = self.slot.lock().await;
+        if let Some(c) = &*g {
+            return Ok(c.clone());
+        }
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(timeout);
+        match tokio::time::timeout(
+            timeout * 2,
+            self.client.get_connection_manager_with_config(cfg),
+        )
+        .await
+        {
+            Ok(Ok(c)) => {
+                *g = Some(c.clone());
+                Ok(c)
+            }
+            Ok(Err(e)) => Err(classify(&e)),
+            Err(_) => Err(Fail::Timeout),
+        }
+    }
+}
+
+/// Runs `op` on the connection if the breaker allows, bounded by the timeout, and reports the
+/// outcome to the breaker (an opening breaker drops the connection).
+async fn guarded<T, F, Fut>(shared: &Shared, conn: &Conn, op: F) -> Result<T, Fail>
+where
+    F: FnOnce(ConnectionManager) -> Fut,
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    if !shared.allow() {
+        return Err(Fail::Breaker);
+    }
+    let t = shared.opts.timeout();
+    let r = match conn.get(t).await {
+        Ok(c) => match tokio::time::timeout(t, op(c)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(classify(&e)),
+            Err(_) => Err(Fail::Timeout),
+        },
+        Err(f) => Err(f),
+    };
+    match &r {
+        Ok(_) => shared.success(),
+        Err(_) => {
+            RemoteStats::add(&shared.stats.errors, 1);
+            if shared.failure() {
+                *conn.slot.lock().await = None;
+            }
+        }
+    }
+    r
+}
+
+/// Spawns the tier's thread; it runs until both queues receive `Stop`.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    client: redis::Client,
+    jobs: mpsc::UnboundedReceiver<Job>,
+    writes: mpsc::UnboundedReceiver<Write>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("memoria-remote".into())
+        .spawn(move || rt.block_on(run(shared, client, jobs, writes)))
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    client: redis::Client,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    writes: mpsc::UnboundedReceiver<Write>,
+) {
+    let conn = Arc::new(Conn {
+        client,
+        slot: tokio::sync::Mutex::new(None),
+    });
+    let writer = tokio::spawn(write_loop(shared.clone(), conn.clone(), writes));
+    while let Some(job) = jobs.recv().await {
+        match job {
+            Job::Get {
+                keys,
+                leading,
+                reply,
+            } => {
+                let (s, c) = (shared.clone(), conn.clone());
+                tokio::spawn(async move { reply.send(get(&s, &c, keys, leading).await) });
+            }
+            Job::Delete { key, reply } => {
+                let (s, c) = (shared.clone(), conn.clone());
+                tokio::spawn(async move {
+                    let r = guarded(&s, &c, |mut m| async move {
+                        redis::cmd("DEL").arg(&key).query_async::<u64>(&mut m).await
+                    })
+                    .await;
+                    let n = r.unwrap_or(0);
+                    RemoteStats::add(&s.stats.deletes, n);
+                    if let Some(tx) = reply {
+                        let _ = tx.send(n > 0);
+                    }
+                });
+            }
+            Job::Set { key, value, reply } => {
+                let (s, c) = (shared.clone(), conn.clone());
+                tokio::spawn(async move {
+                    let (n, ttl) = (value.len() as u64, s.opts.ttl_s);
+                    let r = guarded(&s, &c, |mut m| async move {
+                        redis::cmd("SET")
+                            .arg(&key)
+                            .arg(value)
+                            .arg("EX")
+                            .arg(ttl)
+                            .query_async::<()>(&mut m)
+                            .await
+                    })
+                    .await;
+                    if r.is_ok() {
+                        RemoteStats::add(&s.stats.writes, 1);
+                        RemoteStats::add(&s.stats.bytes_written, n);
+                    } else {
+                        RemoteStats::add(&s.stats.write_errors, 1);
+                    }
+                    let _ = reply.send(r.is_ok());
+                });
+            }
+            Job::Stop => break,
+        }
+    }
+    // Queued writes get a bounded time to drain (an open breaker drops them at once).
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+async fn get(shared: &Shared, conn: &Conn, keys: Vec<String>, leading: bool) -> Vec<Lookup> {
+    let st = &shared.stats;
+    let mut out = Vec::with_capacity(keys.len());
+    for run in keys.chunks(MGET_RUN) {
+        if leading && out.last().is_some_and(|l| !matches!(l, Lookup::Value(_))) {
+            out.resize(keys.len(), Lookup::Skipped);
+            break;
+        }
+        let start = Instant::now();
+        let r = guarded(shared, conn, |mut m| async move {
+            redis::cmd("MGET")
+                .arg(run)
+                .query_async::<Vec<Option<Vec<u8>>>>(&mut m)
+                .await
+        })
+        .await;
+        match r {
+            Ok(vals) if vals.len() == run.len() => {
+                st.observe_fetch(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX));
+                for v in vals {
+                    match v {
+                        Some(b) => {
+                            RemoteStats::add(&st.bytes_read, b.len() as u64);
+                            out.push(Lookup::Value(b));
+                        }
+                        None => {
+                            RemoteStats::add(&st.miss_absent, 1);
+                            out.push(Lookup::Absent);
+                        }
+                    }
+                }
+            }
+            other => {
+                let counter = match other {
+                    Err(Fail::Timeout) => &st.miss_timeout,
+                    Err(Fail::Breaker) => &st.miss_breaker,
+                    _ => &st.miss_error,
+                };
+                RemoteStats::add(counter, run.len() as u64);
+                out.extend(std::iter::repeat_n(Lookup::Failed, run.len()));
+            }
+        }
+    }
+    out
+}
+
+async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::UnboundedReceiver<Write>) {
+    let st = shared.stats.clone();
+    let ttl = shared.opts.ttl_s;
+    loop {
+        let Some(first) = rx.recv().await else { return };
+        let mut batch = vec![first];
+        while batch.len() < WRITE_RUN {
+            match rx.try_recv() {
+                Ok(w) => batch.push(w),
+                Err(_) => break,
+            }
+        }
+        let mut sets = Vec::new();
+        let mut barriers = Vec::new();
+        let mut stop = false;
+        for w in batch {
+            match w {
+                Write::Block {
+                    key,
+                    identity,
+                    tokens,
+                    data,
+                } => {
+                    RemoteStats::sub(&st.queue_bytes, data.len() as u64);
+                    RemoteStats::sub(&st.queue_blocks, 1);
+                    match codec::encode_shared(&identity, &tokens, &data, Encoding::Lz4) {
+                        Ok(v) => sets.push((key, v, identity.hash)),
+                        Err(_) => RemoteStats::add(&st.writes_dropped, 1),
+                    }
+                }
+                Write::Barrier(tx) => barriers.push(tx),
+                Write::Stop => stop = true,
+            }
+        }
+        if !sets.is_empty() {
+            let n = sets.len() as u64;
+            let bytes: u64 = sets.iter().map(|(_, v, _)| v.len() as u64).sum();
+            let mut p = redis::pipe();
+            for (k, v, _) in &sets {
+                p.cmd("SET").arg(k).arg(v).arg("EX").arg(ttl).ignore();
+            }
+            let r = guarded(&shared, &conn, |mut m| async move {
+                p.query_async::<()>(&mut m).await
+            })
+            .await;
+            match r {
+                Ok(()) => {
+                    RemoteStats::add(&st.writes, n);
+                    RemoteStats::add(&st.bytes_written, bytes);
+                    for (_, _, h) in &sets {
+                        shared.seen.mark_known(h);
+                    }
+                }
+                Err(Fail::Breaker) => RemoteStats::add(&st.writes_dropped, n),
+                Err(_) => RemoteStats::add(&st.write_errors, n),
+            }
+        }
+        for b in barriers {
+            let _ = b.send(());
+        }
+        if stop {
+            return;
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The [`TierStack`]'s side of the remote tier: labels per namespace salt, the async prefetch
+//! a request awaits before the engine schedules it (remote values verified, decoded and staged
+//! in RAM), the staged blocks the engine thread's fetch consumes (a memory copy, no network),
+//! and write-behind offers of sealed and evicted blocks. Invariants: a staged block was
+//! verified against the requesting chain (model, layout, hash, namespace root, tokens) and is
+//! checked again against the consuming request's root and tokens; staged bytes stay under the
+//! remote's `max_inflight_bytes` (oldest dropped first); a bad value is deleted and counted.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceSalt};
+
+use crate::codec::{self, BlockIdentity, Expect};
+use crate::remote::{Lookup, RemoteStats, RemoteTier, keys};
+use crate::session::SessionRecord;
+use crate::stack::TierStack;
+
+/// Label of a namespace whose salt was never registered.
+pub const DEFAULT_LABEL: &str = "default";
+/// Most blocks one prefetch asks for (16 Ki tokens at B = 16).
+pub const MAX_PREFETCH_BLOCKS: usize = 1024;
+
+struct StagedBlock {
+    root: BlockHash,
+    tokens: Vec<u32>,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Staged {
+    map: HashMap<BlockHash, StagedBlock>,
+    order: VecDeque<BlockHash>,
+    bytes: usize,
+}
+
+/// The remote tier as the stack holds it.
+pub(crate) struct RemoteLink {
+    pub tier: Arc<RemoteTier>,
+    labels: Mutex<HashMap<NamespaceSalt, String>>,
+    staged: Mutex<Staged>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RemoteLink {
+    pub fn new(tier: Arc<RemoteTier>) -> Self {
+        RemoteLink {
+            tier,
+            labels: Mutex::new(HashMap::new()),
+            staged: Mutex::new(Staged::default()),
+        }
+    }
+
+    fn label(&self, salt: &NamespaceSalt) -> String {
+        lock(&self.labels)
+            .get(salt)
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_LABEL.to_string())
+    }
+
+    fn stage(&self, hash: BlockHash, block: StagedBlock) {
+        let cap = self.tier.options().max_inflight_bytes;
+        let mut g = lock(&self.staged);
+        if let Some(old) = g.map.remove(&hash) {
+            g.bytes -= old.data.len();
+            g.order.retain(|h| *h != hash);
+        }
+        g.bytes += block.data.len();
+        g.map.insert(hash, block);
+        g.order.push_back(hash);
+        while g.bytes > cap {
+            let Some(old) = g.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = g.map.remove(&old) {
+                g.bytes -= b.data.len();
+            }
+        }
+    }
+
+    fn is_staged(&self, hash: &BlockHash) -> bool {
+        lock(&self.staged).map.contains_key(hash)
+    }
+
+    /// Takes a staged block for `expect` into `out` (a copy); false when none matches.
+    pub fn take(&self, expect: &Expect<'_>, out: &mut [u8]) -> bool {
+        let mut g = lock(&self.staged);
+        let fits = g.map.get(&expect.hash).is_some_and(|b| {
+            expect.root.is_none_or(|r| r == b.root)
+                && expect.tokens.is_none_or(|t| t == b.tokens.as_slice())
+                && b.data.len() == out.len()
+        });
+        if !fits {
+            return false;
+        }
+        let Some(b) = g.map.remove(&expect.hash) else {
+            return false;
+        };
+        g.bytes -= b.data.len();
+        g.order.retain(|h| *h != expect.hash);
+        out.copy_from_slice(&b.data);
+        true
+    }
+
+    /// Offers a block for writing (per the write mode; not once the server has it).
+    pub fn offer(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
+        if !self.tier.should_write(&identity.hash) {
+            return;
+        }
+        let key = self.tier.key(&self.label(&identity.salt), &identity.hash);
+        self.tier.put(key, identity, tokens, data);
+    }
+}
+
+impl TierStack {
+    /// Adds a remote tier (reads through [`TierStack::prefetch_remote`], writes behind every
+    /// sealed block per its write mode).
+    pub fn with_remote(mut self, tier: Arc<RemoteTier>) -> TierStack {
+        self.remote = Some(RemoteLink::new(tier));
+        self
+    }
+
+    /// The remote tier, if any.
+    pub fn remote(&self) -> Option<&Arc<RemoteTier>> {
+        self.remote.as_ref().map(|r| &r.tier)
+    }
+
+    /// Names the namespace(s) keyed with `salt` in remote keys (`[A-Za-z0-9._-]`, 1..=64
+    /// bytes); unregistered salts use [`DEFAULT_LABEL`]. The label is public; the salt is not.
+    pub fn register_label(&self, salt: NamespaceSalt, label: &str) -> Result<(), String> {
+        keys::check_label(label)?;
+        if let Some(r) = &self.remote {
+            lock(&r.labels).insert(salt, label.to_string());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn remote_offer(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
+        if let Some(r) = &self.remote {
+            r.offer(identity, tokens, data);
+        }
+    }
+
+    pub(crate) fn remote_take(&self, expect: &Expect<'_>, out: &mut [u8]) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.take(expect, out))
+    }
+
+    fn held_locally(&self, hash: &BlockHash) -> bool {
+        use crate::tier::Tier;
+        self.cold().is_some_and(|c| c.contains(hash))
+            || self.disk().is_some_and(|d| d.contains(hash))
+            || self.remote.as_ref().is_some_and(|r| r.is_staged(hash))
+    }
+
+    /// Looks the full blocks of `tokens` (a context from its start, namespace `salt`) up in
+    /// the remote tier, from the first block no local tier holds, in one batch (MGET runs of
+    /// at most 64), keeps the leading run of good values and stages them for the engine's next
+    /// prefix match. Returns the blocks staged. Never fails and never runs on the engine thread:
+    /// the caller's task awaits the tier's thread. Blocks this host wrote or fetched before are
+    /// taken to be held locally (hot): skipping them costs at most a recompute.
+    pub async fn prefetch_remote(
+        &self,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        salt: NamespaceSalt,
+        tokens: &[u32],
+    ) -> usize {
+        let Some(r) = &self.remote else { return 0 };
+        let b = layout.block_tokens;
+        let root = BlockHash::root(&model, layout.elem, b, &salt);
+        let chain = SessionRecord::chain(&root, tokens, b);
+        let local = |h: &BlockHash| r.tier.is_known(h) || self.held_locally(h);
+        let Some(first) = chain.iter().position(|h| !local(h)) else {
+            return 0;
+        };
+        let want: Vec<(usize, BlockHash)> = chain
+            .iter()
+            .copied()
+            .enumerate()
+            .skip(first)
+            .filter(|(_, h)| !local(h))
+            .take(MAX_PREFETCH_BLOCKS)
+            .collect();
+        let label = r.label(&salt);
+        let keys = want.iter().map(|(_, h)| r.tier.key(&label, h)).collect();
+        let found = r.tier.get_many(keys, true).await;
+        let Ok(raw) = layout.block_bytes() else {
+            return 0;
+        };
+        let st = r.tier.stats();
+        let mut staged = 0;
+        for ((i, hash), lookup) in want.into_iter().zip(found) {
+            let Lookup::Value(bytes) = lookup else { break };
+            let block_tokens = &tokens[i * b..(i + 1) * b];
+            let expect = Expect {
+                model,
+                layout,
+                hash,
+                root: Some(root),
+                tokens: Some(block_tokens),
+            };
+            let mut data = vec![0u8; raw];
+            let good = codec::parse_header(&bytes).is_ok_and(|h| h.shared)
+                && codec::decode_into(&bytes, &expect, &mut data).is_ok();
+            if !good {
+                RemoteStats::add(&st.bad_values, 1);
+                r.tier.delete(r.tier.key(&label, &hash));
+                break;
+            }
+            RemoteStats::add(&st.hits, 1);
+            r.tier.mark_known(&hash);
+            r.stage(
+                hash,
+                StagedBlock {
+                    root,
+                    tokens: block_tokens.to_vec(),
+                    data,
+                },
+            );
+            staged += 1;
+        }
+        staged
+    }
+}

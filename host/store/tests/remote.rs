@@ -1,0 +1,408 @@
+//! The remote tier against a real Valkey/Redis server (spawned per test on 127.0.0.1, see
+//! `memoria_store::remote::test_server`): blocks written by one stack are restored bit-exact by
+//! another, namespaces stay apart and no salt reaches the server, bad values are misses and are
+//! deleted, a killed server is a run of counted misses behind an opening breaker that closes
+//! again after a restart, keys expire, and the write queue and write modes hold their bounds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memoria_kv::{BlockHash, KvElem, KvLayout, ModelFingerprint, NamespaceSalt, TierSource};
+use memoria_store::remote::test_server::TestServer;
+use memoria_store::remote::{BreakerState, NamespaceRemote};
+use memoria_store::{
+    BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, StoreOptions, Tier, TierStack,
+    WriteMode,
+};
+
+const B: usize = 16;
+const MODEL: ModelFingerprint = ModelFingerprint([3; 32]);
+
+fn layout() -> KvLayout {
+    KvLayout::new(2, 64, KvElem::F16).with_block_tokens(B)
+}
+
+fn server() -> TestServer {
+    TestServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn opts(s: &TestServer) -> RemoteOptions {
+    RemoteOptions {
+        timeout_ms: 300,
+        breaker_min_backoff_ms: 200,
+        breaker_max_backoff_ms: 800,
+        ..RemoteOptions::with_url(s.url())
+    }
+}
+
+/// A stack with no local tiers but the remote (nothing can be served from elsewhere).
+fn host(o: RemoteOptions) -> Arc<TierStack> {
+    let stack = TierStack::in_memory(StoreOptions {
+        cold_budget_bytes: 0,
+        ..StoreOptions::default()
+    });
+    Arc::new(stack.with_remote(RemoteTier::start(o).expect("remote")))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn tokens(n: usize, seed: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 31 + seed * 7 + 5) % 1000)
+        .collect()
+}
+
+/// The bytes of block `i` of a context (deterministic, compressible-ish).
+fn block_data(tokens: &[u32], i: usize) -> Vec<u8> {
+    let n = layout().block_bytes().unwrap() / 2;
+    (0..n)
+        .flat_map(|j| {
+            let v = ((tokens[i * B + j % B] as usize + j) % 211) as f32 / 64.0 - 1.5;
+            half::f16::from_f32(v).to_le_bytes()
+        })
+        .collect()
+}
+
+/// Seals every full block of `tokens` on `stack` (as the engine's write-through does).
+fn seal(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> Vec<BlockHash> {
+    let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
+    let chain = SessionRecord::chain(&root, tokens, B);
+    for (i, h) in chain.iter().enumerate() {
+        let id = BlockIdentity {
+            model: MODEL,
+            layout: layout(),
+            salt,
+            hash: *h,
+        };
+        stack.persist(
+            id,
+            &tokens[i * B..(i + 1) * B],
+            &block_data(tokens, i),
+            false,
+        );
+    }
+    assert!(stack.remote().unwrap().flush(Duration::from_secs(5)));
+    chain
+}
+
+/// Fetches blocks of `tokens` the way the engine's prefix match does: (blocks served in order,
+/// each equal to what was sealed).
+fn restore(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> usize {
+    let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
+    let chain = SessionRecord::chain(&root, tokens, B);
+    let mut src = stack.source(MODEL, layout(), root, tokens);
+    let mut out = vec![0u8; layout().block_bytes().unwrap()];
+    let mut n = 0;
+    for (i, h) in chain.iter().enumerate() {
+        if !src.fetch(h, &mut out) {
+            break;
+        }
+        assert_eq!(out, block_data(tokens, i), "block {i} differs");
+        n += 1;
+    }
+    n
+}
+
+fn all_keys(s: &TestServer) -> Vec<String> {
+    let mut c = s.connection().expect("connect");
+    redis::cmd("KEYS").arg("*").query(&mut c).expect("KEYS")
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("shared-test");
+    let t = tokens(5 * B + 3, 1);
+    let a = host(opts(&srv));
+    a.register_label(salt, "shared").unwrap();
+    let chain = seal(&a, salt, &t);
+    assert_eq!(a.remote().unwrap().snapshot().writes, 5);
+    let mut keys = all_keys(&srv);
+    keys.sort();
+    assert_eq!(keys.len(), 5);
+    assert!(
+        keys.iter()
+            .all(|k| k.starts_with("memoria:shared:") && k.len() == 15 + 64)
+    );
+
+    let b = host(opts(&srv));
+    b.register_label(salt, "shared").unwrap();
+    assert_eq!(
+        restore(&b, salt, &t),
+        0,
+        "nothing staged before the prefetch"
+    );
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t));
+    assert_eq!(staged, 5);
+    assert_eq!(restore(&b, salt, &t), 5);
+    let s = b.remote().unwrap().snapshot();
+    assert_eq!((s.hits, s.bad_values, s.fetches), (5, 0, 1));
+    assert!(s.bytes_read > 0 && s.latency.iter().sum::<u64>() == 1);
+    // B now knows the blocks: sealing them again writes nothing.
+    seal(&b, salt, &t);
+    assert_eq!(b.remote().unwrap().snapshot().writes, 0);
+    // A longer prompt fetches only the blocks after the known ones, in one MGET.
+    let long = [t[..5 * B].to_vec(), tokens(200 * B, 2)].concat();
+    seal(&a, salt, &long);
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &long));
+    assert_eq!(staged, 200);
+    let s = b.remote().unwrap().snapshot();
+    assert_eq!(
+        s.fetches,
+        1 + 200usize.div_ceil(64) as u64,
+        "MGET runs of 64"
+    );
+    assert_eq!(
+        chain[..],
+        SessionRecord::chain(&chain_root(salt), &long, B)[..5]
+    );
+}
+
+fn chain_root(salt: NamespaceSalt) -> BlockHash {
+    BlockHash::root(&MODEL, KvElem::F16, B, &salt)
+}
+
+#[test]
+fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
+    let srv = server();
+    let (sa, sb) = (
+        NamespaceSalt::derive("memoria salt v1 isolated:team-a"),
+        NamespaceSalt::derive("memoria salt v1 isolated:team-b"),
+    );
+    let t = tokens(4 * B, 3);
+    let a = host(opts(&srv));
+    a.register_label(sa, "team-a").unwrap();
+    seal(&a, sa, &t);
+    let b = host(opts(&srv));
+    b.register_label(sb, "team-b").unwrap();
+    assert_eq!(rt().block_on(b.prefetch_remote(MODEL, layout(), sb, &t)), 0);
+    assert_eq!(restore(&b, sb, &t), 0);
+    let s = b.remote().unwrap().snapshot();
+    assert_eq!(
+        (s.hits, s.miss_absent, s.bad_values),
+        (0, 4, 0),
+        "one MGET run of 4"
+    );
+    // Even a host that labels its namespace like A's cannot read A's blocks with its salt.
+    let c = host(opts(&srv));
+    c.register_label(sb, "team-a").unwrap();
+    assert_eq!(rt().block_on(c.prefetch_remote(MODEL, layout(), sb, &t)), 0);
+    seal(&b, sb, &t);
+    let mut conn = srv.connection().unwrap();
+    let keys = all_keys(&srv);
+    assert_eq!(keys.len(), 8);
+    assert_eq!(
+        keys.iter()
+            .filter(|k| k.starts_with("memoria:team-a:"))
+            .count(),
+        4
+    );
+    for k in &keys {
+        let v: Vec<u8> = redis::cmd("GET").arg(k).query(&mut conn).unwrap();
+        for salt in [sa, sb] {
+            let hex: String = salt.0.iter().map(|b| format!("{b:02x}")).collect();
+            assert!(!k.contains(&hex), "salt in key {k}");
+            assert!(
+                !v.windows(32).any(|w| w == salt.0),
+                "salt in the value of {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_values_are_misses_and_are_deleted() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("bad-values");
+    let t = tokens(4 * B, 4);
+    let a = host(opts(&srv));
+    let chain = seal(&a, salt, &t);
+    let key = |i: usize| a.remote().unwrap().key("default", &chain[i]);
+    let mut conn = srv.connection().unwrap();
+    // Block 2 garbled in place, block 3 cut short: B keeps blocks 0 and 1 only.
+    let _: () = redis::cmd("SETRANGE")
+        .arg(key(2))
+        .arg(400)
+        .arg("garbage")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(key(3))
+        .arg("short")
+        .query(&mut conn)
+        .unwrap();
+    let b = host(opts(&srv));
+    assert_eq!(
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t)),
+        2
+    );
+    assert_eq!(restore(&b, salt, &t), 2);
+    let s = b.remote().unwrap().snapshot();
+    assert_eq!((s.hits, s.bad_values), (2, 1));
+    wait_until("the garbled value's deletion", || {
+        redis::cmd("EXISTS")
+            .arg(key(2))
+            .query::<u64>(&mut conn)
+            .unwrap()
+            == 0
+    });
+    // The cut value is found by the next lookup, once another host wrote block 2 again.
+    seal(&host(opts(&srv)), salt, &t[..3 * B]);
+    let d = host(opts(&srv));
+    assert_eq!(
+        rt().block_on(d.prefetch_remote(MODEL, layout(), salt, &t)),
+        3
+    );
+    assert_eq!(
+        d.remote().unwrap().snapshot().bad_values,
+        1,
+        "the short value"
+    );
+    wait_until("the short value's deletion", || {
+        redis::cmd("EXISTS")
+            .arg(key(3))
+            .query::<u64>(&mut conn)
+            .unwrap()
+            == 0
+    });
+}
+
+#[test]
+fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart() {
+    let mut srv = server();
+    let salt = NamespaceSalt::derive("outage");
+    let t = tokens(3 * B, 5);
+    let a = host(opts(&srv));
+    seal(&a, salt, &t);
+    let b = host(opts(&srv));
+    let rb = b.remote().unwrap().clone();
+    srv.kill();
+    let rt = rt();
+    let start = Instant::now();
+    for _ in 0..3 {
+        assert_eq!(rt.block_on(b.prefetch_remote(MODEL, layout(), salt, &t)), 0);
+    }
+    assert_eq!(rb.breaker_state(), BreakerState::Open);
+    let s = rb.snapshot();
+    assert_eq!(s.hits, 0);
+    assert_eq!(s.miss_error + s.miss_timeout, 3 * 3);
+    assert_eq!((s.breaker, s.breaker_opens), (1, 1));
+    // While open, lookups answer at once without touching the network.
+    let t0 = Instant::now();
+    assert_eq!(rt.block_on(b.prefetch_remote(MODEL, layout(), salt, &t)), 0);
+    assert!(
+        t0.elapsed() < Duration::from_millis(50),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(rb.snapshot().miss_breaker, 3);
+    // Writes are dropped, not queued forever, while the server is down.
+    seal(&b, salt, &tokens(2 * B, 6));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "bounded: {:?}",
+        start.elapsed()
+    );
+    srv.restart().expect("restart");
+    assert!(all_keys(&srv).is_empty(), "restarted empty");
+    seal(&host(opts(&srv)), salt, &t);
+    wait_until("the breaker to close", || {
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, &t)) == 3
+    });
+    assert_eq!(rb.breaker_state(), BreakerState::Closed);
+    assert_eq!(restore(&b, salt, &t), 3);
+    assert!(rb.snapshot().breaker_opens >= 1 && rb.snapshot().breaker == 0);
+}
+
+#[test]
+fn keys_expire_after_ttl_and_the_tier_view_reads_and_removes() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("ttl");
+    let o = RemoteOptions {
+        ttl_s: 120,
+        ..opts(&srv)
+    };
+    let a = host(o.clone());
+    let chain = seal(&a, salt, &tokens(2 * B, 7));
+    let mut conn = srv.connection().unwrap();
+    for k in all_keys(&srv) {
+        let ttl: i64 = redis::cmd("TTL").arg(&k).query(&mut conn).unwrap();
+        assert!((100..=120).contains(&ttl), "TTL of {k}: {ttl}");
+    }
+    let view = NamespaceRemote::new(a.remote().unwrap().clone(), "default").unwrap();
+    let got = view.get_many(&chain);
+    assert!(
+        got.iter()
+            .all(|v| v.as_ref().is_some_and(|v| v.len() > 168))
+    );
+    assert!(view.remove(&chain[0]) && !view.remove(&chain[0]));
+    assert!(!view.contains(&chain[0]) && view.contains(&chain[1]));
+    view.put(&chain[0], b"x".to_vec());
+    assert_eq!(view.get(&chain[0]), Some(b"x".to_vec()));
+    assert!(NamespaceRemote::new(a.remote().unwrap().clone(), "a:b").is_err());
+}
+
+#[test]
+fn the_write_queue_is_bounded_and_second_hit_writes_on_the_second_sighting() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("bounds");
+    let block = layout().block_bytes().unwrap();
+    let tiny = RemoteOptions {
+        max_inflight_bytes: block,
+        ..opts(&srv)
+    };
+    let r = RemoteTier::start(tiny).unwrap();
+    let id = |i: u8| BlockIdentity {
+        model: MODEL,
+        layout: layout(),
+        salt,
+        hash: BlockHash([i; 32]),
+    };
+    let t = tokens(B, 8);
+    let data = block_data(&t, 0);
+    let queued = (0..50u8)
+        .filter(|i| r.put(r.key("default", &id(*i).hash), id(*i), &t, &data))
+        .count();
+    assert!(r.flush(Duration::from_secs(5)));
+    let s = r.snapshot();
+    assert!(
+        queued < 50 && s.writes_dropped == (50 - queued) as u64,
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.writes, s.queue_bytes, s.queue_blocks),
+        (queued as u64, 0, 0)
+    );
+
+    let second = host(RemoteOptions {
+        write: WriteMode::SecondHit,
+        ..opts(&srv)
+    });
+    let u = tokens(3 * B, 9);
+    seal(&second, salt, &u);
+    assert_eq!(second.remote().unwrap().snapshot().writes, 0);
+    seal(&second, salt, &u);
+    assert_eq!(second.remote().unwrap().snapshot().writes, 3);
+    seal(&second, salt, &u);
+    assert_eq!(second.remote().unwrap().snapshot().writes, 3, "never twice");
+    assert!(RemoteTier::start(RemoteOptions::with_url("http://x")).is_err());
+}
+
+#[test]
+fn a_server_binary_is_found() {
+    // CI installs one (.ci/run); a machine without one fails here, saying how to install it.
+    TestServer::binary().unwrap_or_else(|e| panic!("{e}"));
+}
