@@ -7,6 +7,7 @@ mod crash;
 mod damage;
 mod engine;
 mod process;
+mod remote;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

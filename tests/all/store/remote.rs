@@ -1,0 +1,176 @@
+//! Engines on two "hosts" sharing one real Valkey/Redis server (spawned on 127.0.0.1 by the
+//! test): host B serves a prefix host A computed from the remote tier with bit-identical logits
+//! (and computes only the tail), an isolated namespace gets none of it, and a server killed mid
+//! run turns into counted misses while every request still succeeds with the same output.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_model::llama::Model;
+use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::store::remote::test_server::TestServer;
+use memoria_sched::store::{RemoteOptions, RemoteTier, StoreOptions, TierStack};
+use memoria_sched::{EngineConfig, EngineHandle};
+
+use super::model;
+
+/// An engine over an in-memory stack (cold RAM tier) with the remote tier at `url`, or none.
+fn host(url: Option<&str>) -> (EngineHandle, Arc<TierStack>) {
+    let m = Model::load(model()).expect("model");
+    let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
+    let mut stack = TierStack::in_memory(StoreOptions::default());
+    if let Some(url) = url {
+        let o = RemoteOptions {
+            timeout_ms: 300,
+            breaker_min_backoff_ms: 100,
+            breaker_max_backoff_ms: 400,
+            ..RemoteOptions::with_url(url)
+        };
+        stack = stack.with_remote(RemoteTier::start(o).expect("remote"));
+    }
+    let stack = Arc::new(stack);
+    let cfg = EngineConfig {
+        store: Some(stack.clone()),
+        ..EngineConfig::default()
+    };
+    (
+        EngineHandle::start(Arc::new(m), Arc::new(t), cfg).expect("engine"),
+        stack,
+    )
+}
+
+fn server() -> TestServer {
+    TestServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn prompt(n: usize) -> Vec<u32> {
+    (0..n as u32).map(|i| 1 + (i * 53 + 7) % 500).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// A fresh session on `tokens`, prefilled, then five greedy tokens: the bits of every logits
+/// vector, then the whole context.
+fn answer(e: &EngineHandle, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]) -> Vec<u32> {
+    rt().block_on(async {
+        let s = e.open(ns, salt).await.expect("open");
+        e.append(ns, s, tokens.to_vec()).await.expect("append");
+        let mut l = e.prefill(ns, s).await.expect("prefill");
+        let mut out = bits(&l);
+        let mut ctx = tokens.to_vec();
+        for _ in 0..5 {
+            let next = (0..l.len())
+                .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
+                .expect("vocab") as u32;
+            ctx.push(next);
+            e.append(ns, s, vec![next]).await.expect("append");
+            l = e.prefill(ns, s).await.expect("prefill");
+            out.extend(bits(&l));
+        }
+        out.extend(ctx);
+        e.close(ns, s).await.expect("close");
+        out
+    })
+}
+
+const NS: NamespaceId = NamespaceId(1);
+
+#[test]
+fn host_b_serves_host_a_prefix_from_the_remote_with_identical_logits() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("memoria salt v1 shared");
+    let tokens = prompt(70);
+    let cold = {
+        let (e, _) = host(None);
+        let r = answer(&e, NS, salt, &tokens);
+        e.shutdown();
+        r
+    };
+    let (a, sa) = host(Some(&srv.url()));
+    assert_eq!(answer(&a, NS, salt, &tokens), cold);
+    let ra = sa.remote().expect("remote").clone();
+    assert!(ra.flush(Duration::from_secs(5)));
+    assert!(ra.snapshot().writes >= 4, "{:?}", ra.snapshot());
+
+    let (b, sb) = host(Some(&srv.url()));
+    let before = b.stats().snapshot().prefill_tokens;
+    assert_eq!(
+        answer(&b, NS, salt, &tokens),
+        cold,
+        "B from the remote = recompute"
+    );
+    let rb = sb.remote().expect("remote").snapshot();
+    assert_eq!((rb.hits, rb.bad_values), (4, 0), "{rb:?}");
+    assert_eq!(b.pool_stats().snapshot().total.hit_tokens, 64);
+    let computed = b.stats().snapshot().prefill_tokens - before;
+    assert!(
+        computed < 70 - 64 + 10,
+        "B computed {computed} tokens of a 70-token prompt"
+    );
+
+    // An isolated namespace on B shares none of it.
+    let (c, sc) = host(Some(&srv.url()));
+    let iso = NamespaceSalt::derive("memoria salt v1 isolated:other");
+    answer(&c, NamespaceId(2), iso, &tokens);
+    assert_eq!(sc.remote().expect("remote").snapshot().hits, 0);
+    assert_eq!(c.pool_stats().snapshot().total.hit_tokens, 0);
+    for e in [a, b, c] {
+        e.shutdown();
+    }
+}
+
+#[test]
+fn a_remote_killed_mid_run_still_answers_every_request_identically() {
+    let mut srv = server();
+    let salt = NamespaceSalt::derive("outage");
+    let (t1, t2) = (prompt(50), prompt(90));
+    let cold: Vec<_> = {
+        let (e, _) = host(None);
+        let r = [&t1, &t2].map(|t| answer(&e, NS, salt, t)).to_vec();
+        e.shutdown();
+        r
+    };
+    let (a, sa) = host(Some(&srv.url()));
+    assert_eq!(answer(&a, NS, salt, &t1), cold[0]);
+    srv.kill();
+    // Writes of t2's blocks and B's reads all fail: every request still succeeds, unchanged.
+    assert_eq!(answer(&a, NS, salt, &t2), cold[1]);
+    let (b, sb) = host(Some(&srv.url()));
+    for t in 0..3 {
+        assert_eq!(answer(&b, NS, salt, &t1), cold[0], "round {t}");
+    }
+    let s = sb.remote().expect("remote").snapshot();
+    assert_eq!(s.hits, 0);
+    assert!(s.miss_error + s.miss_timeout + s.miss_breaker >= 3, "{s:?}");
+    let wa = sa.remote().expect("remote").snapshot();
+    assert!(wa.write_errors + wa.writes_dropped > 0, "{wa:?}");
+    srv.restart().expect("restart");
+    // After the restart the breakers probe again: A's next blocks reach B.
+    let t3 = prompt(120);
+    let mut served = false;
+    for _ in 0..40 {
+        answer(&a, NS, salt, &t3);
+        assert!(sa.remote().expect("remote").flush(Duration::from_secs(5)));
+        let (c, sc) = host(Some(&srv.url()));
+        answer(&c, NS, salt, &t3);
+        c.shutdown();
+        if sc.remote().expect("remote").snapshot().hits > 0 {
+            served = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(served, "the remote serves again after a restart");
+    a.shutdown();
+    b.shutdown();
+}
