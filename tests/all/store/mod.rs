@@ -8,6 +8,7 @@ mod damage;
 mod engine;
 mod process;
 mod remote;
+mod remote_serve;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

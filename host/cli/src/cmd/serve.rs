@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// with an empty store instead of refusing to start.
     #[arg(long = "store-recover")]
     store_recover: bool,
+    /// Shared remote tier (Valkey or Redis), e.g. redis://127.0.0.1:6379; more settings in
+    /// `[store.remote]`.
+    #[arg(long)]
+    remote: Option<String>,
     /// Bearer key of the default namespace.
     #[arg(long = "api-key")]
     api_key: Option<String>,
@@ -87,6 +91,7 @@ impl ServeArgs {
             threads: self.threads,
             cache_type: self.cache_type,
             chat_template: self.chat_template.clone(),
+            remote: self.remote.clone(),
         }
     }
 }
@@ -114,6 +119,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         announce: true,
     };
     let store = super::store::open_store_with(cfg.store.as_deref(), &store_settings)?;
+    let store = with_remote(store, &cfg, &tenants)?;
     let engine_cfg = EngineConfig {
         kv_elem: cfg.kv_elem,
         block_tokens: cfg.block_tokens,
@@ -184,6 +190,34 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Adds the remote tier (`--remote` / `[store.remote]`) to the stack (an in-memory one without
+/// `--store`) and registers each namespace's public label.
+fn with_remote(
+    store: Option<Arc<memoria_store::TierStack>>,
+    cfg: &ServeConfig,
+    tenants: &memoria_tenant::Tenants,
+) -> anyhow::Result<Option<Arc<memoria_store::TierStack>>> {
+    let Some(opts) = cfg.remote.clone() else {
+        return Ok(store);
+    };
+    let stack = match store {
+        None => memoria_store::TierStack::in_memory(memoria_store::StoreOptions::default()),
+        Some(s) => Arc::try_unwrap(s)
+            .map_err(|_| anyhow::anyhow!("the store is already shared; cannot add --remote"))?,
+    };
+    let url = opts.url.clone();
+    let remote = memoria_store::RemoteTier::start(opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let stack = stack.with_remote(remote);
+    for ns in tenants.iter() {
+        let label = config::remote::label(&ns.spec.isolation, &ns.name);
+        stack
+            .register_label(ns.salt, &label)
+            .map_err(|e| anyhow::anyhow!("namespace {}: {e}", ns.name))?;
+    }
+    eprintln!("memoria: remote tier {url} (a lossy cache: an unreachable server is a miss)");
+    Ok(Some(Arc::new(stack)))
 }
 
 /// The model, its tokenizer and the id `/v1/models` reports.

@@ -76,6 +76,8 @@ pub struct RawStore {
     pub path: Option<PathBuf>,
     pub max_disk_mb: Option<u64>,
     pub max_saves_mb: Option<u64>,
+    /// `[store.remote]` (config/remote.rs).
+    pub remote: Option<super::remote::RawRemote>,
 }
 
 impl RawConfig {

@@ -5,6 +5,7 @@
 //! a bare `memoria serve` is a single-user host with one shared namespace.
 
 pub mod file;
+pub mod remote;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -33,6 +34,8 @@ pub struct Overrides {
     pub cache_type: Option<KvElem>,
     /// `--chat-template`: a built-in template name (or Jinja source).
     pub chat_template: Option<String>,
+    /// `--remote URL`: the shared Valkey/Redis tier.
+    pub remote: Option<String>,
 }
 
 /// A validated server configuration.
@@ -70,6 +73,8 @@ pub struct ServeConfig {
     pub store_max_disk_bytes: Option<u64>,
     /// `[store] max_saves_mb` in bytes (None: a quarter of the disk budget).
     pub store_max_saves_bytes: Option<u64>,
+    /// `[store.remote]` / `--remote`: the shared tier (None: none).
+    pub remote: Option<memoria_store::RemoteOptions>,
     /// Namespaces in id order (the default one first).
     pub namespaces: Vec<(String, NamespaceSpec)>,
 }
@@ -122,6 +127,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     }
     let store = o.store.clone().or(raw.store.path.clone());
     let (store_max_disk_bytes, store_max_saves_bytes) = store_budgets(&raw.store)?;
+    let remote = remote::resolve(raw.store.remote.as_ref(), o.remote.as_deref())?;
     let components_dir = s
         .components_dir
         .clone()
@@ -166,6 +172,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         store,
         store_max_disk_bytes,
         store_max_saves_bytes,
+        remote,
         namespaces,
     })
 }

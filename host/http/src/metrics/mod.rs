@@ -5,6 +5,7 @@
 
 mod components;
 mod histogram;
+mod remote;
 mod render;
 mod stats_json;
 

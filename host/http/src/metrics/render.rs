@@ -429,6 +429,7 @@ fn render_server(o: &mut Out, state: &AppState) {
         );
     }
     super::components::render(o, state);
+    super::remote::render(o, state);
     o.family(
         "memoria_uptime_seconds",
         "gauge",

@@ -84,5 +84,6 @@ pub fn stats_json(state: &AppState) -> Value {
         "admission": admission,
         "namespaces": namespaces,
         "components": super::components::json(state),
+        "remote": super::remote::json(state),
     })
 }
