@@ -18,7 +18,8 @@ use crate::stack::TierStack;
 
 /// Label of a namespace whose salt was never registered.
 pub const DEFAULT_LABEL: &str = "default";
-/// Most blocks one prefetch asks for (16 Ki tokens at B = 16).
+/// Most blocks one prefetch asks for (16 Ki tokens at B = 16; fewer when the remote's
+/// `max_inflight_bytes` holds fewer decoded blocks).
 pub const MAX_PREFETCH_BLOCKS: usize = 1024;
 
 struct StagedBlock {
@@ -27,6 +28,7 @@ struct StagedBlock {
     data: Vec<u8>,
 }
 
+/// Staged blocks; `order` is insertion order and may still hold hashes already taken.
 #[derive(Default)]
 struct Staged {
     map: HashMap<BlockHash, StagedBlock>,
@@ -64,13 +66,12 @@ impl RemoteLink {
     fn stage(&self, hash: BlockHash, block: StagedBlock) {
         let cap = self.tier.options().max_inflight_bytes;
         let mut g = lock(&self.staged);
-        if let Some(old) = g.map.remove(&hash) {
-            g.bytes -= old.data.len();
-            g.order.retain(|h| *h != hash);
-        }
         g.bytes += block.data.len();
-        g.map.insert(hash, block);
-        g.order.push_back(hash);
+        if let Some(old) = g.map.insert(hash, block) {
+            g.bytes -= old.data.len();
+        } else {
+            g.order.push_back(hash);
+        }
         while g.bytes > cap {
             let Some(old) = g.order.pop_front() else {
                 break;
@@ -78,6 +79,11 @@ impl RemoteLink {
             if let Some(b) = g.map.remove(&old) {
                 g.bytes -= b.data.len();
             }
+        }
+        // Taken blocks leave their hash in `order` (removed lazily); keep it within bounds.
+        if g.order.len() > 2 * g.map.len() + 64 {
+            let Staged { map, order, .. } = &mut *g;
+            order.retain(|h| map.contains_key(h));
         }
     }
 
@@ -100,7 +106,6 @@ impl RemoteLink {
             return false;
         };
         g.bytes -= b.data.len();
-        g.order.retain(|h| *h != expect.hash);
         out.copy_from_slice(&b.data);
         true
     }
@@ -172,6 +177,11 @@ impl TierStack {
         let b = layout.block_tokens;
         let root = BlockHash::root(&model, layout.elem, b, &salt);
         let chain = SessionRecord::chain(&root, tokens, b);
+        let Ok(raw) = layout.block_bytes() else {
+            return 0;
+        };
+        // One prefetch never stages more than fits, so its leading blocks are not evicted.
+        let fit = (r.tier.options().max_inflight_bytes / raw.max(1)).clamp(1, MAX_PREFETCH_BLOCKS);
         let local = |h: &BlockHash| r.tier.is_known(h) || self.held_locally(h);
         let Some(first) = chain.iter().position(|h| !local(h)) else {
             return 0;
@@ -182,14 +192,11 @@ impl TierStack {
             .enumerate()
             .skip(first)
             .filter(|(_, h)| !local(h))
-            .take(MAX_PREFETCH_BLOCKS)
+            .take(fit)
             .collect();
         let label = r.label(&salt);
         let keys = want.iter().map(|(_, h)| r.tier.key(&label, h)).collect();
         let found = r.tier.get_many(keys, true).await;
-        let Ok(raw) = layout.block_bytes() else {
-            return 0;
-        };
         let st = r.tier.stats();
         let mut staged = 0;
         for ((i, hash), lookup) in want.into_iter().zip(found) {

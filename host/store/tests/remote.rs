@@ -406,3 +406,30 @@ fn a_server_binary_is_found() {
     // CI installs one (.ci/run); a machine without one fails here, saying how to install it.
     TestServer::binary().unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn one_prefetch_stages_no_more_than_fits_and_keeps_its_leading_blocks() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("staging");
+    let t = tokens(10 * B, 11);
+    seal(&host(opts(&srv)), salt, &t);
+    let small = RemoteOptions {
+        max_inflight_bytes: 3 * layout().block_bytes().unwrap(),
+        ..opts(&srv)
+    };
+    let b = host(small);
+    assert_eq!(
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t)),
+        3
+    );
+    assert_eq!(restore(&b, salt, &t), 3, "the leading three, all usable");
+    assert_eq!(
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t)),
+        3
+    );
+    assert_eq!(
+        restore(&b, salt, &t),
+        0,
+        "blocks 0-2 are now known (hot in a real pool)"
+    );
+}

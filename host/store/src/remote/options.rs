@@ -38,7 +38,8 @@ pub struct RemoteOptions {
     pub key_prefix: String,
     /// Bound on one network operation (connect, MGET run, write pipeline).
     pub timeout_ms: u64,
-    /// Bytes of encoded blocks the write-behind queue may hold; a full queue drops writes.
+    /// Bytes the write-behind queue may hold (a full queue drops writes), and bytes of fetched
+    /// blocks staged for the engine (one prefetch asks for no more than fit).
     pub max_inflight_bytes: usize,
     /// Which blocks are written.
     pub write: WriteMode,
@@ -57,7 +58,7 @@ impl Default for RemoteOptions {
             ttl_s: 24 * 3600,
             key_prefix: "memoria".into(),
             timeout_ms: 200,
-            max_inflight_bytes: 64 << 20,
+            max_inflight_bytes: 256 << 20,
             write: WriteMode::All,
             breaker_min_backoff_ms: 250,
             breaker_max_backoff_ms: 30_000,
