@@ -1,7 +1,8 @@
 //! The persistent prefix-state store end to end (issue 4): restarts served from disk, SIGKILL
 //! crashes that never lose an acknowledged save, corrupted stored blocks that are misses and
 //! never change output, namespace isolation, and durable session save/restore with
-//! bit-identical logits. Process-level tests spawn the CLI; the rest run engines in-process.
+//! bit-identical logits; the remote tier (issue 13) between two hosts on a real Valkey/Redis
+//! server. Process-level tests spawn the CLI; the rest run engines in-process.
 
 mod crash;
 mod damage;
