@@ -82,6 +82,16 @@ impl ApiError {
         .with_code("request_too_large")
     }
 
+    /// 408: the request body arrived too slowly.
+    pub fn request_timeout() -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "the request body arrived too slowly (server.body_timeout_s and server.min_body_bytes_per_s)",
+        )
+        .with_code("request_timeout")
+    }
+
     /// 415.
     pub fn unsupported_media(got: &str) -> ApiError {
         ApiError::new(
@@ -165,7 +175,7 @@ impl From<memoria_sched::EngineError> for ApiError {
                 "messages",
                 format!(
                     "this model's maximum context length is {max} tokens; the request needs {} ({have} + {adding})",
-                    have + adding
+                    have.saturating_add(adding)
                 ),
             )
             .with_code("context_length_exceeded"),
@@ -177,12 +187,21 @@ impl From<memoria_sched::EngineError> for ApiError {
                 format!("session {} is busy", id.0),
             ),
             E::Stopped | E::Cancelled => ApiError::unavailable("the engine is shutting down"),
+            E::Restarting => ApiError::unavailable(
+                "the engine is restarting after an internal error; retry shortly",
+            )
+            .with_code("engine_restarting"),
+            E::Panicked(command) => ApiError::internal(format!(
+                "internal error in the engine's `{command}` command (a bug, logged by the server); the request failed, its session was closed and the server carries on"
+            ))
+            .with_code("engine_command_failed"),
             E::TooManySessions(n) => {
                 let mut e = ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "server_error",
-                    format!("the engine has its maximum of {n} sessions open"),
-                );
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    format!("the engine has its maximum of {n} sessions open; retry after 1 s"),
+                )
+                .with_code("rate_limit_exceeded");
                 e.retry_after = Some(1);
                 e
             }
