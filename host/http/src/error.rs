@@ -217,3 +217,35 @@ impl From<memoria_sched::EngineError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use memoria_sched::EngineError;
+
+    use super::*;
+
+    #[test]
+    fn the_session_cap_answers_503() {
+        let e = ApiError::from(EngineError::TooManySessions(4096));
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.kind, "rate_limit_error");
+        assert_eq!(e.code, Some("rate_limit_exceeded"));
+        let r = e.into_response();
+        assert_eq!(
+            r.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+    }
+
+    #[test]
+    fn engine_panics_and_restarts_have_their_own_answers() {
+        let e = ApiError::from(EngineError::Panicked("warm"));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(e.message.contains("`warm`"), "{}", e.message);
+        assert_eq!(e.code, Some("engine_command_failed"));
+        let e = ApiError::from(EngineError::Restarting);
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.retry_after, Some(1));
+        assert_eq!(e.code, Some("engine_restarting"));
+    }
+}

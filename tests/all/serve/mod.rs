@@ -10,6 +10,7 @@ mod deploy;
 mod faults;
 mod limits;
 pub mod server;
+mod small;
 
 use std::process::Command;
 
