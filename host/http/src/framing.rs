@@ -277,20 +277,22 @@ fn check_head(buf: &[u8], max: usize) -> Result<Option<(usize, State)>, ApiError
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             let bad = || ApiError::bad_request("the Content-Length header is not a single number");
-            let text = std::str::from_utf8(h.value).map_err(|_| bad())?;
-            for v in text.split(',') {
-                let v = v.trim();
-                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(bad());
-                }
-                let n: u64 = v.parse().map_err(|_| bad())?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(ApiError::bad_request(
-                        "conflicting Content-Length headers: send exactly one",
-                    ));
-                }
-                length = Some(n);
+            // Digits only, as hyper parses it (no lists, no sign), and below its maximum.
+            let v = std::str::from_utf8(h.value).map_err(|_| bad())?.trim();
+            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
             }
+            let n: u64 = v
+                .parse()
+                .ok()
+                .filter(|&n| n < u64::MAX - 1)
+                .ok_or_else(bad)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(ApiError::bad_request(
+                    "conflicting Content-Length headers: send exactly one",
+                ));
+            }
+            length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             let v = String::from_utf8_lossy(h.value);
             te = Some(match te {
@@ -298,6 +300,16 @@ fn check_head(buf: &[u8], max: usize) -> Result<Option<(usize, State)>, ApiError
                 None => v.into_owned(),
             });
         }
+    }
+    if req.method == Some("CONNECT") {
+        let mut e = ApiError::bad_request("CONNECT is not supported by this server");
+        e.status = http::StatusCode::METHOD_NOT_ALLOWED;
+        return Err(e.with_code("method_not_allowed"));
+    }
+    if te.is_some() && req.version == Some(0) {
+        return Err(ApiError::bad_request(
+            "an HTTP/1.0 request may not carry Transfer-Encoding",
+        ));
     }
     let next = match (te, length) {
         (Some(_), Some(_)) => {
@@ -497,6 +509,9 @@ mod tests {
             b"POST /b HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"POST /b HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
             b"POST /b HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            b"POST /b HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
+            b"POST /b HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n",
+            b"POST /b HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
         ] {
             let (mut client, server) = tokio::io::duplex(1 << 16);
             client.write_all(good).await.expect("write");
@@ -571,5 +586,100 @@ mod tests {
         );
         assert!(got.ends_with(b"ab"), "the bytes that came were passed on");
         drop(client);
+    }
+}
+
+#[cfg(test)]
+mod props {
+    //! Framing properties over generated streams: a valid pipelined stream passes whole however
+    //! it is split; any bytes never panic, pass only a prefix of themselves, and pass the same
+    //! prefix however they are split.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What `Framed` clears for hyper when `input` arrives in pieces cut at `cuts`.
+    fn cleared(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut f = Framed::new(
+            tokio::io::empty(),
+            Limits {
+                max_head_bytes: 4096,
+                body_timeout: Duration::from_secs(1),
+                min_body_rate: 1,
+            },
+        );
+        let mut out = Vec::new();
+        let mut at = 0;
+        let mut ends: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        ends.push(input.len());
+        ends.sort_unstable();
+        for end in ends {
+            f.buf.extend_from_slice(&input[at..end.max(at)]);
+            at = end.max(at);
+            f.advance();
+            out.extend_from_slice(&f.buf.split_to(f.cleared));
+            f.cleared = 0;
+        }
+        out
+    }
+
+    /// One valid request: a head, then no body, a Content-Length body or a chunked one.
+    fn request() -> impl Strategy<Value = Vec<u8>> {
+        let body = prop::collection::vec(any::<u8>(), 0..300);
+        let chunks = prop::collection::vec(prop::collection::vec(any::<u8>(), 1..40), 0..5);
+        prop_oneof![
+            Just(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+            body.prop_map(|b| {
+                let mut r = format!(
+                    "POST /v1/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+                    b.len()
+                )
+                .into_bytes();
+                r.extend(b);
+                r
+            }),
+            (chunks, any::<bool>()).prop_map(|(cs, trailer)| {
+                let mut r =
+                    b"POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+                for c in cs {
+                    r.extend(format!("{:x};ext=1\r\n", c.len()).bytes());
+                    r.extend(c);
+                    r.extend(b"\r\n");
+                }
+                r.extend(b"0\r\n");
+                if trailer {
+                    r.extend(b"X-Trailer: yes\r\n");
+                }
+                r.extend(b"\r\n");
+                r
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn valid_pipelined_streams_pass_whole(
+            reqs in prop::collection::vec(request(), 1..6),
+            cuts in prop::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let stream: Vec<u8> = reqs.concat();
+            prop_assert_eq!(cleared(&stream, &cuts), stream);
+        }
+
+        #[test]
+        fn any_bytes_pass_a_prefix_whatever_the_split(
+            prefix in request(),
+            noise in prop::collection::vec(any::<u8>(), 0..400),
+            cuts in prop::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let mut input = prefix;
+            input.extend(noise);
+            let whole = cleared(&input, &[]);
+            prop_assert!(input.starts_with(&whole));
+            prop_assert_eq!(cleared(&input, &cuts), whole);
+        }
     }
 }
