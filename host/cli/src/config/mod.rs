@@ -354,6 +354,50 @@ mod tests {
     }
 
     #[test]
+    fn connection_limits_and_budgets_are_checked() {
+        let cfg = resolve(RawConfig::default(), &Overrides::default()).expect("defaults");
+        assert_eq!(cfg.header_timeout, Duration::from_secs(30));
+        assert_eq!(cfg.body_timeout, Duration::from_secs(30));
+        assert_eq!(cfg.min_body_rate, 1024);
+        assert_eq!(cfg.max_connections, 1024);
+        let raw = RawConfig::parse(
+            "[server]\nheader_timeout_s = 2\nbody_timeout_s = 1\nmin_body_bytes_per_s = 10\nmax_connections = 4\n",
+        )
+        .expect("parses");
+        let cfg = resolve(raw, &Overrides::default()).expect("valid");
+        assert_eq!(
+            (
+                cfg.header_timeout,
+                cfg.body_timeout,
+                cfg.min_body_rate,
+                cfg.max_connections
+            ),
+            (Duration::from_secs(2), Duration::from_secs(1), 10, 4)
+        );
+        for (text, key) in [
+            (
+                "[server]\nheader_timeout_s = 0\n",
+                "server.header_timeout_s",
+            ),
+            (
+                "[server]\nbody_timeout_s = 18446744073709551615\n",
+                "server.body_timeout_s",
+            ),
+            (
+                "[server]\nmin_body_bytes_per_s = 0\n",
+                "server.min_body_bytes_per_s",
+            ),
+            ("[server]\nmax_connections = 0\n", "server.max_connections"),
+            // Was an unchecked `<< 20` that wrapped to a tiny or zero budget.
+            ("[cache]\nbudget_mb = 17592186044416\n", "cache.budget_mb"),
+        ] {
+            let raw = RawConfig::parse(text).expect("parses");
+            let e = resolve(raw, &Overrides::default()).expect_err(text);
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn flags_win_and_the_default_namespace_is_added() {
         let raw = RawConfig::parse(
             "[server]\nport = 9000\nparallel = 2\n[namespaces.alpha]\nisolation = \"isolated\"\napi_keys = [\"alpha-key-1\"]\n",
