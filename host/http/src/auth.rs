@@ -11,7 +11,8 @@ use memoria_tenant::Namespace;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The bearer token of a request, if any.
+/// The bearer token of a request, if any: `Authorization: Bearer KEY`, the scheme in any case,
+/// surrounding spaces trimmed.
 pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(v) = headers.get(http::header::AUTHORIZATION) else {
         return Ok(None);
@@ -55,7 +56,10 @@ pub fn namespace_for_key(
     }
 }
 
-/// The namespace named in a `/ns/{name}/...` path, checking the caller's key against it.
+/// The namespace named in a `/ns/{name}/...` path, checking the caller's key against it. On a
+/// keyed host an unknown namespace, a missing key, an unknown key and another namespace's key
+/// all get the same 401, so namespace names cannot be probed; an open host answers 404 for an
+/// unknown namespace.
 pub fn namespace_for_route(
     state: &AppState,
     name: &str,
@@ -63,22 +67,25 @@ pub fn namespace_for_route(
 ) -> Result<Arc<Namespace>, ApiError> {
     let tenants = state.tenants();
     let key = bearer(headers)?;
-    let ns = tenants.get(name).cloned().ok_or_else(|| {
-        ApiError::forbidden(format!("unknown namespace {name:?}")).with_code("unknown_namespace")
-    })?;
-    if ns.spec.api_keys.is_empty() && !state.auth_required() {
-        return Ok(ns);
+    let ns = tenants.get(name).cloned();
+    if !state.auth_required() {
+        return match ns {
+            Some(ns) if ns.spec.api_keys.is_empty() => Ok(ns),
+            Some(_) => Err(denied(name)),
+            None => Err(ApiError::not_found(format!("unknown namespace {name:?}"))),
+        };
     }
-    match key {
-        None => Err(ApiError::unauthorized(format!(
-            "namespace {name:?} needs an API key: send `Authorization: Bearer KEY`"
-        ))),
-        Some(k) if ns.accepts_key(k) => Ok(ns),
-        Some(k) if tenants.by_key(k).is_some() => Err(ApiError::forbidden(format!(
-            "this API key does not belong to namespace {name:?}"
-        ))),
-        Some(_) => Err(ApiError::unauthorized("invalid API key")),
+    match (ns, key) {
+        (Some(ns), Some(k)) if ns.accepts_key(k) => Ok(ns),
+        _ => Err(denied(name)),
     }
+}
+
+/// The one refusal of a `/ns/{name}/...` request without a key of that namespace.
+fn denied(name: &str) -> ApiError {
+    ApiError::unauthorized(format!(
+        "namespace {name:?} needs one of its API keys: send `Authorization: Bearer KEY`"
+    ))
 }
 
 /// Checks the admin key.

@@ -60,10 +60,27 @@ pub async fn read_limited(req: hyper::Request<Incoming>, limit: usize) -> Result
     match Limited::new(req.into_body(), limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
+        Err(e) if timed_out(e.as_ref()) => Err(ApiError::request_timeout()),
         Err(e) => Err(ApiError::bad_request(format!(
             "reading the request body: {e}"
         ))),
     }
+}
+
+/// Whether a body error comes from the connection's body timeout (`framing.rs`).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            || err.is::<crate::framing::BodyTimeout>()
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// A streamed body: frames arrive on a bounded channel; it ends when the sender is dropped.

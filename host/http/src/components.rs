@@ -105,6 +105,7 @@ fn deploy_error(e: DeployError) -> ApiError {
         DeployError::Invalid(e) => {
             ApiError::invalid("component", format!("component refused: {e}"))
         }
+        e @ DeployError::Reserved(_) => ApiError::invalid("route", e.to_string()),
         e @ DeployError::Store { .. } => ApiError::internal(e.to_string()),
     }
 }

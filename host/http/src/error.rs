@@ -82,6 +82,16 @@ impl ApiError {
         .with_code("request_too_large")
     }
 
+    /// 408: the request body arrived too slowly.
+    pub fn request_timeout() -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            "the request body arrived too slowly (server.body_timeout_s and server.min_body_bytes_per_s)",
+        )
+        .with_code("request_timeout")
+    }
+
     /// 415.
     pub fn unsupported_media(got: &str) -> ApiError {
         ApiError::new(
@@ -165,7 +175,7 @@ impl From<memoria_sched::EngineError> for ApiError {
                 "messages",
                 format!(
                     "this model's maximum context length is {max} tokens; the request needs {} ({have} + {adding})",
-                    have + adding
+                    have.saturating_add(adding)
                 ),
             )
             .with_code("context_length_exceeded"),
@@ -177,12 +187,21 @@ impl From<memoria_sched::EngineError> for ApiError {
                 format!("session {} is busy", id.0),
             ),
             E::Stopped | E::Cancelled => ApiError::unavailable("the engine is shutting down"),
+            E::Restarting => ApiError::unavailable(
+                "the engine is restarting after an internal error; retry shortly",
+            )
+            .with_code("engine_restarting"),
+            E::Panicked(command) => ApiError::internal(format!(
+                "internal error in the engine's `{command}` command (a bug, logged by the server); the request failed, its session was closed and the server carries on"
+            ))
+            .with_code("engine_command_failed"),
             E::TooManySessions(n) => {
                 let mut e = ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "server_error",
-                    format!("the engine has its maximum of {n} sessions open"),
-                );
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    format!("the engine has its maximum of {n} sessions open; retry after 1 s"),
+                )
+                .with_code("rate_limit_exceeded");
                 e.retry_after = Some(1);
                 e
             }
@@ -196,5 +215,37 @@ impl From<memoria_sched::EngineError> for ApiError {
             .with_code("insufficient_storage"),
             E::Store(s) => ApiError::internal(s.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memoria_sched::EngineError;
+
+    use super::*;
+
+    #[test]
+    fn the_session_cap_answers_503() {
+        let e = ApiError::from(EngineError::TooManySessions(4096));
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.kind, "rate_limit_error");
+        assert_eq!(e.code, Some("rate_limit_exceeded"));
+        let r = e.into_response();
+        assert_eq!(
+            r.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+    }
+
+    #[test]
+    fn engine_panics_and_restarts_have_their_own_answers() {
+        let e = ApiError::from(EngineError::Panicked("warm"));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(e.message.contains("`warm`"), "{}", e.message);
+        assert_eq!(e.code, Some("engine_command_failed"));
+        let e = ApiError::from(EngineError::Restarting);
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.retry_after, Some(1));
+        assert_eq!(e.code, Some("engine_restarting"));
     }
 }

@@ -13,6 +13,7 @@ mod auth;
 mod body;
 mod components;
 mod error;
+mod framing;
 mod metrics;
 mod openai;
 mod preface;

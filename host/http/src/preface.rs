@@ -19,7 +19,7 @@ use crate::error::ApiError;
 /// Largest first request head accepted (request line and headers).
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Most headers in a request (hyper's default).
-const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEADERS: usize = 100;
 
 /// A stream that first yields bytes already read from it.
 pub struct Rewind<S> {
@@ -73,11 +73,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     }
 }
 
-/// What the first bytes of a connection are.
+/// What the first bytes of a request are.
 #[derive(Debug, PartialEq, Eq)]
-enum Head {
-    /// A whole, well-formed request head.
-    Complete,
+pub(crate) enum Head {
+    /// A whole, well-formed request head of this many bytes.
+    Complete(usize),
     /// Well-formed so far.
     Partial,
     /// Not an HTTP/1.x request: why.
@@ -85,12 +85,14 @@ enum Head {
     TooLarge,
 }
 
-fn classify(buf: &[u8]) -> Head {
+/// Classifies the request head at the start of `buf`, at most `max` bytes long.
+pub(crate) fn classify(buf: &[u8], max: usize) -> Head {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
-        Ok(httparse::Status::Complete(_)) => Head::Complete,
-        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD_BYTES => Head::TooLarge,
+        Ok(httparse::Status::Complete(n)) if n > max => Head::TooLarge,
+        Ok(httparse::Status::Complete(n)) => Head::Complete(n),
+        Ok(httparse::Status::Partial) if buf.len() >= max => Head::TooLarge,
         Ok(httparse::Status::Partial) => Head::Partial,
         Err(httparse::Error::TooManyHeaders) => Head::TooLarge,
         Err(e) => Head::Malformed(e.to_string()),
@@ -109,41 +111,37 @@ where
             if stream.read_buf(&mut buf).await.ok()? == 0 {
                 return None;
             }
-            match classify(&buf) {
+            match classify(&buf, MAX_HEAD_BYTES) {
                 Head::Partial => {}
                 other => return Some(other),
             }
         }
     };
     let head = tokio::time::timeout(timeout, read).await.ok().flatten()?;
-    let refusal = match head {
-        Head::Complete | Head::Partial => {
-            return Some(Rewind {
-                prefix: buf.freeze(),
-                inner: stream,
-            });
-        }
-        Head::Malformed(why) => ApiError::bad_request(format!(
-            "not an HTTP/1.1 request ({why}); this server speaks plain HTTP/1.1"
-        )),
-        Head::TooLarge => {
-            let mut e = ApiError::bad_request(format!(
-                "the request head is over {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} headers"
-            ));
-            e.status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
-            e
-        }
-    };
-    let body = refusal.to_json().to_string();
-    let response = format!(
-        "HTTP/1.1 {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        refusal.status,
-        body.len()
-    );
-    let _ = stream.write_all(response.as_bytes()).await;
+    if matches!(head, Head::Complete(_) | Head::Partial) {
+        return Some(Rewind {
+            prefix: buf.freeze(),
+            inner: stream,
+        });
+    }
+    answer_and_close(
+        stream,
+        &refusal_bytes(&refusal_for(head)),
+        Duration::from_secs(1),
+    )
+    .await;
+    None
+}
+
+/// Writes a whole response and closes. Closing with unread input makes the kernel reset the
+/// connection, which can destroy the answer before the client reads it: what is still coming
+/// is read and dropped, for at most `drain_for` and 1 MiB.
+pub(crate) async fn answer_and_close<S>(mut stream: S, response: &[u8], drain_for: Duration)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let _ = stream.write_all(response).await;
     let _ = stream.shutdown().await;
-    // Closing with unread input makes the kernel reset the connection, which can destroy the
-    // answer before the client reads it: read (and drop) what is still coming, boundedly.
     let mut sink = [0u8; 8192];
     let drain = async {
         let mut left = 1usize << 20;
@@ -154,8 +152,43 @@ where
             }
         }
     };
-    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
-    None
+    let _ = tokio::time::timeout(drain_for, drain).await;
+}
+
+/// The refusal of a head that is not a request or is over the limits.
+pub(crate) fn refusal_for(head: Head) -> ApiError {
+    match head {
+        Head::Malformed(why) => ApiError::bad_request(format!(
+            "not an HTTP/1.1 request ({why}); this server speaks plain HTTP/1.1"
+        )),
+        Head::TooLarge => {
+            let mut e = ApiError::bad_request(format!(
+                "the request head is over {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} headers"
+            ))
+            .with_code("request_header_fields_too_large");
+            e.status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+            e
+        }
+        Head::Complete(_) | Head::Partial => {
+            ApiError::bad_request("the request head is incomplete")
+        }
+    }
+}
+
+/// A whole HTTP/1.1 response carrying `e` that closes the connection.
+pub(crate) fn refusal_bytes(e: &ApiError) -> Vec<u8> {
+    let body = e.to_json().to_string();
+    let mut head = format!(
+        "HTTP/1.1 {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        e.status,
+        body.len()
+    );
+    if let Some(s) = e.retry_after {
+        head.push_str(&format!("retry-after: {s}\r\n"));
+    }
+    head.push_str("\r\n");
+    head.push_str(&body);
+    head.into_bytes()
 }
 
 #[cfg(test)]
@@ -164,9 +197,10 @@ mod tests {
 
     #[test]
     fn heads_are_classified() {
+        let classify = |b: &[u8]| super::classify(b, MAX_HEAD_BYTES);
         assert_eq!(
             classify(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-            Head::Complete
+            Head::Complete(27)
         );
         assert_eq!(classify(b"POST /v1/chat"), Head::Partial);
         assert_eq!(classify(b""), Head::Partial);

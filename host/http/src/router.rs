@@ -141,6 +141,16 @@ fn health(state: &AppState) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"status": "shutting down"}),
         )
+    } else if !state.engine.is_up() {
+        let mut r = json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "engine restarting"}),
+        );
+        r.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+        r
     } else {
         ok_json(&json!({"status": "ok"}))
     }

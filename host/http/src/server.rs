@@ -1,6 +1,8 @@
 //! The listener: hyper HTTP/1.1 with keep-alive on tokio, TCP_NODELAY on every accepted socket,
-//! each connection's first request head checked before hyper (`preface.rs`), a header-read
-//! timeout, and graceful shutdown — stop accepting, let in-flight requests
+//! at most `max_connections` connections (more are answered 503 and closed at once), each
+//! connection's first request head checked before hyper (`preface.rs`) and every later one too
+//! (`framing.rs`, which also times out slow bodies), a header-read timeout on every request, and
+//! graceful shutdown — stop accepting, let in-flight requests
 //! (streams included) finish within the drain timeout, then stop the engine, which finishes its
 //! running generations. Invariant: after `run` returns, no connection is served and the engine
 //! thread has exited.
@@ -17,11 +19,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::preface::first_head;
+use crate::error::ApiError;
+use crate::framing::{Framed, Limits};
+use crate::preface::{MAX_HEAD_BYTES, answer_and_close, first_head, refusal_bytes};
 use crate::state::{AppState, ServerParts};
-
-/// How long a client may take to send a request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A bound server, not yet serving.
 pub struct Server {
@@ -62,17 +63,42 @@ impl Server {
         let graceful = GracefulShutdown::new();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::pin!(shutdown);
+        let cfg = &state.config;
+        let header_timeout = cfg.header_timeout;
+        let limits = Limits {
+            max_head_bytes: MAX_HEAD_BYTES,
+            body_timeout: cfg.body_timeout,
+            min_body_rate: cfg.min_body_rate.max(1),
+        };
+        let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections.max(1)));
+        let busy: Arc<[u8]> = refusal_bytes(&over_capacity(cfg.max_connections)).into();
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    let Ok((stream, _peer)) = accepted else { continue };
+                    let stream = match accepted {
+                        Ok((stream, _peer)) => stream,
+                        Err(_) => {
+                            // Out of descriptors or similar: back off instead of spinning.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    };
                     let _ = stream.set_nodelay(true);
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        state.metrics.reject("too_many_connections");
+                        let busy = busy.clone();
+                        tokio::spawn(async move {
+                            answer_and_close(stream, &busy, Duration::from_millis(200)).await;
+                        });
+                        continue;
+                    };
                     let st = state.clone();
                     let watcher = graceful.watcher();
                     let mut stop = stop_rx.clone();
                     tokio::spawn(async move {
+                        let _slot = slot;
                         let head = tokio::select! {
-                            s = first_head(stream, HEADER_READ_TIMEOUT) => s,
+                            s = first_head(stream, header_timeout) => s,
                             _ = stop.wait_for(|stopping| *stopping) => None,
                         };
                         let Some(stream) = head else { return };
@@ -80,8 +106,8 @@ impl Server {
                         let conn = http1::Builder::new()
                             .keep_alive(true)
                             .timer(TokioTimer::new())
-                            .header_read_timeout(HEADER_READ_TIMEOUT)
-                            .serve_connection(TokioIo::new(stream), svc);
+                            .header_read_timeout(header_timeout)
+                            .serve_connection(TokioIo::new(Framed::new(stream, limits)), svc);
                         let _ = watcher.watch(conn).await;
                     });
                 }
@@ -98,6 +124,14 @@ impl Server {
         let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
         ShutdownReport { drained }
     }
+}
+
+/// The answer to a connection over `server.max_connections`.
+fn over_capacity(max: usize) -> ApiError {
+    ApiError::unavailable(format!(
+        "the server is at its connection limit (server.max_connections = {max}); retry shortly"
+    ))
+    .with_code("too_many_connections")
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -46,6 +46,14 @@ pub struct HttpConfig {
     pub max_context: usize,
     /// Largest component the admin API accepts (413 past it).
     pub max_component_bytes: usize,
+    /// How long a client may take to send each request head (and idle between requests).
+    pub header_timeout: Duration,
+    /// Time every request body gets, on top of what its bytes earn at `min_body_rate`.
+    pub body_timeout: Duration,
+    /// Bytes per second a slow body must average past `body_timeout` (at least 1).
+    pub min_body_rate: u64,
+    /// Connections served at once; more are answered 503 and closed at once.
+    pub max_connections: usize,
 }
 
 impl Default for HttpConfig {
@@ -61,6 +69,10 @@ impl Default for HttpConfig {
             embed_batch: 512,
             max_context: 2048,
             max_component_bytes: 64 << 20,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            min_body_rate: 1024,
+            max_connections: 1024,
         }
     }
 }

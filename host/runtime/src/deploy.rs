@@ -28,11 +28,40 @@ pub enum DeployError {
     UnknownNamespace(String),
     #[error("{0}")]
     Invalid(#[from] ComponentError),
+    #[error(
+        "route {0:?} is reserved (the host routes /ns/NAME/{0}/... itself); reserved: {reserved}",
+        reserved = RESERVED_ROUTES.join(", ")
+    )]
+    Reserved(String),
     #[error("storing the component in {path}: {source}")]
     Store {
         path: String,
         source: std::io::Error,
     },
+}
+
+/// Route keys a component may not take: the host serves these paths under `/ns/NAME/` itself
+/// (`v1`) or at the top level, where a tenant route of that name would confuse clients.
+pub const RESERVED_ROUTES: &[&str] = &[
+    "v1",
+    "admin",
+    "health",
+    "metrics",
+    "stats",
+    "ui",
+    "ns",
+    "tokenize",
+    "detokenize",
+];
+
+/// Refuses a reserved route key.
+pub fn check_route(slot: &Slot) -> Result<(), DeployError> {
+    match slot {
+        Slot::Route(k) if RESERVED_ROUTES.contains(&k.as_str()) => {
+            Err(DeployError::Reserved(k.clone()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What a deploy did.
@@ -61,6 +90,14 @@ impl Inner {
         slots
             .into_iter()
             .map(|(slot, path)| {
+                if let Slot::Route(route) = &slot
+                    && check_route(&slot).is_err()
+                {
+                    return Err(RuntimeError::ReservedRoute {
+                        ns: ns.name.clone(),
+                        route: route.clone(),
+                    });
+                }
                 let compiled =
                     self.compiler
                         .load_file(path)
@@ -170,6 +207,7 @@ impl Runtime {
     /// them namespace `ns`'s component for `slot` (replacing what served it). Blocking:
     /// compiling takes a while, so call it from a blocking thread.
     pub fn deploy(&self, ns: &str, slot: Slot, bytes: &[u8]) -> Result<Deployed, DeployError> {
+        check_route(&slot)?;
         let inner = &self.inner;
         let _serial = inner.mutate.lock().unwrap_or_else(|e| e.into_inner());
         let entry = inner

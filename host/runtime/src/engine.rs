@@ -30,7 +30,8 @@ impl EngineSizing {
         let mut fuel = false;
         for ns in tenants.iter() {
             let l = &ns.spec.limits;
-            instances += l.max_instances as u64;
+            instances =
+                instances.saturating_add(u64::try_from(l.max_instances).unwrap_or(u64::MAX));
             max_memory = max_memory.max(l.memory_bytes);
             fuel |= l.fuel.is_some();
         }

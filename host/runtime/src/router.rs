@@ -56,6 +56,11 @@ pub enum RuntimeError {
     NeedsRestart(String),
     #[error("chat template: {0}")]
     Template(String),
+    #[error(
+        "namespaces.{ns}.components.{route}: the route name is reserved (reserved: {reserved}); rename the route",
+        reserved = crate::deploy::RESERVED_ROUTES.join(", ")
+    )]
+    ReservedRoute { ns: String, route: String },
 }
 
 /// One namespace as the runtime serves it.

@@ -39,6 +39,15 @@ pub fn text_response(status: u16, text: String) -> hyper::Response<HttpBody> {
     resp
 }
 
+/// `d` from now, saturating: a configured limit too large for the clock (`wall_time_ms` near
+/// `u64::MAX`) means "30 years", never a panic.
+pub fn deadline_after(d: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(30 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
 /// A new store for `ns` with its limits applied.
 pub fn new_store(
     engine: &Engine,
@@ -46,7 +55,7 @@ pub fn new_store(
     fuel: bool,
 ) -> wasmtime::Result<Store<TenantState>> {
     let limits = &ns.ns.spec.limits;
-    let deadline = std::time::Instant::now() + Duration::from_millis(limits.wall_time_ms);
+    let deadline = deadline_after(Duration::from_millis(limits.wall_time_ms));
     let fuel_budget = limits.fuel.unwrap_or(u64::MAX);
     let mut store = Store::new(engine, TenantState::new(ns, deadline));
     store.limiter(|s| &mut s.limiter);
@@ -82,7 +91,7 @@ where
     stats.requests.fetch_add(1, Relaxed);
     counters.requests.fetch_add(1, Relaxed);
     let wall = Duration::from_millis(ns.ns.spec.limits.wall_time_ms);
-    let deadline = Instant::now() + wall;
+    let deadline = Instant::from_std(deadline_after(wall));
     let permit = match tokio::time::timeout_at(deadline, ns.instances.clone().acquire_owned()).await
     {
         Ok(Ok(p)) => p,

@@ -11,25 +11,27 @@ use std::time::Duration;
 use memoria_kv::{
     BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PinLevel, PoolStats,
 };
-use memoria_model::llama::{Model, Scratch};
+use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::EngineError;
 use crate::config::EngineConfig;
-use crate::engine::{Command, Engine, GenerateParams, Persist, SessionInfo};
+use crate::engine::supervisor::{Blueprint, Health, supervise};
+use crate::engine::{Command, GenerateParams, Reply, SessionInfo};
 use crate::remote_reads::RemoteReads;
 use crate::session::{Event, SessionId, WarmInfo};
 use crate::stats::EngineStats;
 
 /// A running engine. Cloneable; the engine stops when [`EngineHandle::shutdown`] is called or
-/// every handle is dropped.
+/// every handle is dropped. Its thread restarts the engine if the engine loop ever dies
+/// ([`EngineHandle::is_up`] is false meanwhile).
 #[derive(Clone)]
 pub struct EngineHandle {
     tx: Sender<Command>,
     tokenizer: Arc<Tokenizer>,
     model: Arc<Model>,
-    pool_stats: Arc<PoolStats>,
+    health: Arc<Health>,
     stats: Arc<EngineStats>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
     remote: Arc<RemoteReads>,
@@ -72,36 +74,31 @@ impl EngineHandle {
         }
         let layout =
             KvLayout::new(hp.n_layer, hp.kv_dim(), cfg.kv_elem).with_block_tokens(cfg.block_tokens);
-        let mut pool = BlockPool::new(layout, cfg.kv_budget_bytes)?;
-        let pool_stats = pool.stats();
+        let pool = BlockPool::new(layout, cfg.kv_budget_bytes)?;
+        let health = Arc::new(Health::new(pool.stats()));
         let stats = Arc::new(EngineStats::default());
         let fingerprint = ModelFingerprint(model.fingerprint());
-        let persist = Persist::new(cfg.store.clone(), fingerprint, layout);
         let remote = Arc::new(RemoteReads::new(cfg.store.clone(), fingerprint, layout));
-        persist.install(&mut pool);
-        let engine = Engine {
+        let bp = Blueprint {
             model: model.clone(),
             tok: tokenizer.clone(),
-            pool,
-            fingerprint,
             cfg,
-            sessions: Default::default(),
-            next_id: 1,
-            scratch: Scratch::default(),
+            fingerprint,
+            layout,
             stats: stats.clone(),
-            round_robin: 0,
-            persist,
         };
+        let engine = bp.engine(pool, 1, Default::default());
         let (tx, rx) = channel();
+        let h = health.clone();
         let thread = std::thread::Builder::new()
             .name("memoria-engine".into())
-            .spawn(move || engine.run(rx))
+            .spawn(move || supervise(bp, engine, rx, h))
             .map_err(|e| EngineError::Internal(format!("spawning the engine thread: {e}")))?;
         Ok(EngineHandle {
             tx,
             tokenizer,
             model,
-            pool_stats,
+            health,
             stats,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
             remote,
@@ -118,9 +115,15 @@ impl EngineHandle {
         &self.model
     }
 
-    /// Block pool figures (per namespace and total).
-    pub fn pool_stats(&self) -> &Arc<PoolStats> {
-        &self.pool_stats
+    /// Block pool figures (per namespace and total) of the current pool.
+    pub fn pool_stats(&self) -> Arc<PoolStats> {
+        self.health.pool_stats()
+    }
+
+    /// Whether the engine loop is running: false from the moment it dies until its supervisor
+    /// has started it again (and after it stopped).
+    pub fn is_up(&self) -> bool {
+        self.health.is_up()
     }
 
     /// Engine figures.
@@ -130,9 +133,10 @@ impl EngineHandle {
 
     async fn call<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, EngineError>>) -> Command,
+        name: &'static str,
+        make: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<T, EngineError> {
-        let (reply, rx) = oneshot::channel();
+        let (reply, rx) = Reply::channel(name);
         self.tx
             .send(make(reply))
             .map_err(|_| EngineError::Stopped)?;
@@ -146,7 +150,9 @@ impl EngineHandle {
         ns: NamespaceId,
         salt: NamespaceSalt,
     ) -> Result<SessionId, EngineError> {
-        let id = self.call(|reply| Command::Open { ns, salt, reply }).await?;
+        let id = self
+            .call("open", |reply| Command::Open { ns, salt, reply })
+            .await?;
         self.remote.opened(id, salt);
         Ok(id)
     }
@@ -159,7 +165,7 @@ impl EngineHandle {
         tokens: Vec<u32>,
     ) -> Result<usize, EngineError> {
         self.remote.before_append(session, &tokens).await;
-        self.call(|reply| Command::Append {
+        self.call("append", |reply| Command::Append {
             ns,
             session,
             tokens,
@@ -194,7 +200,7 @@ impl EngineHandle {
         ns: NamespaceId,
         session: SessionId,
     ) -> Result<Vec<f32>, EngineError> {
-        self.call(|reply| Command::Prefill { ns, session, reply })
+        self.call("prefill", |reply| Command::Prefill { ns, session, reply })
             .await
     }
 
@@ -204,7 +210,7 @@ impl EngineHandle {
         ns: NamespaceId,
         session: SessionId,
     ) -> Result<SessionId, EngineError> {
-        self.call(|reply| Command::Fork { ns, session, reply })
+        self.call("fork", |reply| Command::Fork { ns, session, reply })
             .await
     }
 
@@ -215,7 +221,7 @@ impl EngineHandle {
         session: SessionId,
         len: usize,
     ) -> Result<(), EngineError> {
-        self.call(|reply| Command::Truncate {
+        self.call("truncate", |reply| Command::Truncate {
             ns,
             session,
             len,
@@ -227,7 +233,7 @@ impl EngineHandle {
     /// Closes a session; its full blocks stay cached for others.
     pub async fn close(&self, ns: NamespaceId, session: SessionId) -> Result<(), EngineError> {
         self.remote.closed(session);
-        self.call(|reply| Command::Close { ns, session, reply })
+        self.call("close", |reply| Command::Close { ns, session, reply })
             .await
     }
 
@@ -237,7 +243,7 @@ impl EngineHandle {
         ns: NamespaceId,
         session: SessionId,
     ) -> Result<SessionInfo, EngineError> {
-        self.call(|reply| Command::Info { ns, session, reply })
+        self.call("info", |reply| Command::Info { ns, session, reply })
             .await
     }
 
@@ -247,7 +253,7 @@ impl EngineHandle {
         ns: NamespaceId,
         session: SessionId,
     ) -> Result<Option<Vec<f32>>, EngineError> {
-        self.call(|reply| Command::Logits { ns, session, reply })
+        self.call("logits", |reply| Command::Logits { ns, session, reply })
             .await
     }
 
@@ -257,7 +263,7 @@ impl EngineHandle {
         ns: NamespaceId,
         session: SessionId,
     ) -> Result<Vec<u32>, EngineError> {
-        self.call(|reply| Command::Tokens { ns, session, reply })
+        self.call("tokens", |reply| Command::Tokens { ns, session, reply })
             .await
     }
 
@@ -271,7 +277,7 @@ impl EngineHandle {
         ttl: Option<Duration>,
     ) -> Result<WarmInfo, EngineError> {
         self.remote.prefetch(salt, &tokens).await;
-        self.call(|reply| Command::Warm {
+        self.call("warm", |reply| Command::Warm {
             ns,
             salt,
             tokens,
@@ -292,7 +298,7 @@ impl EngineHandle {
         name: &str,
     ) -> Result<(), EngineError> {
         let name = name.to_string();
-        self.call(|reply| Command::Save {
+        self.call("save", |reply| Command::Save {
             ns,
             session,
             name,
@@ -311,7 +317,7 @@ impl EngineHandle {
         name: &str,
     ) -> Result<SessionId, EngineError> {
         let name = name.to_string();
-        self.call(|reply| Command::Restore {
+        self.call("restore", |reply| Command::Restore {
             ns,
             salt,
             name,

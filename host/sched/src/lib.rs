@@ -47,6 +47,16 @@ pub enum EngineError {
     Stopped,
     #[error("internal error: {0}")]
     Internal(String),
+    /// A command (or an engine step, named `step`) panicked inside the engine; the engine
+    /// closed the sessions involved and carries on.
+    #[error(
+        "internal error: the engine's `{0}` command failed (a bug, logged by the server); its session was closed and the engine carries on"
+    )]
+    Panicked(&'static str),
+    /// The engine thread died and its supervisor is restarting it; sessions open before are
+    /// gone.
+    #[error("the engine is restarting after an internal error; retry shortly")]
+    Restarting,
     /// The persistent store refused or failed (a full disk or saves budget, an I/O error, a
     /// damaged file): the engine itself is fine.
     #[error("{0}")]

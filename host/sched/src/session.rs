@@ -5,9 +5,8 @@
 use std::time::{Duration, Instant};
 
 use memoria_kv::{BlockHash, NamespaceId, PinLevel, SeqId};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use crate::EngineError;
 use crate::sampling::Sampler;
 use crate::stop::StopMatcher;
 use crate::utf8::Utf8Buf;
@@ -63,7 +62,7 @@ pub(crate) struct Generation {
 pub(crate) struct Warm {
     pub pin: PinLevel,
     pub ttl: Option<Duration>,
-    pub reply: oneshot::Sender<Result<WarmInfo, EngineError>>,
+    pub reply: crate::engine::Reply<WarmInfo>,
     pub cached_tokens: usize,
 }
 
@@ -79,7 +78,7 @@ pub(crate) enum Job {
     Generate(Box<Generation>),
     Warm(Warm),
     /// Compute every pending token and reply with the last token's logits.
-    Prefill(oneshot::Sender<Result<Vec<f32>, EngineError>>),
+    Prefill(crate::engine::Reply<Vec<f32>>),
 }
 
 pub(crate) struct Session {

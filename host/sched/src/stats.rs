@@ -21,6 +21,10 @@ pub struct EngineStats {
     pub forks: AtomicU64,
     pub cancelled: AtomicU64,
     pub ttl_closed: AtomicU64,
+    /// Commands and steps that panicked and were contained.
+    pub panics: AtomicU64,
+    /// Times the supervisor restarted the engine after its loop died.
+    pub restarts: AtomicU64,
 }
 
 /// A plain copy of [`EngineStats`].
@@ -39,6 +43,8 @@ pub struct EngineStatsSnapshot {
     pub forks: u64,
     pub cancelled: u64,
     pub ttl_closed: u64,
+    pub panics: u64,
+    pub restarts: u64,
 }
 
 impl EngineStatsSnapshot {
@@ -67,7 +73,7 @@ impl EngineStats {
         self.prefill_tokens
             .fetch_add((tokens - decode_tokens.min(tokens)) as u64, Relaxed);
         self.step_micros_total
-            .fetch_add(took.as_micros() as u64, Relaxed);
+            .fetch_add(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Relaxed);
     }
 
     /// Reads every figure.
@@ -86,6 +92,8 @@ impl EngineStats {
             forks: self.forks.load(Relaxed),
             cancelled: self.cancelled.load(Relaxed),
             ttl_closed: self.ttl_closed.load(Relaxed),
+            panics: self.panics.load(Relaxed),
+            restarts: self.restarts.load(Relaxed),
         }
     }
 }

@@ -346,7 +346,7 @@ pub fn cases() -> Vec<Case> {
         ("DELETE models", "DELETE", "/v1/models", 405),
         ("unknown model", "GET", "/v1/models/no-such-model", 404),
         ("admin API off", "GET", "/admin/sessions", 403),
-        ("unknown namespace", "POST", "/ns/nope/v1/completions", 403),
+        ("unknown namespace", "POST", "/ns/nope/v1/completions", 404),
     ] {
         let mut c = case(name, path, "{}");
         c.method = method;

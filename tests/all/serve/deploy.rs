@@ -120,6 +120,20 @@ fn serve_admin_deploys_replaces_and_deletes_components() {
     );
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(r.json()["error"]["param"], json!("route"));
+    // Reserved route names are refused at deploy: a component under `v1` would shadow
+    // /ns/alpha/v1/... (the namespace's OpenAI routes).
+    for reserved in ["v1", "admin", "health", "metrics", "stats"] {
+        let r = put(
+            &s,
+            &format!("/admin/namespaces/alpha/components/{reserved}"),
+            &[ADMIN],
+            &hello,
+        );
+        assert_eq!(r.status, 400, "{reserved}: {}", r.text());
+        assert_eq!(r.json()["error"]["param"], json!("route"));
+        let msg = r.json()["error"]["message"].to_string();
+        assert!(msg.contains("reserved"), "{reserved}: {msg}");
+    }
     let r = put(&s, "/admin/namespaces/nope/component", &[ADMIN], &hello);
     assert_eq!(r.status, 404, "{}", r.text());
 

@@ -39,8 +39,20 @@ impl Server {
         Server::start_with_models(name, args, &models)
     }
 
+    /// Starts `memoria serve ARGS --port 0 --host 127.0.0.1` with extra environment variables
+    /// (e.g. `MEMORIA_FAULT`, which only debug builds read).
+    pub fn start_with_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let models = temp_dir(name).join("no-models");
+        std::fs::create_dir_all(&models).expect("empty models folder");
+        Server::spawn(name, args, &models, env)
+    }
+
     /// Starts `memoria serve ARGS --port 0 --host 127.0.0.1` with `MEMORIA_MODELS=models`.
     pub fn start_with_models(name: &str, args: &[&str], models: &std::path::Path) -> Server {
+        Server::spawn(name, args, models, &[])
+    }
+
+    fn spawn(name: &str, args: &[&str], models: &std::path::Path, env: &[(&str, &str)]) -> Server {
         let stderr = temp_dir(name).join("stderr.txt");
         let err_file = std::fs::File::create(&stderr).expect("stderr file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
@@ -49,6 +61,7 @@ impl Server {
             .args(["--port", "0", "--host", "127.0.0.1", "-t", "1"])
             .env("RUST_BACKTRACE", "0")
             .env("MEMORIA_MODELS", models)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(err_file)
             .spawn()

@@ -146,6 +146,10 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         embed_batch: cfg.step_tokens,
         max_context,
         max_component_bytes: cfg.max_component_bytes,
+        header_timeout: cfg.header_timeout,
+        body_timeout: cfg.body_timeout,
+        min_body_rate: cfg.min_body_rate,
+        max_connections: cfg.max_connections,
     };
     let reloader = a
         .config

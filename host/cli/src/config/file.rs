@@ -42,6 +42,10 @@ pub struct RawServer {
     pub components_dir: Option<PathBuf>,
     pub shutdown_timeout_s: Option<u64>,
     pub retry_after_s: Option<u64>,
+    pub header_timeout_s: Option<u64>,
+    pub body_timeout_s: Option<u64>,
+    pub min_body_bytes_per_s: Option<u64>,
+    pub max_connections: Option<usize>,
     pub default_namespace: Option<String>,
     pub state_share: Option<bool>,
 }

@@ -59,6 +59,12 @@ pub struct ServeConfig {
     pub components_dir: Option<PathBuf>,
     pub shutdown_timeout: Duration,
     pub retry_after_s: u64,
+    /// Per request head (and keep-alive idle) read timeout.
+    pub header_timeout: Duration,
+    /// Per request body: base time, plus a second per `min_body_rate` bytes received.
+    pub body_timeout: Duration,
+    pub min_body_rate: u64,
+    pub max_connections: usize,
     pub default_namespace: String,
     pub kv_elem: KvElem,
     pub block_tokens: usize,
@@ -114,8 +120,11 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     if max_sessions == 0 {
         bail!("cache.max_sessions: must be at least 1");
     }
-    if c.budget_mb == Some(0) {
-        bail!("cache.budget_mb: must be at least 1");
+    const MAX_BUDGET_MB: usize = 1 << 30;
+    if let Some(mb) = c.budget_mb
+        && !(1..=MAX_BUDGET_MB).contains(&mb)
+    {
+        bail!("cache.budget_mb = {mb}: use 1 to {MAX_BUDGET_MB}");
     }
     let max_body_bytes = s.max_body_bytes.unwrap_or(4 << 20);
     if max_body_bytes < 1024 {
@@ -125,6 +134,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     if max_component_bytes < 1024 {
         bail!("server.max_component_bytes = {max_component_bytes}: must be at least 1024");
     }
+    let (header_timeout, body_timeout, min_body_rate, max_connections) = connection_limits(s)?;
     let store = o.store.clone().or(raw.store.path.clone());
     let (store_max_disk_bytes, store_max_saves_bytes) = store_budgets(&raw.store)?;
     let remote = remote::resolve(raw.store.remote.as_ref(), o.remote.as_deref())?;
@@ -157,10 +167,14 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         components_dir,
         shutdown_timeout: Duration::from_secs(s.shutdown_timeout_s.unwrap_or(30)),
         retry_after_s: s.retry_after_s.unwrap_or(1).max(1),
+        header_timeout,
+        body_timeout,
+        min_body_rate,
+        max_connections,
         default_namespace,
         kv_elem,
         block_tokens,
-        kv_budget_bytes: c.budget_mb.map(|m| m << 20),
+        kv_budget_bytes: c.budget_mb.map(|m| m.saturating_mul(1 << 20)),
         step_tokens,
         max_sessions,
         idle_ttl: match c.idle_ttl_s {
@@ -177,6 +191,44 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     })
 }
 
+/// `[server] header_timeout_s`, `body_timeout_s`, `min_body_bytes_per_s` and
+/// `max_connections`, checked.
+fn connection_limits(s: &file::RawServer) -> anyhow::Result<(Duration, Duration, u64, usize)> {
+    const MAX_TIMEOUT_S: u64 = 3600;
+    let mut secs = [30u64; 2];
+    for (i, (key, v)) in [
+        ("header_timeout_s", s.header_timeout_s),
+        ("body_timeout_s", s.body_timeout_s),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if let Some(t) = v {
+            if !(1..=MAX_TIMEOUT_S).contains(&t) {
+                bail!("server.{key} = {t}: use 1 to {MAX_TIMEOUT_S}");
+            }
+            secs[i] = t;
+        }
+    }
+    let rate = s.min_body_bytes_per_s.unwrap_or(1024);
+    if rate == 0 {
+        bail!("server.min_body_bytes_per_s: must be at least 1");
+    }
+    let max_connections = s.max_connections.unwrap_or(1024);
+    if !(1..=1 << 20).contains(&max_connections) {
+        bail!(
+            "server.max_connections = {max_connections}: use 1 to {}",
+            1 << 20
+        );
+    }
+    Ok((
+        Duration::from_secs(secs[0]),
+        Duration::from_secs(secs[1]),
+        rate,
+        max_connections,
+    ))
+}
+
 /// `[store] max_disk_mb` and `max_saves_mb`, in bytes, checked.
 fn store_budgets(s: &file::RawStore) -> anyhow::Result<(Option<u64>, Option<u64>)> {
     const MAX_MB: u64 = 1 << 40;
@@ -191,7 +243,7 @@ fn store_budgets(s: &file::RawStore) -> anyhow::Result<(Option<u64>, Option<u64>
         }
     }
     if let (Some(disk), Some(saves)) = (s.max_disk_mb, s.max_saves_mb)
-        && saves * 2 > disk
+        && saves.saturating_mul(2) > disk
     {
         bail!("store.max_saves_mb = {saves}: at most half of store.max_disk_mb ({disk})");
     }
@@ -306,6 +358,50 @@ mod tests {
                 .to_string()
                 .contains("server.host")
         );
+    }
+
+    #[test]
+    fn connection_limits_and_budgets_are_checked() {
+        let cfg = resolve(RawConfig::default(), &Overrides::default()).expect("defaults");
+        assert_eq!(cfg.header_timeout, Duration::from_secs(30));
+        assert_eq!(cfg.body_timeout, Duration::from_secs(30));
+        assert_eq!(cfg.min_body_rate, 1024);
+        assert_eq!(cfg.max_connections, 1024);
+        let raw = RawConfig::parse(
+            "[server]\nheader_timeout_s = 2\nbody_timeout_s = 1\nmin_body_bytes_per_s = 10\nmax_connections = 4\n",
+        )
+        .expect("parses");
+        let cfg = resolve(raw, &Overrides::default()).expect("valid");
+        assert_eq!(
+            (
+                cfg.header_timeout,
+                cfg.body_timeout,
+                cfg.min_body_rate,
+                cfg.max_connections
+            ),
+            (Duration::from_secs(2), Duration::from_secs(1), 10, 4)
+        );
+        for (text, key) in [
+            (
+                "[server]\nheader_timeout_s = 0\n",
+                "server.header_timeout_s",
+            ),
+            (
+                "[server]\nbody_timeout_s = 18446744073709551615\n",
+                "server.body_timeout_s",
+            ),
+            (
+                "[server]\nmin_body_bytes_per_s = 0\n",
+                "server.min_body_bytes_per_s",
+            ),
+            ("[server]\nmax_connections = 0\n", "server.max_connections"),
+            // Was an unchecked `<< 20` that wrapped to a tiny or zero budget.
+            ("[cache]\nbudget_mb = 17592186044416\n", "cache.budget_mb"),
+        ] {
+            let raw = RawConfig::parse(text).expect("parses");
+            let e = resolve(raw, &Overrides::default()).expect_err(text);
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

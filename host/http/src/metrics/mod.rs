@@ -85,6 +85,12 @@ impl Metrics {
         }
     }
 
+    /// Counts one refusal that never reached a route (`too_many_connections`).
+    pub fn reject(&self, reason: &'static str) {
+        let mut r = self.rejected.lock().unwrap_or_else(|e| e.into_inner());
+        *r.entry(reason).or_default() += 1;
+    }
+
     fn responses(&self) -> Vec<((&'static str, u16), u64)> {
         let map = self.responses.lock().unwrap_or_else(|e| e.into_inner());
         map.iter().map(|(k, v)| (*k, *v)).collect()

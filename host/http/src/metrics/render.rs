@@ -282,7 +282,7 @@ pub fn render(state: &AppState) -> String {
     o.family(
         "memoria_engine_queue_depth",
         "gauge",
-        "Sessions with work waiting at the start of the last engine step.",
+        "Sessions with work waiting at the start of the last engine step (0 when idle).",
     );
     o.sample("memoria_engine_queue_depth", "", eng.queue_depth);
     o.family(
@@ -291,6 +291,24 @@ pub fn render(state: &AppState) -> String {
         "Generations cancelled because their client went away.",
     );
     o.sample("memoria_engine_cancelled_total", "", eng.cancelled);
+    o.family(
+        "memoria_engine_panics_total",
+        "counter",
+        "Engine commands and steps that panicked and were contained (each failed its request).",
+    );
+    o.sample("memoria_engine_panics_total", "", eng.panics);
+    o.family(
+        "memoria_engine_restarts_total",
+        "counter",
+        "Times the supervisor restarted a dead engine loop.",
+    );
+    o.sample("memoria_engine_restarts_total", "", eng.restarts);
+    o.family(
+        "memoria_engine_up",
+        "gauge",
+        "1 while the engine loop runs, 0 while it restarts.",
+    );
+    o.sample("memoria_engine_up", "", u64::from(state.engine.is_up()));
 
     render_server(&mut o, state);
     o.0

@@ -73,6 +73,9 @@ pub fn stats_json(state: &AppState) -> Value {
         "engine": {
             "sessions": eng.sessions_active,
             "queue_depth": eng.queue_depth,
+            "up": state.engine.is_up(),
+            "panics": eng.panics,
+            "restarts": eng.restarts,
             "steps": eng.steps,
             "prefill_tokens": eng.prefill_tokens,
             "decode_tokens": eng.decode_tokens,

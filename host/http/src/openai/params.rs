@@ -175,15 +175,15 @@ pub fn token_budget(
             field,
             format!("`{field}` = {m} is above this namespace's limit of {limit} tokens per request"),
         )),
-        Some(m) if m as usize > room => Err(ApiError::invalid(
+        Some(m) if usize::try_from(m).map_or(true, |m| m > room) => Err(ApiError::invalid(
             field,
             format!(
                 "this model's maximum context length is {max_context} tokens, but {} were requested ({prompt_tokens} in the prompt, {m} for the completion)",
-                prompt_tokens + m as usize
+                u64::try_from(prompt_tokens).unwrap_or(u64::MAX).saturating_add(m)
             ),
         )
         .with_code("context_length_exceeded")),
-        Some(m) => Ok(m as usize),
+        Some(m) => Ok(usize::try_from(m).unwrap_or(room).min(room)),
     }
 }
 

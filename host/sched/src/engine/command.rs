@@ -5,13 +5,12 @@
 use std::time::Duration;
 
 use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+pub(crate) use super::reply::Reply;
 use crate::EngineError;
 use crate::sampling::SamplingParams;
 use crate::session::{Event, SessionId, WarmInfo};
-
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, EngineError>>;
 
 /// Parameters of one generation.
 #[derive(Clone, Debug)]
@@ -129,4 +128,75 @@ pub(crate) enum Command {
         reply: Reply<SessionId>,
     },
     Shutdown,
+}
+
+impl Command {
+    /// The command's name, as errors and logs name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Open { .. } => "open",
+            Command::Append { .. } => "append",
+            Command::Generate { .. } => "generate",
+            Command::Prefill { .. } => "prefill",
+            Command::Fork { .. } => "fork",
+            Command::Truncate { .. } => "truncate",
+            Command::Close { .. } => "close",
+            Command::Info { .. } => "info",
+            Command::Logits { .. } => "logits",
+            Command::Tokens { .. } => "tokens",
+            Command::Warm { .. } => "warm",
+            Command::SetNamespacePolicy { .. } => "set_namespace_policy",
+            Command::Save { .. } => "save",
+            Command::Restore { .. } => "restore",
+            Command::Shutdown => "shutdown",
+        }
+    }
+
+    /// The existing session the command acts on, if any.
+    pub fn session(&self) -> Option<SessionId> {
+        match self {
+            Command::Append { session, .. }
+            | Command::Generate { session, .. }
+            | Command::Prefill { session, .. }
+            | Command::Fork { session, .. }
+            | Command::Truncate { session, .. }
+            | Command::Close { session, .. }
+            | Command::Info { session, .. }
+            | Command::Logits { session, .. }
+            | Command::Tokens { session, .. }
+            | Command::Save { session, .. } => Some(*session),
+            Command::Open { .. }
+            | Command::Warm { .. }
+            | Command::SetNamespacePolicy { .. }
+            | Command::Restore { .. }
+            | Command::Shutdown => None,
+        }
+    }
+
+    /// A generation's event channel (to report a failure before the job exists).
+    pub fn events(&self) -> Option<&mpsc::UnboundedSender<Event>> {
+        match self {
+            Command::Generate { events, .. } => Some(events),
+            _ => None,
+        }
+    }
+
+    /// Answers the command with `err` without running it.
+    pub fn refuse(self, err: EngineError) {
+        let _ = match self {
+            Command::Open { reply, .. } | Command::Fork { reply, .. } => reply.send(Err(err)),
+            Command::Restore { reply, .. } => reply.send(Err(err)),
+            Command::Append { reply, .. } => reply.send(Err(err)),
+            Command::Generate { events, .. } => events.send(Event::Error(err.to_string())).is_ok(),
+            Command::Prefill { reply, .. } => reply.send(Err(err)),
+            Command::Truncate { reply, .. }
+            | Command::Close { reply, .. }
+            | Command::Save { reply, .. } => reply.send(Err(err)),
+            Command::Info { reply, .. } => reply.send(Err(err)),
+            Command::Logits { reply, .. } => reply.send(Err(err)),
+            Command::Tokens { reply, .. } => reply.send(Err(err)),
+            Command::Warm { reply, .. } => reply.send(Err(err)),
+            Command::SetNamespacePolicy { .. } | Command::Shutdown => false,
+        };
+    }
 }

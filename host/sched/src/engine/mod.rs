@@ -4,8 +4,12 @@
 //! Nothing here locks: other threads read [`EngineStats`] and the pool's atomics.
 
 mod command;
+mod fault;
+mod guard;
 mod persist;
+mod reply;
 mod step;
+pub(crate) mod supervisor;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,11 +46,15 @@ pub(crate) struct Engine {
     pub round_robin: usize,
     /// The persistent store's state (a no-op without one).
     pub(crate) persist: persist::Persist,
+    /// Each namespace's eviction priority and block cap, applied again to a rebuilt pool.
+    pub policies: BTreeMap<NamespaceId, (i32, Option<usize>)>,
 }
 
 impl Engine {
-    /// Runs until `Shutdown` or every sender is gone.
-    pub fn run(mut self, rx: Receiver<Command>) {
+    /// Runs until `Shutdown` or every sender is gone. A panic inside one command or one step is
+    /// caught here (see `guard`); one that escapes ends this call and the supervisor restarts
+    /// the engine.
+    pub fn run(&mut self, rx: &Receiver<Command>) {
         loop {
             let busy = self.has_work();
             let first = if busy {
@@ -67,11 +75,18 @@ impl Engine {
                     shutdown = true;
                     break;
                 }
-                self.handle(cmd);
+                fault::die(cmd.name());
+                self.handle_guarded(cmd);
             }
             self.sweep_idle();
             if self.has_work() {
-                self.step();
+                self.step_guarded();
+            }
+            if !self.has_work() {
+                // Nothing waits: an idle engine reports an empty queue, not its last step's.
+                self.stats
+                    .queue_depth
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
             }
             if shutdown {
                 self.drain_on_shutdown();
@@ -87,7 +102,7 @@ impl Engine {
     /// Finishes running generations before the thread exits (graceful drain).
     fn drain_on_shutdown(&mut self) {
         while self.has_work() {
-            self.step();
+            self.step_guarded();
         }
     }
 
@@ -112,6 +127,7 @@ impl Engine {
     }
 
     fn handle(&mut self, cmd: Command) {
+        fault::command(cmd.name());
         let now = Instant::now();
         match cmd {
             Command::Open { ns, salt, reply } => {
@@ -120,8 +136,7 @@ impl Engine {
                 } else {
                     let root = self.pool.root_hash(&self.fingerprint, &salt);
                     let seq = self.pool.create_seq(ns, root);
-                    let id = SessionId(self.next_id);
-                    self.next_id += 1;
+                    let id = self.new_session_id();
                     self.sessions.insert(id, Session::new(ns, root, seq, now));
                     self.persist.on_open(id, ns, salt);
                     Ok(id)
@@ -202,6 +217,7 @@ impl Engine {
                 priority,
                 max_blocks,
             } => {
+                self.policies.insert(ns, (priority, max_blocks));
                 self.pool.set_namespace_priority(ns, priority);
                 self.pool.set_namespace_cap(ns, max_blocks);
             }
@@ -224,6 +240,13 @@ impl Engine {
         self.stats.set_sessions(self.sessions.len());
     }
 
+    /// A session id never used before (ids are not reused, even across restarts).
+    pub(crate) fn new_session_id(&mut self) -> SessionId {
+        let id = SessionId(self.next_id);
+        self.next_id = self.next_id.saturating_add(1);
+        id
+    }
+
     fn context_len(&self, s: &Session) -> Result<usize, EngineError> {
         Ok(self.pool.seq_len(s.seq)? + s.pending.len())
     }
@@ -243,7 +266,7 @@ impl Engine {
         let max = self.cfg.max_context;
         let s = self.idle_session(ns, id)?;
         let len = self.context_len(s)?;
-        if len + tokens.len() > max {
+        if len.saturating_add(tokens.len()) > max {
             return Err(EngineError::ContextOverflow {
                 have: len,
                 adding: tokens.len(),
@@ -254,7 +277,7 @@ impl Engine {
         let s = self.session(ns, id)?;
         s.pending.extend(tokens);
         s.last_used = Instant::now();
-        Ok(len + added)
+        Ok(len.saturating_add(added))
     }
 
     fn start_generation(
@@ -384,8 +407,7 @@ impl Engine {
         copy.pending = src.pending.clone();
         copy.fresh = src.fresh;
         copy.last_logits = src.last_logits.clone();
-        let new_id = SessionId(self.next_id);
-        self.next_id += 1;
+        let new_id = self.new_session_id();
         self.sessions.insert(new_id, copy);
         self.persist.on_fork(id, new_id);
         self.stats
@@ -447,8 +469,7 @@ impl Engine {
             reply,
             cached_tokens: 0,
         }));
-        let id = SessionId(self.next_id);
-        self.next_id += 1;
+        let id = self.new_session_id();
         self.sessions.insert(id, s);
         self.persist.on_open(id, ns, salt);
     }

@@ -248,8 +248,7 @@ impl Engine {
         let seq = self.pool.create_seq(ns, root);
         let mut s = Session::new(ns, root, seq, Instant::now());
         s.pending = rec.tokens;
-        let id = SessionId(self.next_id);
-        self.next_id += 1;
+        let id = self.new_session_id();
         self.sessions.insert(id, s);
         self.persist.on_open(id, ns, salt);
         self.stats.set_sessions(self.sessions.len());

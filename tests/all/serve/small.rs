@@ -1,0 +1,33 @@
+//! Issue 12's smaller reproduction "`/stats` shows `queue_depth` 1 when idle" (the session cap's
+//! 429 is checked in memoria-http's `error.rs` tests, since a single HTTP request cannot hold a
+//! session open).
+
+use serde_json::json;
+
+use super::client::post;
+use super::server::{Server, model};
+use super::{eventually, stats};
+
+#[test]
+fn serve_stats_shows_queue_depth_1_when_idle() {
+    let s = Server::start("idle-queue", &["-m", &model()]);
+    for _ in 0..3 {
+        let r = post(
+            s.addr,
+            "/v1/completions",
+            &json!({"prompt": "Once upon a time", "max_tokens": 8}),
+            &[],
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert!(
+        stats(&s)["engine"]["steps"].as_u64().is_some_and(|n| n > 0),
+        "{}",
+        stats(&s)["engine"]
+    );
+    assert!(
+        eventually(100, || stats(&s)["engine"]["queue_depth"] == json!(0)),
+        "an idle engine reports a queue: {}",
+        stats(&s)["engine"]
+    );
+}
