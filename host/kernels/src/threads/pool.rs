@@ -16,8 +16,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long an idle worker (or a caller waiting for workers) spins before parking (yielding).
-/// Decode dispatches come every few microseconds, so workers stay hot within a token.
+/// How long a waiting thread spins on the CPU before yielding it between checks (on an
+/// oversubscribed machine the thread it waits for may need this core).
+const SPIN_HOT: Duration = Duration::from_micros(10);
+/// How long an idle worker keeps checking (spinning, then yielding) before parking. Decode
+/// dispatches come every few microseconds, so workers stay hot within a token.
 const SPIN: Duration = Duration::from_micros(200);
 /// Spin iterations between clock reads.
 const SPIN_CHECK: u32 = 128;
@@ -171,12 +174,16 @@ impl Pool {
         s.state.fetch_or(CLOSED, AcqRel);
         let start = Instant::now();
         let mut spins = 0u32;
+        let mut hot = true;
         while s.state.load(Acquire) != CLOSED {
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(SPIN_CHECK) && start.elapsed() > SPIN {
-                std::thread::yield_now();
-            } else {
+            if hot && spins.is_multiple_of(SPIN_CHECK) {
+                hot = start.elapsed() < SPIN_HOT;
+            }
+            if hot {
                 std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
         }
         s.job.store(std::ptr::null_mut(), Relaxed);
@@ -233,7 +240,10 @@ fn enter(s: &Shared) -> bool {
             return false;
         }
         // Acquire: the job pointer stored before the job was opened is visible.
-        match s.state.compare_exchange_weak(cur, cur + 1, Acquire, Relaxed) {
+        match s
+            .state
+            .compare_exchange_weak(cur, cur + 1, Acquire, Relaxed)
+        {
             Ok(_) => return true,
             Err(v) => cur = v,
         }
@@ -244,6 +254,7 @@ fn enter(s: &Shared) -> bool {
 fn wait(s: &Shared, seen: usize) -> Option<usize> {
     let start = Instant::now();
     let mut spins = 0u32;
+    let mut hot = true;
     loop {
         let g = s.generation.load(Acquire);
         if g != seen {
@@ -252,9 +263,15 @@ fn wait(s: &Shared, seen: usize) -> Option<usize> {
         if s.shutdown.load(Relaxed) {
             return None;
         }
-        std::hint::spin_loop();
         spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(SPIN_CHECK) && start.elapsed() > SPIN {
+        if hot && spins.is_multiple_of(SPIN_CHECK) {
+            hot = start.elapsed() < SPIN_HOT;
+        }
+        if hot {
+            std::hint::spin_loop();
+        } else if start.elapsed() < SPIN {
+            std::thread::yield_now();
+        } else {
             break;
         }
     }
