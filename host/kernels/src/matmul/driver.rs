@@ -1,5 +1,6 @@
-//! Work splitting for matmul: row ranges per pool task ([`crate::threads`]), a few weight rows × up to `TOKEN_TILE`
-//! tokens per kernel call, the weight tile reused (from L1) across all token tiles.
+//! Work splitting for matmul: row ranges per pool task ([`crate::threads`]), a few weight
+//! rows × up to `TOKEN_TILE` tokens per kernel call, the weight tile reused (from L1) across
+//! all token tiles.
 //!
 //! Invariant: tasks write disjoint `(t, r)` entries of `out`; row tiles cut short by the range end
 //! repeat the last row pointer (extra results discarded), so the per-pair arithmetic never
