@@ -10,6 +10,7 @@ pub mod matmul;
 pub mod ops;
 pub mod quant;
 pub mod simd;
+pub mod threads;
 pub mod types;
 
 #[cfg(test)]

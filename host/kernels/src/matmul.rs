@@ -1,5 +1,6 @@
 //! Batch-invariant matrix × batch-of-vectors product: `out[t][r] = dot(w.row(r), x[t])`, with
-//! activations converted once to the weight's `vec_dot_type`, parallel over row tiles (rayon).
+//! activations converted once to the weight's `vec_dot_type`, parallel over row tiles
+//! ([`crate::threads`] pool).
 //!
 //! Invariant (batch invariance): `out[t][r]` is bit-identical whatever `n`, the position of `t`
 //! in the batch, the tiling and the thread count. Every (row, token) pair is computed by the
@@ -31,8 +32,8 @@ pub fn matmul(w: &WeightMatrix, x: &[f32], n: usize, out: &mut [f32]) {
 
 /// [`matmul`] on an explicit SIMD path (tests and benches compare paths with it).
 pub fn matmul_with(level: SimdLevel, w: &WeightMatrix, x: &[f32], n: usize, out: &mut [f32]) {
-    // Taken out of the cell while in use: a nested matmul on this thread (rayon work stealing
-    // while we wait) then simply gets a fresh buffer instead of a borrow panic.
+    // Taken out of the cell while in use: a nested matmul on this thread (a rayon task stealing
+    // work while we wait) then simply gets a fresh buffer instead of a borrow panic.
     let mut xq = SCRATCH.with(RefCell::take);
     xq.quantize(w.ty.vec_dot_type(), x, n, w.cols);
     matmul_prequantized_with(level, w, &xq, out);

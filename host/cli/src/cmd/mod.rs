@@ -13,7 +13,8 @@ pub mod store;
 pub mod synth;
 pub mod tokenize;
 
-/// Sizes the global rayon pool; `0` keeps rayon's default (one thread per core).
+/// Sizes the global rayon pool and the kernels' decode worker pool to the same thread count;
+/// `0` keeps rayon's default (one thread per core, or `RAYON_NUM_THREADS`).
 pub fn init_threads(threads: usize) -> anyhow::Result<()> {
     if threads > 0 {
         rayon::ThreadPoolBuilder::new()
@@ -21,5 +22,7 @@ pub fn init_threads(threads: usize) -> anyhow::Result<()> {
             .build_global()
             .map_err(|e| anyhow::anyhow!("thread pool: {e}"))?;
     }
-    Ok(())
+    // Outside any rayon pool this is the global pool's size.
+    memoria_kernels::threads::set_threads(rayon::current_num_threads())
+        .map_err(|e| anyhow::anyhow!("worker pool: {e}"))
 }

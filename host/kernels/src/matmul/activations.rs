@@ -5,13 +5,13 @@
 //! 8-aligned whenever the row size allows; kernels never rely on it (all reads are unaligned).
 //! Each row is quantized independently, so a row's bytes do not depend on the batch.
 
-use rayon::prelude::*;
-
 use crate::quant::quantize_row;
 use crate::types::GgmlType;
 
-/// Below this many elements a batch is quantized on the calling thread (rayon overhead).
-const PARALLEL_MIN_ELEMS: usize = 1 << 15;
+/// Below this many elements a batch is quantized on the calling thread (dispatch overhead).
+const PARALLEL_MIN_ELEMS: usize = 1 << 14;
+/// Rows per pool task when quantizing in parallel.
+const ROWS_PER_TASK: usize = 4;
 
 /// `n` activation rows of `cols` elements, stored as `ty` (`[n, ty.row_bytes(cols)]`).
 #[derive(Clone, Debug)]
@@ -66,10 +66,14 @@ impl QuantizedActivations {
         let one = |(src, dst): (&[f32], &mut [u8])| {
             quantize_row(ty, src, dst).expect("lengths computed above");
         };
-        if n * cols >= PARALLEL_MIN_ELEMS {
-            x.par_chunks_exact(cols)
-                .zip(bytes.par_chunks_exact_mut(row_bytes))
-                .for_each(one);
+        if n * cols >= PARALLEL_MIN_ELEMS && n > 1 {
+            // Each row is converted on its own, so the split never changes a byte.
+            crate::threads::for_each_chunk_mut(bytes, ROWS_PER_TASK * row_bytes, |i, dst| {
+                let src = &x[i * ROWS_PER_TASK * cols..][..dst.len() / row_bytes * cols];
+                src.chunks_exact(cols)
+                    .zip(dst.chunks_exact_mut(row_bytes))
+                    .for_each(one);
+            });
         } else {
             x.chunks_exact(cols)
                 .zip(bytes.chunks_exact_mut(row_bytes))

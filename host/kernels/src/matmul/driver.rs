@@ -1,11 +1,10 @@
-//! Work splitting for matmul: row ranges per rayon task, a few weight rows × up to `TOKEN_TILE`
-//! tokens per kernel call, the weight tile reused (from L1) across all token tiles.
+//! Work splitting for matmul: row ranges per pool task ([`crate::threads`]), a few weight
+//! rows × up to `TOKEN_TILE` tokens per kernel call, the weight tile reused (from L1) across
+//! all token tiles.
 //!
 //! Invariant: tasks write disjoint `(t, r)` entries of `out`; row tiles cut short by the range end
 //! repeat the last row pointer (extra results discarded), so the per-pair arithmetic never
 //! depends on tile edges.
-
-use rayon::prelude::*;
 
 use super::{QuantizedActivations, WeightMatrix};
 use crate::dot::vec_dot_scalar;
@@ -44,8 +43,8 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
     if rows == 0 || n == 0 {
         return;
     }
-    let threads = rayon::current_num_threads().max(1);
-    // ~4 tasks per thread: enough for work stealing, few enough to keep per-call overhead low.
+    let threads = crate::threads::current_threads().max(1);
+    // ~4 tasks per thread: enough to balance, few enough to keep per-call overhead low.
     // A multiple of every row tile.
     let per_task = rows.div_ceil(threads * 4).next_multiple_of(ROW_TILE_DECODE);
     let tasks = rows.div_ceil(per_task);
@@ -59,7 +58,7 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
         run_packed(w, xq, per_task, tasks, ptr);
         return;
     }
-    (0..tasks).into_par_iter().for_each(|task| {
+    crate::threads::for_each(tasks, |task| {
         let r0 = task * per_task;
         let r1 = (r0 + per_task).min(rows);
         if use_avx2 {
@@ -213,7 +212,7 @@ fn run_packed(
         };
     }
     let px = PackedPtr(packed.as_ptr());
-    (0..tasks).into_par_iter().for_each(|task| {
+    crate::threads::for_each(tasks, |task| {
         let r0 = task * per_task;
         let r1 = (r0 + per_task).min(w.rows);
         if r0 < r1 && n == 1 {

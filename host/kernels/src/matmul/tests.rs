@@ -99,10 +99,7 @@ fn thread_count_does_not_change_results() {
         let data = weights(ty, 64, COLS, 1);
         let w = WeightMatrix::new(ty, &data, 64, COLS).unwrap();
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = crate::threads::Pool::new(threads);
             let mut out = vec![0.0; n * 64];
             pool.install(|| matmul(&w, &x, n, &mut out));
             bits(&out)

@@ -8,6 +8,7 @@
 
 mod activation;
 mod attention;
+mod attention_split;
 mod norm;
 mod rope;
 mod rows;
@@ -17,6 +18,7 @@ pub use activation::{
     add_in_place, gelu_mul_in_place, gelu_tanh, scale_in_place, silu, silu_mul_in_place,
 };
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
+pub use attention_split::{SplitScratch, attend_split};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};
 pub use rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};

@@ -10,14 +10,16 @@
 //! evicted early, so a cached prefix, a fork or a tier round trip sees the same rows as a fresh
 //! run.
 
+use std::cell::RefCell;
+
 use memoria_kernels::ops::{
-    AttnScratch, AttnShape, add_in_place, attend, gelu_mul_in_place, rms_norm, scale_in_place,
-    silu_mul_in_place,
+    AttnScratch, AttnShape, SplitScratch, add_in_place, attend, attend_split, gelu_mul_in_place,
+    rms_norm, scale_in_place, silu_mul_in_place,
 };
+use memoria_kernels::threads;
 use memoria_kernels::{
     GgmlType, QuantizedActivations, WeightMatrix, matmul::get_rows, matmul_prequantized,
 };
-use rayon::prelude::*;
 
 use super::{Arch, FfnAct, KvStore, Model, ModelError};
 
@@ -205,28 +207,8 @@ impl Model {
             let kv_ro: &K = kv;
             let q = &s.q[..n * qd];
             let att = grow(&mut s.att, n * qd);
-            // One task per (token, K/V head group): decode of a single sequence still uses every
-            // thread, and a head's result does not depend on how heads are split.
-            let group = hp.n_head / hp.n_head_kv;
-            att.par_chunks_mut(group * hd).enumerate().for_each_init(
-                AttnScratch::default,
-                |scratch, (i, out)| {
-                    let (token, g) = (i / hp.n_head_kv, i % hp.n_head_kv);
-                    let t = &batch[token];
-                    let view = kv_ro.view(t.seq, li);
-                    let qr = &q[token * qd..(token + 1) * qd];
-                    let first = window.map_or(0, |w| (t.pos + 1).saturating_sub(w));
-                    attend(
-                        qr,
-                        &view,
-                        first..t.pos + 1,
-                        shape,
-                        g * group..(g + 1) * group,
-                        scratch,
-                        out,
-                    );
-                },
-            );
+            let first_pos = |t: &BatchToken| window.map_or(0, |w| (t.pos + 1).saturating_sub(w));
+            attention(batch, kv_ro, li, q, qd, shape, first_pos, att);
             s.act.invalidate();
             let proj = grow(&mut s.proj, n * d);
             s.act.project(&lw.wo.view(file), &s.att[..n * qd], n, proj);
@@ -293,6 +275,81 @@ impl Model {
     }
 }
 
+/// Contexts from this many positions on are split across threads when the batch alone gives
+/// too few tasks (the split never changes a bit, see `attend_split`).
+const SPLIT_MIN_POS: usize = 256;
+
+thread_local! {
+    static ATTN: RefCell<AttnScratch> = RefCell::default();
+    static ATTN_SPLIT: RefCell<SplitScratch> = RefCell::default();
+}
+
+/// Attention of every token of the batch into `att` (`[n, q_dim]`), on the worker pool: one task
+/// per (token, K/V head group), so decode of a single sequence still uses every thread and a
+/// head's result does not depend on how heads are split; when that gives fewer than two tasks
+/// per thread and a context is long, each token is instead split over positions and columns
+/// ([`attend_split`], same bits).
+#[allow(clippy::too_many_arguments)]
+fn attention<K: KvStore>(
+    batch: &[BatchToken],
+    kv: &K,
+    layer: usize,
+    q: &[f32],
+    qd: usize,
+    shape: AttnShape,
+    first_pos: impl Fn(&BatchToken) -> usize + Sync,
+    att: &mut [f32],
+) {
+    let (n_kv, hd) = (shape.n_kv_heads, shape.head_dim);
+    let group = shape.n_heads / n_kv;
+    let tasks = batch.len() * n_kv;
+    let threads = threads::current_threads();
+    let long = batch
+        .iter()
+        .any(|t| t.pos + 1 - first_pos(t) >= SPLIT_MIN_POS);
+    if threads > 1 && tasks < 2 * threads && long {
+        let mut sc = ATTN_SPLIT.with(RefCell::take);
+        for ((t, qr), out) in batch
+            .iter()
+            .zip(q.chunks_exact(qd))
+            .zip(att.chunks_exact_mut(qd))
+        {
+            let view = kv.view(t.seq, layer);
+            let heads = 0..shape.n_heads;
+            attend_split(
+                qr,
+                &view,
+                first_pos(t)..t.pos + 1,
+                shape,
+                heads,
+                &mut sc,
+                out,
+            );
+        }
+        ATTN_SPLIT.with(|c| *c.borrow_mut() = sc);
+        return;
+    }
+    threads::for_each_chunk_mut(att, group * hd, |i, out| {
+        let (token, g) = (i / n_kv, i % n_kv);
+        let t = &batch[token];
+        let view = kv.view(t.seq, layer);
+        let qr = &q[token * qd..(token + 1) * qd];
+        // Taken out while in use, so a nested call would get a fresh one, not a borrow panic.
+        let mut sc = ATTN.with(RefCell::take);
+        let heads = g * group..(g + 1) * group;
+        attend(
+            qr,
+            &view,
+            first_pos(t)..t.pos + 1,
+            shape,
+            heads,
+            &mut sc,
+            out,
+        );
+        ATTN.with(|c| *c.borrow_mut() = sc);
+    });
+}
+
 /// RMS-normalises every head (`[.., head_dim]` chunks of `x`) with `weight` (`[head_dim]`), in
 /// place; nothing without a weight. `head` is a `[head_dim]` buffer.
 fn norm_heads(x: &mut [f32], weight: Option<&[f32]>, eps: f32, head: &mut [f32]) {
@@ -327,6 +384,80 @@ fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
     if let Some(b) = bias {
         for row in x.chunks_exact_mut(b.len()) {
             add_in_place(row, b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memoria_kernels::GgmlType;
+    use memoria_kernels::threads::Pool;
+
+    use super::{BatchToken, Scratch};
+    use crate::gguf::GgufFile;
+    use crate::llama::{KvDtype, Model};
+    use crate::synth::{self, Arch, SynthSpec};
+
+    /// Every position's logits of `tokens` run as a prefill of `prefill` tokens, then one token
+    /// at a time, on a pool of `threads`.
+    fn run(
+        model: &Model,
+        tokens: &[u32],
+        prefill: usize,
+        dtype: KvDtype,
+        threads: usize,
+    ) -> Vec<u32> {
+        let pool = Pool::new(threads);
+        let mut kv = model.new_contiguous_kv(dtype, 1, tokens.len());
+        let mut s = Scratch::default();
+        let mut all = Vec::new();
+        let tok = |pos: usize| BatchToken {
+            token: tokens[pos],
+            pos,
+            seq: 0,
+            logits: true,
+        };
+        pool.install(|| {
+            let batch: Vec<BatchToken> = (0..prefill).map(tok).collect();
+            all.extend_from_slice(model.forward(&batch, &mut kv, &mut s).expect("prefill"));
+            for pos in prefill..tokens.len() {
+                all.extend_from_slice(model.forward(&[tok(pos)], &mut kv, &mut s).expect("decode"));
+            }
+        });
+        all.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// Decode past `SPLIT_MIN_POS` with a single K/V head (the split attention path) gives the
+    /// same bits on 1, 2 and 3 threads, and the same bits as a prefill of the whole sequence
+    /// (which runs one attention task per token).
+    #[test]
+    fn long_context_decode_is_thread_and_chunk_invariant() {
+        let spec = SynthSpec {
+            kv_heads: 1,
+            context: 320,
+            ..SynthSpec::tiny(Arch::Llama, GgmlType::Q8_0)
+        };
+        let bytes = synth::synthesize(&spec).expect("synthesize").to_bytes();
+        let model = Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load");
+        let tokens: Vec<u32> = (0..300).map(|i| (7 + i * 37) % 512).collect();
+        for dtype in [KvDtype::F16, KvDtype::F32] {
+            let one = run(&model, &tokens, 260, dtype, 1);
+            assert!(one.iter().all(|b| f32::from_bits(*b).is_finite()));
+            assert_eq!(
+                one,
+                run(&model, &tokens, 260, dtype, 2),
+                "{dtype:?} 2 threads"
+            );
+            assert_eq!(
+                one,
+                run(&model, &tokens, 260, dtype, 3),
+                "{dtype:?} 3 threads"
+            );
+            assert_eq!(
+                one,
+                run(&model, &tokens, 300, dtype, 2),
+                "{dtype:?} whole prefill"
+            );
         }
     }
 }
