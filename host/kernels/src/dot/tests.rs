@@ -440,3 +440,127 @@ fn avx512_tiles_agree_with_reference_and_with_themselves() {
         }
     }
 }
+
+/// The K-quant tiles of every build (AVX2, 256-bit VNNI, 512-bit VNNI with and without the
+/// opt-in int8 tiles) give the same bits for every tile shape and block count, extremes
+/// included, and agree with the scalar reference.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn kquant_tiles_are_bit_identical_across_builds() {
+    if !crate::simd::vnni_detected() {
+        eprintln!("skipped: this CPU has no avx512vnni + avx512vl");
+        return;
+    }
+    let mut builds = vec![avx2::Build::Vnni];
+    if crate::simd::avx512_detected() {
+        builds.extend([avx2::Build::VnniWide, avx2::Build::Avx512]);
+    }
+    let kquants = [
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+    ];
+    for ty in kquants {
+        for (i, n) in [QK_K, 2 * QK_K, 5 * QK_K].into_iter().enumerate() {
+            let mut rng = Rng::new(ty.id() as u64 * 7 + i as u64);
+            let mut rows: Vec<Vec<u8>> = (0..4)
+                .map(|_| quantize_matrix(ty, &rng.vec(n, 1.0), n))
+                .collect();
+            let mut toks: Vec<Vec<u8>> = (0..4)
+                .map(|_| quantize_matrix(GgmlType::Q8K, &rng.vec(n, 1.0), n))
+                .collect();
+            // Extremes: every level, scale and min byte of row 3 at 0xFF (Q6_K: scales +127,
+            // Q3_K / Q6_K: largest levels), token 3 at +127 with matching bsums (the largest
+            // maddubs pair sums), token 2 at -128.
+            let (lo, hi) = match ty {
+                GgmlType::Q2K => (0, 80),
+                GgmlType::Q3K => (0, 108),
+                GgmlType::Q4K | GgmlType::Q5K => (4, ty.type_size()),
+                _ => (0, 208),
+            };
+            for blk in rows[3].chunks_mut(ty.type_size()) {
+                blk[lo..hi].fill(0xFF);
+                if ty == GgmlType::Q6K {
+                    blk[192..208].fill(0x7F);
+                }
+            }
+            for (t, v) in [(3usize, 127i8), (2, -128)] {
+                for blk in toks[t].chunks_mut(GgmlType::Q8K.type_size()) {
+                    blk[4..260].fill(v as u8);
+                    for j in 0..16 {
+                        let s = (16 * v as i16).to_le_bytes();
+                        blk[260 + 2 * j..262 + 2 * j].copy_from_slice(&s);
+                    }
+                }
+            }
+            let wp: [*const u8; 4] = std::array::from_fn(|r| rows[r].as_ptr());
+            let xp: [*const u8; 4] = std::array::from_fn(|t| toks[t].as_ptr());
+            let bits = |o: &[[f32; 4]; 4]| o.map(|r| r.map(f32::to_bits));
+            let mut base = [[0.0f32; 4]; 4];
+            // SAFETY: VNNI (and so AVX2) checked above; every pointer covers a full row.
+            unsafe { avx2::tile_on::<4, 4>(ty, avx2::Build::Avx2, wp, xp, n, &mut base) };
+            for r in 0..4 {
+                for t in 0..4 {
+                    let s = vec_dot_scalar(ty, &rows[r], &toks[t], n);
+                    let tol = 1e-5 * abs_dot(ty, &rows[r], &toks[t], n) + 1e-6;
+                    let got = base[r][t];
+                    assert!(
+                        ((s - got) as f64).abs() <= tol,
+                        "{ty} n={n} r={r} t={t}: scalar {s} avx2 {got} tol {tol}"
+                    );
+                }
+            }
+            for &build in &builds {
+                let (mut o44, mut o11, mut o23, mut o18) = (
+                    [[0.0f32; 4]; 4],
+                    [[0.0f32; 1]; 1],
+                    [[0.0f32; 3]; 2],
+                    [[0.0f32; 8]; 1],
+                );
+                let x8: [*const u8; 8] = std::array::from_fn(|t| xp[t % 4]);
+                // SAFETY: the build's features checked above; full rows.
+                unsafe {
+                    avx2::tile_on::<4, 4>(ty, build, wp, xp, n, &mut o44);
+                    avx2::tile_on::<2, 3>(
+                        ty,
+                        build,
+                        [wp[3], wp[1]],
+                        [xp[2], xp[3], xp[0]],
+                        n,
+                        &mut o23,
+                    );
+                    avx2::tile_on::<1, 8>(ty, build, [wp[2]], x8, n, &mut o18);
+                }
+                assert_eq!(bits(&o44), bits(&base), "{ty} n={n} {build:?} 4x4");
+                for r in 0..4 {
+                    for t in 0..4 {
+                        // SAFETY: as above.
+                        unsafe { avx2::tile_on::<1, 1>(ty, build, [wp[r]], [xp[t]], n, &mut o11) };
+                        assert_eq!(
+                            o11[0][0].to_bits(),
+                            base[r][t].to_bits(),
+                            "{ty} n={n} {build:?} 1x1 r={r} t={t}"
+                        );
+                    }
+                }
+                let want23 = [
+                    [base[3][2], base[3][3], base[3][0]],
+                    [base[1][2], base[1][3], base[1][0]],
+                ];
+                assert_eq!(
+                    o23.map(|r| r.map(f32::to_bits)),
+                    want23.map(|r| r.map(f32::to_bits)),
+                    "{ty} n={n} {build:?} 2x3"
+                );
+                let want18: [f32; 8] = std::array::from_fn(|t| base[2][t % 4]);
+                assert_eq!(
+                    o18[0].map(f32::to_bits),
+                    want18.map(f32::to_bits),
+                    "{ty} n={n} {build:?} 1x8"
+                );
+            }
+        }
+    }
+}

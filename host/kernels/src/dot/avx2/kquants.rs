@@ -4,22 +4,58 @@
 //! 0..31, Q6_K: 0..63), so `maddubs(levels, x)` is exact without sign tricks; sub-block scales
 //! are applied with `madd`. Q2_K / Q4_K / Q5_K mins and the Q3_K / Q6_K offsets of 4 / 32 are folded in
 //! through Q8_K's `bsums`. All integer sums are exact; per (row, token) the op sequence is independent of `R`,
-//! `C`.
+//! `C`. Every tile has a VNNI build (`*_vnni`): `vpdpwssd` fuses each `madd` and its `add` into
+//! the same exact i32 lanes, so both builds give the same bits.
 
 use std::arch::x86_64::*;
 
 use super::{hsum, load_f16, load_f32, load128, load256};
 use crate::quant::{q3k_scales_of, scale_min_k4};
 
+/// How a sub-block's i16 pair products `p` (from `maddubs`) are scaled and added to the i32
+/// lanes: `acc + madd(p, sc)`, exactly (no lane overflows for K-quant scales and levels).
+pub(crate) trait WordDot {
+    /// `acc[l] + p[2l] * sc[2l] + p[2l + 1] * sc[2l + 1]`.
+    ///
+    /// # Safety
+    /// The CPU must support the features of the implementing build.
+    unsafe fn madd_add(acc: __m256i, p: __m256i, sc: __m256i) -> __m256i;
+}
+
+/// AVX2: `add(acc, madd(p, sc))`.
+pub(crate) struct MaddAdd;
+
+/// AVX-512 VNNI + VL: one `vpdpwssd`.
+pub(crate) struct Dpwssd;
+
+impl WordDot for MaddAdd {
+    #[inline(always)]
+    unsafe fn madd_add(acc: __m256i, p: __m256i, sc: __m256i) -> __m256i {
+        // SAFETY: avx2 is present (caller).
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc)) }
+    }
+}
+
+impl WordDot for Dpwssd {
+    #[inline(always)]
+    unsafe fn madd_add(acc: __m256i, p: __m256i, sc: __m256i) -> __m256i {
+        // SAFETY: avx512vnni and avx512vl are present (caller).
+        unsafe { _mm256_dpwssd_epi32(acc, p, sc) }
+    }
+}
+
 /// Q8_K field offsets: d: f32 at 0, qs at 4, bsums at 260; 292 bytes per block.
 const Q8K_QS: usize = 4;
 const Q8K_BSUMS: usize = 260;
 const Q8K_SIZE: usize = 292;
 
+/// Q4_K body.
+///
 /// # Safety
-/// avx2/fma/f16c; every `w[r]` points to `nb` Q4_K blocks, every `x[t]` to `nb` Q8_K blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q4k<const R: usize, const C: usize>(
+/// avx2/fma/f16c and `D`'s features; every `w[r]` points to `nb` Q4_K blocks, every `x[t]` to
+/// `nb` Q8_K blocks.
+#[inline(always)]
+unsafe fn q4k<D: WordDot, const R: usize, const C: usize>(
     w: [*const u8; R],
     x: [*const u8; C],
     nb: usize,
@@ -39,13 +75,16 @@ pub unsafe fn tile_q4k<const R: usize, const C: usize>(
         }
     };
     // SAFETY: same contract; Q4_K blocks are 144 bytes.
-    unsafe { tile_scale_min::<R, C, 144>(levels, w, x, nb, out) }
+    unsafe { tile_scale_min::<D, R, C, 144>(levels, w, x, nb, out) }
 }
 
+/// Q5_K body.
+///
 /// # Safety
-/// avx2/fma/f16c; every `w[r]` points to `nb` Q5_K blocks, every `x[t]` to `nb` Q8_K blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q5k<const R: usize, const C: usize>(
+/// avx2/fma/f16c and `D`'s features; every `w[r]` points to `nb` Q5_K blocks, every `x[t]` to
+/// `nb` Q8_K blocks.
+#[inline(always)]
+unsafe fn q5k<D: WordDot, const R: usize, const C: usize>(
     w: [*const u8; R],
     x: [*const u8; C],
     nb: usize,
@@ -74,7 +113,7 @@ pub unsafe fn tile_q5k<const R: usize, const C: usize>(
         }
     };
     // SAFETY: same contract; Q5_K blocks are 176 bytes.
-    unsafe { tile_scale_min::<R, C, 176>(levels, w, x, nb, out) }
+    unsafe { tile_scale_min::<D, R, C, 176>(levels, w, x, nb, out) }
 }
 
 /// Body of the scale + min K-quants (Q4_K, Q5_K: d at 0, dmin at 2, 6-bit scales/mins at 4,
@@ -85,7 +124,7 @@ pub unsafe fn tile_q5k<const R: usize, const C: usize>(
 /// avx2/fma/f16c; every `w[r]` points to `nb` such blocks, every `x[t]` to `nb` Q8_K blocks;
 /// `levels` must be safe to call on any of those blocks.
 #[inline(always)]
-unsafe fn tile_scale_min<const R: usize, const C: usize, const BS: usize>(
+unsafe fn tile_scale_min<D: WordDot, const R: usize, const C: usize, const BS: usize>(
     levels: impl Fn(*const u8) -> [__m256i; 8],
     w: [*const u8; R],
     x: [*const u8; C],
@@ -127,7 +166,7 @@ unsafe fn tile_scale_min<const R: usize, const C: usize, const BS: usize>(
                     let mut sumi = _mm256_setzero_si256();
                     for j in 0..8 {
                         let p = _mm256_maddubs_epi16(lv[r][j], xq[j]);
-                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][j]));
+                        sumi = D::madd_add(sumi, p, scales[r][j]);
                     }
                     let mut summ = 0i32;
                     for j in 0..8 {
@@ -148,10 +187,13 @@ unsafe fn tile_scale_min<const R: usize, const C: usize, const BS: usize>(
     }
 }
 
+/// Q2_K body.
+///
 /// # Safety
-/// avx2/fma/f16c; every `w[r]` points to `nb` Q2_K blocks, every `x[t]` to `nb` Q8_K blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q2k<const R: usize, const C: usize>(
+/// avx2/fma/f16c and `D`'s features; every `w[r]` points to `nb` Q2_K blocks, every `x[t]` to
+/// `nb` Q8_K blocks.
+#[inline(always)]
+unsafe fn q2k<D: WordDot, const R: usize, const C: usize>(
     w: [*const u8; R],
     x: [*const u8; C],
     nb: usize,
@@ -204,7 +246,7 @@ pub unsafe fn tile_q2k<const R: usize, const C: usize>(
                     let mut sumi = _mm256_setzero_si256();
                     for c in 0..8 {
                         let p = _mm256_maddubs_epi16(levels[r][c], xq[c]);
-                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][c]));
+                        sumi = D::madd_add(sumi, p, scales[r][c]);
                     }
                     let summ = hsum_i32(_mm256_madd_epi16(bsums, mins16[r]));
                     let s = _mm256_cvtepi32_ps(sumi);
@@ -225,17 +267,20 @@ pub unsafe fn tile_q2k<const R: usize, const C: usize>(
 /// Exact sum of 8 i32 lanes (no overflow for the bsum · min products here).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_i32(v: __m256i) -> i32 {
+pub(super) fn hsum_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<1>(s));
     _mm_cvtsi128_si32(s)
 }
 
+/// Q3_K body.
+///
 /// # Safety
-/// avx2/fma/f16c; every `w[r]` points to `nb` Q3_K blocks, every `x[t]` to `nb` Q8_K blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q3k<const R: usize, const C: usize>(
+/// avx2/fma/f16c and `D`'s features; every `w[r]` points to `nb` Q3_K blocks, every `x[t]` to
+/// `nb` Q8_K blocks.
+#[inline(always)]
+unsafe fn q3k<D: WordDot, const R: usize, const C: usize>(
     w: [*const u8; R],
     x: [*const u8; C],
     nb: usize,
@@ -294,7 +339,7 @@ pub unsafe fn tile_q3k<const R: usize, const C: usize>(
                     let mut sumi = _mm256_setzero_si256();
                     for c in 0..8 {
                         let p = _mm256_maddubs_epi16(levels[r][c], xq[c]);
-                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][c]));
+                        sumi = D::madd_add(sumi, p, scales[r][c]);
                     }
                     // Remove the offset: 4 * sum_j scale_j * bsum_j.
                     let corr = _mm256_madd_epi16(bsums, sc16[r]);
@@ -313,10 +358,13 @@ pub unsafe fn tile_q3k<const R: usize, const C: usize>(
     }
 }
 
+/// Q6_K body.
+///
 /// # Safety
-/// avx2/fma/f16c; every `w[r]` points to `nb` Q6_K blocks, every `x[t]` to `nb` Q8_K blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn tile_q6k<const R: usize, const C: usize>(
+/// avx2/fma/f16c and `D`'s features; every `w[r]` points to `nb` Q6_K blocks, every `x[t]` to
+/// `nb` Q8_K blocks.
+#[inline(always)]
+unsafe fn q6k<D: WordDot, const R: usize, const C: usize>(
     w: [*const u8; R],
     x: [*const u8; C],
     nb: usize,
@@ -370,7 +418,7 @@ pub unsafe fn tile_q6k<const R: usize, const C: usize>(
                     let mut sumi = _mm256_setzero_si256();
                     for c in 0..8 {
                         let p = _mm256_maddubs_epi16(levels[r][c], xq[c]);
-                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales[r][c]));
+                        sumi = D::madd_add(sumi, p, scales[r][c]);
                     }
                     // Remove the offset: 32 * sum_j scale_j * bsum_j.
                     let corr = _mm256_madd_epi16(bsums, sc16[r]);
@@ -387,4 +435,44 @@ pub unsafe fn tile_q6k<const R: usize, const C: usize>(
             }
         }
     }
+}
+
+/// The two entry points of a K-quant body: AVX2 (`madd` + `add`) and VNNI (`vpdpwssd`).
+macro_rules! entries {
+    ($($body:ident: $plain:ident, $vnni:ident, $ty:literal;)*) => {$(
+        #[doc = concat!("# Safety\navx2/fma/f16c; every `w[r]` points to `nb` ", $ty,
+            " blocks, every `x[t]` to `nb` Q8_K blocks.")]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $plain<const R: usize, const C: usize>(
+            w: [*const u8; R],
+            x: [*const u8; C],
+            nb: usize,
+            out: &mut [[f32; C]; R],
+        ) {
+            // SAFETY: same contract; MaddAdd needs only avx2.
+            unsafe { $body::<MaddAdd, R, C>(w, x, nb, out) }
+        }
+
+        #[doc = concat!("VNNI build of the ", $ty, " tile (bit-identical results).\n\n",
+            "# Safety\navx2/fma/f16c/avx512vnni/avx512vl; every `w[r]` points to `nb` ", $ty,
+            " blocks, every `x[t]` to `nb` Q8_K blocks.")]
+        #[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+        pub unsafe fn $vnni<const R: usize, const C: usize>(
+            w: [*const u8; R],
+            x: [*const u8; C],
+            nb: usize,
+            out: &mut [[f32; C]; R],
+        ) {
+            // SAFETY: same contract; every feature Dpwssd needs is enabled here.
+            unsafe { $body::<Dpwssd, R, C>(w, x, nb, out) }
+        }
+    )*};
+}
+
+entries! {
+    q2k: tile_q2k, tile_q2k_vnni, "Q2_K";
+    q3k: tile_q3k, tile_q3k_vnni, "Q3_K";
+    q4k: tile_q4k, tile_q4k_vnni, "Q4_K";
+    q5k: tile_q5k, tile_q5k_vnni, "Q5_K";
+    q6k: tile_q6k, tile_q6k_vnni, "Q6_K";
 }

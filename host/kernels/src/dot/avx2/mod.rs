@@ -8,6 +8,7 @@
 mod float;
 mod iq4;
 mod kquants;
+mod kquants_wide;
 mod q32;
 mod q8;
 pub(crate) mod wide;
@@ -21,16 +22,24 @@ use crate::types::GgmlType;
 pub(crate) enum Build {
     /// AVX2 + FMA + F16C only.
     Avx2,
-    /// 256-bit VNNI int8 tiles (bit-identical to `Avx2`).
+    /// 256-bit VNNI int8 and K-quant tiles (bit-identical to `Avx2`).
     Vnni,
-    /// `Vnni`, plus the 512-bit tiles of [`wide`] for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1.
+    /// `Vnni`, plus the 512-bit K-quant tiles of `kquants_wide` (Q4_K, Q5_K, Q6_K; also
+    /// bit-identical to `Avx2`).
+    VnniWide,
+    /// `VnniWide`, plus the 512-bit tiles of [`wide`] for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 (these
+    /// reassociate float sums).
     Avx512,
 }
 
-/// The build this process uses ([`crate::simd::vnni`], [`crate::simd::avx512`]; fixed once).
+/// The build this process uses ([`crate::simd::vnni`], [`crate::simd::avx512`],
+/// [`crate::simd::avx512_detected`]; fixed once). The 512-bit K-quant tiles come with VNNI
+/// wherever the CPU has AVX-512 F/BW: their results equal the 256-bit tiles' bit for bit.
 pub(crate) fn build() -> Build {
     if crate::simd::avx512() {
         Build::Avx512
+    } else if crate::simd::vnni() && crate::simd::avx512_detected() {
+        Build::VnniWide
     } else if crate::simd::vnni() {
         Build::Vnni
     } else {
@@ -59,8 +68,8 @@ pub(crate) unsafe fn tile<const R: usize, const C: usize>(
 /// [`tile`] with the build chosen by the caller (tests compare builds with it).
 ///
 /// # Safety
-/// As [`tile`]; with `Vnni`, the CPU must also support avx512vnni and avx512vl; with `Avx512`,
-/// also avx512f and avx512bw.
+/// As [`tile`]; with `Vnni`, the CPU must also support avx512vnni and avx512vl; with `VnniWide`
+/// or `Avx512`, also avx512f and avx512bw.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
     ty: GgmlType,
@@ -72,6 +81,7 @@ pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
 ) {
     let vnni = build != Build::Avx2;
     let wide = build == Build::Avx512;
+    let kwide = matches!(build, Build::VnniWide | Build::Avx512);
     // SAFETY: forwarded from this function's contract; each kernel documents the same one.
     unsafe {
         match ty {
@@ -97,13 +107,21 @@ pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
             GgmlType::Q8_1 => q32::tile_q8_1::<R, C>(w, x, n / 32, out),
             GgmlType::Q8K if vnni => q8::tile_q8k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q8K => q8::tile_q8k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q2K if vnni => kquants::tile_q2k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q2K => kquants::tile_q2k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q3K if vnni => kquants::tile_q3k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q3K => kquants::tile_q3k::<R, C>(w, x, n / 256, out),
             GgmlType::IQ4NL if vnni => iq4::tile_iq4_nl_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::IQ4NL => iq4::tile_iq4_nl::<R, C>(w, x, n / 32, out),
             GgmlType::IQ4XS => iq4::tile_iq4_xs::<R, C>(w, x, n / 256, out),
+            GgmlType::Q4K if kwide => kquants_wide::tile_q4k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q4K if vnni => kquants::tile_q4k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q4K => kquants::tile_q4k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q5K if kwide => kquants_wide::tile_q5k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q5K if vnni => kquants::tile_q5k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q5K => kquants::tile_q5k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q6K if kwide => kquants_wide::tile_q6k::<R, C>(w, x, n / 256, out),
+            GgmlType::Q6K if vnni => kquants::tile_q6k_vnni::<R, C>(w, x, n / 256, out),
             GgmlType::Q6K => kquants::tile_q6k::<R, C>(w, x, n / 256, out),
         }
     }
