@@ -1,5 +1,8 @@
 //! Activations of the feed-forward block: SiLU and the gated product `silu(gate) * up` (SwiGLU),
 //! GELU in its tanh form and `gelu(gate) * up` (GeGLU, Gemma), plus the residual add.
+//! The gated products of a batch are split across the worker pool in fixed chunks; each element
+//! is computed by the same scalar formula wherever it lands, so results never depend on the
+//! split or the thread count.
 
 /// `x / (1 + e^-x)` in f32, ggml's scalar formula.
 #[inline]
@@ -7,34 +10,47 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
+/// Elements per pool task of the gated products (below two chunks the call stays on the
+/// calling thread: a dispatch costs more than it saves).
+const GATED_CHUNK: usize = 8192;
+
+use super::gelu;
+pub use super::gelu::gelu_tanh;
+
+/// `gate[i] = act(gate[i]) * up[i]` over the worker pool in [`GATED_CHUNK`] pieces.
+fn gated_in_place(gate: &mut [f32], up: &[f32], act: impl Fn(f32) -> f32 + Sync) {
+    let apply = |g: &mut [f32], u: &[f32]| {
+        for (g, &u) in g.iter_mut().zip(u) {
+            *g = act(*g) * u;
+        }
+    };
+    if gate.len() < 2 * GATED_CHUNK {
+        apply(gate, up);
+        return;
+    }
+    crate::threads::for_each_chunk_mut(gate, GATED_CHUNK, |i, g| {
+        let start = i * GATED_CHUNK;
+        apply(g, &up[start..start + g.len()]);
+    });
+}
+
 /// `gate[i] = silu(gate[i]) * up[i]` (the SwiGLU FFN activation); lengths must match.
 pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "silu_mul: length");
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = silu(*g) * u;
-    }
-}
-
-/// `sqrt(2/π)`, as ggml spells it.
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-/// The cubic coefficient of the tanh approximation.
-const GELU_COEF_A: f32 = 0.044_715;
-
-/// GELU, tanh form: `0.5·x·(1 + tanh(sqrt(2/π)·x·(1 + 0.044715·x²)))` in f32, the formula of
-/// ggml's `ggml_gelu_f32`. ggml's CPU backend by default reads a 65536-entry f16 table of this
-/// function at the f16-rounded input; this evaluates it exactly at the f32 input instead, which
-/// is at least as close to the true function everywhere.
-#[inline]
-pub fn gelu_tanh(x: f32) -> f32 {
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+    gated_in_place(gate, up, silu);
 }
 
 /// `gate[i] = gelu_tanh(gate[i]) * up[i]` (the GeGLU FFN activation); lengths must match.
 pub fn gelu_mul_in_place(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "gelu_mul: length");
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = gelu_tanh(*g) * u;
+    if gate.len() < 2 * GATED_CHUNK {
+        gelu::gelu_mul(gate, up);
+        return;
     }
+    crate::threads::for_each_chunk_mut(gate, GATED_CHUNK, |i, g| {
+        let start = i * GATED_CHUNK;
+        gelu::gelu_mul(g, &up[start..start + g.len()]);
+    });
 }
 
 /// `x[i] *= factor`.
@@ -93,6 +109,29 @@ mod tests {
         let mut g = [1.5f32, -0.5];
         gelu_mul_in_place(&mut g, &[2.0, 3.0]);
         assert_eq!(g, [gelu_tanh(1.5) * 2.0, gelu_tanh(-0.5) * 3.0]);
+    }
+
+    /// The pooled gated products equal the element-by-element formula bit for bit, for every
+    /// pool size and for lengths around the chunk edges.
+    #[test]
+    fn gated_products_do_not_depend_on_the_pool() {
+        for len in [1, GATED_CHUNK, 2 * GATED_CHUNK, 5 * GATED_CHUNK + 7] {
+            let x: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 6.0).collect();
+            let up: Vec<f32> = (0..len).map(|i| (i as f32 * 0.11).cos()).collect();
+            let want_silu: Vec<f32> = x.iter().zip(&up).map(|(&g, &u)| silu(g) * u).collect();
+            let want_gelu: Vec<f32> = x.iter().zip(&up).map(|(&g, &u)| gelu_tanh(g) * u).collect();
+            for threads in [1, 2, 3] {
+                let pool = crate::threads::Pool::new(threads);
+                pool.install(|| {
+                    let mut g = x.clone();
+                    silu_mul_in_place(&mut g, &up);
+                    assert_eq!(g, want_silu, "silu, len {len}, {threads} threads");
+                    let mut g = x.clone();
+                    gelu_mul_in_place(&mut g, &up);
+                    assert_eq!(g, want_gelu, "gelu, len {len}, {threads} threads");
+                });
+            }
+        }
     }
 
     /// erf by its Maclaurin series, accurate to ~1e-13 for |x| ≤ 2.2; for the test only.

@@ -9,6 +9,7 @@
 mod activation;
 mod attention;
 mod attention_split;
+mod gelu;
 mod norm;
 mod rope;
 mod rows;
