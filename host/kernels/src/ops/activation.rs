@@ -17,13 +17,9 @@ const GATED_CHUNK: usize = 8192;
 use super::gelu;
 pub use super::gelu::gelu_tanh;
 
-/// `gate[i] = act(gate[i]) * up[i]` over the worker pool in [`GATED_CHUNK`] pieces.
-fn gated_in_place(gate: &mut [f32], up: &[f32], act: impl Fn(f32) -> f32 + Sync) {
-    let apply = |g: &mut [f32], u: &[f32]| {
-        for (g, &u) in g.iter_mut().zip(u) {
-            *g = act(*g) * u;
-        }
-    };
+/// `apply(gate_piece, up_piece)` over the worker pool in [`GATED_CHUNK`] pieces (one call on
+/// the calling thread for short slices).
+fn gated_in_place(gate: &mut [f32], up: &[f32], apply: impl Fn(&mut [f32], &[f32]) + Sync) {
     if gate.len() < 2 * GATED_CHUNK {
         apply(gate, up);
         return;
@@ -37,20 +33,17 @@ fn gated_in_place(gate: &mut [f32], up: &[f32], act: impl Fn(f32) -> f32 + Sync)
 /// `gate[i] = silu(gate[i]) * up[i]` (the SwiGLU FFN activation); lengths must match.
 pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "silu_mul: length");
-    gated_in_place(gate, up, silu);
+    gated_in_place(gate, up, |g, u| {
+        for (g, &u) in g.iter_mut().zip(u) {
+            *g = silu(*g) * u;
+        }
+    });
 }
 
 /// `gate[i] = gelu_tanh(gate[i]) * up[i]` (the GeGLU FFN activation); lengths must match.
 pub fn gelu_mul_in_place(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "gelu_mul: length");
-    if gate.len() < 2 * GATED_CHUNK {
-        gelu::gelu_mul(gate, up);
-        return;
-    }
-    crate::threads::for_each_chunk_mut(gate, GATED_CHUNK, |i, g| {
-        let start = i * GATED_CHUNK;
-        gelu::gelu_mul(g, &up[start..start + g.len()]);
-    });
+    gated_in_place(gate, up, gelu::gelu_mul);
 }
 
 /// `x[i] *= factor`.
