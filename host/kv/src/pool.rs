@@ -111,7 +111,8 @@ impl BlockPool {
             block_tokens,
             metas,
             free,
-            index: HashMap::new(),
+            // Sized for every block at once: sealing blocks never rehashes it mid-step.
+            index: HashMap::with_capacity(n_blocks),
             seqs: HashMap::new(),
             next_seq: 0,
             namespaces: Vec::new(),

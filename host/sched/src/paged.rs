@@ -2,25 +2,35 @@
 //! engine step. Position `p` of a sequence lives in block `table[p / B]`, slot `p % B`; writes
 //! go only to slots the pool reserved for this step (exclusively owned, unsealed blocks), reads
 //! follow each sequence's own block table, so attention cost is proportional to its own length.
+//! The tables are read from the pool itself (borrowed, not copied), so a step builds nothing.
 
 use half::f16;
 use memoria_kernels::GgmlType;
 use memoria_kernels::ops::{KvRead, KvRow};
 use memoria_kernels::quant::quantize_row;
-use memoria_kv::{BlockId, BlockPool, KvElem, KvPart};
+use memoria_kv::{BlockId, BlockPool, KvElem, KvPart, SeqId};
 use memoria_model::llama::KvStore;
 
-/// The step's sequences (batch `seq` index → block table) over the pool.
+/// The step's sequences (batch `seq` index → pool sequence) over the pool.
 pub struct PagedKv<'p> {
     pool: &'p mut BlockPool,
-    tables: &'p [Vec<BlockId>],
+    seqs: &'p [SeqId],
 }
 
 impl<'p> PagedKv<'p> {
-    /// `tables[i]` is the block table of the batch's sequence `i`, already covering every
-    /// position the step writes.
-    pub fn new(pool: &'p mut BlockPool, tables: &'p [Vec<BlockId>]) -> Self {
-        PagedKv { pool, tables }
+    /// `seqs[i]` is the batch's sequence `i`; its block table must already cover every
+    /// position the step writes (the pool reserved them).
+    pub fn new(pool: &'p mut BlockPool, seqs: &'p [SeqId]) -> Self {
+        PagedKv { pool, seqs }
+    }
+
+    /// Batch sequence `seq`'s block table (empty for an unknown one: no capacity, so the
+    /// model refuses to write there).
+    fn table(&self, seq: usize) -> &[BlockId] {
+        self.seqs
+            .get(seq)
+            .and_then(|&s| self.pool.block_table(s).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -104,7 +114,7 @@ impl KvStore for PagedKv<'_> {
     fn write(&mut self, seq: usize, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         let layout = *self.pool.layout();
         let b = layout.block_tokens;
-        let block = self.tables[seq][pos / b];
+        let block = self.table(seq)[pos / b];
         store_row(
             layout.elem,
             k,
@@ -121,7 +131,7 @@ impl KvStore for PagedKv<'_> {
         let layout = self.pool.layout();
         PagedView {
             pool: self.pool,
-            table: &self.tables[seq],
+            table: self.table(seq),
             layer,
             block_tokens: layout.block_tokens,
             elem: layout.elem,
@@ -129,8 +139,6 @@ impl KvStore for PagedKv<'_> {
     }
 
     fn capacity(&self, seq: usize) -> usize {
-        self.tables
-            .get(seq)
-            .map_or(0, |t| t.len() * self.pool.layout().block_tokens)
+        self.table(seq).len() * self.pool.layout().block_tokens
     }
 }

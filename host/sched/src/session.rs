@@ -30,7 +30,8 @@ pub struct Usage {
 pub enum Event {
     Token {
         id: u32,
-        text: String,
+        /// The text this token releases (short pieces are stored inline, not on the heap).
+        text: compact_str::CompactString,
     },
     Done {
         reason: crate::generate::StopReason,
@@ -46,6 +47,10 @@ pub(crate) struct Generation {
     pub sampler: Sampler,
     pub stops: StopMatcher,
     pub utf8: Utf8Buf,
+    /// The decoded text of the token being emitted, then what of it the stop strings release;
+    /// both reused from token to token.
+    pub text: String,
+    pub emit: String,
     pub events: mpsc::UnboundedSender<Event>,
     pub max_tokens: usize,
     pub produced: usize,

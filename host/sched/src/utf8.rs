@@ -10,14 +10,20 @@ pub struct Utf8Buf {
 impl Utf8Buf {
     /// Appends `bytes` and returns every complete character now available.
     pub fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
         let mut out = String::new();
+        self.push_into(bytes, &mut out);
+        out
+    }
+
+    /// [`Utf8Buf::push`] appending to `out` (no allocation once both buffers have room).
+    pub fn push_into(&mut self, bytes: &[u8], out: &mut String) {
+        self.pending.extend_from_slice(bytes);
         loop {
             match std::str::from_utf8(&self.pending) {
                 Ok(s) => {
                     out.push_str(s);
                     self.pending.clear();
-                    return out;
+                    return;
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
@@ -26,7 +32,7 @@ impl Utf8Buf {
                         // An incomplete character at the end: keep it for the next piece.
                         None => {
                             self.pending.drain(..valid);
-                            return out;
+                            return;
                         }
                         Some(bad) => {
                             out.push('\u{FFFD}');

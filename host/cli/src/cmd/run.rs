@@ -148,7 +148,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
             let piece = match ev {
                 Event::Token { id, text } => {
                     tokens.push(id);
-                    text
+                    text.into_string()
                 }
                 Event::Done {
                     reason, text_tail, ..

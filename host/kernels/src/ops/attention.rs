@@ -79,6 +79,17 @@ pub struct AttnScratch {
     row: Vec<f32>,
 }
 
+/// Scores kept room for from the first call (64 KiB), so the scores of a context that grows
+/// token by token are not reallocated along the way.
+const SCORES_MIN: usize = 16 * 1024;
+
+/// Sets `scores` to `n` zeros, keeping at least [`SCORES_MIN`] of room.
+pub(crate) fn zeroed_scores(scores: &mut Vec<f32>, n: usize) {
+    scores.clear();
+    scores.reserve(n.max(SCORES_MIN));
+    scores.resize(n, 0.0);
+}
+
 /// Shape of an attention call.
 #[derive(Clone, Copy, Debug)]
 pub struct AttnShape {
@@ -134,8 +145,7 @@ pub fn attend(
     let AttnScratch { scores, q16, row } = scratch;
     let kv_dim = n_kv_heads * head_dim;
     // [n_sel, n_pos]
-    scores.clear();
-    scores.resize(n_sel * n_pos, 0.0);
+    zeroed_scores(scores, n_sel * n_pos);
     q16.clear();
     q16.extend(
         q[heads.start * head_dim..heads.end * head_dim]

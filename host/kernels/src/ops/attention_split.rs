@@ -71,8 +71,7 @@ pub fn attend_split(
     let kv_dim = n_kv_heads * hd;
     let (first, n_pos, n_sel) = (keys.start, keys.len(), heads.len());
     let SplitScratch { scores, q16, .. } = scratch;
-    scores.clear();
-    scores.resize(n_sel * n_pos, 0.0);
+    super::attention::zeroed_scores(scores, n_sel * n_pos);
     q16.clear();
     q16.extend(
         q[heads.start * hd..heads.end * hd]

@@ -29,6 +29,22 @@ impl BlockPool {
     /// On error (`OutOfBlocks`, `QuotaExceeded`) nothing is reserved; cached blocks may have
     /// been evicted on the way.
     pub fn reserve(&mut self, seq: SeqId, n_new: usize) -> Result<Vec<SlotRef>, PoolError> {
+        let start = self.reserve_positions(seq, n_new)?;
+        let b = self.layout.block_tokens;
+        let table = self.block_table(seq)?;
+        Ok((start..start + n_new)
+            .map(|pos| SlotRef {
+                block: table[pos / b],
+                slot: pos % b,
+                pos,
+            })
+            .collect())
+    }
+
+    /// [`BlockPool::reserve`] without listing the slots (the engine reads them from the block
+    /// table): returns the first reserved position. Allocates nothing once the sequence's
+    /// vectors have room (see [`BlockPool::reserve_capacity`]).
+    pub fn reserve_positions(&mut self, seq: SeqId, n_new: usize) -> Result<usize, PoolError> {
         self.with_seq(seq, |pool, s| {
             if s.reserved > 0 {
                 return Err(PoolError::ReservationPending {
@@ -56,14 +72,21 @@ impl BlockPool {
                 s.table.push(BlockId(id));
             }
             s.reserved = n_new;
-            Ok((len..end)
-                .map(|pos| SlotRef {
-                    block: s.table[pos / b],
-                    slot: pos % b,
-                    pos,
-                })
-                .collect())
+            Ok(len)
         })
+    }
+
+    /// Grows `seq`'s token list, block table and hash list so that it can reach `tokens`
+    /// positions without reallocating (a generation calls this once with its whole budget, so
+    /// its decode steps allocate nothing). Capacity only; nothing is reserved in the pool.
+    pub fn reserve_capacity(&mut self, seq: SeqId, tokens: usize) -> Result<(), PoolError> {
+        let b = self.layout.block_tokens;
+        let s = self.seqs.get_mut(&seq).ok_or(PoolError::UnknownSeq(seq))?;
+        s.tokens.reserve(tokens.saturating_sub(s.tokens.len()));
+        let blocks = tokens.div_ceil(b);
+        s.table.reserve(blocks.saturating_sub(s.table.len()));
+        s.hashes.reserve(blocks.saturating_sub(s.hashes.len()));
+        Ok(())
     }
 
     /// Replaces table entry `idx` by a private copy of its first `n_slots` slots.

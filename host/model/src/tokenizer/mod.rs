@@ -242,8 +242,9 @@ impl Tokenizer {
         out
     }
 
-    /// The cached piece, or empty for an unknown id or a control/unknown token without `special`.
-    fn piece(&self, id: u32, special: bool) -> &[u8] {
+    /// The cached piece, or empty for an unknown id or a control/unknown token without `special`
+    /// ([`Tokenizer::token_to_piece`] without the copy).
+    pub fn piece(&self, id: u32, special: bool) -> &[u8] {
         if !special && self.vocab.attr(id) & (ATTR_UNKNOWN | ATTR_CONTROL) != 0 {
             return &[];
         }

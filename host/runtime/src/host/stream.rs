@@ -38,7 +38,10 @@ impl HostGenerationStream for TenantState {
         let out = match ev {
             Some(Event::Token { id, text }) => {
                 self.tokens_left = self.tokens_left.saturating_sub(1);
-                return Ok(Ok(Some(StreamEvent::Token(Token { id, text }))));
+                return Ok(Ok(Some(StreamEvent::Token(Token {
+                    id,
+                    text: text.into(),
+                }))));
             }
             Some(Event::Done {
                 reason,

@@ -45,25 +45,30 @@ impl Engine {
 
     /// Runs one step; a panic inside it fails the sessions that had work.
     pub(crate) fn step_guarded(&mut self) {
-        let involved: Vec<SessionId> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.job.is_some())
-            .map(|(id, _)| *id)
-            .collect();
+        // Reused across steps (taken out while the step borrows the engine).
+        let mut involved = std::mem::take(&mut self.buffers.involved);
+        involved.clear();
+        involved.extend(
+            self.sessions
+                .iter()
+                .filter(|(_, s)| s.job.is_some())
+                .map(|(id, _)| *id),
+        );
         let first_new = self.next_id;
         let r = catch_unwind(AssertUnwindSafe(|| {
             fault::step();
             self.step();
         }));
-        let Err(p) = r else { return };
+        let Err(p) = r else {
+            self.buffers.involved = involved;
+            return;
+        };
         eprintln!(
             "memoria: an engine step panicked ({}); failing its {} session(s) and carrying on",
             panic_message(p.as_ref()),
             involved.len()
         );
         self.stats.panics.fetch_add(1, Relaxed);
-        let mut involved = involved;
         involved.extend((first_new..self.next_id).map(SessionId));
         self.contain("step", &involved, p);
     }

@@ -3,6 +3,7 @@
 //! session's next token plus chunks of pending prefills into one forward pass (see `step`).
 //! Nothing here locks: other threads read [`EngineStats`] and the pool's atomics.
 
+mod buffers;
 mod command;
 mod fault;
 mod guard;
@@ -41,6 +42,8 @@ pub(crate) struct Engine {
     pub sessions: BTreeMap<SessionId, Session>,
     pub next_id: u64,
     pub scratch: Scratch,
+    /// The step's own vectors, reused (see `buffers`).
+    pub(crate) buffers: buffers::StepBuffers,
     pub stats: Arc<EngineStats>,
     /// Rotates which decoding session goes first when they exceed the step budget.
     pub round_robin: usize,
@@ -316,6 +319,8 @@ impl Engine {
             sampler,
             stops: StopMatcher::new(params.stop),
             utf8: Utf8Buf::default(),
+            text: String::new(),
+            emit: String::new(),
             events,
             max_tokens: params.max_tokens,
             produced: 0,
@@ -327,6 +332,12 @@ impl Engine {
         })));
         s.queued_at = now;
         s.last_used = now;
+        // Room for the whole generation now, so its decode steps never grow these vectors.
+        let reach = context
+            .len()
+            .saturating_add(params.max_tokens)
+            .min(self.cfg.max_context);
+        self.pool.reserve_capacity(seq, reach)?;
         if params.max_tokens == 0 {
             self.finish_generation(id, crate::generate::StopReason::Length);
             return Ok(());

@@ -6,41 +6,36 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use memoria_kv::{BlockHash, BlockId};
+use memoria_kv::BlockHash;
 use memoria_model::llama::BatchToken;
 
 use super::Engine;
+use super::buffers::{Planned, StepBuffers};
 use crate::EngineError;
 use crate::generate::StopReason;
 use crate::paged::PagedKv;
 use crate::session::{Event, Job, SessionId, WarmInfo};
 
-/// One session's share of a step.
-struct Planned {
-    id: SessionId,
-    n: usize,
-    /// Position of the chunk's first token.
-    start: usize,
-    logits: bool,
-    /// The sequence's block table, covering the reserved positions.
-    table: Vec<BlockId>,
-}
-
 impl Engine {
     pub(crate) fn step(&mut self) {
-        self.reap_cancelled();
-        let mut plan = self.plan();
-        if plan.is_empty() {
+        // Taken out while in use (a panic loses them; the next step starts empty).
+        let mut buf = std::mem::take(&mut self.buffers);
+        self.reap_cancelled(&mut buf.gone);
+        self.step_with(&mut buf);
+        self.buffers = buf;
+    }
+
+    fn step_with(&mut self, buf: &mut StepBuffers) {
+        self.plan(buf);
+        if buf.plan.is_empty() {
             return;
         }
-        let tables: Vec<Vec<BlockId>> = plan
-            .iter_mut()
-            .map(|p| std::mem::take(&mut p.table))
-            .collect();
-        let mut batch = Vec::new();
-        for (i, p) in plan.iter().enumerate() {
+        buf.seqs.clear();
+        buf.batch.clear();
+        for (i, p) in buf.plan.iter().enumerate() {
             let s = &self.sessions[&p.id];
-            batch.extend(
+            buf.seqs.push(s.seq);
+            buf.batch.extend(
                 s.pending[..p.n]
                     .iter()
                     .enumerate()
@@ -54,56 +49,68 @@ impl Engine {
         }
         let started = Instant::now();
         let n_vocab = self.model.hparams().n_vocab;
+        // The logits live in the model's scratch, taken out so sampling can borrow the engine.
+        let mut scratch = std::mem::take(&mut self.scratch);
         let result = {
-            let mut kv = PagedKv::new(&mut self.pool, &tables);
-            self.model
-                .forward(&batch, &mut kv, &mut self.scratch)
-                .map(<[f32]>::to_vec)
+            let mut kv = PagedKv::new(&mut self.pool, &buf.seqs);
+            self.model.forward(&buf.batch, &mut kv, &mut scratch)
         };
         let logits = match result {
             Ok(l) => l,
             Err(e) => {
-                for p in &plan {
+                for p in &buf.plan {
                     let _ = self.pool.truncate(self.sessions[&p.id].seq, p.start);
                     self.fail_job(p.id, EngineError::Internal(e.to_string()));
                 }
+                self.scratch = scratch;
                 return;
             }
         };
         self.stats.record_step(
-            batch.len(),
-            plan.iter().filter(|p| p.n == 1).count(),
+            buf.batch.len(),
+            buf.plan.iter().filter(|p| p.n == 1).count(),
             started.elapsed(),
         );
         let mut row = 0;
-        for p in &plan {
+        for p in &buf.plan {
             let Some(s) = self.sessions.get_mut(&p.id) else {
                 continue;
             };
-            let chunk: Vec<u32> = s.pending.drain(..p.n).collect();
             let seq = s.seq;
-            if let Err(e) = self.pool.commit(seq, &chunk) {
+            let committed = self.pool.commit(seq, &s.pending[..p.n]);
+            s.pending.drain(..p.n);
+            if let Err(e) = committed {
                 self.fail_job(p.id, e.into());
                 continue;
             }
             self.persist.write_through(&self.pool, p.id, seq, false);
             if p.logits {
-                let l = logits[row * n_vocab..(row + 1) * n_vocab].to_vec();
+                let l = &logits[row * n_vocab..(row + 1) * n_vocab];
                 row += 1;
-                self.on_logits(p.id, &l);
+                self.on_logits(p.id, l);
                 if let Some(s) = self.sessions.get_mut(&p.id) {
-                    s.last_logits = Some(l);
+                    let kept = s.last_logits.get_or_insert_with(Vec::new);
+                    kept.clear();
+                    kept.extend_from_slice(l);
                 }
             } else if let Some(s) = self.sessions.get_mut(&p.id) {
                 s.last_logits = None;
             }
         }
+        self.scratch = scratch;
     }
 
-    /// Chooses this step's work and reserves its K/V slots.
-    fn plan(&mut self) -> Vec<Planned> {
-        let mut decoders = Vec::new();
-        let mut prefills = Vec::new();
+    /// Chooses this step's work into `buf.plan` and reserves its K/V slots.
+    fn plan(&mut self, buf: &mut StepBuffers) {
+        let StepBuffers {
+            decoders,
+            prefills,
+            plan,
+            ..
+        } = buf;
+        decoders.clear();
+        prefills.clear();
+        plan.clear();
         for (id, s) in &self.sessions {
             if !s.runnable() {
                 continue;
@@ -116,7 +123,7 @@ impl Engine {
                 prefills.push((s.queued_at, *id));
             }
         }
-        prefills.sort();
+        prefills.sort_unstable();
         self.stats
             .queue_depth
             .store((decoders.len() + prefills.len()) as u64, Relaxed);
@@ -126,11 +133,11 @@ impl Engine {
             self.round_robin = self.round_robin.wrapping_add(1);
         }
         let mut budget = self.cfg.step_tokens.max(1);
-        let mut plan = Vec::new();
         let mut inflight = self.prefixes_in_flight();
         for id in decoders
-            .into_iter()
-            .chain(prefills.into_iter().map(|(_, id)| id))
+            .iter()
+            .copied()
+            .chain(prefills.iter().map(|&(_, id)| id))
         {
             if budget == 0 {
                 break;
@@ -145,37 +152,19 @@ impl Engine {
             let s = &self.sessions[&id];
             let n = s.pending.len().min(budget);
             let logits = n == s.pending.len();
-            let seq = s.seq;
-            let start = match self.pool.seq_len(seq) {
-                Ok(l) => l,
-                Err(e) => {
-                    self.fail_job(id, e.into());
-                    continue;
-                }
-            };
-            let reserved = self.pool.reserve(seq, n).and_then(|_| {
-                self.pool
-                    .block_table(seq)
-                    .map(<[BlockId]>::to_vec)
-                    .inspect_err(|_| {
-                        let _ = self.pool.truncate(seq, start);
-                    })
-            });
-            match reserved {
-                Ok(table) => {
+            match self.pool.reserve_positions(s.seq, n) {
+                Ok(start) => {
                     budget -= n;
                     plan.push(Planned {
                         id,
                         n,
                         start,
                         logits,
-                        table,
                     });
                 }
                 Err(e) => self.fail_job(id, e.into()),
             }
         }
-        plan
     }
 
     /// First-block hashes of sessions still prefilling (not yet decoding).
@@ -258,14 +247,16 @@ impl Engine {
                 g.produced += 1;
                 g.usage.completion_tokens += 1;
                 s.pending.push(token);
-                let text = g.utf8.push(&self.tok.token_to_piece(token, true));
-                let out = g.stops.push(&text);
+                g.text.clear();
+                g.emit.clear();
+                g.utf8.push_into(self.tok.piece(token, true), &mut g.text);
+                let stopped = g.stops.push_into(&g.text, &mut g.emit);
                 let _ = g.events.send(Event::Token {
                     id: token,
-                    text: out.emit,
+                    text: g.emit.as_str().into(),
                 });
                 let context = self.pool.seq_len(s.seq).unwrap_or(0) + s.pending.len();
-                let reason = if out.stopped {
+                let reason = if stopped {
                     Some(StopReason::StopString)
                 } else if g.produced >= g.max_tokens {
                     Some(StopReason::Length)
@@ -371,14 +362,15 @@ impl Engine {
     }
 
     /// Cancels generations whose client went away; one-shot sessions release their blocks.
-    fn reap_cancelled(&mut self) {
-        let gone: Vec<SessionId> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| matches!(&s.job, Some(Job::Generate(g)) if g.events.is_closed()))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in gone {
+    fn reap_cancelled(&mut self, gone: &mut Vec<SessionId>) {
+        gone.clear();
+        gone.extend(
+            self.sessions
+                .iter()
+                .filter(|(_, s)| matches!(&s.job, Some(Job::Generate(g)) if g.events.is_closed()))
+                .map(|(id, _)| *id),
+        );
+        for &id in gone.iter() {
             self.stats.cancelled.fetch_add(1, Relaxed);
             let Some(s) = self.sessions.get_mut(&id) else {
                 continue;

@@ -100,6 +100,7 @@ impl Blueprint {
             sessions: Default::default(),
             next_id,
             scratch: Scratch::default(),
+            buffers: Default::default(),
             stats: self.stats.clone(),
             round_robin: 0,
             persist,

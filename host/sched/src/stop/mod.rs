@@ -52,28 +52,29 @@ impl StopMatcher {
 
     /// Feeds newly decoded text.
     pub fn push(&mut self, text: &str) -> StopOutput {
+        let mut emit = String::new();
+        let stopped = self.push_into(text, &mut emit);
+        StopOutput { emit, stopped }
+    }
+
+    /// [`StopMatcher::push`] appending the text safe to send to `out`; returns whether a stop
+    /// string matched. Allocates nothing once the buffers have room.
+    pub fn push_into(&mut self, text: &str, out: &mut String) -> bool {
         if self.stopped {
-            return StopOutput {
-                emit: String::new(),
-                stopped: true,
-            };
+            return true;
         }
         self.pending.push_str(text);
         if let Some(start) = self.first_match() {
             self.stopped = true;
-            self.pending.truncate(start);
-            return StopOutput {
-                emit: std::mem::take(&mut self.pending),
-                stopped: true,
-            };
+            out.push_str(&self.pending[..start]);
+            self.pending.clear();
+            return true;
         }
         let keep = self.partial_suffix_len();
         let split = self.pending.len() - keep;
-        let held = self.pending.split_off(split);
-        StopOutput {
-            emit: std::mem::replace(&mut self.pending, held),
-            stopped: false,
-        }
+        out.push_str(&self.pending[..split]);
+        self.pending.drain(..split);
+        false
     }
 
     /// Ends the stream: returns the held-back text (nothing once stopped).

@@ -1,0 +1,33 @@
+//! Vectors one engine step fills and the next reuses: the plan, the batch, the sequences whose
+//! block tables the model reads, and the sessions a step involves. Kept across steps so a warm
+//! decode step allocates nothing.
+
+use std::time::Instant;
+
+use memoria_kv::SeqId;
+use memoria_model::llama::BatchToken;
+
+use crate::session::SessionId;
+
+/// One session's share of a step.
+pub(crate) struct Planned {
+    pub id: SessionId,
+    pub n: usize,
+    /// Position of the chunk's first token.
+    pub start: usize,
+    pub logits: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct StepBuffers {
+    pub decoders: Vec<SessionId>,
+    pub prefills: Vec<(Instant, SessionId)>,
+    pub plan: Vec<Planned>,
+    /// `seqs[i]` is batch sequence `i`'s pool sequence (its block table stays in the pool).
+    pub seqs: Vec<SeqId>,
+    pub batch: Vec<BatchToken>,
+    /// Sessions with work when the step began (failed together if it panics).
+    pub involved: Vec<SessionId>,
+    /// Generations whose client went away.
+    pub gone: Vec<SessionId>,
+}

@@ -1,0 +1,179 @@
+//! A warm decode step allocates nothing: 16 sessions decode while a counting global allocator
+//! watches every thread of this process (the engine thread, the kernels' worker pool, and this
+//! test thread reading the token streams). The first few allocations, if any, are reported with
+//! their backtraces. This file is its own test binary so no other test allocates meanwhile.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+
+use memoria_kernels::GgmlType;
+use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_model::gguf::GgufFile;
+use memoria_model::llama::Model;
+use memoria_model::synth::{self, SynthSpec};
+use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, GenerationStream};
+
+/// Counts allocations (not frees) while armed.
+struct Counting;
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Distinct allocation sites seen (memoria frames of the backtrace) and how often each allocated.
+static SITES: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+const SITES_KEPT: usize = 32;
+
+thread_local! {
+    /// Set while this thread records a backtrace (which allocates itself).
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note_allocation(size: usize) {
+    if !ARMED.load(SeqCst) || IN_HOOK.with(Cell::get) {
+        return;
+    }
+    ALLOCATIONS.fetch_add(1, SeqCst);
+    IN_HOOK.with(|h| h.set(true));
+    let site = allocation_site(size);
+    if let Ok(mut sites) = SITES.lock() {
+        if let Some(seen) = sites.iter_mut().find(|(s, _)| *s == site) {
+            seen.1 += 1;
+        } else if sites.len() < SITES_KEPT {
+            sites.push((site, 1));
+        }
+    }
+    IN_HOOK.with(|h| h.set(false));
+}
+
+/// The memoria frames of the current backtrace (innermost first), with the thread's name.
+fn allocation_site(size: usize) -> String {
+    let bt = std::backtrace::Backtrace::force_capture().to_string();
+    let frames: Vec<&str> = bt
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.contains("memoria") && !l.starts_with("at ") && !l.contains("decode_step_allocations")
+        })
+        .take(6)
+        .collect();
+    let thread = std::thread::current();
+    format!(
+        "thread {:?}, {size} bytes, via {}",
+        thread.name(),
+        frames.join(" <- ")
+    )
+}
+
+// SAFETY: every call forwards to `System` with the same arguments; the bookkeeping allocates
+// only through re-entrant calls that are not counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation(layout.size());
+        // SAFETY: forwarded as received.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation(layout.size());
+        // SAFETY: forwarded as received.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation(new_size);
+        // SAFETY: forwarded as received.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as received.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const NS: NamespaceId = NamespaceId(1);
+const SESSIONS: usize = 16;
+/// Past 64 tokens: each stream's channel (tokio's, in blocks of 32 events) then recycles the
+/// blocks its reader has finished instead of allocating new ones.
+const WARM_TOKENS: usize = 70;
+const COUNTED_TOKENS: usize = 40;
+
+fn model() -> Model {
+    let spec = SynthSpec {
+        context: 512,
+        ..SynthSpec::tiny(synth::Arch::Llama, GgmlType::Q8_0)
+    };
+    let bytes = synth::synthesize(&spec).expect("synthesize").to_bytes();
+    Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load")
+}
+
+/// Reads one token event from every stream, in order (each step gives every session one).
+fn one_token_each(streams: &mut [GenerationStream]) {
+    for s in streams.iter_mut() {
+        match s.blocking_next() {
+            Some(Event::Token { .. }) => {}
+            other => panic!("expected a token, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
+    let model = model();
+    let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
+    let engine = EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
+        .expect("engine");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut streams: Vec<GenerationStream> = rt.block_on(async {
+        let mut streams = Vec::new();
+        for i in 0..SESSIONS {
+            let id = engine
+                .open(NS, NamespaceSalt::derive("allocations"))
+                .await
+                .expect("open");
+            // Distinct prompts of different lengths: no shared blocks, ragged contexts.
+            let prompt: Vec<u32> = (0..20 + 3 * i as u32)
+                .map(|j| 300 + (j * 7 + i as u32 * 13) % 200)
+                .collect();
+            engine.append(NS, id, prompt).await.expect("append");
+            let params = GenerateParams {
+                ignore_eos: true,
+                ..GenerateParams::greedy(WARM_TOKENS + COUNTED_TOKENS + 8)
+            };
+            streams.push(engine.generate(NS, id, params).expect("generate"));
+        }
+        streams
+    });
+    for _ in 0..WARM_TOKENS {
+        one_token_each(&mut streams);
+    }
+    let steps_before = engine.stats().snapshot().steps;
+    ARMED.store(true, SeqCst);
+    for _ in 0..COUNTED_TOKENS {
+        one_token_each(&mut streams);
+    }
+    ARMED.store(false, SeqCst);
+    let steps = engine.stats().snapshot().steps - steps_before;
+    let allocations = ALLOCATIONS.load(SeqCst);
+    let sites = SITES
+        .lock()
+        .map(|t| {
+            t.iter()
+                .map(|(s, n)| format!("{n:>6} × {s}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    assert!(steps >= COUNTED_TOKENS as u64 - 1, "only {steps} steps ran");
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations in {steps} warm decode steps of {SESSIONS} sessions; by site (at most {SITES_KEPT} sites):\n{sites}"
+    );
+    engine.shutdown();
+}
