@@ -15,6 +15,7 @@ use memoria_model::gguf::GgufFile;
 use memoria_model::llama::Model;
 use memoria_model::synth::{self, SynthSpec};
 use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::sampling::SamplingParams;
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, GenerationStream};
 
 /// Counts allocations (not frees) while armed.
@@ -142,10 +143,25 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
                 .map(|j| 300 + (j * 7 + i as u32 * 13) % 200)
                 .collect();
             engine.append(NS, id, prompt).await.expect("append");
-            let params = GenerateParams {
+            let mut params = GenerateParams {
                 ignore_eos: true,
                 ..GenerateParams::greedy(WARM_TOKENS + COUNTED_TOKENS + 8)
             };
+            if i % 2 == 1 {
+                // Half the sessions sample, with every filter, penalties and stop strings.
+                params.sampling = SamplingParams {
+                    temperature: 0.8,
+                    top_k: 40,
+                    top_p: 0.9,
+                    min_p: 0.02,
+                    repeat_penalty: 1.1,
+                    repeat_last_n: 64,
+                    frequency_penalty: 0.2,
+                    presence_penalty: 0.1,
+                    seed: i as u64,
+                };
+                params.stop = vec!["never in this vocabulary \u{1F999}".into(), "zz".into()];
+            }
             streams.push(engine.generate(NS, id, params).expect("generate"));
         }
         streams
