@@ -17,5 +17,6 @@ mod serve;
 mod sessions;
 mod shared;
 mod store;
+mod tail_reuse;
 mod tenants;
 mod tokenizer;

@@ -1,6 +1,7 @@
 //! Per-block metadata, one flat array entry per block (no per-block heap allocation).
-//! Invariants: `Free` ⇔ on the free list, refcount 0, unsealed; `Used` ⇔ refcount > 0;
-//! `Cached` ⇔ refcount 0 and sealed; a sealed block is in the prefix index under `hash`.
+//! Invariants: `Free` ⇔ on the free list, refcount 0, unsealed, not a tail; `Used` ⇔
+//! refcount > 0; `Cached` ⇔ refcount 0 and (sealed or a retained tail); a sealed block is in
+//! the prefix index under `hash`, a retained tail in the tail index under `tail_of`.
 
 use std::time::Instant;
 
@@ -14,7 +15,8 @@ pub enum BlockState {
     Free,
     /// Referenced by at least one block table.
     Used,
-    /// Unreferenced but sealed and indexed: a prefix-cache entry, evictable unless pinned.
+    /// Unreferenced but sealed and indexed (or a retained partial tail): a prefix-cache
+    /// entry, evictable unless pinned.
     Cached,
 }
 
@@ -38,6 +40,9 @@ pub(crate) struct BlockMeta {
     pub filled: u32,
     /// `Some` iff sealed (full, immutable, indexed).
     pub hash: Option<BlockHash>,
+    /// `Some(parent chain hash)` iff a retained partial tail: a finished sequence's last,
+    /// unfilled block kept (immutable, copied on write) for prompts that continue it.
+    pub tail_of: Option<BlockHash>,
     /// The sealed block whose hash this block chains from (`NIL` for a first block).
     pub parent: u32,
     /// Resident sealed blocks whose `parent` is this block.
@@ -68,6 +73,7 @@ impl BlockMeta {
             owner: 0,
             filled: 0,
             hash: None,
+            tail_of: None,
             parent: NIL,
             children: 0,
             prev: NIL,
@@ -87,6 +93,11 @@ impl BlockMeta {
     /// blocks touched once at 0), then last access.
     pub fn evict_key(&self) -> (i32, u64, u64) {
         (self.eff_prio, self.penult, self.last)
+    }
+
+    /// Whether the block's content is immutable: sealed or a retained tail (writes copy it).
+    pub fn frozen(&self) -> bool {
+        self.hash.is_some() || self.tail_of.is_some()
     }
 
     /// Whether the block may sit in an eviction heap.

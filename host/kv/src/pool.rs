@@ -2,12 +2,14 @@
 //! prefix index (`BlockHash -> block`) and the sequences' block tables. Invariants (checked by
 //! [`BlockPool::check_invariants`]): each block's refcount equals the table entries naming it;
 //! free + used + cached = total; every sealed block is indexed under its hash; a resident
-//! sealed block's parent is resident; evictable blocks sit in exactly one eviction heap.
+//! sealed block's parent is resident; evictable blocks sit in exactly one eviction heap; every
+//! retained partial tail is in the tail index under its parent's hash (see `tails`).
 
 mod lifecycle;
 mod policy;
 mod prefix;
 mod seq_ops;
+mod tails;
 mod validate;
 
 use std::cmp::Reverse;
@@ -39,6 +41,8 @@ pub struct BlockPool {
     metas: Vec<BlockMeta>,
     free: FreeList,
     index: HashMap<BlockHash, u32>,
+    /// Retained partial tails by the chain hash they continue (a few per parent).
+    tails: HashMap<BlockHash, Vec<u32>>,
     seqs: HashMap<SeqId, Sequence>,
     next_seq: u64,
     namespaces: Vec<NsState>,
@@ -113,6 +117,7 @@ impl BlockPool {
             free,
             // Sized for every block at once: sealing blocks never rehashes it mid-step.
             index: HashMap::with_capacity(n_blocks),
+            tails: HashMap::new(),
             seqs: HashMap::new(),
             next_seq: 0,
             namespaces: Vec::new(),

@@ -50,6 +50,9 @@ pub struct Counters {
     pub forks: AtomicU64,
     /// Partial tail blocks copied on write.
     pub cow_copies: AtomicU64,
+    /// Prompts that continued a cached partial tail block (token-granular hits; its tokens
+    /// count in `hit_tokens`).
+    pub tail_hits: AtomicU64,
     /// Blocks sealed to a hash already cached, replaced by the cached copy.
     pub dedups: AtomicU64,
     /// Live sequences.
@@ -98,6 +101,7 @@ pub struct CountersSnapshot {
     pub evict_explicit: u64,
     pub forks: u64,
     pub cow_copies: u64,
+    pub tail_hits: u64,
     pub dedups: u64,
     pub seqs_active: u64,
     pub quota_errors: u64,
@@ -147,6 +151,7 @@ impl Counters {
             evict_explicit: r(&self.evict_explicit),
             forks: r(&self.forks),
             cow_copies: r(&self.cow_copies),
+            tail_hits: r(&self.tail_hits),
             dedups: r(&self.dedups),
             seqs_active: r(&self.seqs_active),
             quota_errors: r(&self.quota_errors),

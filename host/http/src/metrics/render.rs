@@ -228,6 +228,13 @@ pub fn render(state: &AppState) -> String {
         |c| c.cow_copies,
     );
     o.per_ns(
+        "memoria_kv_tail_hits_total",
+        "counter",
+        "Prompts that continued a cached partial K/V block (token-granular reuse).",
+        &rows,
+        |c| c.tail_hits,
+    );
+    o.per_ns(
         "memoria_kv_alloc_errors_total",
         "counter",
         "K/V allocations refused (pool full or namespace at its cap).",

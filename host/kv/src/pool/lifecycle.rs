@@ -128,7 +128,8 @@ impl BlockPool {
         self.metas[id as usize].refcount += 1;
     }
 
-    /// Drops one reference: a sealed block at zero becomes cached, an unsealed one free.
+    /// Drops one reference: a sealed block or retained tail at zero becomes cached, any other
+    /// block free.
     pub(crate) fn decref(&mut self, id: u32) {
         let m = &mut self.metas[id as usize];
         debug_assert!(m.refcount > 0);
@@ -136,7 +137,7 @@ impl BlockPool {
         if m.refcount > 0 {
             return;
         }
-        if m.hash.is_some() {
+        if m.frozen() {
             self.set_state(id, BlockState::Cached);
             self.enqueue_if_evictable(id);
         } else {
@@ -165,10 +166,11 @@ impl BlockPool {
     }
 
     /// Returns an unreferenced block to the free list, unindexing and unlinking it if sealed.
-    fn release(&mut self, id: u32) {
+    pub(crate) fn release(&mut self, id: u32) {
         let m = &mut self.metas[id as usize];
         debug_assert!(m.refcount == 0 && m.heap_pos == NIL && m.children == 0);
         let (hash, parent, filled) = (m.hash.take(), m.parent, m.filled as usize);
+        let tail_of = m.tail_of.take();
         m.parent = NIL;
         m.pin = None;
         m.pin_until = None;
@@ -181,6 +183,9 @@ impl BlockPool {
             .store(self.wasted as u64, Ordering::Relaxed);
         if let Some(h) = hash {
             self.index.remove(&h);
+        }
+        if let Some(p) = tail_of {
+            self.forget_tail(p, id);
         }
         self.set_state(id, BlockState::Free);
         self.free.push_front(&mut self.metas, id);

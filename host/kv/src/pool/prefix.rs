@@ -1,6 +1,7 @@
 //! Prefix matching: attach the longest chain of resident (or promotable) sealed blocks to an
-//! empty sequence, capped so the prompt's last token is always left to compute (its logits are
-//! needed). The chain is walked from the root, so a match never has a hole.
+//! empty sequence, then the retained partial tail that continues it furthest (see `tails`),
+//! capped so the prompt's last token is always left to compute (its logits are needed). The
+//! chain is walked from the root, so a match never has a hole.
 
 use super::BlockPool;
 use crate::error::PoolError;
@@ -10,9 +11,10 @@ use crate::seq::Sequence;
 use crate::tier::TierSource;
 
 impl BlockPool {
-    /// Attaches to the empty `seq` the longest run of cached blocks matching `tokens`, at block
-    /// granularity and at most `tokens.len() - 1` tokens. Returns the tokens now present; the
-    /// caller computes `tokens[returned..]`.
+    /// Attaches to the empty `seq` the longest run of cached blocks matching `tokens`, then
+    /// the cached partial block continuing it furthest (token granularity), at most
+    /// `tokens.len() - 1` tokens in all. Returns the tokens now present; the caller computes
+    /// `tokens[returned..]`.
     pub fn match_prefix(&mut self, seq: SeqId, tokens: &[u32]) -> Result<usize, PoolError> {
         self.match_inner(seq, tokens, None)
     }
@@ -64,6 +66,10 @@ impl BlockPool {
                 s.tokens.extend_from_slice(chunk);
             }
             let hits = s.table.len();
+            let full = hits * b;
+            let limit = tokens.len().saturating_sub(1).saturating_sub(full);
+            let tail = pool.match_tail(s, &tokens[full..], limit);
+            let matched = full + tail;
             let ns = s.ns_slot;
             pool.count(ns, |c| &c.hit_blocks, hits as u64);
             pool.count(
@@ -71,9 +77,9 @@ impl BlockPool {
                 |c| &c.miss_blocks,
                 (tokens.len().div_ceil(b) - hits) as u64,
             );
-            pool.count(ns, |c| &c.hit_tokens, (hits * b) as u64);
-            pool.count(ns, |c| &c.miss_tokens, (tokens.len() - hits * b) as u64);
-            Ok(hits * b)
+            pool.count(ns, |c| &c.hit_tokens, matched as u64);
+            pool.count(ns, |c| &c.miss_tokens, (tokens.len() - matched) as u64);
+            Ok(matched)
         })
     }
 

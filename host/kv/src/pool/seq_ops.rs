@@ -60,7 +60,7 @@ impl BlockPool {
             })?;
             let cow = n_new > 0 && !len.is_multiple_of(b) && {
                 let m = &pool.metas[s.table[len / b].index()];
-                m.refcount > 1 || m.hash.is_some()
+                m.refcount > 1 || m.frozen()
             };
             let new_blocks = end.div_ceil(b) - s.table.len();
             pool.make_room(s.ns_slot, new_blocks + usize::from(cow))?;
@@ -218,7 +218,7 @@ impl BlockPool {
             if !len.is_multiple_of(b) {
                 let tail = s.table[keep - 1].0;
                 let m = &pool.metas[tail as usize];
-                if m.hash.is_none() && m.refcount == 1 {
+                if !m.frozen() && m.refcount == 1 {
                     pool.set_filled(tail, len % b);
                 }
             }
@@ -226,9 +226,11 @@ impl BlockPool {
         })
     }
 
-    /// Ends `seq`: every block loses a reference; sealed blocks left unreferenced stay cached.
+    /// Ends `seq`: every block loses a reference; sealed blocks left unreferenced stay cached,
+    /// and so does its partial last block (a retained tail, see `tails`).
     pub fn drop_seq(&mut self, seq: SeqId) -> Result<(), PoolError> {
         let s = self.seqs.remove(&seq).ok_or(PoolError::UnknownSeq(seq))?;
+        self.retain_tail(&s);
         for id in s.table.iter().rev() {
             self.decref(id.0);
         }

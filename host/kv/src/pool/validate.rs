@@ -93,7 +93,7 @@ impl BlockPool {
                     m.refcount
                 ));
             }
-            let want = match (r, m.hash.is_some()) {
+            let want = match (r, m.frozen()) {
                 (0, true) => BlockState::Cached,
                 (0, false) => BlockState::Free,
                 _ => BlockState::Used,
@@ -124,7 +124,7 @@ impl BlockPool {
                 return Err(format!("sealed block {id} not indexed under its hash"));
             }
             if m.parent != NIL {
-                if m.hash.is_none() || self.metas[m.parent as usize].state == BlockState::Free {
+                if !m.frozen() || self.metas[m.parent as usize].state == BlockState::Free {
                     return Err(format!("block {id} linked to a missing parent"));
                 }
                 children[m.parent as usize] += 1;
@@ -137,6 +137,30 @@ impl BlockPool {
                     m.children
                 ));
             }
+        }
+        self.check_tails()
+    }
+
+    /// Retained tails: indexed exactly under their parent hash, partial, never sealed.
+    fn check_tails(&self) -> Result<(), String> {
+        let b = self.layout.block_tokens as u32;
+        let mut indexed = 0;
+        for (parent, ids) in &self.tails {
+            if ids.is_empty() {
+                return Err(format!("empty tail list under {parent:?}"));
+            }
+            for &id in ids {
+                let m = &self.metas[id as usize];
+                if m.tail_of != Some(*parent) || m.hash.is_some() || m.filled == 0 || m.filled >= b
+                {
+                    return Err(format!("tail index names block {id} wrongly"));
+                }
+                indexed += 1;
+            }
+        }
+        let tails = self.metas.iter().filter(|m| m.tail_of.is_some()).count();
+        if tails != indexed {
+            return Err(format!("{tails} retained tails but {indexed} indexed"));
         }
         Ok(())
     }
