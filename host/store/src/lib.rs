@@ -12,7 +12,8 @@
 //! - [`TierStack`]: the pool's [`memoria_kv::TierSink`] (demote hot -> cold -> redb) and, per
 //!   request, its [`memoria_kv::TierSource`] (promote from cold, then redb). Every read is
 //!   verified (checksum, model fingerprint, K/V type, layout, namespace salt, tokens); a
-//!   corrupt or foreign block is a miss, is removed, and is counted.
+//!   corrupt or foreign block is a miss, is removed, and is counted. Evicted blocks are
+//!   encoded for the cold tier on a demotion thread, not the engine's (module `demote_queue`).
 //! - [`remote`]: blocks shared between hosts through Valkey/Redis, a lossy cache (misses,
 //!   timeouts, a down server and bad values are counted misses), read off the engine thread
 //!   and written behind it, guarded by a circuit breaker; values never carry the salt.
@@ -28,6 +29,7 @@
 
 pub mod codec;
 mod cold;
+mod demote_queue;
 pub mod disk;
 mod error;
 mod guard;

@@ -15,6 +15,7 @@ use memoria_kv::{
 
 use crate::codec::{self, BlockIdentity, Encoding, Expect};
 use crate::cold::ColdTier;
+use crate::demote_queue::{DemoteQueue, Handoff, Pending};
 use crate::disk::{Ack, RedbTier};
 use crate::error::StoreError;
 use crate::options::StoreOptions;
@@ -39,6 +40,8 @@ pub struct TierStack {
     cold_encoding: Encoding,
     salts: Mutex<HashMap<NamespaceId, NamespaceSalt>>,
     lossy_served: Mutex<HashSet<BlockHash>>,
+    /// Evicted blocks on their way to the cold tier (see `demote_queue`).
+    pending: Pending,
     pub(crate) remote: Option<RemoteLink>,
 }
 
@@ -83,6 +86,7 @@ impl TierStack {
             cold_encoding: opts.cold_lossy.map_or(Encoding::Lz4, |l| l.encoding()),
             salts: Mutex::new(HashMap::new()),
             lossy_served: Mutex::new(HashSet::new()),
+            pending: Pending::default(),
             remote: None,
         }
     }
@@ -137,6 +141,14 @@ impl TierStack {
             );
             d.register_model(model.0, desc);
         }
+    }
+
+    pub(crate) fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    pub(crate) fn cold_holds(&self, hash: &BlockHash) -> bool {
+        self.cold.as_ref().is_some_and(|c| c.contains(hash))
     }
 
     fn was_lossy(&self, hash: &BlockHash) -> bool {
@@ -213,6 +225,15 @@ impl TierStack {
         {
             return Some(f);
         }
+        if self.pending.fetch(expect, out) {
+            if let Some(c) = &self.cold {
+                TierStats::add(&c.stats().hits, 1);
+            }
+            return Some(Fetched {
+                tier: "cold",
+                lossy: false,
+            });
+        }
         if let Some(d) = &self.disk
             && let Some(f) = self.fetch_from(d, d.stats(), expect, out)
         {
@@ -282,8 +303,9 @@ impl TierStack {
         }
     }
 
-    /// Waits until every queued write is committed (no-op without a disk tier).
+    /// Waits until every evicted block has been demoted and every queued write is committed.
     pub fn flush(&self) -> Result<(), StoreError> {
+        self.pending.wait_empty(std::time::Duration::from_secs(30));
         match &self.disk {
             Some(d) => d.flush(),
             None => Ok(()),
@@ -293,10 +315,16 @@ impl TierStack {
     /// The pool-facing sink for one model (install with `BlockPool::set_sink`).
     pub fn sink(self: &Arc<Self>, model: ModelFingerprint, layout: KvLayout) -> Box<dyn TierSink> {
         self.register_model(&model, &layout);
+        // Only the cold tier encodes on demotion; disk and remote already queue raw blocks.
+        let queue = self
+            .cold
+            .is_some()
+            .then(|| DemoteQueue::start(self.clone()));
         Box::new(StackSink {
             stack: self.clone(),
             model,
             layout,
+            queue,
         })
     }
 
@@ -320,11 +348,13 @@ impl TierStack {
     }
 }
 
-/// [`TierSink`] adapter: identifies evicted blocks (model, layout, the namespace's salt).
+/// [`TierSink`] adapter: identifies evicted blocks (model, layout, the namespace's salt) and
+/// hands them to the demotion thread.
 struct StackSink {
     stack: Arc<TierStack>,
     model: ModelFingerprint,
     layout: KvLayout,
+    queue: Option<DemoteQueue>,
 }
 
 impl TierSink for StackSink {
@@ -338,7 +368,17 @@ impl TierSink for StackSink {
             salt,
             hash: *hash,
         };
-        self.stack.demote(identity, tokens, data);
+        match &self.queue {
+            Some(q) => q.send(
+                &self.stack,
+                Handoff {
+                    identity,
+                    tokens: tokens.to_vec(),
+                    data: data.to_vec(),
+                },
+            ),
+            None => self.stack.demote(identity, tokens, data),
+        }
     }
 }
 

@@ -365,3 +365,43 @@ fn saved_sessions_are_durable_and_checked() {
     assert_eq!(report.sessions_checked, 1);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn evictions_handed_to_the_demotion_thread_are_never_a_miss() {
+    let salt = NamespaceSalt::derive("q");
+    let (root, blocks) = chain(&salt);
+    let st = Arc::new(TierStack::in_memory(StoreOptions::default()));
+    st.register_namespace(NamespaceId(3), salt);
+    let mut sink = st.sink(MODEL, layout());
+    let tokens = all_tokens(&blocks);
+    for round in 0..50 {
+        for (hash, t, data) in &blocks {
+            sink.demote(hash, NamespaceId(3), t, data);
+        }
+        // Served at once, from the hand-off or the cold tier, exact.
+        let mut src = st.source(MODEL, layout(), root, &tokens);
+        for (hash, _, data) in &blocks {
+            let mut out = vec![0u8; data.len()];
+            assert!(src.fetch(hash, &mut out), "round {round}: a miss");
+            assert_eq!(&out, data);
+        }
+        st.flush().unwrap();
+        assert!(st.pending().is_empty());
+        assert!(blocks.iter().all(|(h, _, _)| st.cold_holds(h)));
+        // Make room for the next round's hand-offs.
+        for (h, _, _) in &blocks {
+            st.cold().unwrap().remove(h);
+        }
+    }
+    // Another namespace's request never gets them, in flight or not.
+    let other = BlockHash::root(&MODEL, layout().elem, 4, &NamespaceSalt::derive("z"));
+    sink.demote(&blocks[0].0, NamespaceId(3), &blocks[0].1, &blocks[0].2);
+    let mut foreign = st.source(MODEL, layout(), other, &tokens);
+    let mut out = vec![0u8; blocks[0].2.len()];
+    assert!(!foreign.fetch(&blocks[0].0, &mut out));
+    drop(sink);
+    assert!(
+        st.pending().is_empty(),
+        "dropping the sink drains its queue"
+    );
+}

@@ -136,6 +136,9 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
         msg: e.to_string(),
     })?;
     let path = dir.join(DB_FILE);
+    if !path.exists() {
+        create_database(dir, &path)?;
+    }
     contain("open", || {
         let db = Database::builder()
             .set_cache_size(cache_bytes)
@@ -168,6 +171,34 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
         Ok(db)
     })
     .map_err(|e| unopenable(&path, e))
+}
+
+/// Creates an empty store file at `path` atomically: built and committed beside it, then
+/// renamed into place, so a process killed while creating leaves no half-written store (only
+/// a `.creating` file, replaced on the next open).
+fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
+    let tmp = dir.join(format!("{DB_FILE}.creating"));
+    let io = |what: &str, e: &dyn std::fmt::Display| StoreError::Open {
+        path: path.display().to_string(),
+        msg: format!("{what}: {e}"),
+    };
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("removing a stale file", &e)),
+    }
+    contain("create", || {
+        let db = Database::builder()
+            .create(&tmp)
+            .map_err(|e| io("create", &e))?;
+        init_tables(&db)?;
+        Ok(())
+    })?;
+    std::fs::rename(&tmp, path).map_err(|e| io("rename", &e))?;
+    // The rename is durable once the directory is.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("sync the directory", &e))
 }
 
 /// Drops a database under `catch_unwind` (its close may panic on a damaged file).
@@ -553,3 +584,24 @@ impl Tier for RedbTier {
 #[cfg(test)]
 #[path = "fault_tests.rs"]
 mod fault_tests;
+
+#[cfg(test)]
+mod create_tests {
+    use super::*;
+
+    #[test]
+    fn a_store_killed_while_being_created_leaves_nothing_unopenable() {
+        let dir = std::env::temp_dir().join(format!("memoria-create-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // What a kill mid-creation leaves: a partial file beside the store, no store.
+        std::fs::write(dir.join(format!("{DB_FILE}.creating")), b"redb\0half").unwrap();
+        let db = open_database(&dir).expect("a fresh store despite the leftover");
+        drop(db);
+        assert!(dir.join(DB_FILE).exists());
+        assert!(!dir.join(format!("{DB_FILE}.creating")).exists());
+        // And an existing store is opened, not recreated.
+        open_database(&dir).expect("reopen");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
