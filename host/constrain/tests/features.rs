@@ -136,7 +136,7 @@ fn numbers_and_integers_are_bounded_literals() {
     check(
         r#"{"type":"integer"}"#,
         &["0", "-42"],
-        &["1.0", "1e3", "--1"],
+        &["-0", "1.0", "1e3", "--1"],
     );
 }
 

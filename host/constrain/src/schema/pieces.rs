@@ -14,17 +14,18 @@ pub(crate) const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[
 /// At most this many digits in an integer part, and in a fraction.
 pub(crate) const MAX_DIGITS: usize = 16;
 
-/// An integer literal: `-?(0|[1-9][0-9]{0,15})`.
+/// An integer literal of at most 16 digits; not `-0` (parsers such as serde_json read it as a
+/// float, which a validator then calls a number).
 pub(crate) fn integer() -> String {
-    format!("-?(?:0|[1-9][0-9]{{0,{}}})", MAX_DIGITS - 1)
+    format!("(?:0|-?[1-9][0-9]{{0,{}}})", MAX_DIGITS - 1)
 }
 
-/// A number literal: an integer, an optional fraction of 1-16 digits, an optional exponent of
-/// 1-2 digits (so every literal is a finite f64).
+/// A number literal: `-?(0|[1-9][0-9]{0,15})`, an optional fraction of 1-16 digits, an optional
+/// exponent of 1-2 digits (so every literal is a finite f64).
 pub(crate) fn number() -> String {
     format!(
-        "{}(?:\\.[0-9]{{1,{MAX_DIGITS}}})?(?:[eE][+-]?[0-9]{{1,2}})?",
-        integer()
+        "-?(?:0|[1-9][0-9]{{0,{}}})(?:\\.[0-9]{{1,{MAX_DIGITS}}})?(?:[eE][+-]?[0-9]{{1,2}})?",
+        MAX_DIGITS - 1
     )
 }
 
