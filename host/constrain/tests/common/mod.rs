@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod real;
+
 use std::sync::Arc;
 
 use memoria_constrain::{Constraint, Grammar, Json, Matcher, ResponseFormat, Vocab};
