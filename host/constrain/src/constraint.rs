@@ -69,6 +69,26 @@ impl Constraint {
         }
     }
 
+    /// Sets in `out` (zeroed by the caller) the bits of the tokens allowed from `s`.
+    pub(crate) fn compute(&self, s: State, out: &mut [u64]) {
+        self.grammar.walk(s, &self.vocab, out);
+        if self.grammar.is_accepting(s) {
+            for &e in self.vocab.eos_ids() {
+                if let Some(w) = out.get_mut(e as usize / 64) {
+                    *w |= 1u64 << (e % 64);
+                }
+            }
+        }
+    }
+
+    /// Drops every cached mask.
+    pub fn clear_cache(&self) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
     /// The allowed tokens from `s`: cached, or computed outside the lock and cached.
     pub(crate) fn mask(&self, s: State) -> Arc<[u64]> {
         if let Some(m) = self
@@ -80,12 +100,7 @@ impl Constraint {
             return m;
         }
         let mut m = vec![0u64; self.vocab.mask_words()];
-        self.grammar.walk(s, &self.vocab, &mut m);
-        if self.grammar.is_accepting(s) {
-            for &e in self.vocab.eos_ids() {
-                m[e as usize / 64] |= 1u64 << (e % 64);
-            }
-        }
+        self.compute(s, &mut m);
         let m: Arc<[u64]> = Arc::from(m);
         self.cache
             .lock()

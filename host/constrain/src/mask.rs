@@ -89,6 +89,11 @@ impl<S: Copy + Eq + Hash> MaskCache<S> {
         self.map.len()
     }
 
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+    }
+
     pub(crate) fn cap(&self) -> usize {
         self.cap
     }

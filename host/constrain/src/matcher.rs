@@ -51,6 +51,21 @@ impl Matcher {
         m
     }
 
+    /// Computes the current mask into `out` without the cache (the cold path: what a first visit
+    /// of a state costs); words past the vocabulary's are zeroed.
+    pub fn compute_mask(&self, out: &mut [u64]) {
+        out.fill(0);
+        if self.finished {
+            for &e in self.c.vocab().eos_ids() {
+                if let Some(w) = out.get_mut(e as usize / 64) {
+                    *w |= 1u64 << (e % 64);
+                }
+            }
+        } else {
+            self.c.compute(self.state, out);
+        }
+    }
+
     /// Writes the mask into `out` (words past the vocabulary's are zeroed).
     pub fn fill_mask(&mut self, out: &mut [u64]) {
         let m = self.mask();
@@ -68,9 +83,11 @@ impl Matcher {
                 0 => chunk.fill(f32::NEG_INFINITY),
                 w => {
                     for (j, l) in chunk.iter_mut().enumerate() {
-                        if w >> j & 1 == 0 {
-                            *l = f32::NEG_INFINITY;
-                        }
+                        *l = if w >> j & 1 == 1 {
+                            *l
+                        } else {
+                            f32::NEG_INFINITY
+                        };
                     }
                 }
             }

@@ -121,7 +121,21 @@ impl JState {
     }
 
     /// The state after one more byte, `None` when refused.
+    #[inline]
     pub(crate) fn next(self, b: u8) -> Option<JState> {
+        // Fast path: a plain ASCII character inside a string leaves the state as it is (most of
+        // a mask walk runs here).
+        if let Lex::Str { at: Str::Char, .. } = self.lex
+            && (0x20..0x80).contains(&b)
+            && b != b'"'
+            && b != b'\\'
+        {
+            return Some(self);
+        }
+        self.next_slow(b)
+    }
+
+    fn next_slow(self, b: u8) -> Option<JState> {
         match self.lex {
             Lex::Start => (b == b'{').then(|| self.push(true, Lex::ObjOpen))?,
             Lex::ObjOpen => match b {
