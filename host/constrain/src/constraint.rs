@@ -110,13 +110,16 @@ impl Constraint {
     }
 }
 
+/// Compiled constraints by content key, and the keys oldest first.
+type Entries = (HashMap<[u8; 32], Arc<Constraint>>, VecDeque<[u8; 32]>);
+
 /// A model's compiled constraints by format content, at most `max` of them (oldest out first).
 #[derive(Debug)]
 pub struct ConstraintCache {
     vocab: Arc<Vocab>,
     max: usize,
     mask_cache_bytes: usize,
-    inner: Mutex<(HashMap<[u8; 32], Arc<Constraint>>, VecDeque<[u8; 32]>)>,
+    inner: Mutex<Entries>,
 }
 
 impl ConstraintCache {
@@ -175,10 +178,7 @@ impl ConstraintCache {
         self.len() == 0
     }
 
-    #[allow(clippy::type_complexity)]
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, (HashMap<[u8; 32], Arc<Constraint>>, VecDeque<[u8; 32]>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

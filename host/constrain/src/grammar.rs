@@ -17,7 +17,7 @@ pub(crate) enum State {
 
 #[derive(Debug)]
 enum Kind {
-    Dfa(Table),
+    Dfa(Box<Table>),
     JsonObject,
 }
 
@@ -55,7 +55,7 @@ impl Grammar {
         let kind = match f {
             ResponseFormat::JsonSchema(JsonSchemaFormat {
                 schema: Some(s), ..
-            }) => Kind::Dfa(Table::build(&schema::to_regex(s)?)?),
+            }) => Kind::Dfa(Box::new(Table::build(&schema::to_regex(s)?)?)),
             _ => Kind::JsonObject,
         };
         Ok(Grammar { kind, key })
@@ -65,7 +65,7 @@ impl Grammar {
     pub fn from_schema(schema: &Json) -> Result<Grammar, ConstrainError> {
         let key = *blake3::hash(format!("schema:{}", schema.to_compact()).as_bytes()).as_bytes();
         Ok(Grammar {
-            kind: Kind::Dfa(Table::build(&schema::to_regex(schema)?)?),
+            kind: Kind::Dfa(Box::new(Table::build(&schema::to_regex(schema)?)?)),
             key,
         })
     }

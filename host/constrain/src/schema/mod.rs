@@ -535,8 +535,8 @@ impl<'a> Gen<'a> {
         let last_first = first_required.unwrap_or(members.len().saturating_sub(1));
         let mut branches: Vec<String> = Vec::new();
         if !members.is_empty() {
-            for j in 0..=last_first {
-                branches.push(format!("{}{}", members[j].0, tail(j)));
+            for (j, (m, _)) in members.iter().enumerate().take(last_first + 1) {
+                branches.push(format!("{m}{}", tail(j)));
             }
         }
         let body = match (branches.len(), first_required) {

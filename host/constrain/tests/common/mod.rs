@@ -242,15 +242,13 @@ pub fn validate(root: &Json, schema: &Json, v: &Json) -> Result<(), String> {
             err("no anyOf branch")
         };
     }
-    if let Some(c) = schema.get("const") {
-        if c != v {
-            return err("const");
-        }
+    if schema.get("const").is_some_and(|c| c != v) {
+        return err("const");
     }
-    if let Some(Json::Array(e)) = schema.get("enum") {
-        if !e.contains(v) {
-            return err("enum");
-        }
+    if let Some(Json::Array(e)) = schema.get("enum")
+        && !e.contains(v)
+    {
+        return err("enum");
     }
     let types: Vec<&str> = match schema.get("type") {
         Some(Json::String(t)) => vec![t.as_str()],
@@ -302,10 +300,10 @@ pub fn validate(root: &Json, schema: &Json, v: &Json) -> Result<(), String> {
             };
             if let Some(Json::Array(req)) = schema.get("required") {
                 for r in req {
-                    if let Json::String(r) = r {
-                        if !members.iter().any(|(k, _)| k == r) {
-                            return err("required");
-                        }
+                    if let Json::String(r) = r
+                        && !members.iter().any(|(k, _)| k == r)
+                    {
+                        return err("required");
                     }
                 }
             }
