@@ -5,7 +5,9 @@
 //! # Use
 //!
 //! ```text
-//! let vocab = Arc::new(Vocab::new(&token_bytes, &eog_ids)?);          // once per model
+//! // once per model; with memoria-model's tokenizer: token_bytes[id] = tok.token_to_piece(id,
+//! // false) (empty for control tokens, never allowed), eog_ids = tok.eog_ids()
+//! let vocab = Arc::new(Vocab::new(&token_bytes, &eog_ids)?);
 //! let cache = ConstraintCache::new(vocab, 64, DEFAULT_MASK_CACHE_BYTES); // once per model
 //! let c = cache.get(&response_format)?;        // per request: Err → HTTP 400, None → `text`
 //! let mut m = Matcher::new(c);                 // per session (clone it to fork for n > 1)

@@ -63,6 +63,13 @@ impl Vocab {
             bytes.extend_from_slice(t.as_ref());
             offs.push(bytes.len());
         }
+        if bytes.len() >= (u32::MAX - 2) as usize {
+            return Err(ConstrainError::Vocab(format!(
+                "{} bytes of token text (at most {})",
+                bytes.len(),
+                u32::MAX
+            )));
+        }
         let mut v = Vocab {
             bytes,
             offs,

@@ -377,3 +377,74 @@ fn constraint_cache_shares_by_content_and_is_bounded() {
             .is_err()
     );
 }
+
+/// The schema openai-python sends for a Pydantic model (`client.beta.chat.completions.parse`).
+const PYDANTIC_MATH: &str = r##"{"$defs":{"Step":{"properties":{"explanation":{"title":"Explanation","type":"string"},
+    "output":{"title":"Output","type":"string"}},"required":["explanation","output"],"title":"Step","type":"object",
+    "additionalProperties":false},"Color":{"enum":["red","green"],"title":"Color","type":"string"}},
+  "properties":{"steps":{"items":{"$ref":"#/$defs/Step"},"title":"Steps","type":"array"},
+    "final_answer":{"title":"Final Answer","type":"string"},
+    "color":{"$ref":"#/$defs/Color"},
+    "note":{"anyOf":[{"type":"string"},{"type":"null"}],"default":null,"title":"Note"},
+    "when":{"format":"date-time","title":"When","type":"string"}},
+  "required":["steps","final_answer","color","note","when"],"title":"MathResponse","type":"object",
+  "additionalProperties":false}"##;
+
+/// OpenAI's documented recursive example: a UI tree whose children are the root schema.
+const OPENAI_UI: &str = r##"{"type":"object","properties":{"type":{"type":"string","enum":["div","button","header","section","field","form"]},
+    "label":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}},
+    "attributes":{"type":"array","items":{"$ref":"#/$defs/attribute"}}},
+  "required":["type","label","children","attributes"],"additionalProperties":false,
+  "$defs":{"attribute":{"type":"object","properties":{"name":{"type":"string"},"value":{"type":"string"}},
+    "required":["name","value"],"additionalProperties":false}}}"##;
+
+#[test]
+fn pydantic_and_openai_documented_schemas() {
+    check(
+        PYDANTIC_MATH,
+        &[
+            r#"{"steps":[{"explanation":"a","output":"b"}],"final_answer":"42","color":"red","note":null,"when":"2026-12-01T17:20:00Z"}"#,
+            r#"{"steps": [], "final_answer": "", "color": "green", "note": "n", "when": "2026-12-01T17:20:00+01:00"}"#,
+        ],
+        &[
+            r#"{"steps":[],"final_answer":"42","color":"blue","note":null,"when":"2026-12-01T17:20:00Z"}"#,
+        ],
+    );
+    check(
+        OPENAI_UI,
+        &[
+            r#"{"type":"form","label":"L","children":[{"type":"field","label":"x","children":[],"attributes":[]}],"attributes":[{"name":"n","value":"v"}]}"#,
+        ],
+        &[r#"{"type":"span","label":"L","children":[],"attributes":[]}"#],
+    );
+}
+
+#[test]
+fn masks_do_not_depend_on_the_cache_or_on_other_sessions() {
+    // Several sessions share one constraint, interleaved; each one's masks equal the uncached
+    // computation and a lone session's replay of the same tokens.
+    let v = synthetic_vocab(&[]);
+    let c = constraint(&schema_format(PYDANTIC_MATH), &v);
+    let lone_c = constraint(&schema_format(PYDANTIC_MATH), &v);
+    let mut rng = Rng(11);
+    let runs: Vec<Vec<u32>> = (0..4)
+        .map(|i| decode(&c, &mut rng, i % 2 == 0, 30).tokens)
+        .collect();
+    c.clear_cache();
+    let mut ms: Vec<Matcher> = runs.iter().map(|_| Matcher::new(c.clone())).collect();
+    let longest = runs.iter().map(Vec::len).max().unwrap_or(0);
+    let mut uncached = vec![0u64; v.mask_words()];
+    for step in 0..longest {
+        for (m, run) in ms.iter_mut().zip(&runs) {
+            let Some(&t) = run.get(step) else { continue };
+            m.compute_mask(&mut uncached);
+            assert_eq!(&*m.mask(), &uncached[..], "cached = uncached");
+            let mut lone = Matcher::new(lone_c.clone());
+            for &p in &run[..step] {
+                lone.advance(p).unwrap();
+            }
+            assert_eq!(&*m.mask(), &*lone.mask(), "shared = alone");
+            m.advance(t).unwrap();
+        }
+    }
+}
