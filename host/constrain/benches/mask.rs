@@ -1,7 +1,7 @@
 //! Mask cost per token on SmolLM2's 49k vocabulary, following the tokens of a valid instance of a
 //! nested schema (and of `json_object` over the same text): cold (every mask computed by the
 //! trie walk, as on a state's first visit), warm (cached: copy the mask, or apply it to a logits
-//! row). Criterion's reported time is per token.
+//! row). Criterion's reported time is per token. `compile/nested_schema`: one schema's compile.
 
 #[path = "../tests/common/real.rs"]
 mod real;
@@ -76,6 +76,18 @@ fn per_token(
     total / case.ids.len() as u32
 }
 
+/// What a new schema costs once (then cached by content): regex, determinization, trimming.
+fn compile(c: &mut Criterion) {
+    let schema = ResponseFormat::from_json_str(&format!(
+        r#"{{"type":"json_schema","json_schema":{{"name":"nested","strict":true,"schema":{}}}}}"#,
+        real::NESTED_SCHEMA
+    ))
+    .expect("format");
+    c.bench_function("compile/nested_schema", |b| {
+        b.iter(|| Grammar::compile(black_box(&schema)).expect("compile"))
+    });
+}
+
 fn bench(c: &mut Criterion) {
     let cases = cases();
     let mut g = c.benchmark_group("mask_per_token");
@@ -100,5 +112,5 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, compile);
 criterion_main!(benches);
