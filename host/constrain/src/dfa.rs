@@ -14,9 +14,9 @@ use crate::error::ConstrainError;
 /// No state: the byte is refused.
 pub(crate) const DEAD: u32 = u32::MAX;
 /// Limit on each of regex-automata's NFA, determinizer and DFA sizes.
-const BUILD_LIMIT: usize = 256 << 20;
+const BUILD_LIMIT: usize = 64 << 20;
 /// At most this many states in our table.
-const MAX_STATES: usize = 1 << 20;
+const MAX_STATES: usize = 1 << 18;
 
 /// A trimmed deterministic automaton over bytes.
 #[derive(Debug)]

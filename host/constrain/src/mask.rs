@@ -5,20 +5,36 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
 
-use crate::vocab::Vocab;
+use crate::vocab::{Trie, Vocab, is_plain};
 
 /// One byte step of an automaton.
 pub(crate) trait Step {
-    type S: Copy;
+    type S: Copy + PartialEq;
     fn step(&self, s: Self::S, b: u8) -> Option<Self::S>;
 }
 
-/// Sets the bit of each token whose bytes `a` accepts from `start`.
+/// Sets the bit of each token whose bytes `a` accepts from `start`. When every plain string byte
+/// leaves `start` unchanged, every plain token is accepted (and leads back to `start`), so only
+/// the other tokens' trie is walked.
 pub(crate) fn walk<A: Step>(a: &A, start: A::S, vocab: &Vocab, mask: &mut [u64]) {
-    let nodes = &vocab.nodes;
+    let plain_loop = (0..=255u8)
+        .filter(|&b| is_plain(b))
+        .all(|b| a.step(start, b) == Some(start));
+    if plain_loop {
+        for (m, p) in mask.iter_mut().zip(&vocab.plain) {
+            *m |= p;
+        }
+        walk_trie(a, start, &vocab.special, mask);
+    } else {
+        walk_trie(a, start, &vocab.all, mask);
+    }
+}
+
+fn walk_trie<A: Step>(a: &A, start: A::S, trie: &Trie, mask: &mut [u64]) {
+    let nodes = &trie.nodes;
     // nodes[0] is the root, the last one a sentinel.
     let last = nodes.len() - 1;
-    let mut stack = vec![start; vocab.max_len + 1];
+    let mut stack = vec![start; trie.max_len + 1];
     let mut i = 1;
     while i < last {
         let nd = nodes[i];
@@ -26,7 +42,7 @@ pub(crate) fn walk<A: Step>(a: &A, start: A::S, vocab: &Vocab, mask: &mut [u64])
         match a.step(stack[d - 1], nd.byte) {
             Some(s) => {
                 stack[d] = s;
-                for &t in &vocab.toks[nd.tok as usize..nodes[i + 1].tok as usize] {
+                for &t in &trie.toks[nd.tok as usize..nodes[i + 1].tok as usize] {
                     if let Some(w) = mask.get_mut(t as usize / 64) {
                         *w |= 1u64 << (t % 64);
                     }
@@ -123,6 +139,31 @@ mod tests {
         fn step(&self, s: u8, b: u8) -> Option<u8> {
             (b"ab".get(usize::from(s)) == Some(&b)).then_some(s + 1)
         }
+    }
+
+    /// Inside a "string" of plain bytes, closed by `"` (state 1 = closed).
+    struct Quoted;
+    impl Step for Quoted {
+        type S = u8;
+        fn step(&self, s: u8, b: u8) -> Option<u8> {
+            match (s, b) {
+                (0, b'"') => Some(1),
+                (0, b) if is_plain(b) => Some(0),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn plain_loop_states_take_the_plain_set_plus_the_special_walk() {
+        let toks: Vec<&[u8]> = vec![b"ab", b"a\"", b"\"", b"\"x", "é".as_bytes(), b"<e>"];
+        let v = Vocab::new(&toks, &[5]).unwrap();
+        let mut m = vec![0u64; v.mask_words()];
+        walk(&Quoted, 0, &v, &mut m);
+        assert_eq!(m[0], 0b111);
+        let mut m = vec![0u64; v.mask_words()];
+        walk(&Quoted, 1, &v, &mut m);
+        assert_eq!(m[0], 0);
     }
 
     #[test]

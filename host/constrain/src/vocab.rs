@@ -1,6 +1,8 @@
 //! A model's vocabulary as bytes, built once per model: each token's bytes, the end-of-generation
-//! ids, and a byte trie laid out in depth-first order so a mask walk skips a refused subtree in
-//! one jump.
+//! ids, and byte tries laid out in depth-first order so a mask walk skips a refused subtree in
+//! one jump. Tokens made only of plain string bytes (printable ASCII but `"` and `\`) are also
+//! kept as one mask, with a second trie of the other tokens: from a state that every plain byte
+//! leaves unchanged (inside a string) the mask is that set plus a walk of the smaller trie.
 
 use crate::error::ConstrainError;
 
@@ -20,15 +22,33 @@ pub(crate) struct Node {
     pub(crate) byte: u8,
 }
 
-/// The vocabulary: token id → bytes, the ids that end generation, and the trie.
+/// A byte trie over some tokens: node 0 is the root, the last node a sentinel.
+#[derive(Debug, Default)]
+pub(crate) struct Trie {
+    pub(crate) nodes: Vec<Node>,
+    /// Token ids by node, in node order.
+    pub(crate) toks: Vec<u32>,
+    /// The longest token's length.
+    pub(crate) max_len: usize,
+}
+
+/// A byte that, inside a JSON string, stands for itself.
+pub(crate) fn is_plain(b: u8) -> bool {
+    (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
+}
+
+/// The vocabulary: token id → bytes, the ids that end generation, and the tries.
 #[derive(Debug)]
 pub struct Vocab {
     bytes: Vec<u8>,
     offs: Vec<usize>,
     eos: Vec<u32>,
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) toks: Vec<u32>,
-    pub(crate) max_len: usize,
+    /// Every token that can be allowed.
+    pub(crate) all: Trie,
+    /// Those with at least one byte that is not plain.
+    pub(crate) special: Trie,
+    /// The others, as a mask.
+    pub(crate) plain: Vec<u64>,
 }
 
 impl Vocab {
@@ -74,22 +94,34 @@ impl Vocab {
             bytes,
             offs,
             eos,
-            nodes: Vec::new(),
-            toks: Vec::new(),
-            max_len: 0,
+            all: Trie::default(),
+            special: Trie::default(),
+            plain: Vec::new(),
         };
-        v.build_trie();
+        let mut ids: Vec<u32> = (0..v.len() as u32)
+            .filter(|&id| {
+                let len = v.token_bytes(id).len();
+                len > 0 && len <= MAX_TOKEN_BYTES && !v.is_eos(id)
+            })
+            .collect();
+        ids.sort_unstable_by(|&a, &b| v.token_bytes(a).cmp(v.token_bytes(b)).then(a.cmp(&b)));
+        let mut plain = vec![0u64; v.mask_words()];
+        let mut special = Vec::new();
+        for &id in &ids {
+            if v.token_bytes(id).iter().all(|&b| is_plain(b)) {
+                plain[id as usize / 64] |= 1u64 << (id % 64);
+            } else {
+                special.push(id);
+            }
+        }
+        v.all = v.build_trie(&ids);
+        v.special = v.build_trie(&special);
+        v.plain = plain;
         Ok(v)
     }
 
-    fn build_trie(&mut self) {
-        let mut ids: Vec<u32> = (0..self.len() as u32)
-            .filter(|&id| {
-                let len = self.token_bytes(id).len();
-                len > 0 && len <= MAX_TOKEN_BYTES && !self.is_eos(id)
-            })
-            .collect();
-        ids.sort_unstable_by(|&a, &b| self.token_bytes(a).cmp(self.token_bytes(b)).then(a.cmp(&b)));
+    /// The trie of `ids`, which are sorted by their bytes.
+    fn build_trie(&self, ids: &[u32]) -> Trie {
         let mut nodes = vec![Node {
             end: 0,
             tok: 0,
@@ -101,7 +133,7 @@ impl Vocab {
         let mut path: Vec<usize> = vec![0];
         let mut prev: &[u8] = &[];
         let mut max_len = 0;
-        for &id in &ids {
+        for &id in ids {
             let t = self.token_bytes(id);
             let common = t.iter().zip(prev).take_while(|(a, b)| a == b).count();
             while path.len() > common + 1 {
@@ -133,9 +165,11 @@ impl Vocab {
             depth: 0,
             byte: 0,
         });
-        self.nodes = nodes;
-        self.toks = toks;
-        self.max_len = max_len;
+        Trie {
+            nodes,
+            toks,
+            max_len,
+        }
     }
 
     /// The number of token ids.
@@ -172,9 +206,10 @@ impl Vocab {
         &self.eos
     }
 
-    /// Trie nodes (without root and sentinel), for sizing.
-    pub fn trie_nodes(&self) -> usize {
-        self.nodes.len() - 2
+    /// Trie nodes (without root and sentinel), for sizing: all tokens', and those of the tokens
+    /// that are not plain string text.
+    pub fn trie_nodes(&self) -> (usize, usize) {
+        (self.all.nodes.len() - 2, self.special.nodes.len() - 2)
     }
 }
 
@@ -187,21 +222,37 @@ mod tests {
         let toks: Vec<&[u8]> = vec![b"ab", b"a", b"b", b"", b"abc", b"ab", b"<eos>"];
         let v = Vocab::new(&toks, &[6]).unwrap();
         // a, ab, abc, b
-        assert_eq!(v.trie_nodes(), 4);
-        let bytes: Vec<u8> = v.nodes[1..5].iter().map(|n| n.byte).collect();
+        assert_eq!(v.trie_nodes(), (4, 0));
+        let t = &v.all;
+        let bytes: Vec<u8> = t.nodes[1..5].iter().map(|n| n.byte).collect();
         assert_eq!(bytes, b"abcb");
-        assert_eq!(v.nodes[1].end, 4, "subtree of `a` holds ab, abc");
-        assert_eq!(v.nodes[2].end, 4);
-        assert_eq!(v.nodes[4].end, 5);
-        let at = |i: usize| &v.toks[v.nodes[i].tok as usize..v.nodes[i + 1].tok as usize];
+        assert_eq!(t.nodes[1].end, 4, "subtree of `a` holds ab, abc");
+        assert_eq!(t.nodes[2].end, 4);
+        assert_eq!(t.nodes[4].end, 5);
+        let at = |i: usize| &t.toks[t.nodes[i].tok as usize..t.nodes[i + 1].tok as usize];
         assert_eq!(at(1), &[1]);
         assert_eq!(at(2), &[0, 5], "duplicate spellings share a node");
         assert_eq!(at(3), &[4]);
         assert_eq!(at(4), &[2]);
-        assert_eq!(v.max_len, 3);
+        assert_eq!(t.max_len, 3);
+        assert_eq!(
+            v.plain[0], 0b11_0111,
+            "all but the empty and the EOS token are plain"
+        );
         assert_eq!(v.token_bytes(4), b"abc");
         assert_eq!(v.token_bytes(99), b"");
         assert!(v.is_eos(6) && !v.is_eos(0));
+    }
+
+    #[test]
+    fn special_trie_holds_the_tokens_with_non_plain_bytes() {
+        let toks: Vec<&[u8]> = vec![b"a\"", b"ab", "é".as_bytes(), b"\\n", b"\n", b"<e>"];
+        let v = Vocab::new(&toks, &[5]).unwrap();
+        assert_eq!(v.plain[0], 0b10);
+        let mut special: Vec<u32> = v.special.toks.clone();
+        special.sort_unstable();
+        assert_eq!(special, vec![0, 2, 3, 4]);
+        assert_eq!(v.all.toks.len(), 5);
     }
 
     #[test]
