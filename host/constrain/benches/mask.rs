@@ -1,7 +1,8 @@
 //! Mask cost per token on SmolLM2's 49k vocabulary, following the tokens of a valid instance of a
 //! nested schema (and of `json_object` over the same text): cold (every mask computed by the
 //! trie walk, as on a state's first visit), warm (cached: copy the mask, or apply it to a logits
-//! row). Criterion's reported time is per token. `compile/nested_schema`: one schema's compile.
+//! row). Criterion's reported time is per token. `bounded_string` is the slow case (a `maxLength`
+//! string: every walk visits the whole trie). `compile/nested_schema`: one schema's compile.
 
 #[path = "../tests/common/real.rs"]
 mod real;
@@ -38,7 +39,23 @@ fn cases() -> Vec<Case> {
         vocab.trie_nodes(),
         ids.len()
     );
+    // The slow case: inside a length-bounded string every state counts characters, so no state
+    // loops on plain bytes and each walk visits the whole trie.
+    let bounded = ResponseFormat::from_json_str(
+        r#"{"type":"json_schema","json_schema":{"name":"b","strict":true,"schema":{"type":"object",
+            "properties":{"text":{"type":"string","maxLength":300}},"required":["text"],"additionalProperties":false}}}"#,
+    )
+    .expect("format");
+    let text = r#"{"text": "The quick brown fox jumps over the lazy dog; structured outputs keep every token of this sentence inside the schema's bounds, which count characters one by one."}"#;
     vec![
+        Case {
+            name: "bounded_string",
+            constraint: Constraint::new(
+                Arc::new(Grammar::compile(&bounded).expect("compile")),
+                vocab.clone(),
+            ),
+            ids: tok.encode(text, false, false),
+        },
         Case {
             name: "nested_schema",
             constraint: Constraint::new(Arc::new(g), vocab.clone()),

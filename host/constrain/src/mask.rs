@@ -13,20 +13,59 @@ pub(crate) trait Step {
     fn step(&self, s: Self::S, b: u8) -> Option<Self::S>;
 }
 
-/// Sets the bit of each token whose bytes `a` accepts from `start`. When every plain string byte
-/// leaves `start` unchanged, every plain token is accepted (and leads back to `start`), so only
-/// the other tokens' trie is walked.
-pub(crate) fn walk<A: Step>(a: &A, start: A::S, vocab: &Vocab, mask: &mut [u64]) {
-    let plain_loop = (0..=255u8)
-        .filter(|&b| is_plain(b))
-        .all(|b| a.step(start, b) == Some(start));
-    if plain_loop {
-        for (m, p) in mask.iter_mut().zip(&vocab.plain) {
-            *m |= p;
+/// What all plain bytes do from one state.
+enum Plain<S> {
+    /// Each is refused.
+    None,
+    /// Each leads to this state.
+    Uniform(S),
+    /// Anything else.
+    Mixed,
+}
+
+fn plain_step<A: Step>(a: &A, s: A::S) -> Plain<A::S> {
+    let first = a.step(s, b' ');
+    for b in (0x21..0x80u8).filter(|&b| is_plain(b)) {
+        if a.step(s, b) != first {
+            return Plain::Mixed;
         }
-        walk_trie(a, start, &vocab.special, mask);
-    } else {
-        walk_trie(a, start, &vocab.all, mask);
+    }
+    match first {
+        Some(t) => Plain::Uniform(t),
+        None => Plain::None,
+    }
+}
+
+/// Sets the bit of each token whose bytes `a` accepts from `start`. When the plain bytes act as
+/// one (inside a string) for `n` steps and then are all refused, or loop back, exactly the plain
+/// tokens of at most `n` bytes (or all of them) are accepted, and only the other tokens' trie
+/// is walked; otherwise the whole trie is.
+pub(crate) fn walk<A: Step>(a: &A, start: A::S, vocab: &Vocab, mask: &mut [u64]) {
+    let longest = vocab.plain_upto.len() - 1;
+    let mut s = start;
+    let mut n = 0;
+    let plain_len = loop {
+        if n == longest {
+            break Some(longest);
+        }
+        match plain_step(a, s) {
+            Plain::None => break Some(n),
+            Plain::Uniform(t) if t == s => break Some(longest),
+            Plain::Uniform(t) => {
+                s = t;
+                n += 1;
+            }
+            Plain::Mixed => break None,
+        }
+    };
+    match plain_len {
+        Some(n) => {
+            for (m, p) in mask.iter_mut().zip(&vocab.plain_upto[n]) {
+                *m |= p;
+            }
+            walk_trie(a, start, &vocab.special, mask);
+        }
+        None => walk_trie(a, start, &vocab.all, mask),
     }
 }
 
@@ -164,6 +203,34 @@ mod tests {
         let mut m = vec![0u64; v.mask_words()];
         walk(&Quoted, 1, &v, &mut m);
         assert_eq!(m[0], 0);
+    }
+
+    /// A string of at most 3 plain bytes, closed by `"` (state 9 = closed).
+    struct Counted;
+    impl Step for Counted {
+        type S = u8;
+        fn step(&self, s: u8, b: u8) -> Option<u8> {
+            match (s, b) {
+                (0..=3, b'"') => Some(9),
+                (0..=2, b) if is_plain(b) => Some(s + 1),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn counted_plain_states_take_a_length_class() {
+        let toks: Vec<&[u8]> = vec![b"a", b"ab", b"abc", b"abcd", b"a\"", b"\"", b"<e>"];
+        let v = Vocab::new(&toks, &[6]).unwrap();
+        let mut m = vec![0u64; v.mask_words()];
+        walk(&Counted, 0, &v, &mut m);
+        assert_eq!(m[0], 0b11_0111);
+        let mut m = vec![0u64; v.mask_words()];
+        walk(&Counted, 2, &v, &mut m);
+        assert_eq!(m[0], 0b11_0001);
+        let mut m = vec![0u64; v.mask_words()];
+        walk(&Counted, 3, &v, &mut m);
+        assert_eq!(m[0], 0b10_0000);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! A model's vocabulary as bytes, built once per model: each token's bytes, the end-of-generation
 //! ids, and byte tries laid out in depth-first order so a mask walk skips a refused subtree in
-//! one jump. Tokens made only of plain string bytes (printable ASCII but `"` and `\`) are also
-//! kept as one mask, with a second trie of the other tokens: from a state that every plain byte
-//! leaves unchanged (inside a string) the mask is that set plus a walk of the smaller trie.
+//! one jump. Tokens made only of plain string bytes (printable ASCII but `"` and `\`, at most
+//! [`PLAIN_MAX_LEN`] of them) are also kept as masks by length, with a second trie of the other
+//! tokens: from a state where all plain bytes lead to one same state, for as many bytes as a
+//! plain token can have (inside a string, counted or not), the mask is a length class of the
+//! plain tokens plus a walk of the much smaller trie.
 
 use crate::error::ConstrainError;
 
@@ -32,6 +34,9 @@ pub(crate) struct Trie {
     pub(crate) max_len: usize,
 }
 
+/// Plain tokens longer than this are kept in the special trie.
+pub(crate) const PLAIN_MAX_LEN: usize = 64;
+
 /// A byte that, inside a JSON string, stands for itself.
 pub(crate) fn is_plain(b: u8) -> bool {
     (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
@@ -45,10 +50,11 @@ pub struct Vocab {
     eos: Vec<u32>,
     /// Every token that can be allowed.
     pub(crate) all: Trie,
-    /// Those with at least one byte that is not plain.
+    /// Those with at least one byte that is not plain, or longer than [`PLAIN_MAX_LEN`].
     pub(crate) special: Trie,
-    /// The others, as a mask.
-    pub(crate) plain: Vec<u64>,
+    /// `plain_upto[n]`: the other tokens of at most `n` bytes, as a mask (`[0]` is empty; the
+    /// last entry holds them all).
+    pub(crate) plain_upto: Vec<Vec<u64>>,
 }
 
 impl Vocab {
@@ -96,7 +102,7 @@ impl Vocab {
             eos,
             all: Trie::default(),
             special: Trie::default(),
-            plain: Vec::new(),
+            plain_upto: Vec::new(),
         };
         let mut ids: Vec<u32> = (0..v.len() as u32)
             .filter(|&id| {
@@ -105,18 +111,30 @@ impl Vocab {
             })
             .collect();
         ids.sort_unstable_by(|&a, &b| v.token_bytes(a).cmp(v.token_bytes(b)).then(a.cmp(&b)));
-        let mut plain = vec![0u64; v.mask_words()];
+        let mut by_len: Vec<Vec<u32>> = Vec::new();
         let mut special = Vec::new();
         for &id in &ids {
-            if v.token_bytes(id).iter().all(|&b| is_plain(b)) {
-                plain[id as usize / 64] |= 1u64 << (id % 64);
+            let t = v.token_bytes(id);
+            if t.len() <= PLAIN_MAX_LEN && t.iter().all(|&b| is_plain(b)) {
+                if by_len.len() <= t.len() {
+                    by_len.resize(t.len() + 1, Vec::new());
+                }
+                by_len[t.len()].push(id);
             } else {
                 special.push(id);
             }
         }
+        let mut upto = vec![0u64; v.mask_words()];
+        let mut plain_upto = vec![upto.clone()];
+        for ids in by_len.iter().skip(1) {
+            for &id in ids {
+                upto[id as usize / 64] |= 1u64 << (id % 64);
+            }
+            plain_upto.push(upto.clone());
+        }
         v.all = v.build_trie(&ids);
         v.special = v.build_trie(&special);
-        v.plain = plain;
+        v.plain_upto = plain_upto;
         Ok(v)
     }
 
@@ -236,7 +254,7 @@ mod tests {
         assert_eq!(at(4), &[2]);
         assert_eq!(t.max_len, 3);
         assert_eq!(
-            v.plain[0], 0b11_0111,
+            v.plain_upto[3][0], 0b11_0111,
             "all but the empty and the EOS token are plain"
         );
         assert_eq!(v.token_bytes(4), b"abc");
@@ -248,7 +266,9 @@ mod tests {
     fn special_trie_holds_the_tokens_with_non_plain_bytes() {
         let toks: Vec<&[u8]> = vec![b"a\"", b"ab", "é".as_bytes(), b"\\n", b"\n", b"<e>"];
         let v = Vocab::new(&toks, &[5]).unwrap();
-        assert_eq!(v.plain[0], 0b10);
+        assert_eq!(v.plain_upto.len(), 3);
+        assert_eq!(v.plain_upto[1][0], 0);
+        assert_eq!(v.plain_upto[2][0], 0b10);
         let mut special: Vec<u32> = v.special.toks.clone();
         special.sort_unstable();
         assert_eq!(special, vec![0, 2, 3, 4]);

@@ -73,3 +73,27 @@ fn random_logits_over_the_real_vocabulary_validate() {
         m.advance(t).unwrap();
     }
 }
+
+#[test]
+fn length_bounded_strings_mask_exactly_over_the_real_vocabulary() {
+    // Counting states: the plain tokens allowed shrink with the room left in the string.
+    let (tok, vocab) = vocab();
+    let schema = r#"{"type":"object","properties":{"t":{"type":"string","maxLength":12}},"required":["t"],"additionalProperties":false}"#;
+    let c = constraint(&schema_format(schema), &vocab);
+    let ids = tok.encode(r#"{"t": "quick brown fo"}"#, false, false);
+    let mut m = Matcher::new(c);
+    let mut text = Vec::new();
+    let mut refused = false;
+    for &t in &ids {
+        mask_matches_stepping(&mut m, vocab.len() as u32);
+        if m.advance(t).is_err() {
+            refused = true;
+            break;
+        }
+        text.extend_from_slice(vocab.token_bytes(t));
+    }
+    // "quick brown fo" has 14 characters: a token past the 12th is refused.
+    let content = &text[r#"{"t": ""#.len()..];
+    assert!(refused && content.len() <= 12 && b"quick brown fo".starts_with(content));
+    mask_matches_stepping(&mut m, vocab.len() as u32);
+}
