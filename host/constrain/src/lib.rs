@@ -25,13 +25,17 @@
 //!
 //! # How
 //!
-//! A schema becomes one anchored regex ([`schema`] rules below), determinized by `regex-automata`
+//! A schema becomes one anchored regex (the subset below), determinized by `regex-automata`
 //! (a dense DFA, all-matches semantics), copied into our own table over its byte classes and
 //! trimmed to the states that can still reach acceptance. `json_object` uses our own pushdown
 //! recognizer (objects/arrays nested at most [`MAX_DEPTH`] deep). The token mask is ours: the
 //! vocabulary's bytes form a depth-first byte trie, walked through the automaton from the current
-//! state, a refused prefix skipping its whole subtree. Masks are cached per automaton state in
-//! each [`Constraint`] (shared by all sessions of that format on that model), bounded to
+//! state, a refused prefix skipping its whole subtree. Inside a string (a state where every plain
+//! byte, printable ASCII but `"` and `\`, leads to one same state for as long as a plain token
+//! can be, or loops) the plain tokens are taken as a precomputed mask by length and only the
+//! trie of the other tokens (2k nodes of SmolLM2's 100k) is walked. Masks are cached per
+//! automaton state in each [`Constraint`] (shared by all sessions of that format on that model),
+//! bounded to
 //! [`DEFAULT_MASK_CACHE_BYTES`] (configurable), oldest out first; a cached step copies or applies
 //! the mask without allocating. End-of-generation ids are allowed exactly in accepting states.
 //! Every reachable state allows at least one token when the vocabulary holds all 256 single
