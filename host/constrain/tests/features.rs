@@ -448,3 +448,27 @@ fn masks_do_not_depend_on_the_cache_or_on_other_sessions() {
         }
     }
 }
+
+#[test]
+fn shared_types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Constraint>();
+    send_sync::<ConstraintCache>();
+    send_sync::<Matcher>();
+    // Two threads decoding through one constraint (one mask cache) both validate.
+    let v = synthetic_vocab(&[]);
+    let c = constraint(&schema_format(PYDANTIC_MATH), &v);
+    let root = Json::parse(PYDANTIC_MATH).unwrap();
+    std::thread::scope(|s| {
+        for seed in [1u64, 2] {
+            let (c, root) = (c.clone(), &root);
+            s.spawn(move || {
+                let mut rng = Rng(seed);
+                for _ in 0..4 {
+                    let d = decode(&c, &mut rng, true, 30);
+                    validate(root, root, &parse(&d.text)).unwrap();
+                }
+            });
+        }
+    });
+}
