@@ -7,7 +7,7 @@ use memoria_sched::GenerateParams;
 use memoria_sched::sampling::SamplingParams;
 use serde_json::Value;
 
-use super::schema::Stop;
+use super::schema::{Stop, StreamOptions};
 use crate::error::ApiError;
 
 /// The sampling fields of a request.
@@ -111,14 +111,108 @@ pub fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
     Ok(v)
 }
 
-/// Refuses `n` other than 1.
-pub fn check_n(field: &str, n: Option<u64>) -> Result<(), ApiError> {
-    match n {
-        None | Some(1) => Ok(()),
-        Some(n) => Err(ApiError::invalid(
+/// The most choices (prompts × `n`, or × `best_of`) one request may ask for.
+pub const MAX_CHOICES: usize = 64;
+
+/// `n` (or `best_of`): 1 when absent, else 1..=128 as OpenAI allows, and at most
+/// [`MAX_CHOICES`] generations over `prompts` prompts.
+pub fn choices(field: &str, n: Option<u64>, prompts: usize) -> Result<usize, ApiError> {
+    let n = n.unwrap_or(1);
+    if !(1..=128).contains(&n) {
+        return Err(ApiError::invalid(
             field,
-            format!("`{field}` = {n}: only one choice per request is supported (use 1)"),
+            format!("`{field}` = {n} is out of range: use 1 to 128"),
+        ));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if n.saturating_mul(prompts.max(1)) > MAX_CHOICES {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "`{field}` = {n} over {} prompt(s) asks for more than {MAX_CHOICES} generations in one request",
+                prompts.max(1)
+            ),
+        ));
+    }
+    Ok(n)
+}
+
+/// Whether usage goes in a last chunk: `stream_options` is only valid with `stream: true`
+/// (OpenAI answers 400 otherwise).
+pub fn include_usage(stream: bool, opts: Option<&StreamOptions>) -> Result<bool, ApiError> {
+    match opts {
+        Some(_) if !stream => Err(ApiError::invalid(
+            "stream_options",
+            "`stream_options` is only allowed when `stream` is true",
         )),
+        Some(o) => Ok(o.include_usage.unwrap_or(false)),
+        None => Ok(false),
+    }
+}
+
+/// The most `logit_bias` entries one request may give.
+pub const MAX_LOGIT_BIAS_ENTRIES: usize = 1024;
+
+/// `logit_bias`: decimal token ids (each < `n_vocab`) mapped to numbers in [-100, 100], as
+/// `(id, bias)` in id order.
+pub fn logit_bias(
+    map: Option<&serde_json::Map<String, Value>>,
+    n_vocab: usize,
+) -> Result<Vec<(u32, f32)>, ApiError> {
+    let Some(map) = map else {
+        return Ok(Vec::new());
+    };
+    if map.len() > MAX_LOGIT_BIAS_ENTRIES {
+        return Err(ApiError::invalid(
+            "logit_bias",
+            format!(
+                "`logit_bias` has {} entries; at most {MAX_LOGIT_BIAS_ENTRIES} are allowed",
+                map.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(map.len());
+    for (key, v) in map {
+        let id = key
+            .parse::<u32>()
+            .ok()
+            .filter(|_| key.bytes().all(|b| b.is_ascii_digit()));
+        let Some(id) = id else {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                format!("`logit_bias` key {key:?} is not a token id (a decimal integer)"),
+            ));
+        };
+        if id as usize >= n_vocab {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                format!("`logit_bias`: token id {id} is not in the vocabulary ({n_vocab} tokens)"),
+            ));
+        }
+        match v.as_f64() {
+            Some(b) if (-100.0..=100.0).contains(&b) => out.push((id, b as f32)),
+            _ => {
+                return Err(ApiError::invalid(
+                    "logit_bias",
+                    format!("`logit_bias` of token {id} = {v}: use a number in [-100, 100]"),
+                ));
+            }
+        }
+    }
+    out.sort_by_key(|&(id, _)| id);
+    out.dedup_by_key(|&mut (id, _)| id);
+    Ok(out)
+}
+
+/// Refuses an empty `tools` list (OpenAI: 400) and any tool (not supported).
+pub fn check_tools(tools: Option<&Vec<Value>>) -> Result<(), ApiError> {
+    match tools {
+        None => Ok(()),
+        Some(t) if t.is_empty() => Err(ApiError::invalid(
+            "tools",
+            "`tools` is an empty list: give at least one tool or leave `tools` out",
+        )),
+        Some(_) => unsupported("tools", true, "tool calling"),
     }
 }
 
