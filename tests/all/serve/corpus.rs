@@ -185,7 +185,11 @@ pub fn cases() -> Vec<Case> {
             400,
             Some("top_logprobs"),
         ),
-        pinned(chat_with("empty tools", r#""tools": []"#), 400, Some("tools")),
+        pinned(
+            chat_with("empty tools", r#""tools": []"#),
+            400,
+            Some("tools"),
+        ),
         pinned(
             chat_with(
                 "stream_options without stream",
