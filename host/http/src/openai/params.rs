@@ -1,6 +1,7 @@
 //! Validation of generation parameters shared by chat and completions: sampling ranges (as
-//! OpenAI documents them, plus llama-server's top_k/min_p/repeat_penalty), `n`, `stop`,
-//! unsupported features, and the token budget against the namespace's limit and the context.
+//! OpenAI documents them, plus llama-server's top_k/min_p/repeat_penalty), `n`/`best_of`, `stop`,
+//! `logit_bias`, `stream_options`, `tools`, unsupported features, and the token budget against
+//! the namespace's limit and the context.
 //! Invariant: a request that passes is one the engine accepts; each refusal names its field.
 
 use memoria_sched::GenerateParams;
@@ -339,5 +340,60 @@ mod tests {
             Some("top_p")
         );
         assert!(sampling(&SamplingFields::default()).is_ok());
+    }
+
+    #[test]
+    fn logit_bias_ids_and_values_are_checked() {
+        let map = |v: serde_json::Value| v.as_object().cloned().expect("object");
+        let ok = map(serde_json::json!({"7": 100, "3": -100, "5": 0.5}));
+        assert_eq!(
+            logit_bias(Some(&ok), 10).expect("valid"),
+            [(3, -100.0), (5, 0.5), (7, 100.0)]
+        );
+        let e = logit_bias(Some(&map(serde_json::json!({"10": 1}))), 10).expect_err("id");
+        assert!(e.message.contains("10"), "{}", e.message);
+        assert_eq!(e.param.as_deref(), Some("logit_bias"));
+        for bad in [
+            serde_json::json!({"1": 100.5}),
+            serde_json::json!({"1": "x"}),
+            serde_json::json!({"-1": 1}),
+            serde_json::json!({"+1": 1}),
+            serde_json::json!({"a": 1}),
+        ] {
+            assert!(logit_bias(Some(&map(bad.clone())), 10).is_err(), "{bad}");
+        }
+        assert!(logit_bias(None, 10).expect("absent").is_empty());
+    }
+
+    #[test]
+    fn choices_stream_options_and_tools_follow_openai() {
+        assert_eq!(choices("n", None, 1).expect("default"), 1);
+        assert_eq!(choices("n", Some(4), 2).expect("fits"), 4);
+        assert!(choices("n", Some(0), 1).is_err());
+        assert!(choices("n", Some(129), 1).is_err());
+        assert!(
+            choices("n", Some(40), 2).is_err(),
+            "80 generations is above the cap"
+        );
+        let opts = StreamOptions {
+            include_usage: Some(true),
+        };
+        assert!(include_usage(true, Some(&opts)).expect("streaming"));
+        assert_eq!(
+            include_usage(false, Some(&opts))
+                .expect_err("not streaming")
+                .param
+                .as_deref(),
+            Some("stream_options")
+        );
+        assert!(!include_usage(false, None).expect("absent"));
+        assert_eq!(
+            check_tools(Some(&Vec::new()))
+                .expect_err("empty")
+                .param
+                .as_deref(),
+            Some("tools")
+        );
+        assert!(check_tools(None).is_ok());
     }
 }
