@@ -111,6 +111,15 @@ def validation(client, base, model, file_name):
         model=model, prompt="Hi", max_tokens=2, n=3, best_of=2))
     expect_error(400, "best_of", lambda: client.completions.create(
         model=model, prompt="Hi", max_tokens=2, best_of=2, stream=True))
+    # One request's generations share one context (-c 512): 4 x 200 tokens do not fit.
+    expect_error(400, "max_tokens", lambda: client.chat.completions.create(
+        model=model, messages=msgs, max_tokens=200, n=4))
+    # Without max_tokens the default budget is shared out instead.
+    r = client.completions.create(model=model, prompt=["Hi", "Yo"], n=2, temperature=1.0,
+                                  extra_body={"ignore_eos": True})
+    share = (512 - r.usage.prompt_tokens) // 4
+    assert len(r.choices) == 4 and all(c.finish_reason == "length" for c in r.choices), r
+    assert r.usage.completion_tokens == 4 * share, (r.usage, share)
     # Structured outputs and tools still answer a clean 400 (another issue builds them).
     expect_error(400, "response_format", lambda: client.chat.completions.create(
         model=model, messages=msgs, max_tokens=2, response_format={"type": "json_object"}))

@@ -76,13 +76,22 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         (Some(m), _) => ("max_completion_tokens", Some(m)),
         (None, m) => ("max_tokens", m),
     };
-    let budget = params::token_budget(
+    let mut budget = [params::token_budget(
         field,
         requested,
         prompt.len(),
         ctx.max_context(),
         ctx.ns.spec.limits.max_tokens_per_request,
+    )?];
+    params::share_budgets(
+        field,
+        requested,
+        &[prompt.len()],
+        n,
+        &mut budget,
+        ctx.max_context(),
     )?;
+    let [budget] = budget;
     let permit = ctx.admit().await?;
     let plan = Plan {
         prompts: vec![(prompt, budget)],

@@ -90,6 +90,19 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         planned.push((ids, budget));
         echoes.push(echo.then_some(text));
     }
+    let lens: Vec<usize> = planned.iter().map(|(ids, _)| ids.len()).collect();
+    let mut budgets: Vec<usize> = planned.iter().map(|&(_, b)| b).collect();
+    params::share_budgets(
+        "max_tokens",
+        req.max_tokens,
+        &lens,
+        best_of,
+        &mut budgets,
+        ctx.max_context(),
+    )?;
+    for ((_, b), share) in planned.iter_mut().zip(budgets) {
+        *b = share;
+    }
     let permit = ctx.admit().await?;
     let plan = Plan {
         prompts: planned,

@@ -282,6 +282,46 @@ pub fn token_budget(
     }
 }
 
+/// Fits a request of several generations (prompts × `n`) into one context's worth of K/V,
+/// what the pool holds per admitted request: the prompts (shared by their forks) plus `n`
+/// completions of each prompt's budget. With `max_tokens` given, a request past that is a 400
+/// naming the figures; without it, the default budgets shrink to an equal share.
+pub fn share_budgets(
+    field: &str,
+    requested: Option<u64>,
+    prompts: &[usize],
+    n: usize,
+    budgets: &mut [usize],
+    max_context: usize,
+) -> Result<(), ApiError> {
+    let generations = prompts.len().saturating_mul(n);
+    if generations <= 1 {
+        return Ok(());
+    }
+    let prompt_total: usize = prompts.iter().sum();
+    let completion_total = budgets.iter().fold(0usize, |a, &b| a.saturating_add(b));
+    let total = prompt_total.saturating_add(completion_total.saturating_mul(n));
+    if total <= max_context {
+        return Ok(());
+    }
+    let room = max_context.saturating_sub(prompt_total);
+    let share = room / generations;
+    if requested.is_some() || share == 0 {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "{generations} generations of {} tokens each plus {prompt_total} prompt tokens need {total} tokens of K/V; one request may use this model's context length of {max_context} tokens (lower `{field}`, `n` or the number of prompts)",
+                budgets.iter().max().copied().unwrap_or(0)
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    for b in budgets.iter_mut() {
+        *b = (*b).min(share);
+    }
+    Ok(())
+}
+
 /// Engine parameters of a one-shot request.
 pub fn generate_params(
     sampling: SamplingParams,
@@ -395,5 +435,21 @@ mod tests {
             Some("tools")
         );
         assert!(check_tools(None).is_ok());
+    }
+
+    #[test]
+    fn several_generations_share_one_context() {
+        let mut b = [100, 100];
+        share_budgets("max_tokens", Some(100), &[10, 20], 2, &mut b, 512).expect("fits");
+        assert_eq!(b, [100, 100]);
+        let e = share_budgets("max_tokens", Some(200), &[10, 20], 2, &mut [200, 200], 512)
+            .expect_err("830 > 512");
+        assert!(e.message.contains("830"), "{}", e.message);
+        let mut b = [480, 470];
+        share_budgets("max_tokens", None, &[12, 20], 2, &mut b, 512).expect("shrinks");
+        assert_eq!(b, [120, 120]);
+        let mut one = [500];
+        share_budgets("max_tokens", None, &[12], 1, &mut one, 512).expect("one generation");
+        assert_eq!(one, [500]);
     }
 }
