@@ -74,7 +74,7 @@ async fn collect(stream: &mut memoria_sched::GenerationStream) -> Output {
     };
     while let Some(ev) = stream.next().await {
         match ev {
-            Event::Token { id, text } => {
+            Event::Token { id, text, .. } => {
                 out.tokens.push(id);
                 out.text.push_str(&text);
             }

@@ -28,6 +28,8 @@ pub type Reloader = Box<dyn Fn(&Tenants) -> Result<Tenants, String> + Send + Syn
 pub struct HttpConfig {
     /// The model id `/v1/models` reports and responses carry.
     pub model_id: String,
+    /// Other names a request's `model` may give (the file's stem, configured aliases).
+    pub model_aliases: Vec<String>,
     /// Largest request body accepted (413 past it).
     pub max_body_bytes: usize,
     /// Bearer key of the `/admin` API (None: the admin API is off).
@@ -60,6 +62,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             model_id: "memoria".into(),
+            model_aliases: Vec::new(),
             max_body_bytes: 4 << 20,
             admin_key: None,
             default_namespace: "shared".into(),

@@ -32,6 +32,8 @@ pub enum Event {
         id: u32,
         /// The text this token releases (short pieces are stored inline, not on the heap).
         text: compact_str::CompactString,
+        /// The token's log-probability and alternatives, when the sampling params ask for them.
+        logprobs: Option<crate::sampling::TokenLogprobs>,
     },
     Done {
         reason: crate::generate::StopReason,
@@ -104,6 +106,8 @@ pub(crate) struct Session {
     /// Chain hash of the first full block of the tokens this session started computing: a fresh
     /// session whose first block another session is computing waits and then shares it.
     pub first_block: Option<BlockHash>,
+    /// Tokens its first compute took from the shared cache (a fork inherits its source's).
+    pub cached_tokens: usize,
 }
 
 impl Session {
@@ -119,6 +123,7 @@ impl Session {
             last_used: now,
             queued_at: now,
             first_block: None,
+            cached_tokens: 0,
         }
     }
 

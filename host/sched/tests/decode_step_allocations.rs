@@ -159,6 +159,7 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
                     frequency_penalty: 0.2,
                     presence_penalty: 0.1,
                     seed: i as u64,
+                    ..SamplingParams::greedy()
                 };
                 params.stop = vec!["never in this vocabulary \u{1F999}".into(), "zz".into()];
             }

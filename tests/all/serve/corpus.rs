@@ -154,7 +154,7 @@ pub fn cases() -> Vec<Case> {
             400,
             Some("max_tokens"),
         ),
-        pinned(chat_with("n = 2", r#""n": 2"#), 400, Some("n")),
+        pinned(chat_with("n = 129", r#""n": 129"#), 400, Some("n")),
         pinned(chat_with("n = 0", r#""n": 0"#), 400, Some("n")),
         pinned(
             chat_with("stream is text", r#""stream": "yes""#),
@@ -173,9 +173,35 @@ pub fn cases() -> Vec<Case> {
         ),
         chat_with("unknown field", r#""colour": "blue""#),
         pinned(
-            chat_with("logprobs", r#""logprobs": true"#),
+            chat_with("top_logprobs without logprobs", r#""top_logprobs": 3"#),
             400,
-            Some("logprobs"),
+            Some("top_logprobs"),
+        ),
+        pinned(
+            chat_with(
+                "top_logprobs above 20",
+                r#""logprobs": true, "top_logprobs": 21"#,
+            ),
+            400,
+            Some("top_logprobs"),
+        ),
+        pinned(
+            chat_with("empty tools", r#""tools": []"#),
+            400,
+            Some("tools"),
+        ),
+        pinned(
+            chat_with(
+                "stream_options without stream",
+                r#""stream_options": {"include_usage": true}"#,
+            ),
+            400,
+            Some("stream_options"),
+        ),
+        pinned(
+            chat_with("unknown model", r#""model": "gpt-4o""#),
+            404,
+            Some("model"),
         ),
         pinned(
             chat_with(
@@ -186,7 +212,10 @@ pub fn cases() -> Vec<Case> {
             Some("tools"),
         ),
         pinned(
-            chat_with("logit_bias", r#""logit_bias": {"1": 5}"#),
+            chat_with(
+                "logit_bias outside the vocabulary",
+                r#""logit_bias": {"999999": 5}"#,
+            ),
             400,
             Some("logit_bias"),
         ),
@@ -228,7 +257,7 @@ pub fn cases() -> Vec<Case> {
         ),
         case("prompt is a number", COMP, r#"{"prompt": 5}"#),
         pinned(
-            case("two prompts", COMP, r#"{"prompt": ["a", "b"]}"#),
+            case("empty prompt list", COMP, r#"{"prompt": []}"#),
             400,
             Some("prompt"),
         ),
@@ -252,7 +281,11 @@ pub fn cases() -> Vec<Case> {
             Some("suffix"),
         ),
         pinned(
-            case("best_of 3", COMP, r#"{"prompt": "a", "best_of": 3}"#),
+            case(
+                "best_of below n",
+                COMP,
+                r#"{"prompt": "a", "n": 3, "best_of": 2}"#,
+            ),
             400,
             Some("best_of"),
         ),

@@ -3,6 +3,7 @@
 //! with a fixed-seed canary, cancellation on disconnect, namespaces and keys, the admin API,
 //! SIGTERM draining, the demo model and `memoria bench serve`.
 
+mod api;
 pub mod client;
 mod corpus;
 mod default_model;

@@ -146,7 +146,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         let (mut tokens, mut text, mut finish) = (Vec::new(), String::new(), "length");
         while let Some(ev) = stream.next().await {
             let piece = match ev {
-                Event::Token { id, text } => {
+                Event::Token { id, text, .. } => {
                     tokens.push(id);
                     text.into_string()
                 }

@@ -136,6 +136,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref()))
         .transpose()?;
     let http = HttpConfig {
+        model_aliases: model_aliases(&cfg, &model_id),
         model_id,
         max_body_bytes: cfg.max_body_bytes,
         admin_key: cfg.admin_key.clone(),
@@ -225,6 +226,25 @@ fn with_remote(
 }
 
 /// The model, its tokenizer and the id `/v1/models` reports.
+/// The names besides `id` that requests may give in `model`: the configured aliases, and the
+/// model file's name and stem.
+fn model_aliases(cfg: &ServeConfig, id: &str) -> Vec<String> {
+    let path = cfg
+        .model
+        .clone()
+        .or_else(|| super::pull::catalogue::first_present().map(|(_, path)| path));
+    let mut names = cfg.model_aliases.clone();
+    if let Some(p) = path {
+        for n in [p.file_stem(), p.file_name()].into_iter().flatten() {
+            names.push(n.to_string_lossy().into_owned());
+        }
+    }
+    names.retain(|n| n != id);
+    names.sort();
+    names.dedup();
+    names
+}
+
 fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
     let pulled = match &cfg.model {
         Some(_) => None,

@@ -56,6 +56,8 @@ pub struct RawServer {
 pub struct RawModel {
     pub path: Option<PathBuf>,
     pub name: Option<String>,
+    /// More names requests may use for the model (`model` field), besides its id.
+    pub aliases: Option<Vec<String>>,
     pub context: Option<usize>,
     pub chat_template: Option<String>,
 }

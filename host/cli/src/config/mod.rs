@@ -45,6 +45,8 @@ pub struct ServeConfig {
     /// None: the embedded demo model.
     pub model: Option<PathBuf>,
     pub model_name: Option<String>,
+    /// `[model] aliases`: more names requests may give in `model`.
+    pub model_aliases: Vec<String>,
     /// 0: the model's training context.
     pub context: usize,
     /// A built-in template name (`gemma`, `chatml`, ...) or Jinja source; None: the model's,
@@ -154,10 +156,18 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         .clone()
         .unwrap_or_else(|| "shared".into());
     let namespaces = namespaces(&raw, o, &default_namespace, None)?;
+    let model_aliases = raw.model.aliases.clone().unwrap_or_default();
+    if model_aliases
+        .iter()
+        .any(|a| a.trim().is_empty() || a.len() > 256)
+    {
+        bail!("model.aliases: each alias needs 1-256 characters, not only spaces");
+    }
     Ok(ServeConfig {
         addr: SocketAddr::new(ip, port),
         model: o.model.clone().or(raw.model.path.clone()),
         model_name: raw.model.name.clone(),
+        model_aliases,
         context: o.context.or(raw.model.context).unwrap_or(0),
         chat_template: o.chat_template.clone().or(raw.model.chat_template.clone()),
         threads: o.threads.or(s.threads).unwrap_or(0),

@@ -1,16 +1,21 @@
 //! `POST /v1/chat/completions`: validates the conversation, renders it with the model's chat
 //! template (ChatML when the model has none), tokenizes the result as llama-server does (BOS
-//! unless the template already wrote it, special tokens parsed) and generates.
+//! unless the template already wrote it, special tokens parsed) and generates `n` choices, with
+//! `logit_bias` and `logprobs`/`top_logprobs` in OpenAI's shapes (streamed too).
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use memoria_model::chat::ChatMessage;
+use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::Usage;
+use memoria_sched::sampling::TokenLogprobs;
 use serde_json::{Value, json};
 
-use super::params;
-use super::run::{self, SseFormat};
+use super::run::{self, Plan, SseFormat};
 use super::schema::{ChatRequest, Content, Message};
 use super::{Ctx, response_id, unix_now, usage_json};
+use super::{logprobs, params};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
 
@@ -19,23 +24,25 @@ const SYSTEM_FINGERPRINT: &str = "memoria";
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: ChatRequest = super::json::parse(&body)?;
-    params::check_n("n", req.n)?;
-    params::unsupported("logprobs", req.logprobs == Some(true), "logprobs")?;
-    params::unsupported(
-        "top_logprobs",
-        req.top_logprobs.is_some_and(|n| n > 0),
-        "top_logprobs",
-    )?;
-    params::unsupported(
-        "logit_bias",
-        req.logit_bias.as_ref().is_some_and(|m| !m.is_empty()),
-        "logit_bias",
-    )?;
-    params::unsupported(
-        "tools",
-        req.tools.as_ref().is_some_and(|t| !t.is_empty()),
-        "tool calling",
-    )?;
+    ctx.check_model(req.model.as_deref())?;
+    let n = params::choices("n", req.n, 1)?;
+    let top_logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
+        (_, Some(k)) if k > 20 => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                format!("`top_logprobs` = {k} is out of range: use 0 to 20"),
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                "`top_logprobs` needs `logprobs` set to true",
+            ));
+        }
+        (true, k) => Some(usize::try_from(k.unwrap_or(0)).unwrap_or(0)),
+        (false, None) => None,
+    };
+    params::check_tools(req.tools.as_ref())?;
     params::unsupported(
         "tool_choice",
         req.tool_choice
@@ -44,7 +51,12 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         "tool calling",
     )?;
     params::check_response_format(req.response_format.as_ref())?;
-    let sampling = params::sampling(&params::sampling_fields_of!(req))?;
+    let stream = req.stream.unwrap_or(false);
+    let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
+    let tok = ctx.state.engine.tokenizer().clone();
+    let mut sampling = params::sampling(&params::sampling_fields_of!(req))?;
+    sampling.logit_bias = params::logit_bias(req.logit_bias.as_ref(), tok.n_vocab())?;
+    sampling.logprobs = top_logprobs;
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
     let messages = messages(req.messages)?;
@@ -55,7 +67,6 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             format!("the chat template refused the conversation: {e}"),
         )
     })?;
-    let tok = state.engine.tokenizer();
     let bos_written = tok
         .bos()
         .and_then(|b| tok.token_text(b))
@@ -65,44 +76,71 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         (Some(m), _) => ("max_completion_tokens", Some(m)),
         (None, m) => ("max_tokens", m),
     };
-    let budget = params::token_budget(
+    let mut budget = [params::token_budget(
         field,
         requested,
         prompt.len(),
         ctx.max_context(),
         ctx.ns.spec.limits.max_tokens_per_request,
+    )?];
+    params::share_budgets(
+        field,
+        requested,
+        &[prompt.len()],
+        n,
+        &mut budget,
+        ctx.max_context(),
     )?;
-    let stream = req.stream.unwrap_or(false);
-    let include_usage = req
-        .stream_options
-        .as_ref()
-        .and_then(|o| o.include_usage)
-        .unwrap_or(false);
+    let [budget] = budget;
     let permit = ctx.admit().await?;
-    let gen_params = params::generate_params(sampling, budget, stop, ignore_eos);
-    let running = run::start(&ctx, "chat", prompt, gen_params, stream).await?;
+    let plan = Plan {
+        prompts: vec![(prompt, budget)],
+        n,
+        params: params::generate_params(sampling, budget, stop, ignore_eos),
+    };
+    let running = run::start(&ctx, "chat", plan, stream).await?;
     let id = response_id("chatcmpl");
     let created = unix_now();
     let model = ctx.model_id().to_string();
     if stream {
-        let fmt = ChatChunks { id, created, model };
+        let fmt = ChatChunks {
+            id,
+            created,
+            model,
+            tok,
+            top_logprobs,
+        };
         return Ok(running.sse(Box::new(fmt), include_usage, permit));
     }
-    let done = running.collect().await?;
+    let (done, usage) = running.collect().await?;
     drop(permit);
+    let choices: Vec<Value> = done
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let logprobs = match top_logprobs {
+                Some(k) => json!({
+                    "content": logprobs::chat_content(&tok, &f.logprobs, k),
+                    "refusal": null,
+                }),
+                None => Value::Null,
+            };
+            json!({
+                "index": i,
+                "message": {"role": "assistant", "content": f.text, "refusal": null},
+                "logprobs": logprobs,
+                "finish_reason": f.reason.as_str(),
+            })
+        })
+        .collect();
     Ok(ok_json(&json!({
         "id": id,
         "object": "chat.completion",
         "created": created,
         "model": model,
         "system_fingerprint": SYSTEM_FINGERPRINT,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": done.text, "refusal": null},
-            "logprobs": null,
-            "finish_reason": done.reason.as_str(),
-        }],
-        "usage": usage_json(&done.usage),
+        "choices": choices,
+        "usage": usage_json(&usage),
     })))
 }
 
@@ -165,32 +203,45 @@ struct ChatChunks {
     id: String,
     created: u64,
     model: String,
+    tok: Arc<Tokenizer>,
+    top_logprobs: Option<usize>,
 }
 
 impl ChatChunks {
-    fn chunk(&self, delta: Value, finish: Value) -> Value {
+    fn chunk(&self, index: usize, delta: Value, logprobs: Value, finish: Value) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
             "system_fingerprint": SYSTEM_FINGERPRINT,
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
         })
     }
 }
 
 impl SseFormat for ChatChunks {
-    fn first(&self) -> Option<Value> {
-        Some(self.chunk(json!({"role": "assistant", "content": ""}), Value::Null))
+    fn first(&mut self, index: usize) -> Option<Value> {
+        Some(self.chunk(
+            index,
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+            Value::Null,
+        ))
     }
 
-    fn delta(&self, text: &str) -> Value {
-        self.chunk(json!({"content": text}), Value::Null)
+    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Value {
+        let lp = match self.top_logprobs {
+            Some(k) => {
+                json!({"content": logprobs::chat_content(&self.tok, lps, k), "refusal": null})
+            }
+            None => Value::Null,
+        };
+        self.chunk(index, json!({"content": text}), lp, Value::Null)
     }
 
-    fn finish(&self, reason: &str) -> Value {
-        self.chunk(json!({}), json!(reason))
+    fn finish(&mut self, index: usize, reason: &str) -> Value {
+        self.chunk(index, json!({}), Value::Null, json!(reason))
     }
 
     fn usage(&self, usage: &Usage) -> Value {

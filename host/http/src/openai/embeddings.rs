@@ -21,6 +21,7 @@ const MAX_INPUTS: usize = 2048;
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: EmbeddingRequest = super::json::parse(&body)?;
+    ctx.check_model(req.model.as_deref())?;
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,

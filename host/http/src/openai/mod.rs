@@ -8,6 +8,7 @@ pub mod completions;
 pub mod embed_cache;
 pub mod embeddings;
 mod json;
+mod logprobs;
 pub use json::parse as parse_json;
 pub mod models;
 mod params;
@@ -75,6 +76,33 @@ impl Ctx {
     /// The model id responses carry.
     pub fn model_id(&self) -> &str {
         &self.state.config.model_id
+    }
+
+    /// Checks a request's `model`: absent, the served model's id or one of its aliases; any other
+    /// name is OpenAI's 404 `model_not_found`.
+    pub fn check_model(&self, requested: Option<&str>) -> Result<(), ApiError> {
+        check_model(&self.state.config, requested)
+    }
+}
+
+/// Whether `requested` names the served model (see [`Ctx::check_model`]).
+pub fn check_model(
+    cfg: &crate::state::HttpConfig,
+    requested: Option<&str>,
+) -> Result<(), ApiError> {
+    match requested {
+        None => Ok(()),
+        Some(m) if m == cfg.model_id || cfg.model_aliases.iter().any(|a| a == m) => Ok(()),
+        Some(m) => {
+            let shown: String = m.chars().take(200).collect();
+            let mut e = ApiError::not_found(format!(
+                "The model `{shown}` does not exist or you do not have access to it (this server serves `{}`)",
+                cfg.model_id
+            ))
+            .with_code("model_not_found");
+            e.param = Some("model".into());
+            Err(e)
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! `GET /v1/models` and `GET /v1/models/{id}`: the one model this host serves.
+//! `GET /v1/models` and `GET /v1/models/{id}`: the one model this host serves (found by its
+//! id or an alias).
 
 use serde_json::{Value, json};
 
@@ -30,12 +31,6 @@ pub fn list(state: &AppState) -> Response {
 
 /// One model by id.
 pub fn get(state: &AppState, id: &str) -> Result<Response, ApiError> {
-    if id == state.config.model_id {
-        Ok(ok_json(&model_object(state)))
-    } else {
-        Err(
-            ApiError::not_found(format!("the model {id:?} does not exist"))
-                .with_code("model_not_found"),
-        )
-    }
+    super::check_model(&state.config, Some(id))?;
+    Ok(ok_json(&model_object(state)))
 }

@@ -1,13 +1,14 @@
 //! Validation of generation parameters shared by chat and completions: sampling ranges (as
-//! OpenAI documents them, plus llama-server's top_k/min_p/repeat_penalty), `n`, `stop`,
-//! unsupported features, and the token budget against the namespace's limit and the context.
+//! OpenAI documents them, plus llama-server's top_k/min_p/repeat_penalty), `n`/`best_of`, `stop`,
+//! `logit_bias`, `stream_options`, `tools`, unsupported features, and the token budget against
+//! the namespace's limit and the context.
 //! Invariant: a request that passes is one the engine accepts; each refusal names its field.
 
 use memoria_sched::GenerateParams;
 use memoria_sched::sampling::SamplingParams;
 use serde_json::Value;
 
-use super::schema::Stop;
+use super::schema::{Stop, StreamOptions};
 use crate::error::ApiError;
 
 /// The sampling fields of a request.
@@ -111,14 +112,108 @@ pub fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
     Ok(v)
 }
 
-/// Refuses `n` other than 1.
-pub fn check_n(field: &str, n: Option<u64>) -> Result<(), ApiError> {
-    match n {
-        None | Some(1) => Ok(()),
-        Some(n) => Err(ApiError::invalid(
+/// The most choices (prompts × `n`, or × `best_of`) one request may ask for.
+pub const MAX_CHOICES: usize = 64;
+
+/// `n` (or `best_of`): 1 when absent, else 1..=128 as OpenAI allows, and at most
+/// [`MAX_CHOICES`] generations over `prompts` prompts.
+pub fn choices(field: &str, n: Option<u64>, prompts: usize) -> Result<usize, ApiError> {
+    let n = n.unwrap_or(1);
+    if !(1..=128).contains(&n) {
+        return Err(ApiError::invalid(
             field,
-            format!("`{field}` = {n}: only one choice per request is supported (use 1)"),
+            format!("`{field}` = {n} is out of range: use 1 to 128"),
+        ));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if n.saturating_mul(prompts.max(1)) > MAX_CHOICES {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "`{field}` = {n} over {} prompt(s) asks for more than {MAX_CHOICES} generations in one request",
+                prompts.max(1)
+            ),
+        ));
+    }
+    Ok(n)
+}
+
+/// Whether usage goes in a last chunk: `stream_options` is only valid with `stream: true`
+/// (OpenAI answers 400 otherwise).
+pub fn include_usage(stream: bool, opts: Option<&StreamOptions>) -> Result<bool, ApiError> {
+    match opts {
+        Some(_) if !stream => Err(ApiError::invalid(
+            "stream_options",
+            "`stream_options` is only allowed when `stream` is true",
         )),
+        Some(o) => Ok(o.include_usage.unwrap_or(false)),
+        None => Ok(false),
+    }
+}
+
+/// The most `logit_bias` entries one request may give.
+pub const MAX_LOGIT_BIAS_ENTRIES: usize = 1024;
+
+/// `logit_bias`: decimal token ids (each < `n_vocab`) mapped to numbers in [-100, 100], as
+/// `(id, bias)` in id order.
+pub fn logit_bias(
+    map: Option<&serde_json::Map<String, Value>>,
+    n_vocab: usize,
+) -> Result<Vec<(u32, f32)>, ApiError> {
+    let Some(map) = map else {
+        return Ok(Vec::new());
+    };
+    if map.len() > MAX_LOGIT_BIAS_ENTRIES {
+        return Err(ApiError::invalid(
+            "logit_bias",
+            format!(
+                "`logit_bias` has {} entries; at most {MAX_LOGIT_BIAS_ENTRIES} are allowed",
+                map.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(map.len());
+    for (key, v) in map {
+        let id = key
+            .parse::<u32>()
+            .ok()
+            .filter(|_| key.bytes().all(|b| b.is_ascii_digit()));
+        let Some(id) = id else {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                format!("`logit_bias` key {key:?} is not a token id (a decimal integer)"),
+            ));
+        };
+        if id as usize >= n_vocab {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                format!("`logit_bias`: token id {id} is not in the vocabulary ({n_vocab} tokens)"),
+            ));
+        }
+        match v.as_f64() {
+            Some(b) if (-100.0..=100.0).contains(&b) => out.push((id, b as f32)),
+            _ => {
+                return Err(ApiError::invalid(
+                    "logit_bias",
+                    format!("`logit_bias` of token {id} = {v}: use a number in [-100, 100]"),
+                ));
+            }
+        }
+    }
+    out.sort_by_key(|&(id, _)| id);
+    out.dedup_by_key(|&mut (id, _)| id);
+    Ok(out)
+}
+
+/// Refuses an empty `tools` list (OpenAI: 400) and any tool (not supported).
+pub fn check_tools(tools: Option<&Vec<Value>>) -> Result<(), ApiError> {
+    match tools {
+        None => Ok(()),
+        Some(t) if t.is_empty() => Err(ApiError::invalid(
+            "tools",
+            "`tools` is an empty list: give at least one tool or leave `tools` out",
+        )),
+        Some(_) => unsupported("tools", true, "tool calling"),
     }
 }
 
@@ -187,6 +282,46 @@ pub fn token_budget(
     }
 }
 
+/// Fits a request of several generations (prompts × `n`) into one context's worth of K/V,
+/// what the pool holds per admitted request: the prompts (shared by their forks) plus `n`
+/// completions of each prompt's budget. With `max_tokens` given, a request past that is a 400
+/// naming the figures; without it, the default budgets shrink to an equal share.
+pub fn share_budgets(
+    field: &str,
+    requested: Option<u64>,
+    prompts: &[usize],
+    n: usize,
+    budgets: &mut [usize],
+    max_context: usize,
+) -> Result<(), ApiError> {
+    let generations = prompts.len().saturating_mul(n);
+    if generations <= 1 {
+        return Ok(());
+    }
+    let prompt_total: usize = prompts.iter().sum();
+    let completion_total = budgets.iter().fold(0usize, |a, &b| a.saturating_add(b));
+    let total = prompt_total.saturating_add(completion_total.saturating_mul(n));
+    if total <= max_context {
+        return Ok(());
+    }
+    let room = max_context.saturating_sub(prompt_total);
+    let share = room / generations;
+    if requested.is_some() || share == 0 {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "{generations} generations of {} tokens each plus {prompt_total} prompt tokens need {total} tokens of K/V; one request may use this model's context length of {max_context} tokens (lower `{field}`, `n` or the number of prompts)",
+                budgets.iter().max().copied().unwrap_or(0)
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    for b in budgets.iter_mut() {
+        *b = (*b).min(share);
+    }
+    Ok(())
+}
+
 /// Engine parameters of a one-shot request.
 pub fn generate_params(
     sampling: SamplingParams,
@@ -245,5 +380,76 @@ mod tests {
             Some("top_p")
         );
         assert!(sampling(&SamplingFields::default()).is_ok());
+    }
+
+    #[test]
+    fn logit_bias_ids_and_values_are_checked() {
+        let map = |v: serde_json::Value| v.as_object().cloned().expect("object");
+        let ok = map(serde_json::json!({"7": 100, "3": -100, "5": 0.5}));
+        assert_eq!(
+            logit_bias(Some(&ok), 10).expect("valid"),
+            [(3, -100.0), (5, 0.5), (7, 100.0)]
+        );
+        let e = logit_bias(Some(&map(serde_json::json!({"10": 1}))), 10).expect_err("id");
+        assert!(e.message.contains("10"), "{}", e.message);
+        assert_eq!(e.param.as_deref(), Some("logit_bias"));
+        for bad in [
+            serde_json::json!({"1": 100.5}),
+            serde_json::json!({"1": "x"}),
+            serde_json::json!({"-1": 1}),
+            serde_json::json!({"+1": 1}),
+            serde_json::json!({"a": 1}),
+        ] {
+            assert!(logit_bias(Some(&map(bad.clone())), 10).is_err(), "{bad}");
+        }
+        assert!(logit_bias(None, 10).expect("absent").is_empty());
+    }
+
+    #[test]
+    fn choices_stream_options_and_tools_follow_openai() {
+        assert_eq!(choices("n", None, 1).expect("default"), 1);
+        assert_eq!(choices("n", Some(4), 2).expect("fits"), 4);
+        assert!(choices("n", Some(0), 1).is_err());
+        assert!(choices("n", Some(129), 1).is_err());
+        assert!(
+            choices("n", Some(40), 2).is_err(),
+            "80 generations is above the cap"
+        );
+        let opts = StreamOptions {
+            include_usage: Some(true),
+        };
+        assert!(include_usage(true, Some(&opts)).expect("streaming"));
+        assert_eq!(
+            include_usage(false, Some(&opts))
+                .expect_err("not streaming")
+                .param
+                .as_deref(),
+            Some("stream_options")
+        );
+        assert!(!include_usage(false, None).expect("absent"));
+        assert_eq!(
+            check_tools(Some(&Vec::new()))
+                .expect_err("empty")
+                .param
+                .as_deref(),
+            Some("tools")
+        );
+        assert!(check_tools(None).is_ok());
+    }
+
+    #[test]
+    fn several_generations_share_one_context() {
+        let mut b = [100, 100];
+        share_budgets("max_tokens", Some(100), &[10, 20], 2, &mut b, 512).expect("fits");
+        assert_eq!(b, [100, 100]);
+        let e = share_budgets("max_tokens", Some(200), &[10, 20], 2, &mut [200, 200], 512)
+            .expect_err("830 > 512");
+        assert!(e.message.contains("830"), "{}", e.message);
+        let mut b = [480, 470];
+        share_budgets("max_tokens", None, &[12, 20], 2, &mut b, 512).expect("shrinks");
+        assert_eq!(b, [120, 120]);
+        let mut one = [500];
+        share_budgets("max_tokens", None, &[12], 1, &mut one, 512).expect("one generation");
+        assert_eq!(one, [500]);
     }
 }

@@ -1,9 +1,14 @@
-//! Running one generation for an OpenAI request: open a one-shot session in the caller's
-//! namespace, append the prompt, generate, then either collect the text or stream it as SSE.
-//! Invariants: the session is closed on every path (the engine closes one-shot sessions when the
-//! generation ends or its stream is dropped; a request dropped before generating closes it
+//! Running the generations of an OpenAI request: for each prompt, open a one-shot session and
+//! append the prompt; with one choice, generate; with `n` > 1, compute the prompt once, fork the
+//! session `n - 1` times (the forks share its K/V blocks, nothing is copied or recomputed) and
+//! generate on every session, choice `j` seeded with `seed + j`. Choices are numbered
+//! prompt-major (`prompt * n + j`), as OpenAI numbers them. Events of every choice are merged in
+//! arrival order, then collected or streamed as SSE.
+//! Invariants: every session is closed on every path (the engine closes one-shot sessions when
+//! the generation ends or its stream is dropped; a request dropped before generating closes them
 //! itself); a streaming response holds its admission slot until the last byte is queued; a client
-//! that goes away drops the engine stream, which cancels the generation and frees its blocks.
+//! that goes away drops the merged stream, whose forwarders then drop the engine streams, which
+//! cancels the generations and frees their blocks.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -13,8 +18,10 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use memoria_kv::NamespaceId;
 use memoria_sched::generate::StopReason;
+use memoria_sched::sampling::TokenLogprobs;
 use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream, SessionId, Usage};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 use super::Ctx;
 use crate::admission::Permit;
@@ -23,20 +30,43 @@ use crate::error::ApiError;
 use crate::metrics::NsMetrics;
 use crate::sessions::{SessionEntry, SessionGuard};
 
-/// A generation that has started.
-pub struct Running {
-    stream: GenerationStream,
-    _registered: SessionGuard,
-    nsm: Arc<NsMetrics>,
-    started: Instant,
-    prompt_tokens: usize,
+/// What one request generates.
+pub struct Plan {
+    /// Token ids of each prompt (each < the vocabulary, non-empty) and its completion budget.
+    pub prompts: Vec<(Vec<u32>, usize)>,
+    /// Choices per prompt (≥ 1).
+    pub n: usize,
+    /// Parameters of choice 0 (but the prompt's `max_tokens`); choice `j` gets `seed + j`.
+    pub params: GenerateParams,
 }
 
-/// How a finished generation ended.
+/// One merged event: the choice it belongs to and the event (None: the engine stopped sending).
+type Tagged = (usize, Option<Event>);
+
+/// Generations that have started.
+pub struct Running {
+    rx: mpsc::UnboundedReceiver<Tagged>,
+    _registered: Vec<SessionGuard>,
+    nsm: Arc<NsMetrics>,
+    started: Instant,
+    choices: usize,
+    prompt_tokens: usize,
+    /// Cached tokens of prompts computed before forking (their choices' usage reports none).
+    cached_before_fork: usize,
+    /// Whether a choice's own usage counts its prompt's cached tokens (its prompt was not forked).
+    own_prompt: Vec<bool>,
+    last: Vec<Option<Instant>>,
+    seen_first: bool,
+}
+
+/// How one choice ended.
 pub struct Finished {
     pub text: String,
     pub reason: StopReason,
-    pub usage: Usage,
+    /// Per generated token, when the sampling params asked for log-probs.
+    pub logprobs: Vec<TokenLogprobs>,
+    /// Sum of the sampled tokens' log-probs (0 without log-probs).
+    pub cumulative_logprob: f64,
 }
 
 /// Closes a session unless disarmed (for requests dropped between open and generate).
@@ -60,85 +90,168 @@ impl Drop for CloseOnDrop {
     }
 }
 
-/// Opens a session with `prompt` and starts generating.
+/// Forwards one choice's events into the merged channel until its generation ends or the
+/// merged stream is dropped (then dropping `stream` cancels the generation).
+fn forward(index: usize, mut stream: GenerationStream, tx: mpsc::UnboundedSender<Tagged>) {
+    tokio::spawn(async move {
+        loop {
+            let ev = tokio::select! {
+                ev = stream.next() => ev,
+                () = tx.closed() => return,
+            };
+            let last = !matches!(ev, Some(Event::Token { .. }));
+            if tx.send((index, ev)).is_err() || last {
+                return;
+            }
+        }
+    });
+}
+
+/// Opens the sessions of `plan` and starts generating.
 pub async fn start(
     ctx: &Ctx,
     route: &'static str,
-    prompt: Vec<u32>,
-    params: GenerateParams,
+    plan: Plan,
     stream: bool,
 ) -> Result<Running, ApiError> {
     let engine = &ctx.state.engine;
     let ns = &ctx.ns;
-    let id = engine.open(ns.id, ns.salt).await?;
-    let mut closer = CloseOnDrop {
-        engine: engine.clone(),
-        ns: ns.id,
-        id,
-        armed: true,
-    };
-    let prompt_tokens = prompt.len();
-    engine.append(ns.id, id, prompt).await?;
-    let gen_stream = engine.generate(ns.id, id, params)?;
-    closer.armed = false;
-    let registered = ctx.state.sessions.register(
-        id,
-        SessionEntry::new(&ns.name, ns.id, route, prompt_tokens, stream),
-    );
+    let n = plan.n.max(1);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut registered = Vec::new();
+    let mut prompt_tokens = 0;
+    let mut cached_before_fork = 0;
+    let mut own_prompt = Vec::new();
+    let base_seed = plan.params.sampling.seed;
+    for (prompt, max_tokens) in plan.prompts {
+        let open = |id| CloseOnDrop {
+            engine: engine.clone(),
+            ns: ns.id,
+            id,
+            armed: true,
+        };
+        let len = prompt.len();
+        prompt_tokens += len;
+        let first = engine.open(ns.id, ns.salt).await?;
+        let mut sessions = vec![open(first)];
+        engine.append(ns.id, first, prompt).await?;
+        if n > 1 {
+            engine.prefill(ns.id, first).await?;
+            cached_before_fork += engine.info(ns.id, first).await?.cached_tokens;
+            for _ in 1..n {
+                sessions.push(open(engine.fork(ns.id, first).await?));
+            }
+        }
+        for (j, s) in sessions.iter_mut().enumerate() {
+            let mut params = plan.params.clone();
+            params.max_tokens = max_tokens;
+            params.sampling.seed = base_seed.wrapping_add(j as u64);
+            let gen_stream = engine.generate(ns.id, s.id, params)?;
+            s.armed = false;
+            registered.push(
+                ctx.state
+                    .sessions
+                    .register(s.id, SessionEntry::new(&ns.name, ns.id, route, len, stream)),
+            );
+            forward(own_prompt.len(), gen_stream, tx.clone());
+            own_prompt.push(n == 1);
+        }
+    }
+    let choices = own_prompt.len();
     Ok(Running {
-        stream: gen_stream,
+        rx,
         _registered: registered,
         nsm: ctx.nsm.clone(),
         started: ctx.started,
+        choices,
         prompt_tokens,
+        cached_before_fork,
+        own_prompt,
+        last: vec![None; choices],
+        seen_first: false,
     })
 }
 
+/// The request's usage so far: prompts counted once, completions summed over choices.
+struct Totals {
+    cached: usize,
+    completion: usize,
+}
+
 impl Running {
-    /// The next event, recording latency figures.
-    async fn next(&mut self, last: &mut Option<Instant>) -> Option<Event> {
-        let ev = self.stream.next().await;
+    /// The next event of any choice, recording latency figures.
+    async fn next(&mut self) -> Option<Tagged> {
+        let (i, ev) = self.rx.recv().await?;
         if let Some(Event::Token { .. }) = &ev {
             let now = Instant::now();
-            match last {
-                None => self.nsm.ttft.observe((now - self.started).as_secs_f64()),
-                Some(t) => self.nsm.token_latency.observe((now - *t).as_secs_f64()),
+            if !self.seen_first {
+                self.seen_first = true;
+                self.nsm.ttft.observe((now - self.started).as_secs_f64());
+            } else if let Some(t) = self.last.get(i).copied().flatten() {
+                self.nsm.token_latency.observe((now - t).as_secs_f64());
             }
-            *last = Some(now);
+            if let Some(l) = self.last.get_mut(i) {
+                *l = Some(now);
+            }
         }
-        ev
+        Some((i, ev))
     }
 
-    fn usage(&self, engine_usage: Usage) -> Usage {
+    fn add(&self, totals: &mut Totals, choice: usize, u: &Usage) {
+        if self.own_prompt.get(choice).copied().unwrap_or(false) {
+            totals.cached += u.cached_tokens;
+        }
+        totals.completion += u.completion_tokens;
+    }
+
+    fn usage(&self, totals: &Totals) -> Usage {
         let u = Usage {
             prompt_tokens: self.prompt_tokens,
-            cached_tokens: engine_usage.cached_tokens,
-            completion_tokens: engine_usage.completion_tokens,
+            cached_tokens: (totals.cached + self.cached_before_fork).min(self.prompt_tokens),
+            completion_tokens: totals.completion,
         };
         self.nsm.add_usage(&u);
         u
     }
 
-    /// Waits for the whole text.
-    pub async fn collect(mut self) -> Result<Finished, ApiError> {
-        let mut text = String::new();
-        let mut last = None;
-        loop {
-            match self.next(&mut last).await {
-                Some(Event::Token { text: t, .. }) => text.push_str(&t),
+    /// Waits for every choice; they come back in index order.
+    pub async fn collect(mut self) -> Result<(Vec<Finished>, Usage), ApiError> {
+        let mut out: Vec<Finished> = (0..self.choices)
+            .map(|_| Finished {
+                text: String::new(),
+                reason: StopReason::Length,
+                logprobs: Vec::new(),
+                cumulative_logprob: 0.0,
+            })
+            .collect();
+        let mut totals = Totals {
+            cached: 0,
+            completion: 0,
+        };
+        let mut left = self.choices;
+        while left > 0 {
+            let Some((i, ev)) = self.next().await else {
+                return Err(ApiError::unavailable("the engine stopped"));
+            };
+            let Some(f) = out.get_mut(i) else { continue };
+            match ev {
+                Some(Event::Token { text, logprobs, .. }) => {
+                    f.text.push_str(&text);
+                    if let Some(lp) = logprobs {
+                        f.cumulative_logprob += f64::from(lp.sampled.logprob);
+                        f.logprobs.push(lp);
+                    }
+                }
                 Some(Event::Done {
                     reason,
                     text_tail,
                     usage,
                     ..
                 }) => {
-                    text.push_str(&text_tail);
-                    let usage = self.usage(usage);
-                    return Ok(Finished {
-                        text,
-                        reason,
-                        usage,
-                    });
+                    f.text.push_str(&text_tail);
+                    f.reason = reason;
+                    self.add(&mut totals, i, &usage);
+                    left -= 1;
                 }
                 Some(Event::Error(m)) => {
                     return Err(ApiError::internal(format!("generation failed: {m}")));
@@ -146,51 +259,90 @@ impl Running {
                 None => return Err(ApiError::unavailable("the engine stopped")),
             }
         }
+        let usage = self.usage(&totals);
+        Ok((out, usage))
     }
 
-    /// Streams the generation as server-sent events formatted by `fmt`, ending with
-    /// `data: [DONE]`. The admission `permit` is released when the stream ends.
-    pub fn sse(mut self, fmt: Box<dyn SseFormat>, include_usage: bool, permit: Permit) -> Response {
+    /// Streams the generations as server-sent events formatted by `fmt`, ending with
+    /// `data: [DONE]`. The admission `permit` is released when the stream ends. Log-probs of
+    /// tokens whose text is held back (an incomplete character, a possible stop string) go with
+    /// the next chunk of their choice.
+    pub fn sse(
+        mut self,
+        mut fmt: Box<dyn SseFormat>,
+        include_usage: bool,
+        permit: Permit,
+    ) -> Response {
         let (tx, body) = ChannelBody::channel(64);
         tokio::spawn(async move {
             let _permit = permit;
             let send = |v: Value| Bytes::from(format!("data: {v}\n\n"));
-            if let Some(first) = fmt.first()
-                && tx.send(send(first)).await.is_err()
-            {
+            let mut head = String::new();
+            for i in 0..self.choices {
+                if let Some(first) = fmt.first(i) {
+                    head.push_str(&format!("data: {first}\n\n"));
+                }
+            }
+            if !head.is_empty() && tx.send(Bytes::from(head)).await.is_err() {
                 self.nsm.disconnects.fetch_add(1, Relaxed);
                 return;
             }
-            let mut last = None;
+            let mut pending: Vec<Vec<TokenLogprobs>> = vec![Vec::new(); self.choices];
+            let mut totals = Totals {
+                cached: 0,
+                completion: 0,
+            };
+            let mut left = self.choices;
             loop {
-                let ev = tokio::select! {
-                    ev = self.next(&mut last) => ev,
+                let next = tokio::select! {
+                    ev = self.next() => ev,
                     () = tx.closed() => {
                         self.nsm.disconnects.fetch_add(1, Relaxed);
                         return;
                     }
                 };
+                let Some((i, ev)) = next else { return };
+                let Some(held) = pending.get_mut(i) else {
+                    continue;
+                };
                 let chunk = match ev {
-                    Some(Event::Token { text, .. }) if text.is_empty() => continue,
-                    Some(Event::Token { text, .. }) => send(fmt.delta(&text)),
+                    Some(Event::Token { text, logprobs, .. }) => {
+                        held.extend(logprobs);
+                        if text.is_empty() {
+                            continue;
+                        }
+                        let c = send(fmt.delta(i, &text, held));
+                        held.clear();
+                        c
+                    }
                     Some(Event::Done {
                         reason,
                         text_tail,
                         usage,
                         ..
                     }) => {
-                        let usage = self.usage(usage);
+                        self.add(&mut totals, i, &usage);
+                        left -= 1;
                         let mut out = String::new();
-                        if !text_tail.is_empty() {
-                            out.push_str(&format!("data: {}\n\n", fmt.delta(&text_tail)));
+                        if !text_tail.is_empty() || !held.is_empty() {
+                            out.push_str(&format!("data: {}\n\n", fmt.delta(i, &text_tail, held)));
+                            held.clear();
                         }
-                        out.push_str(&format!("data: {}\n\n", fmt.finish(reason.as_str())));
-                        if include_usage {
-                            out.push_str(&format!("data: {}\n\n", fmt.usage(&usage)));
+                        out.push_str(&format!("data: {}\n\n", fmt.finish(i, reason.as_str())));
+                        if left == 0 {
+                            if include_usage {
+                                let usage = self.usage(&totals);
+                                out.push_str(&format!("data: {}\n\n", fmt.usage(&usage)));
+                            } else {
+                                self.usage(&totals);
+                            }
+                            out.push_str("data: [DONE]\n\n");
                         }
-                        out.push_str("data: [DONE]\n\n");
                         let _ = tx.send(Bytes::from(out)).await;
-                        return;
+                        if left == 0 {
+                            return;
+                        }
+                        continue;
                     }
                     Some(Event::Error(m)) => {
                         let e = ApiError::internal(format!("generation failed: {m}"));
@@ -218,14 +370,14 @@ impl Running {
     }
 }
 
-/// Formats the chunks of one streaming response.
+/// Formats the chunks of one streaming response; `index` is the choice's.
 pub trait SseFormat: Send + 'static {
-    /// A chunk sent before any token (chat: the assistant role).
-    fn first(&self) -> Option<Value>;
-    /// A chunk carrying text.
-    fn delta(&self, text: &str) -> Value;
+    /// A chunk sent before any token (chat: the assistant role; completions: the echo).
+    fn first(&mut self, index: usize) -> Option<Value>;
+    /// A chunk carrying text and the log-probs of the tokens it completes.
+    fn delta(&mut self, index: usize, text: &str, logprobs: &[TokenLogprobs]) -> Value;
     /// The chunk with `finish_reason`.
-    fn finish(&self, reason: &str) -> Value;
+    fn finish(&mut self, index: usize, reason: &str) -> Value;
     /// The usage chunk (`stream_options.include_usage`).
     fn usage(&self, usage: &Usage) -> Value;
 }

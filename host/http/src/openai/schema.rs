@@ -1,6 +1,7 @@
 //! The OpenAI request schema memoria accepts, strictly: unknown fields are refused (400 naming
-//! them) and every known field has a type. Fields memoria cannot honour (tools, logprobs, n > 1)
-//! are accepted by the decoder and refused by validation with a message that says so.
+//! them) and every known field has a type. Fields memoria cannot honour (tools, structured
+//! outputs, suffix) are accepted by the decoder and refused by validation with a message that
+//! says so.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -99,7 +100,7 @@ pub struct ChatRequest {
     pub ignore_eos: Option<bool>,
 }
 
-/// `prompt` of a completion: text or token ids, one or a list of one.
+/// `prompt` of a completion: text or token ids, one or a list (each its own choices).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum Prompt {

@@ -239,7 +239,9 @@ impl HostSession for TenantState {
         let (mut text, mut tokens) = (String::new(), Vec::new());
         while let Some(ev) = stream.next().await {
             match ev {
-                Event::Token { id, text: piece } => {
+                Event::Token {
+                    id, text: piece, ..
+                } => {
                     tokens.push(id);
                     text.push_str(&piece);
                     self.tokens_left = self.tokens_left.saturating_sub(1);

@@ -36,7 +36,7 @@ impl HostGenerationStream for TenantState {
         }
         let ev = res.stream.next().await;
         let out = match ev {
-            Some(Event::Token { id, text }) => {
+            Some(Event::Token { id, text, .. }) => {
                 self.tokens_left = self.tokens_left.saturating_sub(1);
                 return Ok(Ok(Some(StreamEvent::Token(Token {
                     id,

@@ -46,6 +46,9 @@ pub struct SessionInfo {
     pub pending: usize,
     /// Whether a generation or warm-up is running.
     pub busy: bool,
+    /// Tokens whose K/V the session's first compute took from the shared cache (a fork reports
+    /// its source's): what a prefill before forking reused.
+    pub cached_tokens: usize,
 }
 
 pub(crate) enum Command {

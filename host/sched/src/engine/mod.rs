@@ -186,10 +186,15 @@ impl Engine {
             Command::Info { ns, session, reply } => {
                 let r = self
                     .session(ns, session)
-                    .map(|s| (s.seq, s.pending.len(), s.job.is_some()));
-                let r = r.and_then(|(seq, pending, busy)| {
+                    .map(|s| (s.seq, s.pending.len(), s.job.is_some(), s.cached_tokens));
+                let r = r.and_then(|(seq, pending, busy, cached_tokens)| {
                     let len = self.pool.seq_len(seq)? + pending;
-                    Ok(SessionInfo { len, pending, busy })
+                    Ok(SessionInfo {
+                        len,
+                        pending,
+                        busy,
+                        cached_tokens,
+                    })
                 });
                 let _ = reply.send(r);
             }
@@ -418,6 +423,7 @@ impl Engine {
         copy.pending = src.pending.clone();
         copy.fresh = src.fresh;
         copy.last_logits = src.last_logits.clone();
+        copy.cached_tokens = src.cached_tokens;
         let new_id = self.new_session_id();
         self.sessions.insert(new_id, copy);
         self.persist.on_fork(id, new_id);

@@ -215,6 +215,7 @@ impl Engine {
             .persist
             .match_prefix(&mut self.pool, id, s.seq, s.root, &s.pending)?;
         s.pending.drain(..hit);
+        s.cached_tokens += hit;
         match &mut s.job {
             Some(Job::Generate(g)) => g.usage.cached_tokens += hit,
             Some(Job::Warm(w)) => w.cached_tokens += hit,
@@ -234,6 +235,7 @@ impl Engine {
                     return;
                 }
                 let token = g.sampler.sample(logits);
+                let logprobs = g.sampler.logprobs(logits, token);
                 g.sampler.accept(token);
                 let now = Instant::now();
                 if g.first_token.is_none() {
@@ -254,6 +256,7 @@ impl Engine {
                 let _ = g.events.send(Event::Token {
                     id: token,
                     text: g.emit.as_str().into(),
+                    logprobs,
                 });
                 let context = self.pool.seq_len(s.seq).unwrap_or(0) + s.pending.len();
                 let reason = if stopped {

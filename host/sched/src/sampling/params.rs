@@ -25,7 +25,19 @@ pub struct SamplingParams {
     pub presence_penalty: f32,
     /// Seed of the sampler's RNG.
     pub seed: u64,
+    /// Added to a token's logit before penalties and filters (OpenAI's `logit_bias`), as
+    /// `(token id, bias)`; each within [-100, 100]. Ids outside the vocabulary are ignored.
+    pub logit_bias: Vec<(u32, f32)>,
+    /// Report log-probabilities: the sampled token's and the `k` most likely ones (0..=20);
+    /// None = off. They are the log-softmax of the model's raw logits (before bias/penalties).
+    pub logprobs: Option<usize>,
 }
+
+/// The largest |bias| `logit_bias` accepts (OpenAI's range).
+pub const MAX_LOGIT_BIAS: f32 = 100.0;
+
+/// The most alternatives `logprobs` reports per token (OpenAI's `top_logprobs` limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
 
 /// The seed used when none is given (llama.cpp picks a random one; memoria stays reproducible).
 pub const DEFAULT_SEED: u64 = 0x006d_656d_6f72_6961; // "memoria" in ASCII
@@ -42,6 +54,8 @@ impl Default for SamplingParams {
             frequency_penalty: 0.0,
             presence_penalty: 0.0,
             seed: DEFAULT_SEED,
+            logit_bias: Vec::new(),
+            logprobs: None,
         }
     }
 }
@@ -68,10 +82,12 @@ impl SamplingParams {
             frequency_penalty: 0.0,
             presence_penalty: 0.0,
             seed: DEFAULT_SEED,
+            logit_bias: Vec::new(),
+            logprobs: None,
         }
     }
 
-    /// Checks every float field against its domain (see the field docs).
+    /// Checks every field against its domain (see the field docs).
     pub fn validate(&self) -> Result<(), SamplingError> {
         let err = |field, value, reason| {
             Err(SamplingError {
@@ -102,6 +118,20 @@ impl SamplingParams {
             if !value.is_finite() {
                 return err(field, value, "must be a finite number");
             }
+        }
+        if let Some(&(_, b)) = self
+            .logit_bias
+            .iter()
+            .find(|(_, b)| !(b.is_finite() && b.abs() <= MAX_LOGIT_BIAS))
+        {
+            return err("logit_bias", b, "each bias must be within [-100, 100]");
+        }
+        if let Some(k) = self.logprobs.filter(|&k| k > MAX_TOP_LOGPROBS) {
+            return err(
+                "top_logprobs",
+                k.min(1 << 24) as f32,
+                "at most 20 alternatives per token",
+            );
         }
         Ok(())
     }

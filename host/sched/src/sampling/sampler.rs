@@ -4,7 +4,8 @@
 
 use std::cmp::Ordering;
 
-use super::params::SamplingParams;
+use super::logprobs::{TokenLogprobs, logprobs};
+use super::params::{MAX_LOGIT_BIAS, MAX_TOP_LOGPROBS, SamplingParams};
 use super::penalties::History;
 use super::rng::Xoshiro256;
 
@@ -56,6 +57,14 @@ fn sanitize_params(mut p: SamplingParams) -> SamplingParams {
     if !p.presence_penalty.is_finite() {
         p.presence_penalty = 0.0;
     }
+    for (_, b) in &mut p.logit_bias {
+        *b = if b.is_nan() {
+            0.0
+        } else {
+            b.clamp(-MAX_LOGIT_BIAS, MAX_LOGIT_BIAS)
+        };
+    }
+    p.logprobs = p.logprobs.map(|k| k.min(MAX_TOP_LOGPROBS));
     p
 }
 
@@ -73,7 +82,8 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler for a vocabulary of `n_vocab` ids. `params` should have passed
     /// [`SamplingParams::validate`]; values it rejects are replaced (NaN temperature → greedy, +inf
-    /// temperature → f32::MAX, top_p/min_p clamped to [0, 1], a non-positive repeat penalty → 1, NaN penalties → 0).
+    /// temperature → f32::MAX, top_p/min_p clamped to [0, 1], a non-positive repeat penalty → 1, NaN penalties → 0,
+    /// biases clamped to [-100, 100] (NaN → 0), `logprobs` to 20).
     pub fn new(params: SamplingParams, n_vocab: usize) -> Sampler {
         let params = sanitize_params(params);
         Sampler {
@@ -119,6 +129,11 @@ impl Sampler {
                 id: i as u32,
                 logit: sanitize(l),
             }));
+        for &(id, bias) in &self.params.logit_bias {
+            if let Some(c) = self.candidates.get_mut(id as usize) {
+                c.logit = (c.logit + bias).min(f32::MAX);
+            }
+        }
         if self.params.penalties_active() {
             self.history.apply(&mut self.candidates, &self.params);
         }
@@ -129,6 +144,13 @@ impl Sampler {
         let sorted = self.top_p(sorted);
         self.min_p(sorted);
         self.draw()
+    }
+
+    /// The log-probabilities of `token` (and of the `logprobs` best alternatives) under the raw
+    /// `logits` the token was sampled from, when the params ask for them.
+    pub fn logprobs(&self, logits: &[f32], token: u32) -> Option<TokenLogprobs> {
+        let k = self.params.logprobs?;
+        logprobs(&logits[..logits.len().min(self.n_vocab)], token, k)
     }
 
     /// Keeps the `top_k` best candidates, sorted. Returns whether `candidates` is sorted.

@@ -425,7 +425,13 @@ fn unvalidated_params_never_panic() {
 
 fn valid_params() -> impl Strategy<Value = SamplingParams> {
     (
-        (-1.0f32..3.0, 0usize..8, 0.0f32..=1.0, 0.0f32..=1.0),
+        (
+            -1.0f32..3.0,
+            0usize..8,
+            0.0f32..=1.0,
+            0.0f32..=1.0,
+            prop::collection::vec((0u32..64, -100.0f32..=100.0), 0..4),
+        ),
         (
             0.1f32..3.0,
             0usize..8,
@@ -436,7 +442,7 @@ fn valid_params() -> impl Strategy<Value = SamplingParams> {
     )
         .prop_map(
             |(
-                (temperature, top_k, top_p, min_p),
+                (temperature, top_k, top_p, min_p, logit_bias),
                 (repeat_penalty, repeat_last_n, freq, presence, seed),
             )| {
                 SamplingParams {
@@ -449,6 +455,8 @@ fn valid_params() -> impl Strategy<Value = SamplingParams> {
                     frequency_penalty: freq,
                     presence_penalty: presence,
                     seed,
+                    logit_bias,
+                    logprobs: None,
                 }
             },
         )
@@ -482,4 +490,79 @@ proptest! {
             s.accept(t as u32);
         }
     }
+}
+
+#[test]
+fn logit_bias_forces_and_bans_tokens_greedy_and_sampled() {
+    let logits = [2.0f32, 5.0, 1.0, 4.0];
+    let force = |p: SamplingParams| SamplingParams {
+        logit_bias: vec![(2, 100.0)],
+        ..p
+    };
+    assert_eq!(
+        Sampler::new(force(SamplingParams::greedy()), 4).sample(&logits),
+        2
+    );
+    assert!(draws(force(plain(5)), &logits, 200).iter().all(|&t| t == 2));
+    let ban = |p: SamplingParams| SamplingParams {
+        logit_bias: vec![(1, -100.0), (9, 100.0)],
+        ..p
+    };
+    assert_eq!(
+        Sampler::new(ban(SamplingParams::greedy()), 4).sample(&logits),
+        3
+    );
+    let seen = draws(ban(plain(6)), &logits, 500);
+    assert!(!seen.contains(&1), "a -100 bias bans the token");
+    assert!(seen.contains(&3) && seen.contains(&0));
+}
+
+#[test]
+fn logit_bias_and_top_logprobs_are_validated_and_clamped() {
+    let bad = SamplingParams {
+        logit_bias: vec![(0, 100.5)],
+        ..SamplingParams::default()
+    };
+    assert_eq!(bad.validate().unwrap_err().field, "logit_bias");
+    let bad = SamplingParams {
+        logit_bias: vec![(0, f32::NAN)],
+        ..SamplingParams::default()
+    };
+    assert_eq!(bad.validate().unwrap_err().field, "logit_bias");
+    let bad = SamplingParams {
+        logprobs: Some(21),
+        ..SamplingParams::default()
+    };
+    assert_eq!(bad.validate().unwrap_err().field, "top_logprobs");
+    let unvalidated = SamplingParams {
+        logit_bias: vec![(1, f32::NEG_INFINITY), (0, f32::NAN)],
+        logprobs: Some(99),
+        ..SamplingParams::greedy()
+    };
+    let s = Sampler::new(unvalidated, 3);
+    assert_eq!(s.params().logit_bias, [(1, -100.0), (0, 0.0)]);
+    assert_eq!(s.params().logprobs, Some(20));
+}
+
+#[test]
+fn logprobs_ignore_bias_and_penalties() {
+    let logits = pseudo_random_logits(3, 100);
+    let biased = SamplingParams {
+        logit_bias: vec![(7, 100.0)],
+        repeat_penalty: 1.5,
+        logprobs: Some(5),
+        ..SamplingParams::greedy()
+    };
+    let mut s = Sampler::new(biased, 100);
+    s.accept(argmax(&logits));
+    let t = s.sample(&logits);
+    assert_eq!(t, 7);
+    let lp = s.logprobs(&logits, t).expect("asked for");
+    assert_eq!(Some(lp), super::logprobs(&logits, 7, 5));
+    assert_eq!(
+        lp.top()[0].id,
+        argmax(&logits),
+        "the raw model's best comes first"
+    );
+    assert!(Sampler::new(plain(1), 100).logprobs(&logits, t).is_none());
 }

@@ -102,7 +102,6 @@ async fn run(a: ServeBenchArgs, addr: SocketAddr) -> anyhow::Result<()> {
             .into_iter()
             .map(|q| {
                 let body = json!({
-                    "model": "bench",
                     "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
                     "max_tokens": a.max_tokens,
                     "temperature": 0,
