@@ -107,6 +107,8 @@ pub struct AppState {
     pub metrics: Metrics,
     pub sessions: SessionRegistry,
     pub embed_cache: EmbedCache,
+    /// Compiled `response_format`s (structured outputs).
+    pub structured: crate::openai::structured::StructuredOutputs,
     pub started: Instant,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
@@ -119,6 +121,7 @@ impl AppState {
         apply_policies(&parts.engine, &parts.tenants);
         AppState {
             embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
+            structured: Default::default(),
             engine: parts.engine,
             config: parts.config,
             chat: parts.chat,

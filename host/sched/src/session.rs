@@ -63,6 +63,8 @@ pub(crate) struct Generation {
     pub ephemeral: bool,
     /// Do not stop on end-of-generation tokens.
     pub ignore_eos: bool,
+    /// Structured output: where the text stands in its constraint.
+    pub matcher: Option<memoria_constrain::Matcher>,
 }
 
 /// A warm-up: compute the prefix, pin its blocks, report, close.

@@ -12,6 +12,7 @@ mod faults;
 mod limits;
 pub mod server;
 mod small;
+mod structured;
 
 use std::process::Command;
 

@@ -123,6 +123,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         stop: a.stop.clone(),
         close_when_done: true,
         ignore_eos: false,
+        constraint: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use memoria_model::chat::ChatMessage;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::Usage;
 use memoria_sched::sampling::TokenLogprobs;
+use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
 use super::run::{self, Plan, SseFormat};
 use super::schema::{ChatRequest, Content, Message};
 use super::{Ctx, response_id, unix_now, usage_json};
-use super::{logprobs, params};
+use super::{logprobs, params, structured};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
 
@@ -23,7 +23,7 @@ const SYSTEM_FINGERPRINT: &str = "memoria";
 
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
-    let req: ChatRequest = super::json::parse(&body)?;
+    let mut req: ChatRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
     let n = params::choices("n", req.n, 1)?;
     let top_logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
@@ -50,7 +50,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             .is_some_and(|v| v != "none" && v != "auto"),
         "tool calling",
     )?;
-    params::check_response_format(req.response_format.as_ref())?;
+    let constraint = structured::constraint(&ctx.state, req.response_format.take()).await?;
     let stream = req.stream.unwrap_or(false);
     let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
     let tok = ctx.state.engine.tokenizer().clone();
@@ -96,7 +96,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let plan = Plan {
         prompts: vec![(prompt, budget)],
         n,
-        params: params::generate_params(sampling, budget, stop, ignore_eos),
+        params: GenerateParams {
+            constraint,
+            ..params::generate_params(sampling, budget, stop, ignore_eos)
+        },
     };
     let running = run::start(&ctx, "chat", plan, stream).await?;
     let id = response_id("chatcmpl");

@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::Usage;
 use memoria_sched::sampling::TokenLogprobs;
+use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
 use super::logprobs::Legacy;
-use super::params;
 use super::run::{self, Finished, Plan, SseFormat};
 use super::schema::{CompletionRequest, Prompt};
 use super::{Ctx, response_id, unix_now, usage_json};
+use super::{params, structured};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
 
@@ -24,7 +24,7 @@ const MAX_PROMPTS: usize = params::MAX_CHOICES;
 
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
-    let req: CompletionRequest = super::json::parse(&body)?;
+    let mut req: CompletionRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
     params::unsupported(
         "suffix",
@@ -71,6 +71,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     sampling.logprobs = k.or((best_of > n).then_some(0));
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
+    let constraint = structured::constraint(&ctx.state, req.response_format.take()).await?;
     let mut planned = Vec::with_capacity(prompts.len());
     let mut echoes = Vec::with_capacity(prompts.len());
     for (ids, text) in prompts {
@@ -107,7 +108,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let plan = Plan {
         prompts: planned,
         n: best_of,
-        params: params::generate_params(sampling, 0, stop, ignore_eos),
+        params: GenerateParams {
+            constraint,
+            ..params::generate_params(sampling, 0, stop, ignore_eos)
+        },
     };
     let running = run::start(&ctx, "completions", plan, stream).await?;
     let mut fmt = CompletionChunks {

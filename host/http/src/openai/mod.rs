@@ -14,6 +14,7 @@ pub mod models;
 mod params;
 mod run;
 mod schema;
+pub mod structured;
 pub mod tokenize;
 
 use std::sync::Arc;

@@ -229,18 +229,6 @@ pub fn unsupported(field: &str, set: bool, what: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Checks `response_format` (only `{"type": "text"}`).
-pub fn check_response_format(v: Option<&Value>) -> Result<(), ApiError> {
-    match v {
-        None => Ok(()),
-        Some(v) if v.get("type").and_then(Value::as_str) == Some("text") => Ok(()),
-        Some(_) => Err(ApiError::invalid(
-            "response_format",
-            "`response_format`: only {\"type\": \"text\"} is supported",
-        )),
-    }
-}
-
 /// The completion budget: the request's `max_tokens` (≥ 1, within the namespace's limit) or what
 /// the context leaves; the prompt plus the budget must fit the context.
 pub fn token_budget(

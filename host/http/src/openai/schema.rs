@@ -89,7 +89,8 @@ pub struct ChatRequest {
     pub logprobs: Option<bool>,
     pub top_logprobs: Option<u64>,
     pub logit_bias: Option<serde_json::Map<String, Value>>,
-    pub response_format: Option<Value>,
+    /// Structured outputs: `text`, `json_object` or `json_schema` (member order kept).
+    pub response_format: Option<memoria_constrain::ResponseFormat>,
     pub tools: Option<Vec<Value>>,
     pub tool_choice: Option<Value>,
     pub parallel_tool_calls: Option<bool>,
@@ -141,6 +142,8 @@ pub struct CompletionRequest {
     pub logit_bias: Option<serde_json::Map<String, Value>>,
     /// llama-server's: keep generating past end-of-generation tokens.
     pub ignore_eos: Option<bool>,
+    /// Structured outputs on completions too (as vLLM and llama-server accept it).
+    pub response_format: Option<memoria_constrain::ResponseFormat>,
 }
 
 /// `input` of an embeddings request.

@@ -22,6 +22,9 @@ pub struct GenerateParams {
     pub close_when_done: bool,
     /// Keep going past end-of-generation tokens (benchmarks, llama.cpp's `ignore_eos`).
     pub ignore_eos: bool,
+    /// Structured output: only tokens this constraint allows are sampled, and the generation
+    /// ends when it is complete (`response_format`).
+    pub constraint: Option<std::sync::Arc<memoria_constrain::Constraint>>,
 }
 
 impl GenerateParams {
@@ -33,6 +36,7 @@ impl GenerateParams {
             stop: Vec::new(),
             close_when_done: false,
             ignore_eos: false,
+            constraint: None,
         }
     }
 }

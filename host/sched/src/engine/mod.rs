@@ -334,6 +334,7 @@ impl Engine {
             usage,
             ephemeral: params.close_when_done,
             ignore_eos: params.ignore_eos,
+            matcher: params.constraint.map(memoria_constrain::Matcher::new),
         })));
         s.queued_at = now;
         s.last_used = now;

@@ -234,15 +234,27 @@ impl Engine {
                 if !s.pending.is_empty() {
                     return;
                 }
-                let token = g.sampler.sample(logits);
+                let allowed = g.matcher.as_mut().map(memoria_constrain::Matcher::mask);
+                let token = g.sampler.sample_allowed(logits, allowed.as_deref());
                 let logprobs = g.sampler.logprobs(logits, token);
                 g.sampler.accept(token);
+                // The mask allowed it, so the constraint takes it (an end id only when the
+                // text is complete, which then ends the generation even with `ignore_eos`).
+                let constrained_end = match g.matcher.as_mut().map(|m| (m.advance(token), m)) {
+                    Some((Ok(()), m)) => m.is_finished(),
+                    Some((Err(e), _)) => {
+                        let why = format!("structured output: {e} (the mask allowed no token)");
+                        self.fail_job(id, EngineError::Internal(why));
+                        return;
+                    }
+                    None => false,
+                };
                 let now = Instant::now();
                 if g.first_token.is_none() {
                     g.first_token = Some(now);
                 }
                 s.last_used = now;
-                if self.tok.is_eog(token) && !g.ignore_eos {
+                if constrained_end || (self.tok.is_eog(token) && !g.ignore_eos) {
                     self.finish_generation(id, StopReason::Eog);
                     return;
                 }

@@ -119,6 +119,13 @@ impl Sampler {
     /// Picks a token from `logits` (ids beyond `n_vocab` are not considered); does not accept it.
     /// Returns 0 when there is nothing to choose from (empty logits or `n_vocab == 0`).
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        self.sample_allowed(logits, None)
+    }
+
+    /// [`Sampler::sample`] among the ids `allowed` sets (one bit per id, as constrained
+    /// decoding gives them): every other id gets -inf after bias and penalties, so neither can
+    /// bring it back.
+    pub fn sample_allowed(&mut self, logits: &[f32], allowed: Option<&[u64]>) -> u32 {
         let n = logits.len().min(self.n_vocab).min(u32::MAX as usize);
         if n == 0 {
             return 0;
@@ -136,6 +143,14 @@ impl Sampler {
         }
         if self.params.penalties_active() {
             self.history.apply(&mut self.candidates, &self.params);
+        }
+        if let Some(mask) = allowed {
+            for c in &mut self.candidates {
+                let word = mask.get(c.id as usize / 64).copied().unwrap_or(0);
+                if word >> (c.id % 64) & 1 == 0 {
+                    c.logit = f32::NEG_INFINITY;
+                }
+            }
         }
         if self.params.temperature <= 0.0 {
             return argmax(&self.candidates).id;
