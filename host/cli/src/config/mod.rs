@@ -462,4 +462,15 @@ mod tests {
         let cfg = resolve(raw, &Overrides::default()).expect("host.example.toml validates");
         tenants(cfg.namespaces).expect("its namespaces validate");
     }
+
+    #[test]
+    fn model_aliases_are_read_and_checked() {
+        let raw =
+            RawConfig::parse("[model]\naliases = [\"gpt-4o-mini\", \"smol\"]\n").expect("parses");
+        let cfg = resolve(raw, &Overrides::default()).expect("valid");
+        assert_eq!(cfg.model_aliases, ["gpt-4o-mini", "smol"]);
+        let raw = RawConfig::parse("[model]\naliases = [\" \"]\n").expect("parses");
+        let e = resolve(raw, &Overrides::default()).expect_err("a blank alias");
+        assert!(e.to_string().contains("model.aliases"), "{e}");
+    }
 }

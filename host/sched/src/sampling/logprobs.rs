@@ -1,6 +1,7 @@
 //! Log-probabilities of a sampled token and of the most likely alternatives: the log-softmax of
-//! one row of raw logits (NaN counts as -inf, +inf as f32::MAX, as the sampler sees them), summed
-//! in f64 in id order so the figures depend on nothing but the row. Invariants: nothing
+//! one row of raw logits (NaN counts as -inf, +inf as f32::MAX, as the sampler sees them),
+//! exponentiated in f32 by a polynomial of IEEE operations and summed in f64 in a fixed order, so
+//! the figures depend on nothing but the row (not on the platform or the batch). Invariants: nothing
 //! allocates (the alternatives live in a fixed array); alternatives are ordered by logit, then by
 //! lower id, so ties are deterministic.
 
@@ -36,6 +37,47 @@ fn clean(logit: f32) -> f32 {
     } else {
         logit.min(f32::MAX)
     }
+}
+
+/// e^x for x ≤ 0 to about 2 ulp, from IEEE operations only (so every platform gives the same
+/// bits and the compiler can vectorize it): x = n·ln2 + r with |r| ≤ ln2/2, e^r by its degree-7
+/// Taylor polynomial, 2^n from the exponent bits. Below -87 (and for -inf) it returns e^-87's
+/// neighbourhood or 0, which no sum that contains e^0 = 1 can notice.
+fn exp_nonpositive(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer.
+    let x = x.clamp(-87.0, 0.0);
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    // n is an integer in [-126, 0]: 2^n from its biased exponent.
+    let k = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
+    p * f32::from_bits(((k + 127) as u32) << 23)
+}
+
+/// Σ e^(l - max) over the row: exponentials in f32, summed in f64 over 8 lanes in a fixed order
+/// (then the lanes, then the tail), so the sum depends on the row alone.
+fn sum_exp(logits: &[f32], max: f32) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let (chunks, tail) = logits.as_chunks::<8>();
+    for c in chunks {
+        for (acc, &l) in lanes.iter_mut().zip(c) {
+            *acc += f64::from(exp_nonpositive(clean(l) - max));
+        }
+    }
+    let mut sum: f64 = lanes.iter().sum();
+    for &l in tail {
+        sum += f64::from(exp_nonpositive(clean(l) - max));
+    }
+    sum
 }
 
 /// Whether `(a, la)` ranks before `(b, lb)`: higher logit, then lower id.
@@ -77,12 +119,7 @@ pub fn logprobs(logits: &[f32], token: u32, k: usize) -> Option<TokenLogprobs> {
         // Every logit is -inf: treat the row as uniform.
         (n as f64).ln()
     } else {
-        let m = f64::from(max);
-        let sum: f64 = logits[..n]
-            .iter()
-            .map(|&l| (f64::from(clean(l)) - m).exp())
-            .sum();
-        m + sum.ln()
+        f64::from(max) + sum_exp(&logits[..n], max).ln()
     };
     let lp = |l: f32| {
         if max == f32::NEG_INFINITY {
@@ -157,5 +194,20 @@ mod tests {
         });
         let got: Vec<u32> = r.top().iter().map(|t| t.id).collect();
         assert_eq!(got, ids[..20]);
+    }
+
+    #[test]
+    fn the_polynomial_exp_is_within_two_ulp() {
+        let mut worst = 0.0f64;
+        let mut x = 0.0f32;
+        while x > -87.0 {
+            let got = f64::from(exp_nonpositive(x));
+            let want = f64::from(x).exp();
+            worst = worst.max((got - want).abs() / want);
+            x -= 0.000_37;
+        }
+        assert!(worst < 2.5e-7, "worst relative error {worst}");
+        assert_eq!(exp_nonpositive(0.0), 1.0);
+        assert!(exp_nonpositive(f32::NEG_INFINITY) < 1e-37);
     }
 }
