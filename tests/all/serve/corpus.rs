@@ -205,11 +205,11 @@ pub fn cases() -> Vec<Case> {
         ),
         pinned(
             chat_with(
-                "tools",
-                r#""tools": [{"type":"function","function":{"name":"f"}}]"#,
+                "a tool of another type",
+                r#""tools": [{"type":"retrieval"}]"#,
             ),
             400,
-            Some("tools"),
+            Some("tools[0].type"),
         ),
         pinned(
             chat_with(
@@ -221,11 +221,11 @@ pub fn cases() -> Vec<Case> {
         ),
         pinned(
             chat_with(
-                "json response format",
-                r#""response_format": {"type":"json_object"}"#,
+                "a schema keyword outside the supported subset",
+                r#""response_format": {"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a+"}}}"#,
             ),
             400,
-            Some("response_format"),
+            Some("response_format.json_schema.schema: pattern"),
         ),
         pinned(
             chat_with("seed is text", r#""seed": "abc""#),

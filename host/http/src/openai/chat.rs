@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::run::{self, Plan, SseFormat};
 use super::schema::{ChatRequest, Content, Message};
 use super::{Ctx, response_id, unix_now, usage_json};
-use super::{logprobs, params, structured};
+use super::{logprobs, params, structured, tools};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
 
@@ -42,15 +42,22 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         (true, k) => Some(usize::try_from(k.unwrap_or(0)).unwrap_or(0)),
         (false, None) => None,
     };
-    params::check_tools(req.tools.as_ref())?;
-    params::unsupported(
-        "tool_choice",
-        req.tool_choice
-            .as_ref()
-            .is_some_and(|v| v != "none" && v != "auto"),
-        "tool calling",
+    let tool_plan = tools::plan(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls.unwrap_or(true),
     )?;
-    let constraint = structured::constraint(&ctx.state, req.response_format.take()).await?;
+    let format = match (tool_plan.as_ref(), req.response_format.take()) {
+        (Some(_), Some(f)) if f != memoria_constrain::ResponseFormat::Text => {
+            return Err(ApiError::invalid(
+                "response_format",
+                "`response_format` cannot be combined with `tools` (tool calls are already constrained JSON)",
+            ));
+        }
+        (Some(p), _) => Some(p.format.clone()),
+        (None, f) => f,
+    };
+    let constraint = structured::constraint(&ctx.state, format).await?;
     let stream = req.stream.unwrap_or(false);
     let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
     let tok = ctx.state.engine.tokenizer().clone();
@@ -59,7 +66,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     sampling.logprobs = top_logprobs;
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
-    let messages = messages(req.messages)?;
+    let mut messages = messages(req.messages)?;
+    if let Some(p) = &tool_plan {
+        tools::instruct(&mut messages, p);
+    }
     let state = &ctx.state;
     let text = state.chat.render(&messages, true).map_err(|e| {
         ApiError::invalid(
@@ -105,6 +115,38 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let id = response_id("chatcmpl");
     let created = unix_now();
     let model = ctx.model_id().to_string();
+    if tool_plan.is_some() {
+        // Tool calls are whole JSON: answered (or streamed) once complete.
+        let (done, usage) = running.collect().await?;
+        drop(permit);
+        let answers = tool_answers(&id, done);
+        if stream {
+            let fmt = ChatChunks {
+                id,
+                created,
+                model,
+                tok,
+                top_logprobs: None,
+            };
+            return Ok(tool_stream(&fmt, &answers, include_usage.then_some(&usage)));
+        }
+        let choices: Vec<Value> = answers
+            .into_iter()
+            .enumerate()
+            .map(|(i, (message, finish))| {
+                json!({"index": i, "message": message, "logprobs": null, "finish_reason": finish})
+            })
+            .collect();
+        return Ok(ok_json(&json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": choices,
+            "usage": usage_json(&usage),
+        })));
+    }
     if stream {
         let fmt = ChatChunks {
             id,
@@ -145,6 +187,68 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         "choices": choices,
         "usage": usage_json(&usage),
     })))
+}
+
+/// Each choice's message and finish reason under a tool plan.
+fn tool_answers(id: &str, done: Vec<run::Finished>) -> Vec<(Value, &'static str)> {
+    done.into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let base = format!("{}_{i}", id.trim_start_matches("chatcmpl-"));
+            match tools::parse_answer(&f.text, &base) {
+                Some(tools::Answer::Calls(calls)) => (
+                    json!({"role": "assistant", "content": null, "tool_calls": calls, "refusal": null}),
+                    "tool_calls",
+                ),
+                Some(tools::Answer::Text(t)) => (
+                    json!({"role": "assistant", "content": t, "refusal": null}),
+                    f.reason.as_str(),
+                ),
+                None => (
+                    json!({"role": "assistant", "content": f.text, "refusal": null}),
+                    f.reason.as_str(),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The finished tool answers as a stream: role, the content or `tool_calls` delta, finish.
+fn tool_stream(
+    fmt: &ChatChunks,
+    answers: &[(Value, &'static str)],
+    usage: Option<&Usage>,
+) -> Response {
+    let mut chunks = Vec::new();
+    for (i, (message, finish)) in answers.iter().enumerate() {
+        chunks.push(fmt.chunk(
+            i,
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+            Value::Null,
+        ));
+        let delta = match message.get("tool_calls").and_then(Value::as_array) {
+            Some(calls) => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| {
+                        let mut c = c.clone();
+                        c["index"] = json!(k);
+                        c
+                    })
+                    .collect();
+                json!({"tool_calls": calls})
+            }
+            None => json!({"content": message["content"]}),
+        };
+        chunks.push(fmt.chunk(i, delta, Value::Null, Value::Null));
+        chunks.push(fmt.chunk(i, json!({}), Value::Null, json!(finish)));
+    }
+    if let Some(u) = usage {
+        chunks.push(SseFormat::usage(fmt, u));
+    }
+    run::sse_all(&chunks)
 }
 
 /// Validates roles and flattens content parts to text.
@@ -188,7 +292,10 @@ fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
                 }
                 text
             }
-            None if role == "assistant" => String::new(),
+            None if role == "assistant" => match &m.tool_calls {
+                Some(calls) => tools::calls_as_text(i, calls)?,
+                None => String::new(),
+            },
             None => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}].content"),

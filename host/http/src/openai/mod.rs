@@ -16,6 +16,7 @@ mod run;
 mod schema;
 pub mod structured;
 pub mod tokenize;
+mod tools;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

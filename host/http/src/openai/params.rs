@@ -205,18 +205,6 @@ pub fn logit_bias(
     Ok(out)
 }
 
-/// Refuses an empty `tools` list (OpenAI: 400) and any tool (not supported).
-pub fn check_tools(tools: Option<&Vec<Value>>) -> Result<(), ApiError> {
-    match tools {
-        None => Ok(()),
-        Some(t) if t.is_empty() => Err(ApiError::invalid(
-            "tools",
-            "`tools` is an empty list: give at least one tool or leave `tools` out",
-        )),
-        Some(_) => unsupported("tools", true, "tool calling"),
-    }
-}
-
 /// Refuses a feature that is set to something other than its neutral value.
 pub fn unsupported(field: &str, set: bool, what: &str) -> Result<(), ApiError> {
     if set {
@@ -415,14 +403,6 @@ mod tests {
             Some("stream_options")
         );
         assert!(!include_usage(false, None).expect("absent"));
-        assert_eq!(
-            check_tools(Some(&Vec::new()))
-                .expect_err("empty")
-                .param
-                .as_deref(),
-            Some("tools")
-        );
-        assert!(check_tools(None).is_ok());
     }
 
     #[test]

@@ -371,6 +371,28 @@ impl Running {
 }
 
 /// Formats the chunks of one streaming response; `index` is the choice's.
+/// A complete answer as an event stream: every chunk, then `[DONE]`.
+pub fn sse_all(chunks: &[Value]) -> Response {
+    let mut text = String::new();
+    for c in chunks {
+        text.push_str(&format!("data: {c}\n\n"));
+    }
+    text.push_str("data: [DONE]\n\n");
+    let (tx, body) = ChannelBody::channel(1);
+    tokio::spawn(async move {
+        let _ = tx.send(Bytes::from(text)).await;
+    });
+    let mut resp = hyper::Response::new(body);
+    *resp.status_mut() = StatusCode::OK;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
 pub trait SseFormat: Send + 'static {
     /// A chunk sent before any token (chat: the assistant role; completions: the echo).
     fn first(&mut self, index: usize) -> Option<Value>;
