@@ -115,19 +115,19 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let id = response_id("chatcmpl");
     let created = unix_now();
     let model = ctx.model_id().to_string();
+    let fmt = ChatChunks {
+        id: id.clone(),
+        created,
+        model: model.clone(),
+        tok: tok.clone(),
+        top_logprobs: top_logprobs.filter(|_| tool_plan.is_none()),
+    };
     if tool_plan.is_some() {
         // Tool calls are whole JSON: answered (or streamed) once complete.
         let (done, usage) = running.collect().await?;
         drop(permit);
         let answers = tool_answers(&id, done);
         if stream {
-            let fmt = ChatChunks {
-                id,
-                created,
-                model,
-                tok,
-                top_logprobs: None,
-            };
             return Ok(tool_stream(&fmt, &answers, include_usage.then_some(&usage)));
         }
         let choices: Vec<Value> = answers
@@ -137,24 +137,9 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
                 json!({"index": i, "message": message, "logprobs": null, "finish_reason": finish})
             })
             .collect();
-        return Ok(ok_json(&json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "system_fingerprint": SYSTEM_FINGERPRINT,
-            "choices": choices,
-            "usage": usage_json(&usage),
-        })));
+        return Ok(completion(&id, created, &model, choices, &usage));
     }
     if stream {
-        let fmt = ChatChunks {
-            id,
-            created,
-            model,
-            tok,
-            top_logprobs,
-        };
         return Ok(running.sse(Box::new(fmt), include_usage, permit));
     }
     let (done, usage) = running.collect().await?;
@@ -178,15 +163,20 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             })
         })
         .collect();
-    Ok(ok_json(&json!({
+    Ok(completion(&id, created, &model, choices, &usage))
+}
+
+/// A whole (non-streamed) chat completion.
+fn completion(id: &str, created: u64, model: &str, choices: Vec<Value>, usage: &Usage) -> Response {
+    ok_json(&json!({
         "id": id,
         "object": "chat.completion",
         "created": created,
         "model": model,
         "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": choices,
-        "usage": usage_json(&usage),
-    })))
+        "usage": usage_json(usage),
+    }))
 }
 
 /// Each choice's message and finish reason under a tool plan.

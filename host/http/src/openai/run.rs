@@ -358,16 +358,21 @@ impl Running {
                 }
             }
         });
-        let mut resp = hyper::Response::new(body);
-        *resp.status_mut() = StatusCode::OK;
-        let h = resp.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        resp
+        event_stream(body)
     }
+}
+
+/// A 200 `text/event-stream` response over `body`.
+fn event_stream(body: memoria_runtime::HttpBody) -> Response {
+    let mut resp = hyper::Response::new(body);
+    *resp.status_mut() = StatusCode::OK;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
 }
 
 /// Formats the chunks of one streaming response; `index` is the choice's.
@@ -382,15 +387,7 @@ pub fn sse_all(chunks: &[Value]) -> Response {
     tokio::spawn(async move {
         let _ = tx.send(Bytes::from(text)).await;
     });
-    let mut resp = hyper::Response::new(body);
-    *resp.status_mut() = StatusCode::OK;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
+    event_stream(body)
 }
 
 pub trait SseFormat: Send + 'static {
