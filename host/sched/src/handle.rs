@@ -59,6 +59,11 @@ impl GenerationStream {
     pub fn blocking_next(&mut self) -> Option<Event> {
         self.rx.blocking_recv()
     }
+
+    /// The next event if one has arrived, without waiting.
+    pub fn try_next(&mut self) -> Option<Event> {
+        self.rx.try_recv().ok()
+    }
 }
 
 impl EngineHandle {

@@ -8,6 +8,13 @@ pub struct Utf8Buf {
 }
 
 impl Utf8Buf {
+    /// A buffer with room for `bytes` pending bytes.
+    pub fn with_capacity(bytes: usize) -> Utf8Buf {
+        Utf8Buf {
+            pending: Vec::with_capacity(bytes),
+        }
+    }
+
     /// Appends `bytes` and returns every complete character now available.
     pub fn push(&mut self, bytes: &[u8]) -> String {
         let mut out = String::new();

@@ -30,7 +30,7 @@ use crate::config::EngineConfig;
 use crate::sampling::Sampler;
 use crate::session::{Event, Generation, Job, Session, SessionId, Usage, Warm};
 use crate::stats::EngineStats;
-use crate::stop::StopMatcher;
+use crate::stop::{StopMatcher, TEXT_ROOM};
 use crate::utf8::Utf8Buf;
 
 pub(crate) struct Engine {
@@ -310,6 +310,7 @@ impl Engine {
             ));
         }
         let mut sampler = Sampler::new(params.sampling.clone(), n_vocab);
+        let longest_stop = params.stop.iter().map(String::len).max().unwrap_or(0);
         for &t in &context {
             sampler.accept(t);
         }
@@ -322,10 +323,10 @@ impl Engine {
         let now = Instant::now();
         s.job = Some(Job::Generate(Box::new(Generation {
             sampler,
+            utf8: Utf8Buf::with_capacity(TEXT_ROOM),
+            text: String::with_capacity(TEXT_ROOM),
+            emit: String::with_capacity(longest_stop + TEXT_ROOM),
             stops: StopMatcher::new(params.stop),
-            utf8: Utf8Buf::default(),
-            text: String::new(),
-            emit: String::new(),
             events,
             max_tokens: params.max_tokens,
             produced: 0,

@@ -18,6 +18,9 @@ pub struct StopOutput {
     pub stopped: bool,
 }
 
+/// Bytes of room the streaming buffers start with: more than any one token's text.
+pub const TEXT_ROOM: usize = 256;
+
 /// Finds stop strings in streamed text, holding back possible partial matches.
 #[derive(Debug, Clone)]
 pub struct StopMatcher {
@@ -33,9 +36,11 @@ impl StopMatcher {
         let mut stops: Vec<String> = stops.into_iter().filter(|s| !s.is_empty()).collect();
         stops.sort();
         stops.dedup();
+        // Room for the longest held-back text plus a long token, so streaming never grows it.
+        let longest = stops.iter().map(String::len).max().unwrap_or(0);
         StopMatcher {
             stops,
-            pending: String::new(),
+            pending: String::with_capacity(longest + TEXT_ROOM),
             stopped: false,
         }
     }
