@@ -5,18 +5,24 @@
 //! Invariant (batch invariance): `out[t][r]` is bit-identical whatever `n`, the position of `t`
 //! in the batch, the tiling and the thread count. Every (row, token) pair is computed by the
 //! same per-pair kernel (`dot::avx2::tile` accumulates each pair independently; the scalar path
-//! calls the reference per pair); tiles only decide which pairs share weight loads.
+//! calls the reference per pair); tiles only decide which pairs share weight loads. Matrices
+//! with an [`Interleaved`] copy (Q4_0 / Q8_0 on AVX-512 VNNI CPUs) are read through it, for
+//! every batch size alike, in the order of [`crate::dot::sequential`].
 
 // Index loops mirror ggml's reference C, which keeps the formulas easy to compare.
 #![allow(clippy::needless_range_loop)]
 
 mod activations;
 mod driver;
+#[cfg(target_arch = "x86_64")]
+mod driver_interleaved;
+pub(crate) mod interleave;
 mod weights;
 
 use std::cell::RefCell;
 
 pub use activations::QuantizedActivations;
+pub use interleave::Interleaved;
 pub use weights::{WeightMatrix, get_rows};
 
 use crate::simd::{self, SimdLevel};
@@ -65,5 +71,7 @@ pub fn matmul_prequantized_with(
     driver::run(level, w, xq, out);
 }
 
+#[cfg(test)]
+mod interleave_tests;
 #[cfg(test)]
 mod tests;

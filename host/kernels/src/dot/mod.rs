@@ -3,7 +3,8 @@
 //!
 //! Invariant: the SIMD kernels differ from the reference only by float reassociation (integer
 //! block sums are exact), and [`vec_dot`] uses the very same per-(row, token) kernel as
-//! `matmul`, so a dot product computed here equals the matching matmul output bit for bit.
+//! `matmul` on GGML rows, so a dot product computed here equals the matching matmul output bit
+//! for bit (interleaved matrices follow [`sequential`] instead).
 //! Activation rows must come from this crate's quantizers (int8 values in [-127, 127]).
 
 // Index loops mirror ggml's reference C, which keeps the formulas easy to compare.
@@ -13,6 +14,7 @@
 pub(crate) mod avx2;
 pub mod reference;
 mod scalar_bytes;
+pub mod sequential;
 
 use half::f16;
 

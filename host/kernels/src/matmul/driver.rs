@@ -54,6 +54,14 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
     #[cfg(target_arch = "x86_64")]
     let build = crate::dot::avx2::build();
     #[cfg(target_arch = "x86_64")]
+    if let Some(iw) = w.interleaved
+        && use_avx2
+        && super::Interleaved::in_use()
+    {
+        super::driver_interleaved::run(iw, xq, out);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if use_avx2 && build == crate::dot::avx2::Build::Avx512 && crate::dot::avx2::wide::packs(w.ty) {
         run_packed(w, xq, per_task, tasks, ptr);
         return;

@@ -3,6 +3,7 @@
 //! Invariant: `data.len() == rows * ty.row_bytes(cols)` and `cols` is a multiple of the block
 //! size of both `ty` and `ty.vec_dot_type()`.
 
+use super::Interleaved;
 use crate::KernelError;
 use crate::quant::dequantize_row;
 use crate::types::GgmlType;
@@ -15,6 +16,9 @@ pub struct WeightMatrix<'a> {
     pub data: &'a [u8],
     pub rows: usize,
     pub cols: usize,
+    /// The same matrix interleaved for the AVX-512 kernels, when the process uses them; matmul
+    /// then reads it instead of `data`.
+    pub interleaved: Option<&'a Interleaved>,
 }
 
 impl<'a> WeightMatrix<'a> {
@@ -44,7 +48,14 @@ impl<'a> WeightMatrix<'a> {
             data,
             rows,
             cols,
+            interleaved: None,
         })
+    }
+
+    /// This matrix with its interleaved copy attached (ignored unless it [`Interleaved::fits`]).
+    pub fn with_interleaved(mut self, iw: Option<&'a Interleaved>) -> Self {
+        self.interleaved = iw.filter(|iw| iw.fits(&self));
+        self
     }
 
     /// Bytes per row.

@@ -193,6 +193,25 @@ impl GgufFile {
         }
     }
 
+    /// Tells the OS that a tensor's pages of the mapping are not needed now (a copy of it is
+    /// used instead): they leave this process's resident set and are read from the file again
+    /// when touched. A failure is ignored (the pages stay resident). No effect on an in-memory
+    /// image.
+    pub fn release(&self, info: &TensorInfo) {
+        #[cfg(unix)]
+        if let Backing::Mmap(m) = &self.backing {
+            let data = self.tensor_data(info);
+            let start = data.as_ptr() as usize - m.as_ptr() as usize;
+            // SAFETY: a read-only private file mapping: dropped pages (memmap2 widens the range
+            // to whole pages, so a neighbour's edge page may go too) read back the file's bytes
+            // on the next access, so no borrowed slice ever sees different contents (short of
+            // the file changing on disk, which any mapping already exposes).
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, data.len())
+            };
+        }
+    }
+
     /// The whole file's bytes (from the mapping).
     pub fn bytes(&self) -> &[u8] {
         self.backing.bytes()

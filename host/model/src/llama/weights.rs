@@ -1,8 +1,11 @@
 //! Tensor descriptors of a loaded model: every weight is checked once at load (name, shape,
 //! type, byte length) and then used in place from the GGUF mapping; only the small 1-D norm
-//! and bias vectors are copied out as f32.
+//! and bias vectors are copied out as f32, and matrices the kernels read interleaved
+//! ([`Interleaved`]: Q4_0 / Q8_0 on AVX-512 VNNI CPUs) are copied once into that layout.
 
-use memoria_kernels::{WeightMatrix, quant::dequantize_row};
+use std::sync::Arc;
+
+use memoria_kernels::{WeightMatrix, matmul::Interleaved, quant::dequantize_row};
 
 use super::{ModelError, hparams::Arch, hparams::HParams};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -13,17 +16,35 @@ pub struct MatDesc {
     pub info: TensorInfo,
     pub rows: usize,
     pub cols: usize,
+    /// The interleaved copy matmul reads instead of the file's rows, when the kernels use one.
+    pub interleaved: Option<Arc<Interleaved>>,
 }
 
 impl MatDesc {
-    /// The matrix view over the file's bytes.
-    pub fn view<'a>(&self, file: &'a GgufFile) -> WeightMatrix<'a> {
+    /// The matrix view over the file's bytes (and the interleaved copy, if any).
+    pub fn view<'a>(&'a self, file: &'a GgufFile) -> WeightMatrix<'a> {
         WeightMatrix {
             ty: self.info.ty,
             data: file.tensor_data(&self.info),
             rows: self.rows,
             cols: self.cols,
+            interleaved: None,
         }
+        .with_interleaved(self.interleaved.as_deref())
+    }
+
+    /// This matrix with an interleaved copy for matmul, when the kernels use one.
+    fn interleave(mut self, file: &GgufFile) -> MatDesc {
+        self.interleaved = Interleaved::build(&self.view(file)).map(Arc::new);
+        if self.interleaved.is_some() {
+            file.release(&self.info);
+        }
+        self
+    }
+
+    /// Bytes held outside the file mapping (the interleaved copy).
+    pub fn owned_bytes(&self) -> usize {
+        self.interleaved.as_ref().map_or(0, |iw| iw.bytes())
     }
 }
 
@@ -69,9 +90,10 @@ impl ModelWeights {
         let (qd, hd) = (hp.q_dim(), hp.head_dim);
         let gemma = hp.arch == Arch::Gemma3;
         let token_embd = mat(f, "token_embd.weight", d, v)?;
+        // The embedding's rows are looked up in place; as a tied output it is also a matmul.
         let output = match f.tensor("output.weight") {
-            Some(_) => mat(f, "output.weight", d, v)?,
-            None => token_embd.clone(),
+            Some(_) => mat(f, "output.weight", d, v)?.interleave(f),
+            None => token_embd.clone().interleave(f),
         };
         let mut layers = Vec::with_capacity(hp.n_layer);
         for i in 0..hp.n_layer {
@@ -91,17 +113,17 @@ impl ModelWeights {
             };
             layers.push(LayerWeights {
                 attn_norm: vector(f, &n("attn_norm.weight"), d)?,
-                wq: mat(f, &n("attn_q.weight"), d, qd)?,
-                wk: mat(f, &n("attn_k.weight"), d, kv)?,
-                wv: mat(f, &n("attn_v.weight"), d, kv)?,
-                wo: mat(f, &n("attn_output.weight"), qd, d)?,
+                wq: mat(f, &n("attn_q.weight"), d, qd)?.interleave(f),
+                wk: mat(f, &n("attn_k.weight"), d, kv)?.interleave(f),
+                wv: mat(f, &n("attn_v.weight"), d, kv)?.interleave(f),
+                wo: mat(f, &n("attn_output.weight"), qd, d)?.interleave(f),
                 bq: bias("attn_q.bias", qd)?,
                 bk: bias("attn_k.bias", kv)?,
                 bv: bias("attn_v.bias", kv)?,
                 ffn_norm: vector(f, &n("ffn_norm.weight"), d)?,
-                w_gate: mat(f, &n("ffn_gate.weight"), d, ff)?,
-                w_up: mat(f, &n("ffn_up.weight"), d, ff)?,
-                w_down: mat(f, &n("ffn_down.weight"), ff, d)?,
+                w_gate: mat(f, &n("ffn_gate.weight"), d, ff)?.interleave(f),
+                w_up: mat(f, &n("ffn_up.weight"), d, ff)?.interleave(f),
+                w_down: mat(f, &n("ffn_down.weight"), ff, d)?.interleave(f),
                 q_norm: gemma_vec("attn_q_norm.weight", hd)?,
                 k_norm: gemma_vec("attn_k_norm.weight", hd)?,
                 post_attn_norm: gemma_vec("post_attention_norm.weight", d)?,
@@ -142,6 +164,7 @@ fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<MatDesc, Mo
         info: info.clone(),
         rows,
         cols,
+        interleaved: None,
     };
     WeightMatrix::new(info.ty, f.tensor_data(info), rows, cols).map_err(|e| {
         ModelError::BadTensor {

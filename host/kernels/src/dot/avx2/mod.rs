@@ -6,6 +6,7 @@
 //! tile entry is bit-identical to the 1×1 call for that pair.
 
 mod float;
+pub(crate) mod interleaved;
 mod iq4;
 mod kquants;
 mod kquants_wide;

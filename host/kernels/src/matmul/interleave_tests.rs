@@ -1,0 +1,128 @@
+//! Tests of the interleaved path: bit-exact agreement with the sequential scalar reference for
+//! every token count, batch invariance across batch sizes and threads, and which matrices
+//! qualify.
+
+use super::*;
+use crate::dot::sequential::vec_dot_sequential;
+use crate::testutil::{Rng, quantize_matrix};
+use crate::types::GgmlType;
+
+const ROWS: usize = 48;
+const COLS: usize = 96;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let mut w = quantize_matrix(ty, &rng.vec(rows * COLS, 0.5), COLS);
+    if ty == GgmlType::Q8_0 {
+        // Extreme levels, -128 included (a file may hold it), in the first block of row 0.
+        w[2] = 0x80;
+        w[3] = 0x7F;
+    }
+    w
+}
+
+#[test]
+fn only_q4_0_and_q8_0_with_whole_groups_are_interleaved() {
+    for ty in GgmlType::ALL {
+        let rows = 2 * interleave::GROUP;
+        let data = quantize_matrix(ty, &Rng::new(3).vec(rows * 256, 0.5), 256);
+        let w = WeightMatrix::new(ty, &data, rows, 256).unwrap();
+        let expected = matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0);
+        assert_eq!(Interleaved::repack(&w).is_some(), expected, "{ty}");
+    }
+    let data = weights(GgmlType::Q4_0, 17, 1);
+    let w = WeightMatrix::new(GgmlType::Q4_0, &data[..17 * 54], 17, COLS).unwrap();
+    assert!(
+        Interleaved::repack(&w).is_none(),
+        "17 rows are not whole groups"
+    );
+    let iw = Interleaved::repack(
+        &WeightMatrix::new(
+            GgmlType::Q4_0,
+            &weights(GgmlType::Q4_0, ROWS, 1),
+            ROWS,
+            COLS,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        iw.bytes(),
+        (ROWS * 54).next_multiple_of(64),
+        "the GGML rows' size"
+    );
+}
+
+#[test]
+fn interleaved_matmul_equals_the_sequential_reference_bit_for_bit() {
+    if !Interleaved::in_use() {
+        eprintln!("skipped: this CPU/process does not use the interleaved kernels");
+        return;
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        let data = weights(ty, ROWS, ty.id() as u64);
+        let plain = WeightMatrix::new(ty, &data, ROWS, COLS).unwrap();
+        let iw = Interleaved::build(&plain).expect("Q4_0/Q8_0 with whole groups");
+        let w = plain.with_interleaved(Some(&iw));
+        assert!(w.interleaved.is_some());
+        let n = 21;
+        let x = Rng::new(7).vec(n * COLS, 1.0);
+        let mut xq = QuantizedActivations::new();
+        xq.quantize(GgmlType::Q8_0, &x, n, COLS);
+        let mut full = vec![0.0; n * ROWS];
+        matmul(&w, &x, n, &mut full);
+        for t in 0..n {
+            for r in 0..ROWS {
+                let want = vec_dot_sequential(ty, plain.row(r), xq.row(t));
+                assert_eq!(
+                    full[t * ROWS + r].to_bits(),
+                    want.to_bits(),
+                    "{ty} t={t} r={r}"
+                );
+            }
+        }
+        // Every batch size and offset gives the same bits (token tiles of 1..=8 and edges).
+        for start in [0usize, 3, 8] {
+            for len in 1..=(n - start).min(13) {
+                let mut part = vec![0.0; len * ROWS];
+                matmul(&w, &x[start * COLS..(start + len) * COLS], len, &mut part);
+                assert_eq!(
+                    bits(&part),
+                    bits(&full[start * ROWS..(start + len) * ROWS]),
+                    "{ty} {start}+{len}"
+                );
+            }
+        }
+        // And every thread count.
+        for threads in [1usize, 3] {
+            let pool = crate::threads::Pool::new(threads);
+            let mut again = vec![0.0; n * ROWS];
+            pool.install(|| matmul(&w, &x, n, &mut again));
+            assert_eq!(bits(&again), bits(&full), "{ty} threads={threads}");
+        }
+    }
+}
+
+#[test]
+fn interleaved_results_stay_close_to_ggml_order() {
+    if !Interleaved::in_use() {
+        eprintln!("skipped: this CPU/process does not use the interleaved kernels");
+        return;
+    }
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        let data = weights(ty, ROWS, 11);
+        let plain = WeightMatrix::new(ty, &data, ROWS, COLS).unwrap();
+        let iw = Interleaved::build(&plain).unwrap();
+        let x = Rng::new(5).vec(3 * COLS, 1.0);
+        let (mut a, mut b) = (vec![0.0; 3 * ROWS], vec![0.0; 3 * ROWS]);
+        matmul(&plain.with_interleaved(Some(&iw)), &x, 3, &mut a);
+        matmul_with(SimdLevel::Scalar, &plain, &x, 3, &mut b);
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "{ty}: {p} vs {q}");
+        }
+    }
+}
