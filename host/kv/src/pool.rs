@@ -18,8 +18,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::arena::Arena;
+use crate::content::ContentIndex;
 use crate::error::PoolError;
 use crate::free_list::FreeList;
+use crate::ghost::GhostTable;
 use crate::hash::{BlockHash, ModelFingerprint, NamespaceSalt};
 use crate::ids::{BlockId, NamespaceId, SeqId};
 use crate::layout::{KvLayout, KvPart};
@@ -59,6 +61,12 @@ pub struct BlockPool {
     timed_pins: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     sink: Box<dyn TierSink>,
     stats: Arc<PoolStats>,
+    /// Recently evicted hashes, for miss reasons.
+    ghost: GhostTable,
+    /// Salt-free content keys of resident blocks, for `isolated` misses.
+    content: ContentIndex,
+    /// One prompt's block hashes for the advisor, reused (grows to the longest prompt).
+    advisor_refs: Vec<BlockHash>,
 }
 
 /// A read-only view of one block, for tests, debugging and metrics.
@@ -76,6 +84,13 @@ pub struct BlockInfo {
     pub owner: NamespaceId,
     /// Slots holding committed tokens.
     pub filled: usize,
+}
+
+/// Ghost-table records for a pool of `n_blocks`: twice the pool (a block evicted is
+/// remembered while as many blocks again are evicted after it, on average), at least 1024 and
+/// at most 2^17 (1 MiB).
+fn ghost_entries(n_blocks: usize) -> usize {
+    n_blocks.saturating_mul(2).clamp(1024, 1 << 17)
 }
 
 impl BlockPool {
@@ -130,6 +145,9 @@ impl BlockPool {
             timed_pins: BinaryHeap::new(),
             sink: Box::new(NoopSink),
             stats: Arc::new(stats),
+            ghost: GhostTable::new(ghost_entries(n_blocks)),
+            content: ContentIndex::new(n_blocks),
+            advisor_refs: Vec::new(),
         })
     }
 
@@ -176,6 +194,11 @@ impl BlockPool {
     /// Unreferenced sealed blocks (prefix cache).
     pub fn cached_blocks(&self) -> usize {
         self.n_cached
+    }
+
+    /// Bytes of the ghost table (fixed at creation; see `ghost`).
+    pub fn ghost_bytes(&self) -> usize {
+        self.ghost.memory_bytes()
     }
 
     /// Shared statistics, readable from any thread.

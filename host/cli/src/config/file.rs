@@ -73,6 +73,8 @@ pub struct RawCache {
     pub max_sessions: Option<usize>,
     pub idle_ttl_s: Option<u64>,
     pub embed_cache_entries: Option<usize>,
+    /// The advisor's target hit rate (config/cache.rs).
+    pub target_hit_rate: Option<f64>,
 }
 
 /// `[store]`.

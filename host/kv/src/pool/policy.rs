@@ -36,6 +36,12 @@ impl BlockPool {
     pub fn set_namespace_cap(&mut self, ns: NamespaceId, cap: Option<usize>) {
         let slot = self.ns_slot(ns);
         self.namespaces[slot].cap = cap;
+        self.stats.advisor().track(ns, cap);
+    }
+
+    /// The hit rate the advisor sizes for (`0 < target < 1`; other values are ignored).
+    pub fn set_target_hit_rate(&mut self, target: f64) {
+        self.stats.advisor().set_target(target);
     }
 
     /// Pins the resident blocks of the chain `root`, `tokens` (whole blocks, in prefix order,

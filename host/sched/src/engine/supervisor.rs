@@ -87,6 +87,7 @@ impl Blueprint {
     ) -> Engine {
         let persist = Persist::new(self.cfg.store.clone(), self.fingerprint, self.layout);
         persist.install(&mut pool);
+        pool.set_target_hit_rate(self.cfg.target_hit_rate);
         for (&ns, &(priority, cap)) in &policies {
             pool.set_namespace_priority(ns, priority);
             pool.set_namespace_cap(ns, cap);
@@ -105,6 +106,7 @@ impl Blueprint {
             round_robin: 0,
             persist,
             policies,
+            sizing: Default::default(),
         }
     }
 }
