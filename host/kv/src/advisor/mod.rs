@@ -4,12 +4,15 @@
 //! **Estimator: SHARDS** (Waldspurger, Park, Garthwaite, Ahmad, *Efficient MRC Construction
 //! with SHARDS*, FAST 2015), fixed-size variant (`SHARDS_max`):
 //! - Every prompt block looked up by `match_prefix` is one reference, keyed by 64 bits of its
-//!   chain hash (BLAKE3, so uniformly distributed; salted, so namespaces never alias), fed
-//!   deepest block first: plain LRU then loses a prompt's last blocks before its first, as
-//!   the pool's leaf-first eviction does (in prefix order, LRU would evict the first blocks
-//!   and strand the rest, and under-predict the pool by about 0.07 on a uniform replay). A
-//!   block sealed by a sequence (a generated block) moves to the top of the stack without
-//!   counting as a reference, as the real cache holds it from then on.
+//!   chain hash (BLAKE3, so uniformly distributed; salted, so namespaces never alias). A
+//!   prompt's blocks are one batch: every reuse distance is measured against the stack as it
+//!   stood before the prompt (the pool matches the whole prompt before allocating for its
+//!   misses), then the blocks move to the top deepest first, so the first block ends topmost
+//!   and LRU loses a prompt's last blocks before its first, as the pool's leaf-first eviction
+//!   does (fed one by one in prefix order, LRU would strand suffixes and under-predicted the
+//!   pool by 0.07 on the uniform serve replay). A
+//!   block sealed by a sequence that no prompt asked for (a generated block) enters the top
+//!   of the stack without counting as a reference, as the real cache holds it from then on.
 //! - Spatial sampling: a reference is sampled when its key is below a threshold `T` (the
 //!   paper's `hash mod P < T` with `P = 2^64`); the rate is `R = T / 2^64`. Every reference
 //!   to a sampled block is sampled, so reuse is observed exactly within the sample.
@@ -163,12 +166,19 @@ impl Advisor {
         }
     }
 
-    /// A prompt of `ns` looked up `hash`.
+    /// A prompt of `ns` looked up `hash` (one block; see [`Advisor::access_prompt`]).
     pub fn access(&mut self, ns: NamespaceId, hash: &BlockHash) {
-        let k = key(hash);
-        self.total.access(k, &mut self.scratch);
+        self.access_prompt(ns, std::slice::from_ref(hash));
+    }
+
+    /// A prompt of `ns` looked up its full blocks `hashes` (in prefix order). They are fed
+    /// deepest first and their distances measured before any moves, so LRU keeps a prompt's
+    /// first blocks longest, as the pool's leaf-first eviction does.
+    pub fn access_prompt(&mut self, ns: NamespaceId, hashes: &[BlockHash]) {
+        let keys = hashes.iter().rev().map(key);
+        self.total.access_all(keys.clone(), &mut self.scratch);
         if let Some(t) = self.namespaces.iter_mut().find(|t| t.ns == ns) {
-            t.est.access(k, &mut self.scratch);
+            t.est.access_all(keys, &mut self.scratch);
         }
     }
 

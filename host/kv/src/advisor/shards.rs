@@ -73,34 +73,25 @@ impl Shards {
         self.threshold as f64 / u64::MAX as f64
     }
 
-    /// A reference to `key` by a prompt (counted in the curve).
-    pub fn access(&mut self, key: u64, scratch: &mut Vec<(u32, u64)>) {
-        self.refs += 1;
-        self.touch(key, true, scratch);
-    }
-
-    /// `key` became resident without being asked for (a generated block sealed): it moves to
-    /// the top of the LRU stack but no reference is counted.
-    pub fn insert(&mut self, key: u64, scratch: &mut Vec<(u32, u64)>) {
-        self.touch(key, false, scratch);
-    }
-
-    fn touch(&mut self, key: u64, counted: bool, scratch: &mut Vec<(u32, u64)>) {
-        let key = key.max(1);
-        if key >= self.threshold {
-            return;
-        }
-        if self.now as usize >= self.marks.len() {
-            self.compact(scratch);
-        }
+    /// One prompt's references, looked up together: every reuse distance is measured against
+    /// the stack as it stood before the prompt (as the pool matches a whole prompt before it
+    /// allocates for its misses), then the keys move to the top in the order given, the last
+    /// one topmost.
+    pub fn access_all<I>(&mut self, keys: I, scratch: &mut Vec<(u32, u64)>)
+    where
+        I: Iterator<Item = u64> + Clone,
+    {
         let rate = self.rate();
         let weight = 1.0 / rate;
-        if counted {
+        for key in keys.clone() {
+            self.refs += 1;
+            let key = key.max(1);
+            if key >= self.threshold {
+                continue;
+            }
             self.sampled += 1;
-        }
-        match self.last.get(key) {
-            Some(t) => {
-                if counted {
+            match self.last.get(key) {
+                Some(t) => {
                     let after = self.last.len() as i64 - self.marks.prefix(t as usize);
                     let d = after.max(0) as f64 / rate;
                     match self.hist.get_mut((d / self.width) as usize) {
@@ -108,12 +99,35 @@ impl Shards {
                         None => self.beyond += weight,
                     }
                 }
-                self.marks.add(t as usize, -1);
+                None => self.first += weight,
             }
+        }
+        for key in keys {
+            self.place(key, scratch);
+        }
+    }
+
+    /// `key` became resident (a block sealed): a key not tracked yet enters at the top of the
+    /// LRU stack (a generated block); a tracked one stays put (a prompt just placed it). No
+    /// reference is counted.
+    pub fn insert(&mut self, key: u64, scratch: &mut Vec<(u32, u64)>) {
+        if self.last.get(key.max(1)).is_none() {
+            self.place(key, scratch);
+        }
+    }
+
+    /// Moves a sampled `key` to the top of the stack (tracking it if new).
+    fn place(&mut self, key: u64, scratch: &mut Vec<(u32, u64)>) {
+        let key = key.max(1);
+        if key >= self.threshold {
+            return;
+        }
+        if self.now as usize >= self.marks.len() {
+            self.compact(scratch);
+        }
+        match self.last.get(key) {
+            Some(t) => self.marks.add(t as usize, -1),
             None => {
-                if counted {
-                    self.first += weight;
-                }
                 self.keys.push(key);
                 if !self.shrink(key) {
                     return;

@@ -158,3 +158,113 @@ impl SizingWatch {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advisor::CurvePoint;
+    use crate::stats::CountersSnapshot;
+
+    fn stats(hits: u64, misses: u64, evicted: u64, free: u64) -> StatsSnapshot {
+        let mut total = CountersSnapshot {
+            hit_blocks: hits,
+            miss_blocks: misses,
+            ..Default::default()
+        };
+        total.misses.blocks[MissReason::Evicted as usize] = evicted;
+        total.misses.blocks[MissReason::Cold as usize] = misses - evicted;
+        StatsSnapshot {
+            blocks_total: 100,
+            blocks_free: free,
+            blocks_committed: 100,
+            blocks_used: 0,
+            blocks_cached: 100 - free,
+            block_bytes: 1,
+            block_tokens: 16,
+            wasted_slots: 0,
+            total,
+            namespaces: Vec::new(),
+        }
+    }
+
+    fn advisor(half: f64, smallest: Option<u64>) -> AdvisorSnapshot {
+        AdvisorSnapshot {
+            budget_blocks: 100,
+            curve: vec![CurvePoint {
+                scale: 0.5,
+                blocks: 50,
+                hit_rate: half,
+            }],
+            target_hit_rate: 0.9,
+            smallest_budget_for_target: smallest,
+            refs: 0,
+            sampled_refs: 0,
+            sampling_rate: 1.0,
+            memory_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn oversized_after_two_windows_then_rate_limited() {
+        let mut w = SizingWatch::default();
+        let t = Instant::now();
+        let a = advisor(0.985, None);
+        assert_eq!(
+            w.check(t, &stats(0, 0, 0, 0), &a),
+            None,
+            "the first call opens a window"
+        );
+        assert_eq!(
+            w.check(t, &stats(990, 10, 0, 0), &a),
+            None,
+            "one window is not enough"
+        );
+        let warn = w.check(t, &stats(1980, 20, 0, 0), &a).expect("oversized");
+        assert!(matches!(warn, SizingWarning::Oversized { .. }));
+        assert!(warn.to_string().contains("oversized"), "{warn}");
+        assert_eq!(w.check(t, &stats(2970, 30, 0, 0), &a), None, "rate-limited");
+        let later = t + REPEAT;
+        assert!(w.check(later, &stats(3960, 40, 0, 0), &a).is_some());
+    }
+
+    #[test]
+    fn a_busy_pool_with_a_high_hit_rate_is_not_oversized() {
+        let mut w = SizingWatch::default();
+        let t = Instant::now();
+        // Half the budget would lose 0.2 of hit rate and nothing is free: every block works.
+        let a = advisor(0.78, None);
+        for i in 0..5 {
+            assert_eq!(w.check(t, &stats(990 * i, 10 * i, 0, 0), &a), None);
+        }
+    }
+
+    #[test]
+    fn undersized_needs_evicted_blocks_asked_for_again() {
+        let t = Instant::now();
+        let a = advisor(0.2, Some(250));
+        // Low hit rate from cold misses only: a bigger cache would not help.
+        let mut w = SizingWatch::default();
+        for i in 0..5 {
+            assert_eq!(w.check(t, &stats(50 * i, 50 * i, 0, 0), &a), None);
+        }
+        let mut w = SizingWatch::default();
+        w.check(t, &stats(0, 0, 0, 0), &a);
+        w.check(t, &stats(50, 50, 20, 0), &a);
+        let warn = w.check(t, &stats(100, 100, 40, 0), &a).expect("undersized");
+        assert_eq!(
+            warn,
+            SizingWarning::Undersized {
+                hit_rate: 0.5,
+                target: 0.9,
+                evicted_misses: 20,
+                suggested_blocks: Some(250),
+            }
+        );
+        assert!(warn.to_string().contains("250 blocks"), "{warn}");
+        // Too few look-ups in a window: not judged.
+        let mut w = SizingWatch::default();
+        for i in 0..5 {
+            assert_eq!(w.check(t, &stats(10 * i, 10 * i, 5 * i, 0), &a), None);
+        }
+    }
+}

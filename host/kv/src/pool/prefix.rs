@@ -109,14 +109,7 @@ impl BlockPool {
                 first_reason.get_or_insert(reason);
                 tally.add(reason, tier, b as u64);
             }
-            // Deepest block first: an LRU cache then loses a prompt's last blocks before its
-            // first, as the pool's leaf-first eviction does (a cut-off suffix is useless).
-            {
-                let mut advisor = pool.stats.advisor();
-                for h in refs.iter().rev() {
-                    advisor.access(s.ns, h);
-                }
-            }
+            pool.stats.advisor().access_prompt(s.ns, &refs);
             pool.advisor_refs = refs;
             let hits = s.table.len();
             let full = hits * b;
