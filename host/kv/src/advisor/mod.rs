@@ -25,8 +25,12 @@
 //!   and `T` lowered to it, so the rate adapts to the working set and memory never grows;
 //!   weighting each reference by `1/R` at its time is the paper's rescaling of old counts.
 //! - The hit rate at `c` blocks is the weight of references with scaled distance below `c`
-//!   over all weight (linear within a bucket); the smallest budget reaching the target is
-//!   read off the same cumulative sum. Until `s_max` distinct blocks are seen, `R = 1` and the
+//!   (linear within a bucket), plus the `SHARDS_adj` correction (all references counted less
+//!   the estimated total weight, credited to the first bucket, as the paper does: sampling
+//!   error concentrates on the hottest blocks), over all references; the smallest budget
+//!   reaching the target is read off the same cumulative sum. On the synthetic streams of the
+//!   tests (600k-850k references, rates 0.02-0.1) the largest error per point is 0.033 with
+//!   the correction and 0.047 without. Until `s_max` distinct blocks are seen, `R = 1` and the
 //!   curve is the exact LRU curve of the stream.
 //! - Memory: fixed at construction (capacities never change), at most [`MAX_NS_TRACKED`]
 //!   namespaces tracked individually (later ones only in the total); the whole advisor stays

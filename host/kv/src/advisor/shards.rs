@@ -2,6 +2,7 @@
 //! at most `s_max` of them with their last access time, and records each sampled reference's
 //! reuse distance, scaled by `1/R` (`R = T / 2^64`), weighted `1/R`, into a histogram. When
 //! a new key would exceed `s_max`, the largest sampled key is dropped and `T` lowered to it.
+//! Hit rates carry the `SHARDS_adj` correction (see the module above).
 
 use std::collections::BinaryHeap;
 
@@ -169,11 +170,16 @@ impl Shards {
 
     /// Estimated LRU hit rate with a cache of `blocks` blocks (0 before any reference).
     pub fn hit_rate(&self, blocks: f64) -> f64 {
-        let total = self.total_weight();
-        if total <= 0.0 {
+        if self.refs == 0 {
             return 0.0;
         }
-        (self.hits_below(blocks) / total).clamp(0.0, 1.0)
+        ((self.hits_below(blocks) + self.adjustment()) / self.refs as f64).clamp(0.0, 1.0)
+    }
+
+    /// SHARDS_adj: the references sampling over- or under-counted (all references less the
+    /// estimated ones), credited to the first bucket.
+    fn adjustment(&self) -> f64 {
+        self.refs as f64 - self.total_weight()
     }
 
     fn total_weight(&self) -> f64 {
@@ -194,12 +200,11 @@ impl Shards {
     /// The smallest cache (in blocks) whose estimated hit rate reaches `target`, within the
     /// histogram's range.
     pub fn smallest_for(&self, target: f64) -> Option<u64> {
-        let total = self.total_weight();
-        if total <= 0.0 {
+        if self.refs == 0 {
             return None;
         }
-        let need = target * total;
-        let mut s = 0.0;
+        let need = target * self.refs as f64;
+        let mut s = self.adjustment();
         for (i, &h) in self.hist.iter().enumerate() {
             if s + h >= need && h > 0.0 {
                 let frac = ((need - s) / h).clamp(0.0, 1.0);

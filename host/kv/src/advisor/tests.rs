@@ -104,8 +104,10 @@ fn check(stream: &[u64], budget: usize, tol: f64) -> AdvisorSnapshot {
         a.access(ns, &hash_of(b));
     }
     let snap = a.snapshot();
+    let mut worst = 0.0f64;
     for p in &snap.curve {
         let exact = lru_hit_rate(stream, p.blocks as usize);
+        worst = worst.max((p.hit_rate - exact).abs());
         assert!(
             (p.hit_rate - exact).abs() <= tol,
             "at {} blocks (x{}): estimated {:.4}, exact {:.4} (rate {:.4})",
@@ -117,6 +119,11 @@ fn check(stream: &[u64], budget: usize, tol: f64) -> AdvisorSnapshot {
         );
     }
     assert_eq!(snap.refs, stream.len() as u64);
+    eprintln!(
+        "{} refs, budget {budget}: rate {:.4}, largest error {worst:.4}",
+        stream.len(),
+        snap.sampling_rate
+    );
     snap
 }
 
