@@ -5,6 +5,7 @@
 //! sealed block's parent is resident; evictable blocks sit in exactly one eviction heap; every
 //! retained partial tail is in the tail index under its parent's hash (see `tails`).
 
+mod hot;
 mod lifecycle;
 mod policy;
 mod prefix;
@@ -67,6 +68,8 @@ pub struct BlockPool {
     content: ContentIndex,
     /// One prompt's block hashes for the advisor, reused (grows to the longest prompt).
     advisor_refs: Vec<BlockHash>,
+    /// Hot-prefix warming (`auto_pin`).
+    hot: hot::HotPrefixes,
 }
 
 /// A read-only view of one block, for tests, debugging and metrics.
@@ -148,6 +151,7 @@ impl BlockPool {
             ghost: GhostTable::new(ghost_entries(n_blocks)),
             content: ContentIndex::new(n_blocks),
             advisor_refs: Vec::new(),
+            hot: hot::HotPrefixes::new(n_blocks),
         })
     }
 

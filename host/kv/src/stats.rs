@@ -83,6 +83,8 @@ pub struct PoolStats {
     pub blocks_committed: AtomicU64,
     /// Unfilled slots of in-use and cached blocks: only partially filled tail blocks contribute.
     pub wasted_slots: AtomicU64,
+    /// Blocks pinned by hot-prefix warming (`auto_pin`).
+    pub auto_pinned_blocks: AtomicU64,
     /// Whole-pool counters.
     pub total: Counters,
     namespaces: RwLock<HashMap<NamespaceId, Arc<Counters>>>,
@@ -247,6 +249,7 @@ impl PoolStats {
             blocks_free: AtomicU64::new(blocks_total),
             blocks_committed: AtomicU64::new(0),
             wasted_slots: AtomicU64::new(0),
+            auto_pinned_blocks: AtomicU64::new(0),
             total: Counters::default(),
             namespaces: RwLock::new(HashMap::new()),
             advisor: Mutex::new(Advisor::new(

@@ -29,6 +29,8 @@ pub struct EngineConfig {
     pub store: Option<Arc<TierStack>>,
     /// The hit rate the cache-sizing advisor sizes for (`[cache] target_hit_rate`, 0 < x < 1).
     pub target_hit_rate: f64,
+    /// How many of the most reused prefixes the pool keeps pinned (`[cache] auto_pin`, 0: off).
+    pub auto_pin: usize,
 }
 
 impl Default for EngineConfig {
@@ -43,6 +45,7 @@ impl Default for EngineConfig {
             idle_ttl: Some(Duration::from_secs(600)),
             store: None,
             target_hit_rate: 0.9,
+            auto_pin: 0,
         }
     }
 }

@@ -4,5 +4,6 @@
 //! suggests (`advisor`).
 
 mod advisor;
+mod auto_pin;
 mod isolated;
 mod misses;

@@ -75,6 +75,8 @@ pub struct RawCache {
     pub embed_cache_entries: Option<usize>,
     /// The advisor's target hit rate (config/cache.rs).
     pub target_hit_rate: Option<f64>,
+    /// Most reused prefixes kept pinned (config/cache.rs).
+    pub auto_pin: Option<usize>,
 }
 
 /// `[store]`.

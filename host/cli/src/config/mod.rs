@@ -88,6 +88,8 @@ pub struct ServeConfig {
     pub namespaces: Vec<(String, NamespaceSpec)>,
     /// `[cache] target_hit_rate` (see `cache`).
     pub target_hit_rate: f64,
+    /// `[cache] auto_pin` (see `cache`).
+    pub auto_pin: usize,
 }
 
 /// Merges `raw` under `o` and validates.
@@ -202,6 +204,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         remote,
         namespaces,
         target_hit_rate: cache::target_hit_rate(c.target_hit_rate)?,
+        auto_pin: cache::auto_pin(c.auto_pin)?,
     })
 }
 

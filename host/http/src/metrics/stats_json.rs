@@ -80,6 +80,7 @@ pub fn stats_json(state: &AppState) -> Value {
             "bytes_cached": pool.bytes_cached(),
             "evictions": t.evictions(),
             "sequences": t.seqs_active,
+            "auto_pinned_blocks": pool_stats.auto_pinned_blocks.load(Relaxed),
         },
         "engine": {
             "sessions": eng.sessions_active,

@@ -203,6 +203,7 @@ impl BlockPool {
         if let Some(p) = tail_of {
             self.forget_tail(p, id);
         }
+        self.clear_auto_pin(id);
         self.set_state(id, BlockState::Free);
         self.free.push_front(&mut self.metas, id);
         if parent != NIL {

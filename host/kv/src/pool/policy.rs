@@ -59,6 +59,7 @@ impl BlockPool {
         let until = ttl.and_then(|d| self.now().checked_add(d));
         self.for_chain(root, tokens, |pool, id| {
             pool.dequeue(id);
+            pool.clear_auto_pin(id);
             let m = &mut pool.metas[id as usize];
             m.pin = Some(level);
             m.pin_until = until;
@@ -75,6 +76,7 @@ impl BlockPool {
     pub fn unpin_prefix(&mut self, root: &BlockHash, tokens: &[u32]) -> usize {
         self.for_chain(root, tokens, |pool, id| {
             pool.dequeue(id);
+            pool.clear_auto_pin(id);
             let m = &mut pool.metas[id as usize];
             m.pin = None;
             m.pin_until = None;

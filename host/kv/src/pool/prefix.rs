@@ -112,6 +112,9 @@ impl BlockPool {
             pool.stats.advisor().access_prompt(s.ns, &refs);
             pool.advisor_refs = refs;
             let hits = s.table.len();
+            if let Some(&end) = s.hashes.last() {
+                pool.note_hot(end);
+            }
             let full = hits * b;
             let limit = tokens.len().saturating_sub(1).saturating_sub(full);
             let tail = pool.match_tail(s, &tokens[full..], limit);
