@@ -191,6 +191,7 @@ fn memory_stays_under_1_mib_at_any_load() {
     }
     assert_eq!(a.memory_bytes(), before, "memory is fixed at construction");
     assert!(before <= 1 << 20, "{before} bytes");
+    eprintln!("advisor with 8 namespaces tracked: {before} bytes");
     assert!(a.namespace(NamespaceId(7)).is_some());
     assert!(
         a.namespace(NamespaceId(8)).is_none(),
