@@ -1,6 +1,7 @@
 //! memoria's integration tests, one binary. Modules are named after the subject they pin.
 
 mod biased;
+mod cache_view;
 mod chat;
 mod cli;
 mod deploy;

@@ -26,16 +26,23 @@
 //! - **Tiers.** Evicted sealed blocks go to a [`TierSink`] before their memory is reused; a
 //!   [`TierSource`] can fill prefix misses, in prefix order.
 //! - **Stats.** [`PoolStats`] atomics, readable from any thread without touching the pool.
+//!   Every prompt block miss is counted under one reason (see `misses`: a bounded ghost table
+//!   of evicted hashes and a salt-free content index tell `evicted`, `expired` and `isolated`
+//!   from `cold`), and the [`advisor`] estimates the miss-ratio curve from the same look-ups.
 
+pub mod advisor;
 pub mod hash;
 
 mod arena;
+mod content;
 mod error;
 mod evict_heap;
 mod free_list;
+mod ghost;
 mod ids;
 mod layout;
 mod meta;
+mod misses;
 mod namespace;
 mod pool;
 mod seq;
@@ -47,9 +54,10 @@ pub use hash::{BlockHash, ModelFingerprint, NamespaceSalt};
 pub use ids::{BlockId, NamespaceId, SeqId, SlotRef};
 pub use layout::{KvElem, KvLayout, KvPart, MAX_BLOCK_TOKENS};
 pub use meta::{BlockState, PinLevel};
+pub use misses::{LostTier, MissReason, MissSnapshot};
 pub use pool::{BlockInfo, BlockPool};
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
-pub use tier::{NoopSink, TierSink, TierSource};
+pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};
 
 #[cfg(test)]
 mod pool_model_tests;

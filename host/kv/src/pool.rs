@@ -5,6 +5,7 @@
 //! sealed block's parent is resident; evictable blocks sit in exactly one eviction heap; every
 //! retained partial tail is in the tail index under its parent's hash (see `tails`).
 
+mod hot;
 mod lifecycle;
 mod policy;
 mod prefix;
@@ -18,8 +19,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::arena::Arena;
+use crate::content::ContentIndex;
 use crate::error::PoolError;
 use crate::free_list::FreeList;
+use crate::ghost::GhostTable;
 use crate::hash::{BlockHash, ModelFingerprint, NamespaceSalt};
 use crate::ids::{BlockId, NamespaceId, SeqId};
 use crate::layout::{KvLayout, KvPart};
@@ -59,6 +62,14 @@ pub struct BlockPool {
     timed_pins: BinaryHeap<Reverse<(Instant, u32, u64)>>,
     sink: Box<dyn TierSink>,
     stats: Arc<PoolStats>,
+    /// Recently evicted hashes, for miss reasons.
+    ghost: GhostTable,
+    /// Salt-free content keys of resident blocks, for `isolated` misses.
+    content: ContentIndex,
+    /// One prompt's block hashes for the advisor, reused (grows to the longest prompt).
+    advisor_refs: Vec<BlockHash>,
+    /// Hot-prefix warming (`auto_pin`).
+    hot: hot::HotPrefixes,
 }
 
 /// A read-only view of one block, for tests, debugging and metrics.
@@ -76,6 +87,13 @@ pub struct BlockInfo {
     pub owner: NamespaceId,
     /// Slots holding committed tokens.
     pub filled: usize,
+}
+
+/// Ghost-table records for a pool of `n_blocks`: twice the pool (a block evicted is
+/// remembered while as many blocks again are evicted after it, on average), at least 1024 and
+/// at most 2^17 (1 MiB).
+fn ghost_entries(n_blocks: usize) -> usize {
+    n_blocks.saturating_mul(2).clamp(1024, 1 << 17)
 }
 
 impl BlockPool {
@@ -130,6 +148,10 @@ impl BlockPool {
             timed_pins: BinaryHeap::new(),
             sink: Box::new(NoopSink),
             stats: Arc::new(stats),
+            ghost: GhostTable::new(ghost_entries(n_blocks)),
+            content: ContentIndex::new(n_blocks),
+            advisor_refs: Vec::new(),
+            hot: hot::HotPrefixes::new(n_blocks),
         })
     }
 
@@ -176,6 +198,11 @@ impl BlockPool {
     /// Unreferenced sealed blocks (prefix cache).
     pub fn cached_blocks(&self) -> usize {
         self.n_cached
+    }
+
+    /// Bytes of the ghost table (fixed at creation; see `ghost`).
+    pub fn ghost_bytes(&self) -> usize {
+        self.ghost.memory_bytes()
     }
 
     /// Shared statistics, readable from any thread.

@@ -298,6 +298,11 @@ impl Harness {
             N_BLOCKS as u64
         );
         assert_eq!(snap.total.seqs_active, self.live.len() as u64);
+        // Every missed block and token is counted under exactly one reason.
+        for c in std::iter::once(&snap.total).chain(snap.namespaces.iter().map(|(_, c)| c)) {
+            assert_eq!(c.misses.total_blocks(), c.miss_blocks);
+            assert_eq!(c.misses.tokens.iter().sum::<u64>(), c.miss_tokens);
+        }
         let mut refs = [0u32; N_BLOCKS];
         for l in &self.live {
             assert_eq!(p.seq_tokens(l.id).unwrap(), &l.tokens[..]);

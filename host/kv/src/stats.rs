@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use crate::advisor::{Advisor, AdvisorSnapshot};
 use crate::ids::NamespaceId;
+use crate::misses::{MissCounters, MissSnapshot};
 
 /// Why a block was evicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +63,8 @@ pub struct Counters {
     pub quota_errors: AtomicU64,
     /// Allocations refused because the pool was full.
     pub out_of_blocks_errors: AtomicU64,
+    /// `miss_blocks` (and their tokens) by reason.
+    pub misses: MissCounters,
 }
 
 /// Pool-wide statistics plus one [`Counters`] per namespace.
@@ -79,9 +83,13 @@ pub struct PoolStats {
     pub blocks_committed: AtomicU64,
     /// Unfilled slots of in-use and cached blocks: only partially filled tail blocks contribute.
     pub wasted_slots: AtomicU64,
+    /// Blocks pinned by hot-prefix warming (`auto_pin`).
+    pub auto_pinned_blocks: AtomicU64,
     /// Whole-pool counters.
     pub total: Counters,
     namespaces: RwLock<HashMap<NamespaceId, Arc<Counters>>>,
+    /// The cache-sizing advisor, fed by the pool's thread; readers lock it briefly.
+    advisor: Mutex<Advisor>,
 }
 
 /// Plain copy of [`Counters`].
@@ -106,6 +114,7 @@ pub struct CountersSnapshot {
     pub seqs_active: u64,
     pub quota_errors: u64,
     pub out_of_blocks_errors: u64,
+    pub misses: MissSnapshot,
 }
 
 /// Plain copy of [`PoolStats`] with derived figures.
@@ -156,6 +165,7 @@ impl Counters {
             seqs_active: r(&self.seqs_active),
             quota_errors: r(&self.quota_errors),
             out_of_blocks_errors: r(&self.out_of_blocks_errors),
+            misses: self.misses.snapshot(),
         }
     }
 
@@ -239,9 +249,28 @@ impl PoolStats {
             blocks_free: AtomicU64::new(blocks_total),
             blocks_committed: AtomicU64::new(0),
             wasted_slots: AtomicU64::new(0),
+            auto_pinned_blocks: AtomicU64::new(0),
             total: Counters::default(),
             namespaces: RwLock::new(HashMap::new()),
+            advisor: Mutex::new(Advisor::new(
+                usize::try_from(blocks_total).unwrap_or(usize::MAX),
+            )),
         }
+    }
+
+    /// The advisor, locked (the pool's thread feeds it; hold it only briefly).
+    pub(crate) fn advisor(&self) -> MutexGuard<'_, Advisor> {
+        self.advisor.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The advisor's curve for the whole pool.
+    pub fn advisor_snapshot(&self) -> AdvisorSnapshot {
+        self.advisor().snapshot()
+    }
+
+    /// The advisor's curve for `ns`, when it is one of the namespaces tracked individually.
+    pub fn advisor_namespace(&self, ns: NamespaceId) -> Option<AdvisorSnapshot> {
+        self.advisor().namespace(ns)
     }
 
     /// The counters of `ns`, registering them on first use (the only write to the map).

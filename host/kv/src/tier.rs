@@ -4,12 +4,28 @@
 
 use crate::hash::BlockHash;
 use crate::ids::NamespaceId;
+use crate::misses::LostTier;
+
+/// Why a [`TierSource::fetch`] returned false.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceMiss {
+    /// No tier had the block.
+    Absent,
+    /// The tier held a value that failed verification (it was removed).
+    Corrupt(LostTier),
+}
 
 /// Receives blocks evicted from the pool.
 pub trait TierSink: Send + Sync {
     /// `data` is the block's full byte image (`[layer][K|V][slot][row]`), `tokens` its B tokens,
     /// `ns` the namespace it is attributed to. Called before the block's memory is reused.
     fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]);
+
+    /// The tier evicted blocks go to, for miss reasons (a later miss on one means it was lost
+    /// there or below); `None` when they are dropped.
+    fn keeps(&self) -> Option<LostTier> {
+        None
+    }
 }
 
 /// Supplies blocks missing from the pool.
@@ -17,6 +33,11 @@ pub trait TierSource {
     /// Fills `out` (one block's bytes) with the block keyed by `hash` and returns true, or
     /// returns false (leaving `out` unspecified) when it does not have it.
     fn fetch(&mut self, hash: &BlockHash, out: &mut [u8]) -> bool;
+
+    /// Why the last `fetch` returned false (for miss reasons).
+    fn last_miss(&self) -> SourceMiss {
+        SourceMiss::Absent
+    }
 }
 
 /// The default sink: evicted blocks are dropped.

@@ -27,6 +27,10 @@ pub struct EngineConfig {
     /// misses promote from them, sealed blocks are written through to disk, and sessions can
     /// be saved and restored. `None`: evicted blocks are dropped.
     pub store: Option<Arc<TierStack>>,
+    /// The hit rate the cache-sizing advisor sizes for (`[cache] target_hit_rate`, 0 < x < 1).
+    pub target_hit_rate: f64,
+    /// How many of the most reused prefixes the pool keeps pinned (`[cache] auto_pin`, 0: off).
+    pub auto_pin: usize,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +44,8 @@ impl Default for EngineConfig {
             max_sessions: 4096,
             idle_ttl: Some(Duration::from_secs(600)),
             store: None,
+            target_hit_rate: 0.9,
+            auto_pin: 0,
         }
     }
 }

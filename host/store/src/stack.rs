@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use memoria_kv::{
-    BlockHash, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, TierSink, TierSource,
+    BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, NamespaceSalt, SourceMiss,
+    TierSink, TierSource,
 };
 
 use crate::codec::{self, BlockIdentity, Encoding, Expect};
@@ -344,7 +345,21 @@ impl TierStack {
             root,
             tokens,
             chain,
+            last_miss: SourceMiss::Absent,
         }
+    }
+
+    /// Values removed for failing verification so far, cold then disk (for miss reasons).
+    fn corrupt_counts(&self) -> [u64; 2] {
+        use std::sync::atomic::Ordering::Relaxed;
+        [
+            self.cold
+                .as_ref()
+                .map_or(0, |c| c.stats().corrupt_removed.load(Relaxed)),
+            self.disk
+                .as_ref()
+                .map_or(0, |d| d.stats().corrupt_removed.load(Relaxed)),
+        ]
     }
 }
 
@@ -380,6 +395,16 @@ impl TierSink for StackSink {
             None => self.stack.demote(identity, tokens, data),
         }
     }
+
+    fn keeps(&self) -> Option<LostTier> {
+        if self.stack.cold.is_some() {
+            Some(LostTier::Cold)
+        } else if self.stack.disk.is_some() {
+            Some(LostTier::Disk)
+        } else {
+            self.stack.remote.as_ref().map(|_| LostTier::Remote)
+        }
+    }
 }
 
 /// [`TierSource`] for one request: knows the requesting chain, so every block served is
@@ -391,6 +416,8 @@ pub struct StoreSource<'a> {
     root: BlockHash,
     tokens: &'a [u32],
     chain: Vec<BlockHash>,
+    /// Why the last fetch failed (a verification failure is told apart from absence).
+    last_miss: SourceMiss,
 }
 
 impl std::fmt::Debug for StoreSource<'_> {
@@ -414,7 +441,23 @@ impl TierSource for StoreSource<'_> {
             root: Some(self.root),
             tokens: Some(&self.tokens[i * b..(i + 1) * b]),
         };
-        self.stack.fetch(&expect, out).is_some()
+        let before = self.stack.corrupt_counts();
+        let found = self.stack.fetch(&expect, out).is_some();
+        let after = self.stack.corrupt_counts();
+        self.last_miss = if found {
+            SourceMiss::Absent
+        } else if after[1] > before[1] {
+            SourceMiss::Corrupt(LostTier::Disk)
+        } else if after[0] > before[0] {
+            SourceMiss::Corrupt(LostTier::Cold)
+        } else {
+            SourceMiss::Absent
+        };
+        found
+    }
+
+    fn last_miss(&self) -> SourceMiss {
+        self.last_miss
     }
 }
 

@@ -126,11 +126,14 @@ fn corrupt_values_are_misses_removed_and_counted() {
     let mut src = st.source(MODEL, layout(), root, &tokens);
     let mut out = vec![0; layout().block_bytes().unwrap()];
     assert!(!src.fetch(h0, &mut out));
+    // The pool learns why (the `corrupt` miss reason, lost on disk).
+    assert_eq!(src.last_miss(), SourceMiss::Corrupt(LostTier::Disk));
     let s = st.snapshot().redb;
     assert_eq!((s.corrupt_removed, s.hits), (1, 0));
     assert!(!st.disk().unwrap().contains(h0));
     st.flush().unwrap();
     assert!(!src.fetch(h0, &mut out), "gone after removal");
+    assert_eq!(src.last_miss(), SourceMiss::Absent);
     assert!(src.fetch(&blocks[1].0, &mut out));
     let _ = std::fs::remove_dir_all(&d);
 }

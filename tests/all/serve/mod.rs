@@ -55,7 +55,7 @@ fn eventually(tries: usize, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Runs `promtool check metrics` on an exposition.
-fn promtool_check(name: &str, text: &str) {
+pub(crate) fn promtool_check(name: &str, text: &str) {
     let file = temp_dir(name).join("metrics.txt");
     std::fs::write(&file, text).expect("write metrics");
     let out = Command::new("sh")

@@ -129,6 +129,8 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         max_sessions: cfg.max_sessions,
         idle_ttl: cfg.idle_ttl,
         store: store.clone(),
+        target_hit_rate: cfg.target_hit_rate,
+        auto_pin: cfg.auto_pin,
     };
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tokenizer), engine_cfg)
         .context("starting the engine")?;

@@ -73,6 +73,10 @@ pub struct RawCache {
     pub max_sessions: Option<usize>,
     pub idle_ttl_s: Option<u64>,
     pub embed_cache_entries: Option<usize>,
+    /// The advisor's target hit rate (config/cache.rs).
+    pub target_hit_rate: Option<f64>,
+    /// Most reused prefixes kept pinned (config/cache.rs).
+    pub auto_pin: Option<usize>,
 }
 
 /// `[store]`.

@@ -4,6 +4,7 @@
 //! [`Tenants`] here too, with the default namespace added when the file does not define it, so
 //! a bare `memoria serve` is a single-user host with one shared namespace.
 
+pub mod cache;
 pub mod file;
 pub mod remote;
 
@@ -85,6 +86,10 @@ pub struct ServeConfig {
     pub remote: Option<memoria_store::RemoteOptions>,
     /// Namespaces in id order (the default one first).
     pub namespaces: Vec<(String, NamespaceSpec)>,
+    /// `[cache] target_hit_rate` (see `cache`).
+    pub target_hit_rate: f64,
+    /// `[cache] auto_pin` (see `cache`).
+    pub auto_pin: usize,
 }
 
 /// Merges `raw` under `o` and validates.
@@ -198,6 +203,8 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         store_max_saves_bytes,
         remote,
         namespaces,
+        target_hit_rate: cache::target_hit_rate(c.target_hit_rate)?,
+        auto_pin: cache::auto_pin(c.auto_pin)?,
     })
 }
 

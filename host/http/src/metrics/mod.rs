@@ -3,6 +3,7 @@
 //! codes. [`render`] writes everything as Prometheus text; [`stats_json`] as the `/stats` JSON.
 //! Invariant: the hot path only touches atomics; the maps are locked once per request.
 
+mod cache_view;
 mod components;
 mod histogram;
 mod remote;

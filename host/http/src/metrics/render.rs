@@ -89,6 +89,15 @@ pub fn render(state: &AppState) -> String {
         |c| c.miss_blocks,
     );
 
+    let pool_stats = state.engine.pool_stats();
+    let mut advisors = vec![(String::new(), pool_stats.advisor_snapshot())];
+    for (id, _) in &pool.namespaces {
+        if let Some(a) = pool_stats.advisor_namespace(*id) {
+            advisors.push((state.namespace_name(*id), a));
+        }
+    }
+    super::cache_view::render(&mut o, &rows, &advisors);
+
     o.family(
         "memoria_kv_blocks",
         "gauge",

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use serde_json::{Value, json};
 
+use super::cache_view::{advisor_json, misses_json};
 use crate::state::AppState;
 
 /// The `/stats` object.
@@ -12,6 +13,7 @@ pub fn stats_json(state: &AppState) -> Value {
     let pool = state.engine.pool_stats().snapshot();
     let eng = state.engine.stats().snapshot();
     let t = &pool.total;
+    let pool_stats = state.engine.pool_stats();
     let mut namespaces = serde_json::Map::new();
     for (id, c) in &pool.namespaces {
         namespaces.insert(
@@ -22,6 +24,10 @@ pub fn stats_json(state: &AppState) -> Value {
                 "blocks_cached": c.blocks_cached,
                 "sequences": c.seqs_active,
                 "evictions": c.evictions(),
+                "hit_blocks": c.hit_blocks,
+                "miss_blocks": c.miss_blocks,
+                "misses": misses_json(&c.misses),
+                "advisor": advisor_json(pool_stats.advisor_namespace(*id).as_ref()),
             }),
         );
     }
@@ -54,7 +60,12 @@ pub fn stats_json(state: &AppState) -> Value {
     json!({
         "model": state.config.model_id,
         "uptime_s": state.started.elapsed().as_secs_f64(),
-        "state_cache": {"hits": t.hit_tokens, "misses": t.miss_tokens, "hit_rate": t.hit_rate()},
+        "state_cache": {
+            "hits": t.hit_tokens, "misses": t.miss_tokens, "hit_rate": t.hit_rate(),
+            "hit_blocks": t.hit_blocks, "miss_blocks": t.miss_blocks,
+            "misses_by_reason": misses_json(&t.misses),
+        },
+        "advisor": advisor_json(Some(&pool_stats.advisor_snapshot())),
         "pool": {
             "blocks_total": pool.blocks_total,
             "blocks_used": pool.blocks_used,
@@ -69,6 +80,7 @@ pub fn stats_json(state: &AppState) -> Value {
             "bytes_cached": pool.bytes_cached(),
             "evictions": t.evictions(),
             "sequences": t.seqs_active,
+            "auto_pinned_blocks": pool_stats.auto_pinned_blocks.load(Relaxed),
         },
         "engine": {
             "sessions": eng.sessions_active,

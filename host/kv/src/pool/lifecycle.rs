@@ -9,8 +9,10 @@ use std::time::Instant;
 
 use super::BlockPool;
 use crate::error::PoolError;
+use crate::ghost::Ghost;
 use crate::ids::{NIL, NamespaceId};
 use crate::meta::BlockState;
+use crate::misses::LostTier;
 use crate::namespace::NsState;
 use crate::stats::{Counters, EvictReason};
 
@@ -24,6 +26,7 @@ impl BlockPool {
         self.namespaces
             .push(NsState::new(ns, self.stats.register(ns)));
         self.ns_slots.insert(ns, slot);
+        self.stats.advisor().track(ns, None);
         slot
     }
 
@@ -35,6 +38,18 @@ impl BlockPool {
     pub(crate) fn count<F: Fn(&Counters) -> &AtomicU64>(&self, ns: usize, field: F, n: u64) {
         field(&self.stats.total).fetch_add(n, Ordering::Relaxed);
         field(&self.namespaces[ns].stats).fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one look-up's misses by reason, pool-wide and for namespace slot `ns`.
+    pub(crate) fn count_misses(&self, ns: usize, t: &super::prefix::MissTally) {
+        self.stats
+            .total
+            .misses
+            .add_all(&t.blocks, &t.tokens, &t.lost_at);
+        self.namespaces[ns]
+            .stats
+            .misses
+            .add_all(&t.blocks, &t.tokens, &t.lost_at);
     }
 
     fn uncount<F: Fn(&Counters) -> &AtomicU64>(&self, ns: usize, field: F, n: u64) {
@@ -183,10 +198,12 @@ impl BlockPool {
             .store(self.wasted as u64, Ordering::Relaxed);
         if let Some(h) = hash {
             self.index.remove(&h);
+            self.content.remove(id);
         }
         if let Some(p) = tail_of {
             self.forget_tail(p, id);
         }
+        self.clear_auto_pin(id);
         self.set_state(id, BlockState::Free);
         self.free.push_front(&mut self.metas, id);
         if parent != NIL {
@@ -202,6 +219,11 @@ impl BlockPool {
         let reason = if m.lapsed { EvictReason::Ttl } else { reason };
         let owner = m.owner as usize;
         if let Some(h) = m.hash {
+            let ghost = Ghost {
+                expired: reason == EvictReason::Ttl,
+                tier: self.sink.keeps().unwrap_or(LostTier::Hot),
+            };
+            self.ghost.record(&h, ghost);
             let b = self.layout.block_tokens;
             let at = id as usize * b;
             let tokens = &self.block_tokens[at..at + b];

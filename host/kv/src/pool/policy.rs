@@ -36,6 +36,12 @@ impl BlockPool {
     pub fn set_namespace_cap(&mut self, ns: NamespaceId, cap: Option<usize>) {
         let slot = self.ns_slot(ns);
         self.namespaces[slot].cap = cap;
+        self.stats.advisor().track(ns, cap);
+    }
+
+    /// The hit rate the advisor sizes for (`0 < target < 1`; other values are ignored).
+    pub fn set_target_hit_rate(&mut self, target: f64) {
+        self.stats.advisor().set_target(target);
     }
 
     /// Pins the resident blocks of the chain `root`, `tokens` (whole blocks, in prefix order,
@@ -53,6 +59,7 @@ impl BlockPool {
         let until = ttl.and_then(|d| self.now().checked_add(d));
         self.for_chain(root, tokens, |pool, id| {
             pool.dequeue(id);
+            pool.clear_auto_pin(id);
             let m = &mut pool.metas[id as usize];
             m.pin = Some(level);
             m.pin_until = until;
@@ -69,6 +76,7 @@ impl BlockPool {
     pub fn unpin_prefix(&mut self, root: &BlockHash, tokens: &[u32]) -> usize {
         self.for_chain(root, tokens, |pool, id| {
             pool.dequeue(id);
+            pool.clear_auto_pin(id);
             let m = &mut pool.metas[id as usize];
             m.pin = None;
             m.pin_until = None;

@@ -7,8 +7,30 @@ use super::BlockPool;
 use crate::error::PoolError;
 use crate::hash::BlockHash;
 use crate::ids::{BlockId, NIL, SeqId};
+use crate::misses::{LostTier, MissReason};
 use crate::seq::Sequence;
-use crate::tier::TierSource;
+use crate::tier::{SourceMiss, TierSource};
+
+/// One look-up's misses by reason, counted at once.
+#[derive(Debug, Default)]
+pub(crate) struct MissTally {
+    pub blocks: [u64; 6],
+    pub tokens: [u64; 6],
+    pub lost_at: [u64; 4],
+}
+
+impl MissTally {
+    fn add(&mut self, reason: MissReason, tier: Option<LostTier>, tokens: u64) {
+        if tokens == 0 {
+            return;
+        }
+        self.blocks[reason as usize] += 1;
+        self.tokens[reason as usize] += tokens;
+        if let (Some(t), MissReason::Evicted | MissReason::Expired) = (tier, reason) {
+            self.lost_at[t as usize] += 1;
+        }
+    }
+}
 
 impl BlockPool {
     /// Attaches to the empty `seq` the longest run of cached blocks matching `tokens`, then
@@ -45,32 +67,71 @@ impl BlockPool {
             }
             let b = pool.layout.block_tokens;
             let max_blocks = tokens.len().saturating_sub(1) / b;
-            for (i, chunk) in tokens.chunks_exact(b).take(max_blocks).enumerate() {
-                let hash = BlockHash::chain(&s.parent_hash(i), chunk);
-                let id = match pool.index.get(&hash) {
-                    Some(&id) => {
-                        pool.incref(id);
-                        pool.touch(id);
-                        id
+            let mut refs = std::mem::take(&mut pool.advisor_refs);
+            refs.clear();
+            let mut tally = MissTally::default();
+            let (mut prev, mut content) = (s.root, 0u64);
+            let mut missed = false;
+            let mut first_reason = None;
+            for chunk in tokens.chunks_exact(b).take(max_blocks) {
+                let hash = BlockHash::chain(&prev, chunk);
+                prev = hash;
+                content = pool.content.key(content, chunk);
+                refs.push(hash);
+                let mut source_miss = SourceMiss::Absent;
+                if !missed {
+                    let found = match pool.index.get(&hash) {
+                        Some(&id) => {
+                            pool.incref(id);
+                            pool.touch(id);
+                            Some(id)
+                        }
+                        None => match source.as_deref_mut() {
+                            Some(src) => {
+                                let got = pool.promote(s, hash, chunk, src);
+                                if got.is_none() {
+                                    source_miss = src.last_miss();
+                                }
+                                got
+                            }
+                            None => None,
+                        },
+                    };
+                    if let Some(id) = found {
+                        s.table.push(BlockId(id));
+                        s.hashes.push(hash);
+                        s.tokens.extend_from_slice(chunk);
+                        continue;
                     }
-                    None => match source
-                        .as_deref_mut()
-                        .and_then(|src| pool.promote(s, hash, chunk, src))
-                    {
-                        Some(id) => id,
-                        None => break,
-                    },
-                };
-                s.table.push(BlockId(id));
-                s.hashes.push(hash);
-                s.tokens.extend_from_slice(chunk);
+                    missed = true;
+                }
+                let (reason, tier) = pool.miss_reason(&hash, content, source_miss);
+                first_reason.get_or_insert(reason);
+                tally.add(reason, tier, b as u64);
             }
+            pool.stats.advisor().access_prompt(s.ns, &refs);
+            pool.advisor_refs = refs;
             let hits = s.table.len();
+            if let Some(&end) = s.hashes.last() {
+                pool.note_hot(end);
+            }
             let full = hits * b;
             let limit = tokens.len().saturating_sub(1).saturating_sub(full);
             let tail = pool.match_tail(s, &tokens[full..], limit);
             let matched = full + tail;
             let ns = s.ns_slot;
+            // A retained tail may continue the chain inside the first missed full block: its
+            // tokens were found, so that block's reason counts fewer tokens.
+            if let Some(r) = first_reason {
+                let t = &mut tally.tokens[r as usize];
+                *t = t.saturating_sub(tail as u64);
+            }
+            let partial_blocks = tokens.len().div_ceil(b) - max_blocks;
+            let counted: u64 = tally.tokens.iter().sum();
+            let partial_tokens = ((tokens.len() - matched) as u64).saturating_sub(counted);
+            tally.blocks[MissReason::Partial as usize] += partial_blocks as u64;
+            tally.tokens[MissReason::Partial as usize] += partial_tokens;
+            pool.count_misses(ns, &tally);
             pool.count(ns, |c| &c.hit_blocks, hits as u64);
             pool.count(
                 ns,
@@ -81,6 +142,31 @@ impl BlockPool {
             pool.count(ns, |c| &c.miss_tokens, (tokens.len() - matched) as u64);
             Ok(matched)
         })
+    }
+
+    /// Why full block `hash` (content key `content`) missed, and for evicted or corrupt
+    /// blocks the tier where it was lost. See `misses` for the order.
+    fn miss_reason(
+        &self,
+        hash: &BlockHash,
+        content: u64,
+        source: SourceMiss,
+    ) -> (MissReason, Option<LostTier>) {
+        if let SourceMiss::Corrupt(t) = source {
+            return (MissReason::Corrupt, Some(t));
+        }
+        if let Some(g) = self.ghost.get(hash) {
+            let r = if g.expired {
+                MissReason::Expired
+            } else {
+                MissReason::Evicted
+            };
+            return (r, Some(g.tier));
+        }
+        if self.content.holds(content) {
+            return (MissReason::Isolated, None);
+        }
+        (MissReason::Cold, None)
     }
 
     /// Brings block `hash` (the next block of `s`) in from `src`; `None` when there is no room

@@ -156,6 +156,7 @@ impl BlockPool {
             let parent = if i == 0 { NIL } else { s.table[i - 1].0 };
             self.link_sealed(id, hash, parent);
         }
+        self.stats.advisor().insert(s.ns, &hash);
         s.hashes.push(hash);
     }
 
@@ -165,6 +166,15 @@ impl BlockPool {
         m.hash = Some(hash);
         m.parent = parent;
         self.index.insert(hash, id);
+        let b = self.layout.block_tokens;
+        let parent_key = if parent == NIL {
+            0
+        } else {
+            self.content.of(parent)
+        };
+        let at = id as usize * b;
+        let key = self.content.key(parent_key, &self.block_tokens[at..at + b]);
+        self.content.insert(id, key);
         if parent != NIL {
             self.metas[parent as usize].children += 1;
         }

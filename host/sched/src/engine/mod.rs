@@ -9,6 +9,7 @@ mod fault;
 mod guard;
 mod persist;
 mod reply;
+mod sizing;
 mod step;
 pub(crate) mod supervisor;
 
@@ -51,6 +52,8 @@ pub(crate) struct Engine {
     pub(crate) persist: persist::Persist,
     /// Each namespace's eviction priority and block cap, applied again to a rebuilt pool.
     pub policies: BTreeMap<NamespaceId, (i32, Option<usize>)>,
+    /// The cache-sizing warning's window (see `sizing`).
+    pub(crate) sizing: sizing::Sizing,
 }
 
 impl Engine {
@@ -82,6 +85,7 @@ impl Engine {
                 self.handle_guarded(cmd);
             }
             self.sweep_idle();
+            self.check_sizing();
             if self.has_work() {
                 self.step_guarded();
             }

@@ -87,6 +87,8 @@ impl Blueprint {
     ) -> Engine {
         let persist = Persist::new(self.cfg.store.clone(), self.fingerprint, self.layout);
         persist.install(&mut pool);
+        pool.set_target_hit_rate(self.cfg.target_hit_rate);
+        pool.set_auto_pin(self.cfg.auto_pin);
         for (&ns, &(priority, cap)) in &policies {
             pool.set_namespace_priority(ns, priority);
             pool.set_namespace_cap(ns, cap);
@@ -105,6 +107,7 @@ impl Blueprint {
             round_robin: 0,
             persist,
             policies,
+            sizing: Default::default(),
         }
     }
 }
