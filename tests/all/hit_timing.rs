@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use crate::serve::client::post;
+use crate::serve::client::{get, post};
 use crate::serve::server::{Server, temp_dir};
 
 /// Samples of each kind per configuration.
@@ -119,8 +119,18 @@ fn ttft(s: &Server, ns: &str, p: &[u32]) -> (f64, u64) {
     (secs, cached)
 }
 
+/// Prompt tokens namespace `b` was served from the cache so far (`/stats`).
+fn b_hits(s: &Server) -> u64 {
+    let r = get(s.addr, "/stats", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["namespaces"]["b"]["state_cache"]["hits"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
 /// Hit and miss samples under a config whose namespaces `a` and `b` share group `g`.
 fn audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
+    let padded = timing.is_empty();
     let dir = temp_dir(name);
     let model = synth_model(&dir);
     let cfg = dir.join("host.toml");
@@ -139,12 +149,20 @@ fn audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
     // Warm-up (the recompute estimate learns from misses), then victim/attacker pairs.
     for i in 0..SAMPLES + 10 {
         let p = prompt(i);
+        let before = b_hits(&s);
         let (miss, cached_miss) = ttft(&s, "a", &p);
         let (hit, cached_hit) = ttft(&s, "b", &p);
         assert_eq!(cached_miss, 0, "prompt {i} was new");
+        // The operator's figures show the hit; a padded response does not.
+        let served = b_hits(&s) - before;
         assert!(
-            cached_hit as usize >= PROMPT - 32,
-            "prompt {i}: the attacker's request was not a hit ({cached_hit} cached)"
+            served as usize >= PROMPT - 32,
+            "prompt {i}: the attacker's request was not a hit ({served} tokens from cache)"
+        );
+        assert_eq!(
+            cached_hit == 0,
+            padded,
+            "prompt {i}: usage reports {cached_hit} cached"
         );
         if i >= 10 {
             misses.push(miss);
@@ -152,6 +170,25 @@ fn audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
         }
     }
     (hits, misses)
+}
+
+/// Counts of both samples per 25 ms bucket, as `edge:hits/misses` for the non-empty ones.
+fn buckets(hits: &[f64], misses: &[f64]) -> String {
+    let bucket = |x: f64| (x / 0.025).ceil() as usize;
+    let top = hits
+        .iter()
+        .chain(misses)
+        .map(|&x| bucket(x))
+        .max()
+        .unwrap_or(0);
+    (0..=top)
+        .filter_map(|b| {
+            let h = hits.iter().filter(|&&x| bucket(x) == b).count();
+            let m = misses.iter().filter(|&&x| bucket(x) == b).count();
+            (h + m > 0).then(|| format!("{}:{h}/{m}", b * 25))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -182,6 +219,10 @@ fn padded_hits_cannot_be_told_from_misses_by_their_timing() {
         "hit_timing pad (group default): median hit {:.1} ms, miss {:.1} ms, KS D = {d_pad:.3}, p = {p_pad:.3}",
         median(&hits) * 1e3,
         median(&misses) * 1e3
+    );
+    println!(
+        "  by 25 ms bucket (upper edge ms: hits/misses): {}",
+        buckets(&hits, &misses)
     );
     assert!(
         p_pad > 0.05,

@@ -226,8 +226,11 @@ impl Running {
         totals.completion += u.completion_tokens;
     }
 
+    /// The usage a response reports, after counting the real one. A padded namespace reports
+    /// no cached tokens: the count would tell a client what the padding hides (its hits still
+    /// show in `/stats` and `/metrics`, which only the operator reads).
     fn usage(&self, totals: &Totals) -> Usage {
-        let u = Usage {
+        let mut u = Usage {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: (totals.cached + self.cached_before_fork).min(self.prompt_tokens),
             completion_tokens: totals.completion,
@@ -239,6 +242,9 @@ impl Running {
                 u.prompt_tokens - u.cached_tokens,
                 ready.saturating_duration_since(self.started),
             );
+        }
+        if self.pads {
+            u.cached_tokens = 0;
         }
         u
     }
