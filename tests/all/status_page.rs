@@ -147,6 +147,19 @@ fn status_page_renders_live_figures_in_headless_chromium() {
     );
     assert_eq!(get(s.addr, "/stats", &[]).status, 401);
 
+    // Without the key the page asks for it instead of showing figures.
+    let locked = browse(
+        &dir.join("profile-nokey"),
+        &format!("http://{}/ui", s.addr),
+        2000,
+        &["--dump-dom"],
+    );
+    assert_eq!(
+        attr(&locked, "id=\"status\"", "data-state").as_deref(),
+        Some("auth")
+    );
+    assert!(attr(&locked, "id=\"key-form\"", "hidden").is_none());
+
     // A short load: repeated prompts in both namespaces (hits after the first of each).
     let complete = |addr, key: &str, i: usize| {
         let body = json!({"prompt": format!("Once upon a time there was a little girl named Lily. She loved to play {}", i % 3), "max_tokens": 4, "temperature": 0});
