@@ -221,7 +221,7 @@ fn padded_hits_cannot_be_told_from_misses_by_their_timing() {
         median(&misses) * 1e3
     );
     println!(
-        "  by 25 ms bucket (upper edge ms: hits/misses): {}",
+        "  client-measured, by 25 ms (upper edge ms: hits/misses): {}",
         buckets(&hits, &misses)
     );
     assert!(

@@ -1,9 +1,10 @@
 //! Timing-safe hits (`hit_timing = "pad"`, after Gu et al., ICML 2025, "Auditing Prompt Caching
 //! in Language Model APIs"): in a padded namespace the first output of every request, hit or
-//! miss, is released at `started + k·BUCKET`, the first bucket boundary no earlier than both the
-//! moment it is ready and the estimated time a full recompute of the prompt takes. A hit then
-//! leaves at the time its miss would have, and the bucketing keeps the padding from carrying a
-//! finer signal than the bucket.
+//! miss, is released at `started + k·BUCKET + u`: `k·BUCKET` the first bucket boundary no earlier
+//! than both the moment it is ready and the estimated time a full recompute of the prompt takes,
+//! `u` uniform in `[0, BUCKET)` from a keyed hash (key from the OS's randomness). A hit then leaves
+//! in the bucket its miss would have, and the bucketing and the jitter keep finer differences
+//! (a wake-up from an idle host instead of a busy one: a fraction of a millisecond) from showing.
 //!
 //! The estimate is `prompt_tokens × (mean + 4·dev)` seconds, `mean` and `dev` being exponentially
 //! weighted averages (weights 1/8 and 1/4, the round-trip estimator of TCP) of the time to first
@@ -12,7 +13,10 @@
 //! the client, never in the engine; it is capped at [`MAX_PAD`]; until the first sample the
 //! estimate is zero (only the bucketing applies).
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Width of the release buckets.
@@ -28,10 +32,28 @@ struct Estimate {
     samples: u64,
 }
 
-/// The recompute-time estimator shared by every padded namespace.
-#[derive(Debug, Default)]
+/// The recompute-time estimator shared by every padded namespace, and its jitter source.
+#[derive(Debug)]
 pub struct HitPad {
     est: Mutex<Estimate>,
+    key: [u8; 32],
+    draws: AtomicU64,
+}
+
+impl Default for HitPad {
+    fn default() -> Self {
+        // `RandomState` keys come from the OS's random source.
+        let mut key = [0u8; 32];
+        let (words, _) = key.as_chunks_mut::<8>();
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = RandomState::new().hash_one(i).to_le_bytes();
+        }
+        HitPad {
+            est: Mutex::default(),
+            key,
+            draws: AtomicU64::new(0),
+        }
+    }
 }
 
 impl HitPad {
@@ -68,14 +90,24 @@ impl HitPad {
     }
 
     /// When the first output of a request that `started` on `prompt` tokens, ready at `ready`,
-    /// may leave: the first bucket boundary after both `ready` and the estimate, at most
-    /// [`MAX_PAD`] after `ready`.
+    /// may leave: a uniformly random moment of the bucket that starts at the first boundary
+    /// after both `ready` and the estimate, at most [`MAX_PAD`] after `ready`.
     pub fn release_at(&self, started: Instant, prompt: usize, ready: Instant) -> Instant {
         let floor = ready
             .saturating_duration_since(started)
             .max(self.estimate(prompt));
-        let target = started + round_up(floor);
+        let target = started + round_up(floor) + self.jitter();
         target.min(ready + MAX_PAD)
+    }
+
+    /// Uniform in `[0, BUCKET)`.
+    fn jitter(&self) -> Duration {
+        let n = self.draws.fetch_add(1, Relaxed);
+        let h = blake3::keyed_hash(&self.key, &n.to_le_bytes());
+        let (words, _) = h.as_bytes().as_chunks::<8>();
+        let r = words.first().map_or(0, |w| u64::from_le_bytes(*w));
+        let span = u64::try_from(BUCKET.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(r % span)
     }
 }
 
@@ -94,11 +126,10 @@ mod tests {
     fn hits_leave_with_the_misses_bucket() {
         let pad = HitPad::default();
         let t0 = Instant::now();
-        // Before any sample: only the bucketing.
-        assert_eq!(
-            pad.release_at(t0, 100, t0 + Duration::from_millis(3)),
-            t0 + BUCKET
-        );
+        let bucket = |at: Instant| at.duration_since(t0).as_nanos() / BUCKET.as_nanos();
+        // Before any sample: only the bucketing (and the jitter inside the bucket).
+        let early = pad.release_at(t0, 100, t0 + Duration::from_millis(3));
+        assert_eq!(bucket(early), 1);
         for ms in [40, 42, 41, 40, 43, 41] {
             pad.observe(100, 100, Duration::from_millis(ms));
         }
@@ -110,8 +141,13 @@ mod tests {
         // A hit ready after 4 ms and a miss ready after 41 ms leave together.
         let hit = pad.release_at(t0, 100, t0 + Duration::from_millis(4));
         let miss = pad.release_at(t0, 100, t0 + Duration::from_millis(41));
-        assert_eq!(hit, miss);
-        assert_eq!(hit.duration_since(t0).as_nanos() % BUCKET.as_nanos(), 0);
+        assert_eq!(bucket(hit), bucket(miss));
+        assert!(hit >= t0 + est && miss >= t0 + est);
+        // The jitter spreads releases over the bucket.
+        let spread: std::collections::BTreeSet<u128> = (0..64)
+            .map(|_| pad.release_at(t0, 100, t0).duration_since(t0).as_nanos() / 1_000_000)
+            .collect();
+        assert!(spread.len() > 8, "{spread:?}");
         // A slow miss goes to a later bucket, never earlier than it is ready.
         let slow = t0 + Duration::from_millis(130);
         assert!(pad.release_at(t0, 100, slow) >= slow);
