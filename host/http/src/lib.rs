@@ -21,6 +21,7 @@ mod router;
 mod server;
 mod sessions;
 mod state;
+mod ui;
 
 pub use error::ApiError;
 pub use server::{Server, ShutdownReport, shutdown_signal};

@@ -1,7 +1,8 @@
 //! Routing: method and path to a handler, with the namespace resolved first (route or key) and
 //! every failure turned into an OpenAI-format error. Counts each response by route and status.
 //!
-//! Routes: `GET /health`, `GET /metrics`, `GET /stats`, `GET /v1/models[/{id}]`,
+//! Routes: `GET /health`, `GET /metrics`, `GET /stats`, `GET /ui` (the status page),
+//! `GET /v1/models[/{id}]`,
 //! `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/embeddings`,
 //! `POST /tokenize`, `POST /detokenize`, `/admin/...` (admin key), and `/ns/{namespace}/...`
 //! (the namespace's component, or the `/v1` routes above in that namespace).
@@ -73,6 +74,10 @@ async fn dispatch(
             "stats",
             observe(&state, &method, &path, req.headers())
                 .map(|()| ok_json(&metrics::stats_json(&state))),
+        ),
+        "/ui" | "/ui/" if state.config.status_page => (
+            "ui",
+            only(&method, &Method::GET, &path).map(|()| crate::ui::page()),
         ),
         _ if path == "/v1"
             || path.starts_with("/v1/")

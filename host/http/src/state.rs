@@ -56,6 +56,8 @@ pub struct HttpConfig {
     pub min_body_rate: u64,
     /// Connections served at once; more are answered 503 and closed at once.
     pub max_connections: usize,
+    /// Whether `GET /ui` serves the status page (404 otherwise).
+    pub status_page: bool,
 }
 
 impl Default for HttpConfig {
@@ -76,6 +78,7 @@ impl Default for HttpConfig {
             body_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
             max_connections: 1024,
+            status_page: true,
         }
     }
 }
@@ -109,6 +112,8 @@ pub struct AppState {
     pub embed_cache: EmbedCache,
     /// Compiled `response_format`s (structured outputs).
     pub structured: crate::openai::structured::StructuredOutputs,
+    /// The recompute-time estimate that padded namespaces release first tokens by.
+    pub hit_pad: crate::openai::hit_timing::HitPad,
     pub started: Instant,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
@@ -122,6 +127,7 @@ impl AppState {
         AppState {
             embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
             structured: Default::default(),
+            hit_pad: Default::default(),
             engine: parts.engine,
             config: parts.config,
             chat: parts.chat,

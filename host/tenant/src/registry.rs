@@ -7,7 +7,7 @@ use std::sync::Arc;
 use memoria_kv::{NamespaceId, NamespaceSalt};
 use serde::Deserialize;
 
-use crate::{Isolation, Limits, TenantError};
+use crate::{HitTiming, Isolation, Limits, TenantError};
 
 /// One namespace as configured (`[namespaces.NAME]` in host.toml).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -32,6 +32,17 @@ pub struct NamespaceSpec {
     /// Texts to prefill and pin at start-up.
     #[serde(default)]
     pub preload: Vec<String>,
+    /// `pad` or `off`: whether hits' first tokens wait for a miss's time (see [`HitTiming`];
+    /// unset: `pad` for shared groups, `off` otherwise).
+    #[serde(default)]
+    pub hit_timing: Option<HitTiming>,
+}
+
+impl NamespaceSpec {
+    /// Whether this namespace pads the first token of its hits.
+    pub fn pads_hits(&self) -> bool {
+        HitTiming::resolve(self.hit_timing, &self.isolation) == HitTiming::Pad
+    }
 }
 
 fn default_isolation() -> Isolation {
@@ -172,6 +183,10 @@ mod tests {
             t.get("gamma").map(|n| n.salt)
         );
         assert!(t.get("alpha").is_some_and(|n| n.accepts_key("alpha-key-1")));
+        assert!(t.get("gamma").is_some_and(|n| n.spec.pads_hits()));
+        assert!(!t.get("alpha").is_some_and(|n| n.spec.pads_hits()));
+        assert!(!spec("isolation = \"group:g\"\nhit_timing = \"off\"").pads_hits());
+        assert!(spec("hit_timing = \"pad\"").pads_hits());
     }
 
     #[test]
@@ -184,6 +199,8 @@ mod tests {
             err.to_string().contains("shared, isolated or group:NAME"),
             "{err}"
         );
+        let err = toml::from_str::<NamespaceSpec>("hit_timing = \"on\"").expect_err("bad timing");
+        assert!(err.to_string().contains("pad"), "{err}");
         let err = toml::from_str::<NamespaceSpec>("colour = 1").expect_err("unknown key");
         assert!(err.to_string().contains("colour"), "{err}");
         let err = Tenants::new(vec![("a".into(), spec("[limits]\nmax_concurrent = 0"))])

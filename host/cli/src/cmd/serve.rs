@@ -153,6 +153,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         body_timeout: cfg.body_timeout,
         min_body_rate: cfg.min_body_rate,
         max_connections: cfg.max_connections,
+        status_page: cfg.status_page,
     };
     let reloader = a
         .config

@@ -46,6 +46,8 @@ pub struct RawServer {
     pub body_timeout_s: Option<u64>,
     pub min_body_bytes_per_s: Option<u64>,
     pub max_connections: Option<usize>,
+    /// `GET /ui`, the status page (default on).
+    pub status_page: Option<bool>,
     pub default_namespace: Option<String>,
     pub state_share: Option<bool>,
 }

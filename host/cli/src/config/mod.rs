@@ -68,6 +68,8 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     pub min_body_rate: u64,
     pub max_connections: usize,
+    /// Whether `GET /ui` serves the status page.
+    pub status_page: bool,
     pub default_namespace: String,
     pub kv_elem: KvElem,
     pub block_tokens: usize,
@@ -186,6 +188,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         body_timeout,
         min_body_rate,
         max_connections,
+        status_page: s.status_page.unwrap_or(true),
         default_namespace,
         kv_elem,
         block_tokens,
@@ -384,6 +387,13 @@ mod tests {
         assert_eq!(cfg.body_timeout, Duration::from_secs(30));
         assert_eq!(cfg.min_body_rate, 1024);
         assert_eq!(cfg.max_connections, 1024);
+        assert!(cfg.status_page, "the status page is on by default");
+        let off = RawConfig::parse("[server]\nstatus_page = false\n").expect("parses");
+        assert!(
+            !resolve(off, &Overrides::default())
+                .expect("valid")
+                .status_page
+        );
         let raw = RawConfig::parse(
             "[server]\nheader_timeout_s = 2\nbody_timeout_s = 1\nmin_body_bytes_per_s = 10\nmax_connections = 4\n",
         )

@@ -9,6 +9,7 @@ mod histogram;
 mod remote;
 mod render;
 mod stats_json;
+mod tiers;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -101,5 +101,7 @@ pub fn stats_json(state: &AppState) -> Value {
         "namespaces": namespaces,
         "components": super::components::json(state),
         "remote": super::remote::json(state),
+        "tiers": super::tiers::json(state),
+        "limits": super::tiers::limits(state),
     })
 }

@@ -7,6 +7,7 @@ pub mod chat;
 pub mod completions;
 pub mod embed_cache;
 pub mod embeddings;
+pub mod hit_timing;
 mod json;
 mod logprobs;
 pub use json::parse as parse_json;

@@ -57,6 +57,11 @@ pub struct Running {
     own_prompt: Vec<bool>,
     last: Vec<Option<Instant>>,
     seen_first: bool,
+    /// The shared state (its hit-timing estimate) and whether this namespace pads first tokens.
+    state: Arc<crate::state::AppState>,
+    pads: bool,
+    /// When the first output was ready (before any padding).
+    first_ready: Option<Instant>,
 }
 
 /// How one choice ended.
@@ -169,6 +174,9 @@ pub async fn start(
         own_prompt,
         last: vec![None; choices],
         seen_first: false,
+        state: ctx.state.clone(),
+        pads: ctx.ns.spec.pads_hits(),
+        first_ready: None,
     })
 }
 
@@ -179,9 +187,23 @@ struct Totals {
 }
 
 impl Running {
-    /// The next event of any choice, recording latency figures.
+    /// The next event of any choice, recording latency figures. In a padded namespace the
+    /// first output waits here for its release time (see [`super::hit_timing`]).
     async fn next(&mut self) -> Option<Tagged> {
         let (i, ev) = self.rx.recv().await?;
+        if self.first_ready.is_none()
+            && matches!(ev, Some(Event::Token { .. } | Event::Done { .. }))
+        {
+            let ready = Instant::now();
+            self.first_ready = Some(ready);
+            if self.pads {
+                let at = self
+                    .state
+                    .hit_pad
+                    .release_at(self.started, self.prompt_tokens, ready);
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
         if let Some(Event::Token { .. }) = &ev {
             let now = Instant::now();
             if !self.seen_first {
@@ -204,13 +226,26 @@ impl Running {
         totals.completion += u.completion_tokens;
     }
 
+    /// The usage a response reports, after counting the real one. A padded namespace reports
+    /// no cached tokens: the count would tell a client what the padding hides (its hits still
+    /// show in `/stats` and `/metrics`, which only the operator reads).
     fn usage(&self, totals: &Totals) -> Usage {
-        let u = Usage {
+        let mut u = Usage {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: (totals.cached + self.cached_before_fork).min(self.prompt_tokens),
             completion_tokens: totals.completion,
         };
         self.nsm.add_usage(&u);
+        if let Some(ready) = self.first_ready {
+            self.state.hit_pad.observe(
+                u.prompt_tokens,
+                u.prompt_tokens - u.cached_tokens,
+                ready.saturating_duration_since(self.started),
+            );
+        }
+        if self.pads {
+            u.cached_tokens = 0;
+        }
         u
     }
 

@@ -1,0 +1,66 @@
+//! The `/stats` object's `tiers` entry: blocks and bytes held per tier (`hot`, then `cold` and
+//! `disk` when the host has lower tiers), with each lower tier's hits, misses, evictions and
+//! budget, the figures `/metrics` gives as `memoria_kv_*{tier=...}`. Invariant: read-only.
+
+use memoria_sched::store::TierSnapshot;
+use serde_json::{Map, Value, json};
+
+use crate::state::AppState;
+
+fn lower(t: &TierSnapshot) -> Value {
+    json!({
+        "blocks": t.blocks,
+        "bytes": t.bytes,
+        "hits": t.hits,
+        "misses": t.misses,
+        "evictions": t.evictions,
+        "budget_bytes": t.budget_bytes,
+    })
+}
+
+/// `{"hot": {...}, "cold": {...}, "disk": {...}}` (lower tiers only when configured).
+pub(super) fn json(state: &AppState) -> Value {
+    let pool = state.engine.pool_stats().snapshot();
+    let held = pool.blocks_used.saturating_add(pool.blocks_cached);
+    let mut o = Map::new();
+    o.insert(
+        "hot".into(),
+        json!({
+            "blocks": held,
+            "bytes": held.saturating_mul(pool.block_bytes),
+            "blocks_used": pool.blocks_used,
+            "blocks_cached": pool.blocks_cached,
+            "blocks_free": pool.blocks_free,
+            "budget_bytes": pool.bytes_total(),
+        }),
+    );
+    if let Some(store) = &state.store {
+        let s = store.snapshot();
+        for (name, t) in [("cold", &s.cold), ("disk", &s.redb)] {
+            if t.budget_bytes > 0 || t.blocks > 0 {
+                o.insert(name.into(), lower(t));
+            }
+        }
+    }
+    Value::Object(o)
+}
+
+/// The `/stats` object's `limits` entry: each namespace's quotas, so that use can be shown
+/// against them (`max_blocks` null: no block quota).
+pub(super) fn limits(state: &AppState) -> Value {
+    let mut o = Map::new();
+    for ns in state.tenants().iter() {
+        let l = &ns.spec.limits;
+        o.insert(
+            ns.name.clone(),
+            json!({
+                "max_blocks": l.max_blocks,
+                "max_sessions": l.max_sessions,
+                "max_concurrent": l.max_concurrent,
+                "max_queue": l.max_queue,
+                "hit_timing": if ns.spec.pads_hits() { "pad" } else { "off" },
+            }),
+        );
+    }
+    Value::Object(o)
+}
