@@ -212,9 +212,18 @@ fn padded_hits_cannot_be_told_from_misses_by_their_timing() {
         p_off < 0.05,
         "without padding a hit should be faster than a miss (D {d_off}, p {p_off})"
     );
-    let (hits, misses) = audit("timing-pad", "");
-    let d_pad = ks_statistic(&hits, &misses);
-    let p_pad = ks_p_value(d_pad, hits.len(), misses.len());
+    // Under indistinguishable timing p is uniform on [0, 1], so one audit in 20 lands under
+    // 0.05 by chance: a second, independent audit (a fresh server) decides then, and a padding
+    // that works fails both with probability 1/400; a leaky one fails both nearly always.
+    let (mut hits, mut misses) = audit("timing-pad", "");
+    let mut d_pad = ks_statistic(&hits, &misses);
+    let mut p_pad = ks_p_value(d_pad, hits.len(), misses.len());
+    if p_pad <= 0.05 {
+        println!("hit_timing pad: first audit p = {p_pad:.3}; auditing again with a fresh server");
+        (hits, misses) = audit("timing-pad-2", "");
+        d_pad = ks_statistic(&hits, &misses);
+        p_pad = ks_p_value(d_pad, hits.len(), misses.len());
+    }
     println!(
         "hit_timing pad (group default): median hit {:.1} ms, miss {:.1} ms, KS D = {d_pad:.3}, p = {p_pad:.3}",
         median(&hits) * 1e3,

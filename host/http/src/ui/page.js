@@ -173,10 +173,14 @@
       td("misses", typeof c.misses === "number" ? c.misses : 0);
       td("hit_rate", num(c.hit_rate), pct(num(c.hit_rate)));
       const reasons = n.misses && typeof n.misses === "object" ? n.misses : null;
+      // Counts by reason (blocks); nested objects (`evicted_at`, `tokens`) are details.
+      const keys = reasons ? Object.keys(reasons).filter((k) => typeof reasons[k] === "number") : [];
+      const at = reasons && reasons.evicted_at && typeof reasons.evicted_at === "object" ? reasons.evicted_at : null;
+      const where = at ? " (evicted at " + Object.keys(at).filter((k) => num(at[k]) > 0).map((k) => k + " " + num(at[k])).join(", ") + ")" : "";
       const r = td("miss_reasons", reasons ? "available" : "", reasons
-        ? Object.keys(reasons).map((k) => k + " " + num(reasons[k])).join(" · ") : "not available");
+        ? keys.map((k) => k + " " + num(reasons[k])).join(" · ") + (where === " (evicted at )" ? "" : where) : "not available");
       r.className = "reasons";
-      if (reasons) for (const k of Object.keys(reasons)) r.dataset["miss" + k[0].toUpperCase() + k.slice(1)] = String(num(reasons[k]));
+      for (const k of keys) r.dataset["miss" + k[0].toUpperCase() + k.slice(1)] = String(num(reasons[k]));
       td("evictions", num(n.evictions));
       const parts = [], fracs = [];
       if (typeof l.max_blocks === "number" && l.max_blocks > 0) { parts.push("blocks " + held + "/" + l.max_blocks); fracs.push(held / l.max_blocks); }
