@@ -15,8 +15,6 @@ use crate::types::GgmlType;
 const TOKEN_TILE: usize = 8;
 /// Tokens per pass over a task's groups (bounds the activation working set).
 const TOKEN_BLOCK: usize = 64;
-/// Q8_0 activation block bytes.
-const XB: usize = 34;
 
 thread_local! {
     static INFO: std::cell::RefCell<Vec<XInfo>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -44,22 +42,35 @@ impl OutPtr {
 /// Fills `out` (`[n, rows]`, checked by the caller) from interleaved weights.
 ///
 /// The caller has checked that the process uses interleaved kernels
-/// ([`Interleaved::in_use`]) and that `xq` holds Q8_0 rows of `iw.cols()` elements.
+/// ([`Interleaved::in_use`]) and that `xq` holds rows of `iw.cols()` elements of the weight
+/// type's `vec_dot_type`.
 pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
     let (rows, n, nb) = (iw.rows(), xq.n(), iw.cols() / 32);
     if rows == 0 || n == 0 {
         return;
     }
-    let k = if iw.ty() == GgmlType::Q8_0 { 128 } else { 8 };
+    // The levels' offset K per format, and the activation block's size (Q8_1 for Q4_1).
+    let (k, xb) = match iw.ty() {
+        GgmlType::Q8_0 => (128, 34),
+        GgmlType::Q5_0 => (16, 34),
+        GgmlType::Q4_1 => (0, 36),
+        _ => (8, 34),
+    };
+    let q_off = xb - 32;
     let mut info = INFO.with(std::cell::RefCell::take);
     info.clear();
     info.resize(n * nb, XInfo::default());
     for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
-        for (blk, slot) in xq.row(t).as_chunks::<XB>().0.iter().zip(dst.iter_mut()) {
-            let sum: i32 = blk[2..].iter().map(|&v| v as i8 as i32).sum();
+        for (blk, slot) in xq.row(t).chunks_exact(xb).zip(dst.iter_mut()) {
+            let sum: i32 = blk[q_off..].iter().map(|&v| v as i8 as i32).sum();
             *slot = XInfo {
                 base: -k * sum,
                 dx: f16::from_le_bytes([blk[0], blk[1]]).to_f32(),
+                sx: if xb == 36 {
+                    f16::from_le_bytes([blk[2], blk[3]]).to_f32()
+                } else {
+                    0.0
+                },
             };
         }
     }

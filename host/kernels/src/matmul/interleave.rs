@@ -1,11 +1,13 @@
-//! [`Interleaved`]: a Q4_0 or Q8_0 weight matrix re-laid 16 rows at a time for the AVX-512 VNNI
-//! kernels, built once at load from the GGML rows.
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0 or Q4_1 weight matrix re-laid 16 rows at a time for the
+//! AVX-512 VNNI kernels, built once at load from the GGML rows.
 //!
-//! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order; a group
-//! block is the 16 rows' f16 scales (32 bytes), then the quants as 64-byte chunks where chunk
-//! `c` holds bytes `4c..4c + 4` of each of the 16 rows (row `r` at bytes `4r..4r + 4`). Q4_0
-//! keeps its nibbles (4 chunks: low nibbles are elements `4c..`, high nibbles `16 + 4c..`);
-//! Q8_0 stores `q + 128` as unsigned levels (8 chunks). Same size as the GGML rows.
+//! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
+//! block is the 16 rows' f16 scales (32 bytes; Q4_1 then its 16 f16 mins), Q5_0's high bits as 8
+//! u64 masks (mask `c`: bit `4r + k` is element `4c + k`'s fifth bit in row `r`), then the quants
+//! as 64-byte chunks where chunk `c` holds bytes `4c..4c + 4` of each of the 16 rows (row `r` at
+//! bytes `4r..4r + 4`). The 4-bit formats keep their nibbles (4 chunks: low nibbles are elements
+//! `4c..`, high nibbles `16 + 4c..`); Q8_0 stores `q + 128` as unsigned levels (8 chunks).
+//! Same size as the GGML rows.
 //! Invariant: built only from a validated [`WeightMatrix`] whose rows are a multiple of
 //! [`GROUP`]; the kernels read each group block linearly.
 
@@ -15,10 +17,33 @@ use crate::types::GgmlType;
 
 /// Rows per interleaved group (one 512-bit vector of i32 lanes).
 pub const GROUP: usize = 16;
-/// Bytes of one Q4_0 group block: 16 scales + 4 chunks of 64 bytes.
-pub(crate) const Q4_0_GROUP_BLOCK: usize = 32 + 4 * 64;
-/// Bytes of one Q8_0 group block: 16 scales + 8 chunks of 64 bytes.
-pub(crate) const Q8_0_GROUP_BLOCK: usize = 32 + 8 * 64;
+
+/// Where a format's parts lie in a group block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GroupLayout {
+    /// Bytes of one group block.
+    pub bytes: usize,
+    /// Offset of the quant chunks.
+    pub quants: usize,
+    /// Bytes of one source block.
+    source: usize,
+}
+
+/// The group layout of `ty`, if it has one.
+pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
+    let (bytes, quants, source) = match ty {
+        GgmlType::Q4_0 => (32 + 4 * 64, 32, 18),
+        GgmlType::Q8_0 => (32 + 8 * 64, 32, 34),
+        GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22),
+        GgmlType::Q4_1 => (64 + 4 * 64, 64, 20),
+        _ => return None,
+    };
+    Some(GroupLayout {
+        bytes,
+        quants,
+        source,
+    })
+}
 
 /// One cache line (keeps group blocks' loads from splitting lines more than they must).
 #[derive(Clone, Copy)]
@@ -51,7 +76,8 @@ impl Interleaved {
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` is
-    /// Q4_0 or Q8_0 with a whole number of groups; `None` otherwise (the GGML rows are used).
+    /// Q4_0, Q8_0, Q5_0 or Q4_1 with a whole number of groups; `None` otherwise (the GGML rows
+    /// are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
         if Self::in_use() {
             Self::repack(w)
@@ -62,15 +88,11 @@ impl Interleaved {
 
     /// The interleaved copy whatever the CPU (tests check the layout with it).
     pub(crate) fn repack(w: &WeightMatrix) -> Option<Interleaved> {
-        let (wb, gb) = match w.ty {
-            GgmlType::Q4_0 => (18, Q4_0_GROUP_BLOCK),
-            GgmlType::Q8_0 => (34, Q8_0_GROUP_BLOCK),
-            _ => return None,
-        };
+        let lay = layout(w.ty)?;
         if w.rows == 0 || !w.rows.is_multiple_of(GROUP) {
             return None;
         }
-        let nb = w.cols / 32;
+        let (nb, gb, wb) = (w.cols / 32, lay.bytes, lay.source);
         let total = (w.rows / GROUP) * nb * gb;
         let mut data = vec![Line([0; 64]); total.div_ceil(64)];
         let bytes = bytemuck_lines(&mut data);
@@ -80,9 +102,26 @@ impl Interleaved {
                 for r in 0..GROUP {
                     let src = &w.row(g * GROUP + r)[b * wb..][..wb];
                     dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
-                    for c in 0..(wb - 2) / 4 {
-                        let to = &mut dst[32 + 64 * c + 4 * r..][..4];
-                        to.copy_from_slice(&src[2 + 4 * c..][..4]);
+                    let qs = match w.ty {
+                        GgmlType::Q4_1 => {
+                            dst[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&src[2..4]);
+                            &src[4..]
+                        }
+                        GgmlType::Q5_0 => {
+                            let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
+                            for c in 0..8 {
+                                let m = &mut dst[32 + 8 * c..][..8];
+                                let mut v = u64::from_le_bytes(m.try_into().expect("8 bytes"));
+                                v |= (((qh >> (4 * c)) & 0xF) as u64) << (4 * r);
+                                m.copy_from_slice(&v.to_le_bytes());
+                            }
+                            &src[6..]
+                        }
+                        _ => &src[2..],
+                    };
+                    for (c, four) in qs.as_chunks::<4>().0.iter().enumerate() {
+                        let to = &mut dst[lay.quants + 64 * c + 4 * r..][..4];
+                        to.copy_from_slice(four);
                         if w.ty == GgmlType::Q8_0 {
                             to.iter_mut().for_each(|v| *v ^= 0x80);
                         }
@@ -120,18 +159,14 @@ impl Interleaved {
         self.cols
     }
 
-    /// Bytes of one group block of this matrix's type.
-    pub(crate) fn group_block(&self) -> usize {
-        if self.ty == GgmlType::Q8_0 {
-            Q8_0_GROUP_BLOCK
-        } else {
-            Q4_0_GROUP_BLOCK
-        }
+    /// Where this matrix's parts lie in a group block.
+    pub(crate) fn layout(&self) -> GroupLayout {
+        layout(self.ty).expect("built only for types with a layout")
     }
 
     /// The first byte of group `g` (`g < rows / GROUP`; its `cols / 32` blocks follow).
     pub(crate) fn group_ptr(&self, g: usize) -> *const u8 {
-        let off = g * (self.cols / 32) * self.group_block();
+        let off = g * (self.cols / 32) * self.layout().bytes;
         assert!(off < self.bytes(), "group {g} out of range");
         // SAFETY: off < bytes(): inside the allocation.
         unsafe { self.data.as_ptr().cast::<u8>().add(off) }

@@ -1,6 +1,6 @@
-//! Tests of the interleaved path: bit-exact agreement with the sequential scalar reference for
-//! every token count, batch invariance across batch sizes and threads, and which matrices
-//! qualify.
+//! Tests of the interleaved path (Q4_0, Q8_0, Q5_0, Q4_1): bit-exact agreement with the
+//! sequential scalar reference for every token count, batch invariance across batch sizes and
+//! threads, closeness to ggml's order, and which matrices qualify.
 
 use super::*;
 use crate::dot::sequential::vec_dot_sequential;
@@ -8,6 +8,12 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
+const INTERLEAVED: [GgmlType; 4] = [
+    GgmlType::Q4_0,
+    GgmlType::Q8_0,
+    GgmlType::Q5_0,
+    GgmlType::Q4_1,
+];
 const COLS: usize = 96;
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -26,12 +32,12 @@ fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
 }
 
 #[test]
-fn only_q4_0_and_q8_0_with_whole_groups_are_interleaved() {
+fn only_the_32_element_int8_formats_with_whole_groups_are_interleaved() {
     for ty in GgmlType::ALL {
         let rows = 2 * interleave::GROUP;
         let data = quantize_matrix(ty, &Rng::new(3).vec(rows * 256, 0.5), 256);
         let w = WeightMatrix::new(ty, &data, rows, 256).unwrap();
-        let expected = matches!(ty, GgmlType::Q4_0 | GgmlType::Q8_0);
+        let expected = crate::dot::sequential::has_sequential(ty);
         assert_eq!(Interleaved::repack(&w).is_some(), expected, "{ty}");
     }
     let data = weights(GgmlType::Q4_0, 17, 1);
@@ -63,7 +69,7 @@ fn interleaved_matmul_equals_the_sequential_reference_bit_for_bit() {
         eprintln!("skipped: this CPU/process does not use the interleaved kernels");
         return;
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+    for ty in INTERLEAVED {
         let data = weights(ty, ROWS, ty.id() as u64);
         let plain = WeightMatrix::new(ty, &data, ROWS, COLS).unwrap();
         let iw = Interleaved::build(&plain).expect("Q4_0/Q8_0 with whole groups");
@@ -72,7 +78,7 @@ fn interleaved_matmul_equals_the_sequential_reference_bit_for_bit() {
         let n = 21;
         let x = Rng::new(7).vec(n * COLS, 1.0);
         let mut xq = QuantizedActivations::new();
-        xq.quantize(GgmlType::Q8_0, &x, n, COLS);
+        xq.quantize(ty.vec_dot_type(), &x, n, COLS);
         let mut full = vec![0.0; n * ROWS];
         matmul(&w, &x, n, &mut full);
         for t in 0..n {
@@ -113,7 +119,7 @@ fn interleaved_results_stay_close_to_ggml_order() {
         eprintln!("skipped: this CPU/process does not use the interleaved kernels");
         return;
     }
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0] {
+    for ty in INTERLEAVED {
         let data = weights(ty, ROWS, 11);
         let plain = WeightMatrix::new(ty, &data, ROWS, COLS).unwrap();
         let iw = Interleaved::build(&plain).unwrap();

@@ -3,47 +3,56 @@
 //! rows at once, and the float step of a block (one convert, one scale product, one fma) serves
 //! 16 rows instead of one.
 //!
-//! Weights are unsigned levels `u = value + K` (Q4_0: nibbles, K = 8; Q8_0: `q + 128`); each
+//! Weights are unsigned levels `u = value + K` (Q4_0: nibbles, K = 8; Q5_0: 5-bit levels,
+//! K = 16; Q8_0: `q + 128`; Q4_1: its levels, K = 0, the min entering as `m_w · s_x`); each
 //! token's block sum starts from `-K·Σx` ([`XInfo`]), so the i32 lanes are the exact signed sums.
 //! Invariant (batch invariance): lane `r` of token `t` runs
-//! `acc = fma(f32(Σ_int), dw · dx, acc)` block by block from 0, whatever the tile's token
+//! `acc = fma(f32(Σ_int), dw · dx, acc)` (Q4_1: then `fma(m_w, s_x, acc)`) block by block
+//! from 0, whatever the tile's token
 //! count: the order of [`crate::dot::sequential`], bit for bit.
 
 use std::arch::x86_64::*;
 
-use crate::matmul::interleave::{Q4_0_GROUP_BLOCK, Q8_0_GROUP_BLOCK};
 use crate::types::GgmlType;
 
-/// Q8_0 activation block bytes.
-const XB: usize = 34;
-
-/// Per token and block: the integer sum's start `-K·Σx` and the activation scale.
+/// Per token and block: the integer sum's start `-K·Σx`, the activation scale and (Q8_1
+/// activations) `s = d·Σx`.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub(crate) struct XInfo {
     pub base: i32,
     pub dx: f32,
+    pub sx: f32,
 }
 
-/// One group × `T` tokens over `nb` blocks.
+/// Formats, as const parameters.
+const Q4_0: u8 = 0;
+const Q8_0: u8 = 1;
+const Q5_0: u8 = 2;
+const Q4_1: u8 = 3;
+
+/// One group × `T` tokens over `nb` blocks of format `F`.
 ///
 /// # Safety
-/// avx512f/bw/vl/vnni + avx2/fma/f16c; `w` points to `nb` group blocks of the format (`Q8`:
-/// Q8_0, else Q4_0); each `x[t]` to `nb` Q8_0 activation blocks, `info[t]` to their `nb`
-/// [`XInfo`]s; each `out[t]` to 16 writable f32.
+/// avx512f/bw/vl/vnni + avx2/fma/f16c; `w` points to `nb` group blocks of the format
+/// ([`crate::matmul::interleave`]); each `x[t]` to `nb` activation blocks of its
+/// `vec_dot_type`, `info[t]` to their `nb` [`XInfo`]s; each `out[t]` to 16 writable f32.
 #[inline(always)]
-unsafe fn group_tile<const T: usize, const Q8: bool>(
+unsafe fn group_tile<const T: usize, const F: u8>(
     w: *const u8,
     nb: usize,
     x: [*const u8; T],
     info: [*const XInfo; T],
     out: [*mut f32; T],
 ) {
-    let gb = if Q8 {
-        Q8_0_GROUP_BLOCK
-    } else {
-        Q4_0_GROUP_BLOCK
+    let (gb, quants) = match F {
+        Q4_0 => (32 + 4 * 64, 32),
+        Q8_0 => (32 + 8 * 64, 32),
+        Q5_0 => (32 + 64 + 4 * 64, 96),
+        _ => (64 + 4 * 64, 64),
     };
+    // Activation block bytes and the offset of its int8 values (Q8_1 for Q4_1, else Q8_0).
+    let (xb, xq_off) = if F == Q4_1 { (36, 4) } else { (34, 2) };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
@@ -52,19 +61,31 @@ unsafe fn group_tile<const T: usize, const Q8: bool>(
             let blk = w.add(b * gb);
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
             let mut wq = [_mm512_setzero_si512(); 8];
-            if Q8 {
+            if F == Q8_0 {
                 for (c, v) in wq.iter_mut().enumerate() {
-                    *v = _mm512_loadu_si512(blk.add(32 + 64 * c).cast());
+                    *v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
                 }
             } else {
                 for c in 0..4 {
-                    let v = _mm512_loadu_si512(blk.add(32 + 64 * c).cast());
+                    let v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
                     wq[c] = _mm512_and_si512(v, low);
                     wq[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
                 }
             }
+            if F == Q5_0 {
+                let sixteen = _mm512_set1_epi8(16);
+                for (c, v) in wq.iter_mut().enumerate() {
+                    let m = blk.add(32 + 8 * c).cast::<u64>().read_unaligned();
+                    *v = _mm512_or_si512(*v, _mm512_maskz_mov_epi8(m, sixteen));
+                }
+            }
+            let mw = if F == Q4_1 {
+                _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32).cast()))
+            } else {
+                _mm512_setzero_ps()
+            };
             for t in 0..T {
-                let xq = x[t].add(b * XB + 2);
+                let xq = x[t].add(b * xb + xq_off);
                 let inf = info[t].add(b).read();
                 let mut s = _mm512_set1_epi32(inf.base);
                 for (c, &wv) in wq.iter().enumerate() {
@@ -73,6 +94,9 @@ unsafe fn group_tile<const T: usize, const Q8: bool>(
                 }
                 let scale = _mm512_mul_ps(dw, _mm512_set1_ps(inf.dx));
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
+                if F == Q4_1 {
+                    acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(inf.sx), acc[t]);
+                }
             }
         }
         for t in 0..T {
@@ -82,10 +106,10 @@ unsafe fn group_tile<const T: usize, const Q8: bool>(
 }
 
 /// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved group of `ty`
-/// (Q4_0 or Q8_0; anything else is treated as Q4_0).
+/// (Q4_0, Q8_0, Q5_0 or Q4_1; another type is treated as Q4_0).
 ///
 /// # Safety
-/// As [`group_tile`], with `Q8` meaning `ty == Q8_0`.
+/// As [`group_tile`] for the format `ty`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn group<const T: usize>(
     ty: GgmlType,
@@ -97,10 +121,11 @@ pub(crate) unsafe fn group<const T: usize>(
 ) {
     // SAFETY: forwarded.
     unsafe {
-        if ty == GgmlType::Q8_0 {
-            group_tile::<T, true>(w, nb, x, info, out)
-        } else {
-            group_tile::<T, false>(w, nb, x, info, out)
+        match ty {
+            GgmlType::Q8_0 => group_tile::<T, Q8_0>(w, nb, x, info, out),
+            GgmlType::Q5_0 => group_tile::<T, Q5_0>(w, nb, x, info, out),
+            GgmlType::Q4_1 => group_tile::<T, Q4_1>(w, nb, x, info, out),
+            _ => group_tile::<T, Q4_0>(w, nb, x, info, out),
         }
     }
 }
