@@ -38,6 +38,7 @@ mod layout;
 mod meta;
 mod namespace;
 mod pool;
+mod public;
 mod seq;
 mod stats;
 mod tier;
@@ -48,6 +49,7 @@ pub use ids::{BlockId, NamespaceId, SeqId, SlotRef};
 pub use layout::{KvElem, KvLayout, KvPart, MAX_BLOCK_TOKENS};
 pub use meta::{BlockState, PinLevel};
 pub use pool::{BlockInfo, BlockPool};
+pub use public::PublicChain;
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
 pub use tier::{NoopSink, TierSink, TierSource};
 

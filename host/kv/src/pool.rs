@@ -8,6 +8,7 @@
 mod lifecycle;
 mod policy;
 mod prefix;
+mod public;
 mod seq_ops;
 mod tails;
 mod validate;

@@ -37,7 +37,7 @@ impl BlockPool {
         field(&self.namespaces[ns].stats).fetch_add(n, Ordering::Relaxed);
     }
 
-    fn uncount<F: Fn(&Counters) -> &AtomicU64>(&self, ns: usize, field: F, n: u64) {
+    pub(crate) fn uncount<F: Fn(&Counters) -> &AtomicU64>(&self, ns: usize, field: F, n: u64) {
         field(&self.stats.total).fetch_sub(n, Ordering::Relaxed);
         field(&self.namespaces[ns].stats).fetch_sub(n, Ordering::Relaxed);
     }

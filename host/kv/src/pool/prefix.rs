@@ -46,7 +46,7 @@ impl BlockPool {
             let b = pool.layout.block_tokens;
             let max_blocks = tokens.len().saturating_sub(1) / b;
             for (i, chunk) in tokens.chunks_exact(b).take(max_blocks).enumerate() {
-                let hash = BlockHash::chain(&s.parent_hash(i), chunk);
+                let (hash, public) = s.block_hash(i, chunk);
                 let id = match pool.index.get(&hash) {
                     Some(&id) => {
                         pool.incref(id);
@@ -57,12 +57,17 @@ impl BlockPool {
                         .as_deref_mut()
                         .and_then(|src| pool.promote(s, hash, chunk, src))
                     {
-                        Some(id) => id,
+                        Some(id) => {
+                            if public {
+                                pool.attribute_public(id);
+                            }
+                            id
+                        }
                         None => break,
                     },
                 };
                 s.table.push(BlockId(id));
-                s.hashes.push(hash);
+                s.push_hash(hash, public);
                 s.tokens.extend_from_slice(chunk);
             }
             let hits = s.table.len();
