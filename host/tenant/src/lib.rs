@@ -6,10 +6,12 @@
 
 mod isolation;
 mod limits;
+mod public;
 mod registry;
 
 pub use isolation::Isolation;
 pub use limits::Limits;
+pub use public::{MAX_PUBLIC_PREFIX_BYTES, MAX_PUBLIC_PREFIXES, PrefixFile, PublicPrefix};
 pub use registry::{Namespace, NamespaceSpec, Tenants};
 
 /// Why a tenant configuration is invalid; messages name the namespace and key to fix.
@@ -23,6 +25,8 @@ pub enum TenantError {
     BadIsolation { ns: String, why: String },
     #[error("namespaces.{ns}.api_keys: {why}")]
     BadKey { ns: String, why: String },
+    #[error("namespaces.{ns}.public_prefixes: {why}")]
+    BadPublicPrefix { ns: String, why: String },
     #[error("namespaces.{ns}.limits.{key}: {why}")]
     BadLimit {
         ns: String,
