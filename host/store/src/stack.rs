@@ -337,6 +337,21 @@ impl TierStack {
         tokens: &'a [u32],
     ) -> StoreSource<'a> {
         let chain = SessionRecord::chain(&root, tokens, layout.block_tokens);
+        self.source_chain(model, layout, root, tokens, chain, (0, root))
+    }
+
+    /// [`TierStack::source`] for a chain the caller hashed (a namespace with public prefixes,
+    /// see `memoria_kv::hash`): `chain[i]` is block `i`'s hash; the first `public.0` blocks
+    /// are checked against the common root `public.1`, the rest against `root`.
+    pub fn source_chain<'a>(
+        &'a self,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        root: BlockHash,
+        tokens: &'a [u32],
+        chain: Vec<BlockHash>,
+        public: (usize, BlockHash),
+    ) -> StoreSource<'a> {
         StoreSource {
             stack: self,
             model,
@@ -344,6 +359,7 @@ impl TierStack {
             root,
             tokens,
             chain,
+            public,
         }
     }
 }
@@ -391,6 +407,8 @@ pub struct StoreSource<'a> {
     root: BlockHash,
     tokens: &'a [u32],
     chain: Vec<BlockHash>,
+    /// Leading public blocks and the common root they are checked against.
+    public: (usize, BlockHash),
 }
 
 impl std::fmt::Debug for StoreSource<'_> {
@@ -411,7 +429,11 @@ impl TierSource for StoreSource<'_> {
             model: self.model,
             layout: self.layout,
             hash: *hash,
-            root: Some(self.root),
+            root: Some(if i < self.public.0 {
+                self.public.1
+            } else {
+                self.root
+            }),
             tokens: Some(&self.tokens[i * b..(i + 1) * b]),
         };
         self.stack.fetch(&expect, out).is_some()
