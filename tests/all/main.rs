@@ -12,6 +12,8 @@ mod golden;
 mod kernels;
 mod kv;
 mod logprobs;
+mod public_bench;
+mod public_prefixes;
 mod pull;
 mod sampling;
 mod serve;
