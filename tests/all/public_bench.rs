@@ -31,7 +31,11 @@ fn held_bytes(public: bool) -> (u64, usize) {
     let fp = ModelFingerprint::of(b"public-prefix-bench");
     let system: Vec<u32> = (0..SYSTEM_TOKENS).map(|i| 1000 + i).collect();
     let common = pool.root_hash(&fp, &memoria_tenant::Isolation::common_salt());
-    let chain = Arc::new(PublicChain::new(common, l.block_tokens, &[system.clone()]));
+    let chain = Arc::new(PublicChain::new(
+        common,
+        l.block_tokens,
+        std::slice::from_ref(&system),
+    ));
     let mut seqs = Vec::new();
     for t in 0..TENANTS {
         let ns = NamespaceId(t + 1);
