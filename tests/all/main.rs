@@ -14,6 +14,8 @@ mod hit_timing;
 mod kernels;
 mod kv;
 mod logprobs;
+mod public_bench;
+mod public_prefixes;
 mod pull;
 mod sampling;
 mod serve;

@@ -123,7 +123,7 @@ pub struct AppState {
 impl AppState {
     /// Builds the shared state and applies each namespace's eviction policy to the engine.
     pub fn new(parts: ServerParts) -> AppState {
-        apply_policies(&parts.engine, &parts.tenants);
+        apply_policies(&parts.engine, &parts.chat, &parts.tenants);
         AppState {
             embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
             structured: Default::default(),
@@ -155,7 +155,7 @@ impl AppState {
     /// Replaces the namespaces (after [`AppState::check_tenants`]).
     pub fn replace_tenants(&self, new: Arc<Tenants>) -> Result<(), String> {
         self.check_tenants(&new)?;
-        apply_policies(&self.engine, &new);
+        apply_policies(&self.engine, &self.chat, &new);
         *self.tenants.write().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
     }
@@ -184,8 +184,12 @@ impl AppState {
         Ok(())
     }
 
-    /// The name of namespace `id` (for metric labels).
+    /// The name of namespace `id` (for metric labels); public prefixes' blocks are counted
+    /// under `(public)`, a label no namespace name can take.
     pub fn namespace_name(&self, id: NamespaceId) -> String {
+        if id == memoria_kv::PublicChain::OWNER {
+            return "(public)".into();
+        }
         self.tenants()
             .iter()
             .find(|n| n.id == id)
@@ -203,9 +207,16 @@ impl AppState {
     }
 }
 
-fn apply_policies(engine: &EngineHandle, tenants: &Tenants) {
+fn apply_policies(engine: &EngineHandle, chat: &ChatTemplate, tenants: &Tenants) {
     for ns in tenants.iter() {
         let _ =
             engine.set_namespace_policy(ns.id, ns.spec.limits.priority, ns.spec.limits.max_blocks);
+        // Public prefixes, as the token forms they take in rendered prompts (none clears).
+        let forms = ns
+            .public_prefixes
+            .iter()
+            .flat_map(|t| memoria_sched::public::prefix_tokens(engine.tokenizer(), chat, t))
+            .collect();
+        let _ = engine.set_public_prefixes(ns.id, memoria_tenant::Isolation::common_salt(), forms);
     }
 }

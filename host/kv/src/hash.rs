@@ -14,6 +14,26 @@
 //! length prefix: the fixed-size fields around it keep the encoding unambiguous. `h_{-1}` is the
 //! root. Two sequences share block `i` exactly when they share the model, element type, block size,
 //! namespace salt and all tokens up to the end of block `i`. Never `DefaultHasher`.
+//!
+//! # Public prefixes (isolated namespaces sharing what is public)
+//!
+//! A namespace may declare public prefixes (see [`crate::PublicChain`]). Its chain then starts
+//! under the **common root** `root_c` (the root of the common salt, the one `shared` namespaces
+//! use) and stays there for every leading block whose hash is one of the declared prefixes'
+//! whole blocks under `root_c`; those blocks are exactly the shared namespace's blocks of the
+//! same tokens, so every namespace declaring the prefix holds one copy. The first block that
+//! leaves the declaration (and every block after it) is private, chained from
+//!
+//! ```text
+//! fork = H("memoria-kv-private-v1" || root_ns[32] || p_last[32])
+//! ```
+//!
+//! where `root_ns` is the namespace's own root and `p_last` the hash of the last public block:
+//! a private block's hash is `H(fork, tokens)`, never the bare public chain continued, so a
+//! private block of one namespace can never equal another namespace's (or the shared
+//! namespace's) block of the same tokens. With no leading public block the chain is the plain
+//! one from `root_ns` (unchanged format). Partial tails after public blocks hang under `fork`
+//! too. The salt only enters through `root_ns`, a one-way hash; it never leaves the host.
 
 use std::fmt;
 
@@ -21,6 +41,7 @@ use crate::layout::KvElem;
 
 const ROOT_DOMAIN: &[u8] = b"memoria-kv-root-v1";
 const BLOCK_DOMAIN: &[u8] = b"memoria-kv-block-v1";
+const PRIVATE_DOMAIN: &[u8] = b"memoria-kv-private-v1";
 const SALT_CONTEXT: &str = "memoria-kv namespace salt v1";
 
 /// Key of a full block (or of the chain's root).
@@ -80,6 +101,16 @@ impl BlockHash {
         for t in tokens {
             h.update(&t.to_le_bytes());
         }
+        Self(*h.finalize().as_bytes())
+    }
+
+    /// The parent of a namespace's first private block after a public run: `root_ns` is the
+    /// namespace's own root, `public_last` the last public block's hash (see the module doc).
+    pub fn private_fork(root_ns: &BlockHash, public_last: &BlockHash) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(PRIVATE_DOMAIN);
+        h.update(&root_ns.0);
+        h.update(&public_last.0);
         Self(*h.finalize().as_bytes())
     }
 
@@ -162,6 +193,13 @@ mod tests {
         bytes.extend_from_slice(&70000u32.to_le_bytes());
         assert_eq!(
             BlockHash::chain(&root, &[5, 70000]).0,
+            *blake3::hash(&bytes).as_bytes()
+        );
+        let mut bytes = b"memoria-kv-private-v1".to_vec();
+        bytes.extend_from_slice(&[1; 32]);
+        bytes.extend_from_slice(&[2; 32]);
+        assert_eq!(
+            BlockHash::private_fork(&BlockHash([1; 32]), &BlockHash([2; 32])).0,
             *blake3::hash(&bytes).as_bytes()
         );
         assert_eq!(

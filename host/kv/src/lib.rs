@@ -45,6 +45,7 @@ mod meta;
 mod misses;
 mod namespace;
 mod pool;
+mod public;
 mod seq;
 mod stats;
 mod tier;
@@ -56,6 +57,7 @@ pub use layout::{KvElem, KvLayout, KvPart, MAX_BLOCK_TOKENS};
 pub use meta::{BlockState, PinLevel};
 pub use misses::{LostTier, MissReason, MissSnapshot};
 pub use pool::{BlockInfo, BlockPool};
+pub use public::PublicChain;
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
 pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::evict_heap::EvictHeap;
 use crate::ids::NamespaceId;
+use crate::public::PublicChain;
 use crate::stats::Counters;
 
 #[derive(Debug)]
@@ -17,6 +18,8 @@ pub(crate) struct NsState {
     pub held: usize,
     pub heap: EvictHeap,
     pub stats: Arc<Counters>,
+    /// Public prefixes new sequences of this namespace chain through.
+    pub public: Option<Arc<PublicChain>>,
 }
 
 impl NsState {
@@ -28,6 +31,7 @@ impl NsState {
             held: 0,
             heap: EvictHeap::default(),
             stats,
+            public: None,
         }
     }
 }

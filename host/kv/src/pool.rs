@@ -9,6 +9,7 @@ mod hot;
 mod lifecycle;
 mod policy;
 mod prefix;
+mod public;
 mod seq_ops;
 mod tails;
 mod validate;

@@ -92,7 +92,7 @@ impl EngineHandle {
             layout,
             stats: stats.clone(),
         };
-        let engine = bp.engine(pool, 1, Default::default());
+        let engine = bp.engine(pool, 1, Default::default(), Default::default());
         let (tx, rx) = channel();
         let h = health.clone();
         let thread = std::thread::Builder::new()
@@ -343,6 +343,24 @@ impl EngineHandle {
                 ns,
                 priority,
                 max_blocks,
+            })
+            .map_err(|_| EngineError::Stopped)
+    }
+
+    /// Sets a namespace's public prefixes (token sequences from a prompt's start, as
+    /// [`crate::public::prefix_tokens`] makes them; empty: none), whose whole blocks are keyed
+    /// under `common` (the shared namespaces' salt). Applies to sessions opened afterwards.
+    pub fn set_public_prefixes(
+        &self,
+        ns: NamespaceId,
+        common: NamespaceSalt,
+        prefixes: Vec<Vec<u32>>,
+    ) -> Result<(), EngineError> {
+        self.tx
+            .send(Command::SetPublicPrefixes {
+                ns,
+                common,
+                prefixes,
             })
             .map_err(|_| EngineError::Stopped)
     }

@@ -7,6 +7,7 @@ pub mod generate;
 pub mod handle;
 pub mod paged;
 pub mod preload;
+pub mod public;
 mod remote_reads;
 pub mod sampling;
 pub mod session;

@@ -338,6 +338,21 @@ impl TierStack {
         tokens: &'a [u32],
     ) -> StoreSource<'a> {
         let chain = SessionRecord::chain(&root, tokens, layout.block_tokens);
+        self.source_chain(model, layout, root, tokens, chain, (0, root))
+    }
+
+    /// [`TierStack::source`] for a chain the caller hashed (a namespace with public prefixes,
+    /// see `memoria_kv::hash`): `chain[i]` is block `i`'s hash; the first `public.0` blocks
+    /// are checked against the common root `public.1`, the rest against `root`.
+    pub fn source_chain<'a>(
+        &'a self,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        root: BlockHash,
+        tokens: &'a [u32],
+        chain: Vec<BlockHash>,
+        public: (usize, BlockHash),
+    ) -> StoreSource<'a> {
         StoreSource {
             stack: self,
             model,
@@ -346,6 +361,7 @@ impl TierStack {
             tokens,
             chain,
             last_miss: SourceMiss::Absent,
+            public,
         }
     }
 
@@ -418,6 +434,8 @@ pub struct StoreSource<'a> {
     chain: Vec<BlockHash>,
     /// Why the last fetch failed (a verification failure is told apart from absence).
     last_miss: SourceMiss,
+    /// Leading public blocks and the common root they are checked against.
+    public: (usize, BlockHash),
 }
 
 impl std::fmt::Debug for StoreSource<'_> {
@@ -438,7 +456,11 @@ impl TierSource for StoreSource<'_> {
             model: self.model,
             layout: self.layout,
             hash: *hash,
-            root: Some(self.root),
+            root: Some(if i < self.public.0 {
+                self.public.1
+            } else {
+                self.root
+            }),
             tokens: Some(&self.tokens[i * b..(i + 1) * b]),
         };
         let before = self.stack.corrupt_counts();

@@ -31,10 +31,15 @@ impl Isolation {
         }
     }
 
+    /// The common salt: `shared` namespaces' blocks, and public prefixes' blocks.
+    pub fn common_salt() -> NamespaceSalt {
+        NamespaceSalt::derive("memoria salt v1 shared")
+    }
+
     /// The salt for namespace `ns` under this policy (stable across hosts and restarts).
     pub fn salt(&self, ns: &str) -> NamespaceSalt {
         match self {
-            Isolation::Shared => NamespaceSalt::derive("memoria salt v1 shared"),
+            Isolation::Shared => Self::common_salt(),
             Isolation::Isolated => NamespaceSalt::derive(&format!("memoria salt v1 isolated:{ns}")),
             Isolation::Group(g) => NamespaceSalt::derive(&format!("memoria salt v1 group:{g}")),
         }

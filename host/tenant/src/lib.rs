@@ -7,11 +7,13 @@
 mod hit_timing;
 mod isolation;
 mod limits;
+mod public;
 mod registry;
 
 pub use hit_timing::HitTiming;
 pub use isolation::Isolation;
 pub use limits::Limits;
+pub use public::{MAX_PUBLIC_PREFIX_BYTES, MAX_PUBLIC_PREFIXES, PrefixFile, PublicPrefix};
 pub use registry::{Namespace, NamespaceSpec, Tenants};
 
 /// Why a tenant configuration is invalid; messages name the namespace and key to fix.
@@ -25,6 +27,8 @@ pub enum TenantError {
     BadIsolation { ns: String, why: String },
     #[error("namespaces.{ns}.api_keys: {why}")]
     BadKey { ns: String, why: String },
+    #[error("namespaces.{ns}.public_prefixes: {why}")]
+    BadPublicPrefix { ns: String, why: String },
     #[error("namespaces.{ns}.limits.{key}: {why}")]
     BadLimit {
         ns: String,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use memoria_kv::{NamespaceId, NamespaceSalt};
 use serde::Deserialize;
 
-use crate::{HitTiming, Isolation, Limits, TenantError};
+use crate::{HitTiming, Isolation, Limits, PublicPrefix, TenantError};
 
 /// One namespace as configured (`[namespaces.NAME]` in host.toml).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -36,6 +36,10 @@ pub struct NamespaceSpec {
     /// unset: `pad` for shared groups, `off` otherwise).
     #[serde(default)]
     pub hit_timing: Option<HitTiming>,
+    /// Prompt starts whose whole K/V blocks are shared with every namespace declaring the same
+    /// text (isolated and group namespaces; see README "Public prefixes").
+    #[serde(default)]
+    pub public_prefixes: Vec<PublicPrefix>,
 }
 
 impl NamespaceSpec {
@@ -56,6 +60,8 @@ pub struct Namespace {
     pub name: String,
     pub salt: NamespaceSalt,
     pub spec: NamespaceSpec,
+    /// The texts of `spec.public_prefixes`, read at configuration load.
+    pub public_prefixes: Vec<String>,
 }
 
 /// Every namespace of a host.
@@ -89,7 +95,15 @@ impl Tenants {
                 return Err(TenantError::Duplicate(name));
             }
             spec.limits.validate(&name)?;
+            if spec.isolation == Isolation::Shared && !spec.public_prefixes.is_empty() {
+                return Err(TenantError::BadPublicPrefix {
+                    ns: name,
+                    why: "a shared namespace already shares every block; declare public prefixes on isolated or group namespaces".into(),
+                });
+            }
+            let public_prefixes = crate::public::resolve(&name, &spec.public_prefixes)?;
             let ns = Arc::new(Namespace {
+                public_prefixes,
                 id: NamespaceId(u32::try_from(i + 1).unwrap_or(u32::MAX)),
                 salt: spec.isolation.salt(&name),
                 name: name.clone(),
@@ -213,5 +227,20 @@ mod tests {
         let err =
             Tenants::new(vec![("a".into(), dup.clone()), ("b".into(), dup)]).expect_err("dup key");
         assert!(matches!(err, TenantError::BadKey { .. }));
+        let err = Tenants::new(vec![(
+            "s".into(),
+            spec("isolation = \"shared\"\npublic_prefixes = [\"You are helpful.\"]"),
+        )])
+        .expect_err("public on shared");
+        assert!(matches!(err, TenantError::BadPublicPrefix { .. }), "{err}");
+        let t = Tenants::new(vec![(
+            "i".into(),
+            spec("public_prefixes = [\"You are helpful.\"]"),
+        )])
+        .expect("isolated may declare");
+        assert_eq!(
+            t.get("i").map(|n| n.public_prefixes.clone()),
+            Some(vec!["You are helpful.".to_string()])
+        );
     }
 }

@@ -52,7 +52,7 @@ impl BlockPool {
             .add_all(&t.blocks, &t.tokens, &t.lost_at);
     }
 
-    fn uncount<F: Fn(&Counters) -> &AtomicU64>(&self, ns: usize, field: F, n: u64) {
+    pub(crate) fn uncount<F: Fn(&Counters) -> &AtomicU64>(&self, ns: usize, field: F, n: u64) {
         field(&self.stats.total).fetch_sub(n, Ordering::Relaxed);
         field(&self.namespaces[ns].stats).fetch_sub(n, Ordering::Relaxed);
     }

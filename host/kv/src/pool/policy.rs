@@ -57,19 +57,39 @@ impl BlockPool {
         ttl: Option<Duration>,
     ) -> usize {
         let until = ttl.and_then(|d| self.now().checked_add(d));
-        self.for_chain(root, tokens, |pool, id| {
-            pool.dequeue(id);
-            pool.clear_auto_pin(id);
-            let m = &mut pool.metas[id as usize];
-            m.pin = Some(level);
-            m.pin_until = until;
-            m.pin_epoch += 1;
-            m.lapsed = false;
-            if let Some(at) = until {
-                pool.timed_pins.push(Reverse((at, id, m.pin_epoch)));
-            }
-            pool.enqueue_if_evictable(id);
-        })
+        self.for_chain(root, tokens, |pool, id| pool.pin_block(id, level, until))
+    }
+
+    /// As [`BlockPool::pin_prefix`], for a chain given by its block hashes (in prefix order,
+    /// stopping at the first not resident).
+    pub fn pin_hashes(
+        &mut self,
+        hashes: &[BlockHash],
+        level: PinLevel,
+        ttl: Option<Duration>,
+    ) -> usize {
+        let until = ttl.and_then(|d| self.now().checked_add(d));
+        let mut n = 0;
+        for h in hashes {
+            let Some(&id) = self.index.get(h) else { break };
+            self.pin_block(id, level, until);
+            n += 1;
+        }
+        n
+    }
+
+    fn pin_block(&mut self, id: u32, level: PinLevel, until: Option<Instant>) {
+        self.dequeue(id);
+        self.clear_auto_pin(id);
+        let m = &mut self.metas[id as usize];
+        m.pin = Some(level);
+        m.pin_until = until;
+        m.pin_epoch += 1;
+        m.lapsed = false;
+        if let Some(at) = until {
+            self.timed_pins.push(Reverse((at, id, m.pin_epoch)));
+        }
+        self.enqueue_if_evictable(id);
     }
 
     /// Removes pins from the resident blocks of the chain; returns the blocks visited.

@@ -70,12 +70,15 @@ impl BlockPool {
             let mut refs = std::mem::take(&mut pool.advisor_refs);
             refs.clear();
             let mut tally = MissTally::default();
-            let (mut prev, mut content) = (s.root, 0u64);
+            // The chain as the sequence would record it (public run, then private), continued
+            // past the first miss so every missed block gets its reason.
+            let (mut prev, mut n_public, mut content) = (None, 0usize, 0u64);
             let mut missed = false;
             let mut first_reason = None;
-            for chunk in tokens.chunks_exact(b).take(max_blocks) {
-                let hash = BlockHash::chain(&prev, chunk);
-                prev = hash;
+            for (i, chunk) in tokens.chunks_exact(b).take(max_blocks).enumerate() {
+                let (hash, public) = s.chain_hash(i, prev, n_public, chunk);
+                prev = Some(hash);
+                n_public += usize::from(public);
                 content = pool.content.key(content, chunk);
                 refs.push(hash);
                 let mut source_miss = SourceMiss::Absent;
@@ -89,8 +92,10 @@ impl BlockPool {
                         None => match source.as_deref_mut() {
                             Some(src) => {
                                 let got = pool.promote(s, hash, chunk, src);
-                                if got.is_none() {
-                                    source_miss = src.last_miss();
+                                match got {
+                                    Some(id) if public => pool.attribute_public(id),
+                                    Some(_) => {}
+                                    None => source_miss = src.last_miss(),
                                 }
                                 got
                             }
@@ -99,7 +104,7 @@ impl BlockPool {
                     };
                     if let Some(id) = found {
                         s.table.push(BlockId(id));
-                        s.hashes.push(hash);
+                        s.push_hash(hash, public);
                         s.tokens.extend_from_slice(chunk);
                         continue;
                     }

@@ -18,7 +18,8 @@ impl BlockPool {
         let slot = self.ns_slot(ns);
         let id = SeqId(self.next_seq);
         self.next_seq += 1;
-        self.seqs.insert(id, Sequence::new(ns, slot, root));
+        let public = self.namespaces[slot].public.clone();
+        self.seqs.insert(id, Sequence::new(ns, slot, root, public));
         self.count(slot, |c| &c.seqs_active, 1);
         id
     }
@@ -144,7 +145,7 @@ impl BlockPool {
     fn seal(&mut self, s: &mut Sequence, i: usize) {
         let b = self.layout.block_tokens;
         debug_assert_eq!(s.hashes.len(), i);
-        let hash = BlockHash::chain(&s.parent_hash(i), &s.tokens[i * b..(i + 1) * b]);
+        let (hash, public) = s.block_hash(i, &s.tokens[i * b..(i + 1) * b]);
         let id = s.table[i].0;
         if let Some(&existing) = self.index.get(&hash) {
             self.incref(existing);
@@ -155,9 +156,12 @@ impl BlockPool {
         } else {
             let parent = if i == 0 { NIL } else { s.table[i - 1].0 };
             self.link_sealed(id, hash, parent);
+            if public {
+                self.attribute_public(id);
+            }
         }
         self.stats.advisor().insert(s.ns, &hash);
-        s.hashes.push(hash);
+        s.push_hash(hash, public);
     }
 
     /// Marks `id` sealed under `hash`, indexes it and links it under `parent`.
@@ -224,7 +228,7 @@ impl BlockPool {
             }
             s.reserved = 0;
             s.tokens.truncate(len);
-            s.hashes.truncate(len / b);
+            s.truncate_hashes(len / b);
             if !len.is_multiple_of(b) {
                 let tail = s.table[keep - 1].0;
                 let m = &pool.metas[tail as usize];

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use super::BlockPool;
-use crate::hash::BlockHash;
 use crate::ids::NIL;
 use crate::meta::{BlockState, PinLevel};
+use crate::seq::Sequence;
 
 impl BlockPool {
     /// Checks every invariant; returns the first violation found.
@@ -213,13 +213,19 @@ impl BlockPool {
             if by_ns.get(&s.ns_slot) != Some(&s.ns) {
                 return Err(format!("{sid}: namespace slot mismatch"));
             }
-            let mut prev = s.root;
+            let mut replay = Sequence::new(s.ns, s.ns_slot, s.root, s.public.clone());
             for (i, h) in s.hashes.iter().enumerate() {
-                let want = BlockHash::chain(&prev, &s.tokens[i * b..(i + 1) * b]);
+                let (want, public) = replay.block_hash(i, &s.tokens[i * b..(i + 1) * b]);
                 if *h != want || self.metas[s.table[i].index()].hash != Some(want) {
                     return Err(format!("{sid}: block {i} not sealed under its chain hash"));
                 }
-                prev = want;
+                replay.push_hash(want, public);
+            }
+            if replay.n_public != s.n_public {
+                return Err(format!(
+                    "{sid}: {} public blocks recorded, {} by its chain",
+                    s.n_public, replay.n_public
+                ));
             }
         }
         Ok(())

@@ -122,6 +122,12 @@ pub(crate) enum Command {
         priority: i32,
         max_blocks: Option<usize>,
     },
+    /// Public prefixes of `ns` as token sequences (empty: none), chained under `common`.
+    SetPublicPrefixes {
+        ns: NamespaceId,
+        common: NamespaceSalt,
+        prefixes: Vec<Vec<u32>>,
+    },
     Save {
         ns: NamespaceId,
         session: SessionId,
@@ -153,6 +159,7 @@ impl Command {
             Command::Tokens { .. } => "tokens",
             Command::Warm { .. } => "warm",
             Command::SetNamespacePolicy { .. } => "set_namespace_policy",
+            Command::SetPublicPrefixes { .. } => "set_public_prefixes",
             Command::Save { .. } => "save",
             Command::Restore { .. } => "restore",
             Command::Shutdown => "shutdown",
@@ -175,6 +182,7 @@ impl Command {
             Command::Open { .. }
             | Command::Warm { .. }
             | Command::SetNamespacePolicy { .. }
+            | Command::SetPublicPrefixes { .. }
             | Command::Restore { .. }
             | Command::Shutdown => None,
         }
@@ -203,7 +211,9 @@ impl Command {
             Command::Logits { reply, .. } => reply.send(Err(err)),
             Command::Tokens { reply, .. } => reply.send(Err(err)),
             Command::Warm { reply, .. } => reply.send(Err(err)),
-            Command::SetNamespacePolicy { .. } | Command::Shutdown => false,
+            Command::SetNamespacePolicy { .. }
+            | Command::SetPublicPrefixes { .. }
+            | Command::Shutdown => false,
         };
     }
 }

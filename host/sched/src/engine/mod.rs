@@ -8,6 +8,7 @@ mod command;
 mod fault;
 mod guard;
 mod persist;
+mod public;
 mod reply;
 mod sizing;
 mod step;
@@ -54,7 +55,13 @@ pub(crate) struct Engine {
     pub policies: BTreeMap<NamespaceId, (i32, Option<usize>)>,
     /// The cache-sizing warning's window (see `sizing`).
     pub(crate) sizing: sizing::Sizing,
+    /// Each namespace's public prefixes (the common salt and the compiled chain), applied
+    /// again to a rebuilt pool.
+    pub publics: BTreeMap<NamespaceId, PublicSetting>,
 }
+
+/// A namespace's public prefixes as the engine keeps them.
+pub(crate) type PublicSetting = (memoria_kv::NamespaceSalt, Arc<memoria_kv::PublicChain>);
 
 impl Engine {
     /// Runs until `Shutdown` or every sender is gone. A panic inside one command or one step is
@@ -233,6 +240,11 @@ impl Engine {
                 self.pool.set_namespace_priority(ns, priority);
                 self.pool.set_namespace_cap(ns, max_blocks);
             }
+            Command::SetPublicPrefixes {
+                ns,
+                common,
+                prefixes,
+            } => self.set_public_prefixes(ns, common, &prefixes),
             Command::Save {
                 ns,
                 session,

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memoria_kv::{
-    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PoolError, SeqId,
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PoolError,
+    PublicChain, SeqId,
 };
 use memoria_store::{BlockIdentity, SessionRecord, TierStack};
 
@@ -28,6 +29,9 @@ pub(crate) struct Persist {
     layout: KvLayout,
     /// Per session: its namespace salt and how many leading blocks are known to be stored.
     sessions: HashMap<SessionId, (NamespaceSalt, usize)>,
+    /// The common salt, once a namespace declared public prefixes: public blocks are stored
+    /// and looked up under it (they are the shared namespaces' blocks).
+    common: Option<NamespaceSalt>,
 }
 
 impl Persist {
@@ -37,7 +41,16 @@ impl Persist {
             model,
             layout,
             sessions: HashMap::new(),
+            common: None,
         }
+    }
+
+    /// Public blocks (attributed to [`PublicChain::OWNER`]) are demoted under `common`.
+    pub fn register_public(&mut self, common: NamespaceSalt) {
+        if let Some(s) = &self.stack {
+            s.register_namespace(PublicChain::OWNER, common);
+        }
+        self.common = Some(common);
     }
 
     /// Installs the stack as the pool's eviction sink.
@@ -77,7 +90,22 @@ impl Persist {
         let Some(stack) = &self.stack else {
             return pool.match_prefix(seq, tokens);
         };
-        let mut src = stack.source(self.model, self.layout, root, tokens);
+        let ns = pool.seq_namespace(seq)?;
+        let mut src = match self.common {
+            Some(common) if pool.has_public_prefixes(ns) => {
+                let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
+                let public_root = pool.root_hash(&self.model, &common);
+                stack.source_chain(
+                    self.model,
+                    self.layout,
+                    root,
+                    tokens,
+                    chain,
+                    (n_public, public_root),
+                )
+            }
+            _ => stack.source(self.model, self.layout, root, tokens),
+        };
         let hit = pool.match_prefix_from(seq, tokens, &mut src)?;
         if let Some(e) = self.sessions.get_mut(&id) {
             e.1 = hit / self.layout.block_tokens;
@@ -98,6 +126,7 @@ impl Persist {
         let (Ok(table), Ok(tokens)) = (pool.block_table(seq), pool.seq_tokens(seq)) else {
             return;
         };
+        let n_public = pool.seq_public_blocks(seq).unwrap_or(0);
         let b = self.layout.block_tokens;
         let full = tokens.len() / b;
         let from = if force { 0 } else { entry.1.min(full) };
@@ -108,7 +137,10 @@ impl Persist {
             let identity = BlockIdentity {
                 model: self.model,
                 layout: self.layout,
-                salt: entry.0,
+                salt: match self.common {
+                    Some(common) if i < n_public => common,
+                    _ => entry.0,
+                },
                 hash,
             };
             stack.persist(
@@ -180,7 +212,7 @@ impl Engine {
                 elem: self.pool.layout().elem,
                 block_tokens: b,
                 salt,
-                hashes: SessionRecord::chain(&root, &tokens, b),
+                hashes: self.pool.chain_hashes(ns, root, &tokens).0,
                 tokens,
             };
             Ok((stack, record))

@@ -192,7 +192,7 @@ impl Engine {
         if !s.fresh || s.pending.len() <= b {
             return false;
         }
-        let first = BlockHash::chain(&s.root, &s.pending[..b]);
+        let first = self.pool.first_block_hash(s.ns, &s.root, &s.pending[..b]);
         if inflight.contains(&first) {
             return true;
         }
@@ -334,18 +334,21 @@ impl Engine {
         let Some(Job::Warm(w)) = s.job.take() else {
             return;
         };
-        let (root, seq) = (s.root, s.seq);
-        let tokens = match self.pool.seq_tokens(seq) {
-            Ok(t) => t.to_vec(),
+        let seq = s.seq;
+        let (tokens, blocks_pinned) = match self
+            .pool
+            .seq_len(seq)
+            .and_then(|n| Ok((n, self.pool.pin_seq_blocks(seq, w.pin, w.ttl)?)))
+        {
+            Ok(v) => v,
             Err(e) => {
                 let _ = w.reply.send(Err(e.into()));
                 self.close_session(id);
                 return;
             }
         };
-        let blocks_pinned = self.pool.pin_prefix(&root, &tokens, w.pin, w.ttl);
         let info = WarmInfo {
-            tokens: tokens.len(),
+            tokens,
             cached_tokens: w.cached_tokens,
             blocks_pinned,
         };

@@ -84,6 +84,7 @@ impl Blueprint {
         mut pool: BlockPool,
         next_id: u64,
         policies: BTreeMap<memoria_kv::NamespaceId, (i32, Option<usize>)>,
+        publics: BTreeMap<memoria_kv::NamespaceId, super::PublicSetting>,
     ) -> Engine {
         let persist = Persist::new(self.cfg.store.clone(), self.fingerprint, self.layout);
         persist.install(&mut pool);
@@ -92,6 +93,11 @@ impl Blueprint {
         for (&ns, &(priority, cap)) in &policies {
             pool.set_namespace_priority(ns, priority);
             pool.set_namespace_cap(ns, cap);
+        }
+        let mut persist = persist;
+        for (&ns, (common, chain)) in &publics {
+            pool.set_public_prefixes(ns, Some(chain.clone()));
+            persist.register_public(*common);
         }
         Engine {
             model: self.model.clone(),
@@ -108,6 +114,7 @@ impl Blueprint {
             persist,
             policies,
             sizing: Default::default(),
+            publics,
         }
     }
 }
@@ -138,6 +145,7 @@ pub(crate) fn supervise(
         );
         let next_id = engine.next_id;
         let policies = engine.policies.clone();
+        let publics = engine.publics.clone();
         let pool = salvage(engine);
         if !refuse_for(&rx, backoff) {
             return;
@@ -160,7 +168,7 @@ pub(crate) fn supervise(
                 }
             },
         };
-        engine = bp.engine(pool, next_id, policies);
+        engine = bp.engine(pool, next_id, policies, publics);
         bp.stats.set_sessions(0);
         health.up.store(true, Relaxed);
         eprintln!("memoria: the engine is running again");
