@@ -217,9 +217,12 @@ pub enum Answer {
 }
 
 /// Parses a finished answer: tool calls in OpenAI's shape (ids from `id_base`), or the direct
-/// response. `None` when it is not complete JSON (the budget ran out).
+/// response. A direct response cut short by the token budget is still its text (what was
+/// written of the string); `None` when the text is neither (calls cut short).
 pub fn parse_answer(text: &str, id_base: &str) -> Option<Answer> {
-    let v: Value = serde_json::from_str(text).ok()?;
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return partial_response(text).map(Answer::Text);
+    };
     if let Some(r) = v.get("response").and_then(Value::as_str) {
         return Some(Answer::Text(r.to_string()));
     }
@@ -240,6 +243,38 @@ pub fn parse_answer(text: &str, id_base: &str) -> Option<Answer> {
             })
             .collect(),
     ))
+}
+
+/// The text of `{"response": "...` when generation stopped inside the string: the written part
+/// of the string, decoded (an escape cut in half is dropped).
+fn partial_response(text: &str) -> Option<String> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix(r#""response""#)?.trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let body = rest.strip_prefix('"')?;
+    let mut end = body.len();
+    let mut escaped = false;
+    for (i, c) in body.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let mut body = &body[..end];
+    // An escape cut in half (`\`, `\u00`) is at most 5 bytes from the end.
+    for _ in 0..6 {
+        if let Ok(s) = serde_json::from_str::<String>(&format!("\"{body}\"")) {
+            return Some(s);
+        }
+        let cut = body.char_indices().last()?.0;
+        body = &body[..cut];
+    }
+    None
 }
 
 #[cfg(test)]
@@ -303,6 +338,31 @@ mod tests {
             matches!(parse_answer(r#"{"response":"hi"}"#, "x"), Some(Answer::Text(t)) if t == "hi")
         );
         assert!(parse_answer(r#"{"tool_calls":[{"name":"#, "x").is_none());
+    }
+
+    #[test]
+    fn a_response_cut_by_the_budget_is_its_written_text() {
+        let text = |t: &str| match parse_answer(t, "x") {
+            Some(Answer::Text(t)) => Some(t),
+            _ => None,
+        };
+        assert_eq!(
+            text(r#"{"response": "The weather in Li"#).as_deref(),
+            Some("The weather in Li")
+        );
+        assert_eq!(
+            text(r#" { "response" : "a\"b\n"#).as_deref(),
+            Some("a\"b\n")
+        );
+        assert_eq!(
+            text(r#"{"response": "caf\u00e9 \u00"#).as_deref(),
+            Some("café ")
+        );
+        assert_eq!(text(r#"{"response": "ends\"#).as_deref(), Some("ends"));
+        assert_eq!(text(r#"{"response": "done" "#).as_deref(), Some("done"));
+        assert_eq!(text(r#"{"response": ""#).as_deref(), Some(""));
+        assert_eq!(text(r#"{"response"#), None);
+        assert_eq!(text(r#"{"other": "x"#), None);
         let text = calls_as_text(
             1,
             &json!([{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]),
