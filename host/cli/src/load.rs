@@ -1,5 +1,6 @@
-//! Loading a model for a CLI command: map and validate the file, then touch every weight page
-//! so timings do not include page faults, with an indicatif progress bar on a terminal (none
+//! Loading a model for a CLI command: map and validate the file, then touch every page of the
+//! weights read in place (not those with an interleaved copy) so timings do not include page
+//! faults, with an indicatif progress bar on a terminal (none
 //! when `quiet`, e.g. with `--json`).
 
 use std::io::IsTerminal;
@@ -24,7 +25,7 @@ pub fn load_model(path: &Path, quiet: bool) -> anyhow::Result<Loaded> {
     let model = Model::load(path).with_context(|| format!("loading model {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(model.gguf())
         .with_context(|| format!("reading the tokenizer of {}", path.display()))?;
-    let tensors = model.gguf().tensors();
+    let tensors = model.tensors_read_in_place();
     let bar = if quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {

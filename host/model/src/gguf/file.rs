@@ -33,6 +33,9 @@ impl Backing {
 /// A validated GGUF file. Weights are used in place from the mapping.
 pub struct GgufFile {
     backing: Backing,
+    /// The opened file behind a mapping, read again (not through the mapping) by
+    /// [`GgufFile::content_hash`].
+    file: Option<File>,
     version: u32,
     alignment: u64,
     data_offset: u64,
@@ -60,7 +63,9 @@ impl GgufFile {
         // model loader we rely on the file not being truncated or rewritten while it is open;
         // the writer replaces files by rename, which leaves existing mappings intact.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        GgufFile::with_backing(Backing::Mmap(map))
+        let mut gguf = GgufFile::with_backing(Backing::Mmap(map))?;
+        gguf.file = Some(file);
+        Ok(gguf)
     }
 
     /// Validates an in-memory GGUF image.
@@ -81,6 +86,7 @@ impl GgufFile {
         } = parse(backing.bytes())?;
         Ok(GgufFile {
             backing,
+            file: None,
             version,
             alignment,
             data_offset,
@@ -210,6 +216,37 @@ impl GgufFile {
                 m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, data.len())
             };
         }
+    }
+
+    /// blake3 of the whole file. A mapped file is read with `pread` in stretches rather than
+    /// through the mapping, so hashing leaves no pages in this process's resident set (the
+    /// weights matmul reads from interleaved copies would otherwise be held twice); on a read
+    /// error, or for an in-memory image, the mapped bytes are hashed.
+    pub fn content_hash(&self) -> [u8; 32] {
+        #[cfg(unix)]
+        if let Some(hash) = self.file.as_ref().and_then(|f| self.hash_by_reads(f)) {
+            return hash;
+        }
+        let mut h = blake3::Hasher::new();
+        h.update_rayon(self.backing.bytes());
+        *h.finalize().as_bytes()
+    }
+
+    #[cfg(unix)]
+    fn hash_by_reads(&self, file: &File) -> Option<[u8; 32]> {
+        use std::os::unix::fs::FileExt;
+        const STRETCH: usize = 8 << 20;
+        let len = self.backing.bytes().len();
+        let mut buf = vec![0u8; STRETCH.min(len)];
+        let mut h = blake3::Hasher::new();
+        let mut at = 0;
+        while at < len {
+            let want = STRETCH.min(len - at);
+            file.read_exact_at(&mut buf[..want], at as u64).ok()?;
+            h.update_rayon(&buf[..want]);
+            at += want;
+        }
+        Some(*h.finalize().as_bytes())
     }
 
     /// The whole file's bytes (from the mapping).

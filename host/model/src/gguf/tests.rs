@@ -170,6 +170,13 @@ fn gguf_writer_writes_atomically_and_open_maps_it() {
     assert!(!dir.join("small.gguf.tmp").exists());
     let f = GgufFile::open(&path).unwrap();
     assert_eq!(f.get_str("general.name"), Some("tiny ✓"));
+    // The content hash read from the file equals the hash of the mapped (and in-memory) bytes.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(f.content_hash(), *blake3::hash(&bytes).as_bytes());
+    assert_eq!(
+        GgufFile::from_bytes(bytes.clone()).unwrap().content_hash(),
+        *blake3::hash(&bytes).as_bytes()
+    );
     assert!(matches!(
         GgufFile::open(dir.join("absent.gguf")),
         Err(GgufError::Io { .. })

@@ -11,6 +11,7 @@ mod hparams;
 mod kv;
 mod weights;
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -21,7 +22,7 @@ pub use weights::{LayerWeights, MatDesc, ModelWeights};
 
 use memoria_kernels::ops::RopeTables;
 
-use crate::gguf::{GgufError, GgufFile};
+use crate::gguf::{GgufError, GgufFile, TensorInfo};
 
 /// Why a model could not be loaded or run.
 #[derive(Debug, thiserror::Error)]
@@ -98,11 +99,23 @@ impl Model {
     /// weights), computed on first use. K/V block hashes start from it, so state computed by one
     /// model is never served to another.
     pub fn fingerprint(&self) -> [u8; 32] {
-        *self.fingerprint.get_or_init(|| {
-            let mut h = blake3::Hasher::new();
-            h.update_rayon(self.file.bytes());
-            *h.finalize().as_bytes()
-        })
+        *self.fingerprint.get_or_init(|| self.file.content_hash())
+    }
+
+    /// The tensors inference reads from the file mapping: all but those matmul reads from an
+    /// interleaved copy (whose pages were released after the copy was made).
+    pub fn tensors_read_in_place(&self) -> Vec<&TensorInfo> {
+        let copied: HashSet<&str> = self
+            .weights
+            .matrices()
+            .filter(|m| m.interleaved.is_some())
+            .map(|m| m.info.name.as_str())
+            .collect();
+        self.file
+            .tensors()
+            .iter()
+            .filter(|t| !copied.contains(t.name.as_str()))
+            .collect()
     }
 
     /// The weight descriptors.

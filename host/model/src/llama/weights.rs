@@ -84,6 +84,17 @@ pub struct ModelWeights {
 }
 
 impl ModelWeights {
+    /// Every matrix (a tied output as its own descriptor beside the embedding).
+    pub fn matrices(&self) -> impl Iterator<Item = &MatDesc> {
+        let per_layer = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]);
+        [&self.token_embd, &self.output]
+            .into_iter()
+            .chain(per_layer)
+    }
+
     /// Resolves and validates every tensor the architecture needs.
     pub fn load(f: &GgufFile, hp: &HParams) -> Result<ModelWeights, ModelError> {
         let (d, kv, ff, v) = (hp.n_embd, hp.kv_dim(), hp.n_ff, hp.n_vocab);

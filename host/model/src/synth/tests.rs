@@ -182,3 +182,30 @@ fn synth_model_of_every_type_loads_and_runs() {
         assert!(rel < bound, "{ty}: relative logit error {rel} >= {bound}");
     }
 }
+
+#[test]
+fn tensors_read_in_place_leave_out_exactly_the_interleaved_matrices() {
+    let spec = SynthSpec::tiny(Arch::Llama, GgmlType::Q8_0);
+    let model = crate::llama::Model::from_gguf(read_back(&spec)).unwrap();
+    let copied: Vec<&str> = model
+        .weights()
+        .matrices()
+        .filter(|m| m.interleaved.is_some())
+        .map(|m| m.info.name.as_str())
+        .collect();
+    let in_place: Vec<&str> = model
+        .tensors_read_in_place()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(
+        in_place.len() + copied.len(),
+        model.gguf().tensors().len(),
+        "{copied:?}"
+    );
+    assert!(copied.iter().all(|c| !in_place.contains(c)));
+    assert!(in_place.contains(&"output_norm.weight"));
+    // Every matrix is copied where the kernels use the interleaved layout (this shape qualifies).
+    let copies = memoria_kernels::matmul::Interleaved::in_use();
+    assert_eq!(copied.len(), if copies { 15 } else { 0 }, "{copied:?}");
+}
