@@ -6,6 +6,8 @@
 //! the previous one for every other panic, on every other thread).
 
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
@@ -74,6 +76,48 @@ pub(crate) fn contain<T>(
     }
 }
 
+/// A redb transaction or table that is leaked instead of dropped when a panic unwinds through
+/// its scope. A panic inside redb can leave its locks poisoned, and the transaction's and the
+/// table's `drop` unwrap those locks: a second panic while unwinding aborts the process, which
+/// [`contain`] cannot catch. On the normal path the value is dropped (or taken) as usual; the
+/// leak, on a damaged file only, is one transaction per failed operation.
+pub(crate) struct LeakOnUnwind<T>(ManuallyDrop<T>);
+
+impl<T> LeakOnUnwind<T> {
+    pub(crate) fn new(value: T) -> LeakOnUnwind<T> {
+        LeakOnUnwind(ManuallyDrop::new(value))
+    }
+
+    /// The value, to consume (a transaction's `commit`).
+    pub(crate) fn into_inner(self) -> T {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the value is taken exactly once and not used after.
+        unsafe { ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl<T> Deref for LeakOnUnwind<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for LeakOnUnwind<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl<T> Drop for LeakOnUnwind<T> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // SAFETY: drop runs once, and the value is not used after it.
+            unsafe { ManuallyDrop::drop(&mut self.0) }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +138,34 @@ mod tests {
         let e = r.expect_err("outer panicked");
         assert!(e.to_string().contains("second"), "{e}");
         assert_eq!(contain("ok", || Ok(3)).expect("no panic"), 3);
+    }
+
+    /// Panics in its drop, as redb's transaction does on a poisoned lock.
+    struct PanicsOnDrop<'a>(&'a std::cell::Cell<u32>);
+
+    impl Drop for PanicsOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.set(self.0.get() + 1);
+            if std::thread::panicking() {
+                panic!("a second panic while unwinding would abort");
+            }
+        }
+    }
+
+    #[test]
+    fn a_guarded_value_is_leaked_while_unwinding_and_dropped_otherwise() {
+        let drops = std::cell::Cell::new(0);
+        let r: Result<(), _> = contain("unwind", || {
+            let _txn = LeakOnUnwind::new(PanicsOnDrop(&drops));
+            panic!("damaged page")
+        });
+        assert!(matches!(r, Err(StoreError::Damaged { .. })), "{r:?}");
+        assert_eq!(drops.get(), 0, "leaked, not dropped, while unwinding");
+        drop(LeakOnUnwind::new(PanicsOnDrop(&drops)));
+        assert_eq!(drops.get(), 1);
+        let inner = LeakOnUnwind::new(PanicsOnDrop(&drops)).into_inner();
+        assert_eq!(drops.get(), 1, "taken, not dropped");
+        drop(inner);
+        assert_eq!(drops.get(), 2);
     }
 }

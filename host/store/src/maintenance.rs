@@ -17,7 +17,7 @@ use crate::codec;
 use crate::disk::open_database;
 use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, MODELS, SESSIONS};
 use crate::error::{DbResult, StoreError};
-use crate::guard::contain;
+use crate::guard::{LeakOnUnwind, contain};
 use crate::session::SessionRecord;
 
 /// What a store holds.
@@ -214,11 +214,11 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
         }
     }
     if remove_bad && !(bad_blocks.is_empty() && bad_sessions.is_empty()) {
-        let txn = db.begin_write().db("begin write")?;
+        let txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
         {
-            let mut blocks = txn.open_table(BLOCKS).db("open blocks")?;
-            let mut bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
-            let mut sessions = txn.open_table(SESSIONS).db("open sessions")?;
+            let mut blocks = LeakOnUnwind::new(txn.open_table(BLOCKS).db("open blocks")?);
+            let mut bix = LeakOnUnwind::new(txn.open_table(BLOCK_INDEX).db("open block_index")?);
+            let mut sessions = LeakOnUnwind::new(txn.open_table(SESSIONS).db("open sessions")?);
             for k in &bad_blocks {
                 blocks.remove(*k).db("remove block")?;
                 bix.remove(*k).db("remove block_index")?;
@@ -227,7 +227,7 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
                 sessions.remove((*ns, name.as_str())).db("remove session")?;
             }
         }
-        txn.commit().db("commit")?;
+        txn.into_inner().commit().db("commit")?;
         r.removed = (bad_blocks.len() + bad_sessions.len()) as u64;
     }
     Ok(r)
@@ -258,11 +258,11 @@ pub fn clear(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, Sto
 fn clear_inner(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, StoreError> {
     let db = existing(dir)?;
     let mut report = ClearReport::default();
-    let txn = db.begin_write().db("begin write")?;
+    let txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
     {
-        let mut blocks = txn.open_table(BLOCKS).db("open blocks")?;
-        let mut bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
-        let mut sessions = txn.open_table(SESSIONS).db("open sessions")?;
+        let mut blocks = LeakOnUnwind::new(txn.open_table(BLOCKS).db("open blocks")?);
+        let mut bix = LeakOnUnwind::new(txn.open_table(BLOCK_INDEX).db("open block_index")?);
+        let mut sessions = LeakOnUnwind::new(txn.open_table(SESSIONS).db("open sessions")?);
         let mut keys = Vec::new();
         for e in blocks.iter().db("scan blocks")? {
             let (k, v) = e.db("read block")?;
@@ -296,7 +296,7 @@ fn clear_inner(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, S
         }
         report.sessions = names.len() as u64;
     }
-    txn.commit().db("commit")?;
+    txn.into_inner().commit().db("commit")?;
     Ok(report)
 }
 

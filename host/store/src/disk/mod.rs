@@ -30,7 +30,7 @@ use self::tables::{
 use self::writer::{Failure, Msg, Writer, failure};
 use crate::codec::{BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
-use crate::guard::contain;
+use crate::guard::{LeakOnUnwind, contain};
 use crate::session::SessionRecord;
 use crate::stats::TierStats;
 use crate::tier::Tier;
@@ -210,9 +210,9 @@ fn close_quietly(db: Arc<Database>) {
 }
 
 pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
-    let txn = db.begin_write().db("begin write")?;
+    let txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
     {
-        let mut meta = txn.open_table(META).db("open meta")?;
+        let mut meta = LeakOnUnwind::new(txn.open_table(META).db("open meta")?);
         let found = meta.get(FORMAT_KEY).db("read format")?.map(|v| v.value());
         match found {
             // No build will ever write a format past u16::MAX: such a value is damage.
@@ -238,7 +238,7 @@ pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
         txn.open_table(SESSIONS).db("open sessions")?;
         txn.open_table(MODELS).db("open models")?;
     }
-    txn.commit().db("commit")?;
+    txn.into_inner().commit().db("commit")?;
     Ok(())
 }
 

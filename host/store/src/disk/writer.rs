@@ -21,7 +21,7 @@ use super::index::DiskIndex;
 use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, META, MODELS, SESSIONS};
 use crate::codec::{self, BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
-use crate::guard::contain;
+use crate::guard::{LeakOnUnwind, contain};
 use crate::stats::TierStats;
 
 /// Called once with the outcome of the commit that holds the message.
@@ -169,9 +169,9 @@ impl Writer {
                 Err(f)
             }
             None => contain("write", || {
-                let txn = self.db.begin_write().db("begin write")?;
+                let txn = LeakOnUnwind::new(self.db.begin_write().db("begin write")?);
                 self.apply(&txn, ops, &mut written)?;
-                txn.commit().db("commit")
+                txn.into_inner().commit().db("commit")
             }),
         };
         let micros = started.elapsed().as_micros() as u64;
@@ -240,11 +240,11 @@ impl Writer {
         ops: Vec<Op>,
         written: &mut Written,
     ) -> Result<(), StoreError> {
-        let mut blocks = txn.open_table(BLOCKS).db("open blocks")?;
-        let mut bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
-        let mut sessions = txn.open_table(SESSIONS).db("open sessions")?;
-        let mut models = txn.open_table(MODELS).db("open models")?;
-        let mut meta = txn.open_table(META).db("open meta")?;
+        let mut blocks = LeakOnUnwind::new(txn.open_table(BLOCKS).db("open blocks")?);
+        let mut bix = LeakOnUnwind::new(txn.open_table(BLOCK_INDEX).db("open block_index")?);
+        let mut sessions = LeakOnUnwind::new(txn.open_table(SESSIONS).db("open sessions")?);
+        let mut models = LeakOnUnwind::new(txn.open_table(MODELS).db("open models")?);
+        let mut meta = LeakOnUnwind::new(txn.open_table(META).db("open meta")?);
         for op in ops {
             let m = match op {
                 Op::Save { ns, name, record } => {
