@@ -122,7 +122,7 @@ fn status_page_renders_live_figures_in_headless_chromium() {
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nadmin_key = \"{ADMIN}\"\n\n[namespaces.alpha]\nisolation = \"isolated\"\napi_keys = [\"alpha-key-page1\"]\n\n[namespaces.beta]\nisolation = \"group:g\"\napi_keys = [\"beta-key-page01\"]\n[namespaces.beta.limits]\nmax_blocks = 4000\n"
+            "[server]\nadmin_key = \"{ADMIN}\"\n\n[cache]\nauto_pin = 4\n\n[namespaces.alpha]\nisolation = \"isolated\"\napi_keys = [\"alpha-key-page1\"]\n\n[namespaces.beta]\nisolation = \"group:g\"\napi_keys = [\"beta-key-page01\"]\n[namespaces.beta.limits]\nmax_blocks = 4000\n"
         ),
     )
     .expect("config");
@@ -247,6 +247,16 @@ fn status_page_renders_live_figures_in_headless_chromium() {
     );
     assert!(num(&dom, "data-field=\"tokens_per_s\"", "data-value") >= 0.0);
     assert!(num(&dom, "data-field=\"queue_depth\"", "data-value") >= 0.0);
+    // `[cache] auto_pin = 4`: the repeated story prefixes are pinned, and the page says how many.
+    assert!(f(&after["pool"]["auto_pinned_blocks"]) > 0.0, "{after}");
+    between(
+        "auto-pinned blocks",
+        num(&dom, "data-field=\"auto_pinned_blocks\"", "data-value"),
+        &json!(0),
+        &json!(
+            f(&before["pool"]["auto_pinned_blocks"]).max(f(&after["pool"]["auto_pinned_blocks"]))
+        ),
+    );
 
     // Namespaces: a row each with hits in range, quota use against beta's block quota.
     for ns in ["alpha", "beta"] {

@@ -137,6 +137,7 @@
     set(dd("mean_step_tokens"), num(e.mean_step_tokens), num(e.mean_step_tokens).toFixed(2));
     set(dd("steps"), num(e.steps));
     set(dd("restarts"), num(e.restarts));
+    set(dd("auto_pinned_blocks"), num(st.pool && st.pool.auto_pinned_blocks));
     const tokens = num(e.prefill_tokens) + num(e.decode_tokens);
     if (prev && now > prev.t) {
       const dt = (now - prev.t) / 1000;
