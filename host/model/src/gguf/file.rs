@@ -208,7 +208,7 @@ impl GgufFile {
         if let Backing::Mmap(m) = &self.backing {
             let data = self.tensor_data(info);
             let start = data.as_ptr() as usize - m.as_ptr() as usize;
-            // SAFETY: a read-only private file mapping: dropped pages (memmap2 widens the range
+            // SAFETY: a read-only file mapping: dropped pages (memmap2 widens the range
             // to whole pages, so a neighbour's edge page may go too) read back the file's bytes
             // on the next access, so no borrowed slice ever sees different contents (short of
             // the file changing on disk, which any mapping already exposes).

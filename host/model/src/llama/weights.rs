@@ -41,11 +41,6 @@ impl MatDesc {
         }
         self
     }
-
-    /// Bytes held outside the file mapping (the interleaved copy).
-    pub fn owned_bytes(&self) -> usize {
-        self.interleaved.as_ref().map_or(0, |iw| iw.bytes())
-    }
 }
 
 /// The weights of one transformer block.
