@@ -1,10 +1,13 @@
 //! Kernel benchmarks: matmul of 768×768 and 2048×768 weights in Q8_0, Q4_0, Q4_K, Q6_K and F16
 //! at n = 1 (decode, memory-bound) and n = 64 (prefill, compute-bound). Throughput is reported
-//! in multiply-adds (rows × cols × n elements) per second; GFLOP/s is twice that.
+//! in multiply-adds (rows × cols × n elements) per second; GFLOP/s is twice that. Where the
+//! process reads a type interleaved (AVX-512 VNNI), `TYPE_il` ids time that copy beside the
+//! GGML rows.
 
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use memoria_kernels::matmul::Interleaved;
 use memoria_kernels::{
     GgmlType, QuantizedActivations, WeightMatrix, matmul_prequantized, quantize_row,
 };
@@ -44,16 +47,24 @@ fn bench_matmul(c: &mut Criterion) {
     for ty in types {
         for (rows, cols) in shapes {
             let data = quantize_matrix(ty, &values(rows * cols, 1), cols); // [rows, row_bytes]
-            let w = WeightMatrix::new(ty, &data, rows, cols).expect("shape");
-            for n in [1usize, 64] {
+            let plain = WeightMatrix::new(ty, &data, rows, cols).expect("shape");
+            let copy = Interleaved::build(&plain);
+            let mut layouts = vec![(ty.to_string(), plain)];
+            if copy.is_some() {
+                layouts.push((format!("{ty}_il"), plain.with_interleaved(copy.as_ref())));
+            }
+            for (n, (name, w)) in [1usize, 64]
+                .into_iter()
+                .flat_map(|n| layouts.iter().map(move |l| (n, l)))
+            {
                 let x = values(n * cols, 2); // [n, cols]
                 let mut xq = QuantizedActivations::new();
                 xq.quantize(ty.vec_dot_type(), &x, n, cols);
                 let mut out = vec![0.0f32; n * rows]; // [n, rows]
                 group.throughput(Throughput::Elements((rows * cols * n) as u64));
-                let id = BenchmarkId::new(format!("{ty}_{rows}x{cols}"), format!("n{n}"));
+                let id = BenchmarkId::new(format!("{name}_{rows}x{cols}"), format!("n{n}"));
                 group.bench_with_input(id, &n, |b, _| {
-                    b.iter(|| matmul_prequantized(black_box(&w), black_box(&xq), &mut out))
+                    b.iter(|| matmul_prequantized(black_box(w), black_box(&xq), &mut out))
                 });
             }
         }

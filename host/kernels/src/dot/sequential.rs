@@ -1,6 +1,11 @@
 //! Scalar reference of the interleaved kernels ([`crate::matmul::Interleaved`]): one float
 //! accumulator per (row, token), fed block by block from block 0 with
-//! `acc = fma(f32(Σ_int), dw · dx, acc)`, then for Q4_1 `acc = fma(m_w, s_x, acc)`.
+//! `acc = fma(f32(Σ_int), dw · dx, acc)`, then for Q4_1 `acc = fma(m_w, s_x, acc)`. Q4_K
+//! (against Q8_K) takes one step pair per 256-element super-block: the exact integer sums
+//! `Σ_j sc_j · Σ_l u·x` and `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then
+//! `acc = fma(f32(sums), d · dx, acc)` and `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K
+//! likewise with one step: `acc = fma(f32(Σ_j sc_j · Σ_l q·x), d · dx, acc)` over its 16
+//! sub-blocks.
 //!
 //! Invariant: integer block sums are exact; the float sequence above is the one the AVX-512
 //! interleaved kernels run lane by lane, so their results equal these bit for bit. It differs
@@ -8,6 +13,7 @@
 
 use half::f16;
 
+use crate::quant::{BlockQ6K, scale_min_k4, unpack_q6k};
 use crate::types::GgmlType;
 
 fn f16_at(c: &[u8]) -> f32 {
@@ -18,7 +24,12 @@ fn f16_at(c: &[u8]) -> f32 {
 pub fn has_sequential(ty: GgmlType) -> bool {
     matches!(
         ty,
-        GgmlType::Q4_0 | GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_1
+        GgmlType::Q4_0
+            | GgmlType::Q8_0
+            | GgmlType::Q5_0
+            | GgmlType::Q4_1
+            | GgmlType::Q4K
+            | GgmlType::Q6K
     )
 }
 
@@ -42,14 +53,20 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     }
 }
 
-/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0 or Q4_1, GGML layout) with one
-/// activation row of its `vec_dot_type` (Q8_0, or Q8_1 for Q4_1), in the sequential order.
-/// Panics on another type or on rows that are not whole rows of the same number of blocks.
+/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q4_K or Q6_K, GGML layout) with one
+/// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants), in the
+/// sequential order. Panics on another type or on rows that are not whole rows of the same
+/// number of blocks.
 pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
     assert!(
         has_sequential(ty),
         "vec_dot_sequential: {ty} has no sequential kernel"
     );
+    match ty {
+        GgmlType::Q4K => return q4k_sequential(w, x),
+        GgmlType::Q6K => return q6k_sequential(w, x),
+        _ => {}
+    }
     let wb = ty.row_bytes(32).expect("32-element blocks");
     let (xb, xq) = if ty == GgmlType::Q4_1 {
         (36, 4)
@@ -69,6 +86,61 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
         if ty == GgmlType::Q4_1 {
             acc = f16_at(&bw[2..]).mul_add(f16_at(&bx[2..]), acc);
         }
+    }
+    acc
+}
+
+/// [`vec_dot_sequential`] for Q4_K rows (144-byte super-blocks) against Q8_K (292 bytes: f32
+/// `d`, 256 values, 16 group sums; the sums are not read, `Σ x` is taken from the values).
+fn q4k_sequential(w: &[u8], x: &[u8]) -> f32 {
+    assert!(
+        w.len().is_multiple_of(144) && x.len() == w.len() / 144 * 292,
+        "vec_dot_sequential: rows of different lengths"
+    );
+    let mut acc = 0.0f32;
+    for (bw, bx) in w.chunks_exact(144).zip(x.chunks_exact(292)) {
+        let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
+        let xs = &bx[4..260];
+        let scales: &[u8; 12] = bw[4..16].try_into().expect("12 scale bytes");
+        let (mut sums, mut mins) = (0i32, 0i32);
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, scales);
+            let (mut dot, mut sx) = (0i32, 0i32);
+            for l in 0..32 {
+                let byte = bw[16 + 32 * (j / 2) + l];
+                let u = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
+                let xv = xs[32 * j + l] as i8 as i32;
+                dot += u as i32 * xv;
+                sx += xv;
+            }
+            sums += sc as i32 * dot;
+            mins += m as i32 * sx;
+        }
+        acc = (sums as f32).mul_add(f16_at(bw) * dx, acc);
+        acc = (-(mins as f32)).mul_add(f16_at(&bw[2..]) * dx, acc);
+    }
+    acc
+}
+
+/// [`vec_dot_sequential`] for Q6_K rows (210-byte super-blocks) against Q8_K.
+fn q6k_sequential(w: &[u8], x: &[u8]) -> f32 {
+    assert!(
+        w.len().is_multiple_of(210) && x.len() == w.len() / 210 * 292,
+        "vec_dot_sequential: rows of different lengths"
+    );
+    let mut acc = 0.0f32;
+    for (bw, bx) in w.chunks_exact(210).zip(x.chunks_exact(292)) {
+        let block: &BlockQ6K = bytemuck::from_bytes(bw);
+        let q = unpack_q6k(block);
+        let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
+        let mut sums = 0i32;
+        for (j, &sc) in block.scales.iter().enumerate() {
+            let dot: i32 = (16 * j..16 * j + 16)
+                .map(|i| q[i] as i32 * bx[4 + i] as i8 as i32)
+                .sum();
+            sums += sc as i32 * dot;
+        }
+        acc = (sums as f32).mul_add(f16_at(&bw[208..]) * dx, acc);
     }
     acc
 }

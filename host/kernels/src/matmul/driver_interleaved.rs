@@ -1,5 +1,5 @@
-//! Work splitting for matmuls over [`Interleaved`] weights: each activation block's `-K·Σx` and
-//! scale computed once per matmul, then pool tasks over row groups, each group's blocks reused
+//! Work splitting for matmuls over [`Interleaved`] weights: each activation block's facts (its
+//! `-K·Σx` and scale; the K-quants: scale and sub-block sums) computed once per matmul, then pool tasks over row groups, each group's blocks reused
 //! (from L1) across up to `TOKEN_TILE` tokens per kernel call and `TOKEN_BLOCK` per pass.
 //!
 //! Invariant: tasks write disjoint 16-row spans of `out`; a (row, token) result never depends
@@ -9,6 +9,7 @@ use half::f16;
 
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
+use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q6k};
 use crate::types::GgmlType;
 
 /// Tokens per kernel call (8 accumulators + 8 weight vectors stay in registers).
@@ -18,6 +19,8 @@ const TOKEN_BLOCK: usize = 64;
 
 thread_local! {
     static INFO: std::cell::RefCell<Vec<XInfo>> = const { std::cell::RefCell::new(Vec::new()) };
+    static K_INFO: std::cell::RefCell<Vec<KInfo>> = const { std::cell::RefCell::new(Vec::new()) };
+    static Q6_INFO: std::cell::RefCell<Vec<Q6Info>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A raw pointer to `out` that tasks may share because they write disjoint spans.
@@ -39,29 +42,41 @@ impl OutPtr {
     }
 }
 
-/// Fills `out` (`[n, rows]`, checked by the caller) from interleaved weights.
-///
-/// The caller has checked that the process uses interleaved kernels
-/// ([`Interleaved::in_use`]) and that `xq` holds rows of `iw.cols()` elements of the weight
-/// type's `vec_dot_type`.
-pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
-    let (rows, n, nb) = (iw.rows(), xq.n(), iw.cols() / 32);
-    if rows == 0 || n == 0 {
-        return;
-    }
-    // The levels' offset K per format, and the activation block's size (Q8_1 for Q4_1).
-    let (k, xb) = match iw.ty() {
-        GgmlType::Q8_0 => (128, 34),
-        GgmlType::Q5_0 => (16, 34),
-        GgmlType::Q4_1 => (0, 36),
-        _ => (8, 34),
-    };
-    let q_off = xb - 32;
-    let mut info = INFO.with(std::cell::RefCell::take);
-    info.clear();
-    info.resize(n * nb, XInfo::default());
-    for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
-        for (blk, slot) in xq.row(t).chunks_exact(xb).zip(dst.iter_mut()) {
+/// The per-format halves of an interleaved matmul: the per-(token, block) activation facts and
+/// the group kernel.
+trait GroupKernel: Sync {
+    type Info: Copy + Default + Send + Sync;
+    /// The infos of one activation row (`dst.len()` blocks).
+    fn infos(&self, row: &[u8], dst: &mut [Self::Info]);
+    /// One group × `T` tokens.
+    ///
+    /// # Safety
+    /// The kernel's contract ([`group`], [`group_q4k`]).
+    unsafe fn call<const T: usize>(
+        &self,
+        w: *const u8,
+        nb: usize,
+        x: [*const u8; T],
+        info: [*const Self::Info; T],
+        out: [*mut f32; T],
+    );
+}
+
+/// Q4_0, Q8_0, Q5_0, Q4_1: 32-element blocks against Q8_0 / Q8_1.
+struct Block32(GgmlType);
+
+impl GroupKernel for Block32 {
+    type Info = XInfo;
+    fn infos(&self, row: &[u8], dst: &mut [XInfo]) {
+        // The levels' offset K per format, and the activation block's size (Q8_1 for Q4_1).
+        let (k, xb) = match self.0 {
+            GgmlType::Q8_0 => (128, 34),
+            GgmlType::Q5_0 => (16, 34),
+            GgmlType::Q4_1 => (0, 36),
+            _ => (8, 34),
+        };
+        let q_off = xb - 32;
+        for (blk, slot) in row.chunks_exact(xb).zip(dst.iter_mut()) {
             let sum: i32 = blk[q_off..].iter().map(|&v| v as i8 as i32).sum();
             *slot = XInfo {
                 base: -k * sum,
@@ -74,6 +89,99 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
             };
         }
     }
+    unsafe fn call<const T: usize>(
+        &self,
+        w: *const u8,
+        nb: usize,
+        x: [*const u8; T],
+        info: [*const XInfo; T],
+        out: [*mut f32; T],
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group::<T>(self.0, w, nb, x, info, out) }
+    }
+}
+
+/// Q4_K: 256-element super-blocks against Q8_K.
+struct SuperBlockQ4K;
+
+impl GroupKernel for SuperBlockQ4K {
+    type Info = KInfo;
+    fn infos(&self, row: &[u8], dst: &mut [KInfo]) {
+        interleaved_k::infos(row, dst)
+    }
+    unsafe fn call<const T: usize>(
+        &self,
+        w: *const u8,
+        nb: usize,
+        x: [*const u8; T],
+        info: [*const KInfo; T],
+        out: [*mut f32; T],
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_q4k::<T>(w, nb, x, info, out) }
+    }
+}
+
+/// Q6_K: 256-element super-blocks against Q8_K.
+struct SuperBlockQ6K;
+
+impl GroupKernel for SuperBlockQ6K {
+    type Info = Q6Info;
+    fn infos(&self, row: &[u8], dst: &mut [Q6Info]) {
+        interleaved_k::q6_infos(row, dst)
+    }
+    unsafe fn call<const T: usize>(
+        &self,
+        w: *const u8,
+        nb: usize,
+        x: [*const u8; T],
+        info: [*const Q6Info; T],
+        out: [*mut f32; T],
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_q6k::<T>(w, nb, x, info, out) }
+    }
+}
+
+/// Fills `out` (`[n, rows]`, checked by the caller) from interleaved weights.
+///
+/// The caller has checked that the process uses interleaved kernels
+/// ([`Interleaved::in_use`]) and that `xq` holds rows of `iw.cols()` elements of the weight
+/// type's `vec_dot_type`.
+pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
+    if iw.ty() == GgmlType::Q4K {
+        let mut info = K_INFO.with(std::cell::RefCell::take);
+        run_with(&SuperBlockQ4K, iw, xq, out, &mut info);
+        K_INFO.with(|s| *s.borrow_mut() = info);
+    } else if iw.ty() == GgmlType::Q6K {
+        let mut info = Q6_INFO.with(std::cell::RefCell::take);
+        run_with(&SuperBlockQ6K, iw, xq, out, &mut info);
+        Q6_INFO.with(|s| *s.borrow_mut() = info);
+    } else {
+        let mut info = INFO.with(std::cell::RefCell::take);
+        run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
+        INFO.with(|s| *s.borrow_mut() = info);
+    }
+}
+
+/// [`run`] with the format's kernel and an info buffer to reuse.
+fn run_with<K: GroupKernel>(
+    kernel: &K,
+    iw: &Interleaved,
+    xq: &QuantizedActivations,
+    out: &mut [f32],
+    info: &mut Vec<K::Info>,
+) {
+    let (rows, n, nb) = (iw.rows(), xq.n(), iw.blocks());
+    if rows == 0 || n == 0 {
+        return;
+    }
+    info.clear();
+    info.resize(n * nb, K::Info::default());
+    for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
+        kernel.infos(xq.row(t), dst);
+    }
     let groups = rows / GROUP;
     let threads = crate::threads::current_threads().max(1);
     let per_task = groups.div_ceil(threads * 4).max(1);
@@ -84,11 +192,10 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
         xq.row_bytes(),
         info.as_ptr() as usize,
     );
-    let ty = iw.ty();
     crate::threads::for_each(tasks, |task| {
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
-        let (xb, ib) = (xb as *const u8, ib as *const XInfo);
+        let (xb, ib) = (xb as *const u8, ib as *const K::Info);
         for tb in (0..n).step_by(TOKEN_BLOCK) {
             let tb_end = (tb + TOKEN_BLOCK).min(n);
             for g in g0..g1 {
@@ -107,8 +214,8 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
                             let inf = std::array::from_fn(ip);
                             let o = std::array::from_fn(op);
                             // SAFETY: interleaved kernels in use (caller): the CPU has the
-                            // features; pointers as above, group g has nb blocks of `ty`.
-                            unsafe { group::<$c>(ty, wp, nb, x, inf, o) }
+                            // features; pointers as above, group g has nb blocks of its type.
+                            unsafe { kernel.call::<$c>(wp, nb, x, inf, o) }
                         }};
                     }
                     match c {
@@ -126,5 +233,4 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
             }
         }
     });
-    INFO.with(|s| *s.borrow_mut() = info);
 }

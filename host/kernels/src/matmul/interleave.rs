@@ -1,5 +1,5 @@
-//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0 or Q4_1 weight matrix re-laid 16 rows at a time for the
-//! AVX-512 VNNI kernels, built once at load from the GGML rows.
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q4_K or Q6_K weight matrix re-laid 16 rows at a time for
+//! the AVX-512 VNNI kernels, built once at load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
 //! block is the 16 rows' f16 scales (32 bytes; Q4_1 then its 16 f16 mins), Q5_0's high bits as 8
@@ -8,15 +8,38 @@
 //! bytes `4r..4r + 4`). The 4-bit formats keep their nibbles (4 chunks: low nibbles are elements
 //! `4c..`, high nibbles `16 + 4c..`); Q8_0 stores `q + 128` as unsigned levels (8 chunks).
 //! Same size as the GGML rows.
+//!
+//! Q4_K group blocks (one 256-element super-block of 16 rows, 2368 bytes, 2.8% over the GGML
+//! rows): the 16 f16 `d`, the 16 f16 `dmin`, the 6-bit sub-block scales as bytes `[j][r]`
+//! (128), the mins as byte pairs `[k][r][m_2k, m_2k+1]` (128), then 32 quant chunks: chunk
+//! `8k + c` holds bytes `32k + 4c..+4` of each row's `qs` (low nibbles: sub-block `2k`, high:
+//! `2k + 1`).
+//!
+//! Q6_K group blocks (3392 bytes, 1% over): the 16 f16 `d`, the signed sub-block scales as
+//! bytes `[j][r]` (256), 32 bytes of padding (keeps the quants on cache lines), then the 6-bit
+//! levels `u = q + 32` of element chunk `e` (elements `4e..4e + 4`, `e < 64`) split in two: the
+//! low nibbles in chunk `e % 32` of 32 (low nibble for `e < 32`, high for the rest), the top two
+//! bits in chunk `e % 16` of 16 more (bits `2q..2q + 2`, `q = e / 16`).
 //! Invariant: built only from a validated [`WeightMatrix`] whose rows are a multiple of
 //! [`GROUP`]; the kernels read each group block linearly.
 
 use crate::matmul::WeightMatrix;
+use crate::quant::{BlockQ6K, scale_min_k4, unpack_q6k};
 use crate::simd::{self, SimdLevel};
 use crate::types::GgmlType;
 
 /// Rows per interleaved group (one 512-bit vector of i32 lanes).
 pub const GROUP: usize = 16;
+
+/// Q4_K group block offsets: `d`, `dmin`, scales, min pairs, quant chunks.
+pub(crate) const Q4K_DMIN: usize = 32;
+pub(crate) const Q4K_SCALES: usize = 64;
+pub(crate) const Q4K_MINS: usize = 192;
+pub(crate) const Q4K_QUANTS: usize = 320;
+/// Q6_K group block offsets: `d`, scales, low nibbles, top bits.
+pub(crate) const Q6K_SCALES: usize = 32;
+pub(crate) const Q6K_LOW: usize = 320;
+pub(crate) const Q6K_HIGH: usize = Q6K_LOW + 32 * 64;
 
 /// Where a format's parts lie in a group block.
 #[derive(Clone, Copy, Debug)]
@@ -27,21 +50,26 @@ pub(crate) struct GroupLayout {
     pub quants: usize,
     /// Bytes of one source block.
     source: usize,
+    /// Elements of one block (32, or 256 for the K-quants).
+    pub elems: usize,
 }
 
 /// The group layout of `ty`, if it has one.
 pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
-    let (bytes, quants, source) = match ty {
-        GgmlType::Q4_0 => (32 + 4 * 64, 32, 18),
-        GgmlType::Q8_0 => (32 + 8 * 64, 32, 34),
-        GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22),
-        GgmlType::Q4_1 => (64 + 4 * 64, 64, 20),
+    let (bytes, quants, source, elems) = match ty {
+        GgmlType::Q4_0 => (32 + 4 * 64, 32, 18, 32),
+        GgmlType::Q8_0 => (32 + 8 * 64, 32, 34, 32),
+        GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22, 32),
+        GgmlType::Q4_1 => (64 + 4 * 64, 64, 20, 32),
+        GgmlType::Q4K => (Q4K_QUANTS + 32 * 64, Q4K_QUANTS, 144, 256),
+        GgmlType::Q6K => (Q6K_HIGH + 16 * 64, Q6K_LOW, 210, 256),
         _ => return None,
     };
     Some(GroupLayout {
         bytes,
         quants,
         source,
+        elems,
     })
 }
 
@@ -76,7 +104,7 @@ impl Interleaved {
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` is
-    /// Q4_0, Q8_0, Q5_0 or Q4_1 with a whole number of groups; `None` otherwise (the GGML rows
+    /// Q4_0, Q8_0, Q5_0, Q4_1, Q4_K or Q6_K with a whole number of groups; `None` otherwise (the GGML rows
     /// are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
         if Self::in_use() {
@@ -92,7 +120,7 @@ impl Interleaved {
         if w.rows == 0 || !w.rows.is_multiple_of(GROUP) {
             return None;
         }
-        let (nb, gb, wb) = (w.cols / 32, lay.bytes, lay.source);
+        let (nb, gb, wb) = (w.cols / lay.elems, lay.bytes, lay.source);
         let total = (w.rows / GROUP) * nb * gb;
         let mut data = vec![Line([0; 64]); total.div_ceil(64)];
         let bytes = bytemuck_lines(&mut data);
@@ -101,6 +129,17 @@ impl Interleaved {
                 let dst = &mut bytes[(g * nb + b) * gb..][..gb];
                 for r in 0..GROUP {
                     let src = &w.row(g * GROUP + r)[b * wb..][..wb];
+                    match w.ty {
+                        GgmlType::Q4K => {
+                            repack_q4k(dst, src, r);
+                            continue;
+                        }
+                        GgmlType::Q6K => {
+                            repack_q6k(dst, src, r);
+                            continue;
+                        }
+                        _ => {}
+                    }
                     dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
                     let qs = match w.ty {
                         GgmlType::Q4_1 => {
@@ -155,21 +194,52 @@ impl Interleaved {
         self.rows
     }
 
-    pub(crate) fn cols(&self) -> usize {
-        self.cols
-    }
-
     /// Where this matrix's parts lie in a group block.
     pub(crate) fn layout(&self) -> GroupLayout {
         layout(self.ty).expect("built only for types with a layout")
     }
 
-    /// The first byte of group `g` (`g < rows / GROUP`; its `cols / 32` blocks follow).
+    /// Blocks per row (each group holds this many group blocks).
+    pub(crate) fn blocks(&self) -> usize {
+        self.cols / self.layout().elems
+    }
+
+    /// The first byte of group `g` (`g < rows / GROUP`; its [`Self::blocks`] blocks follow).
     pub(crate) fn group_ptr(&self, g: usize) -> *const u8 {
-        let off = g * (self.cols / 32) * self.layout().bytes;
+        let off = g * self.blocks() * self.layout().bytes;
         assert!(off < self.bytes(), "group {g} out of range");
         // SAFETY: off < bytes(): inside the allocation.
         unsafe { self.data.as_ptr().cast::<u8>().add(off) }
+    }
+}
+
+/// Row `r`'s Q4_K super-block `src` (GGML `block_q4_K`) into its places in group block `dst`.
+fn repack_q4k(dst: &mut [u8], src: &[u8], r: usize) {
+    dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
+    dst[Q4K_DMIN + 2 * r..Q4K_DMIN + 2 * r + 2].copy_from_slice(&src[2..4]);
+    let scales: &[u8; 12] = src[4..16].try_into().expect("12 scale bytes");
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, scales);
+        dst[Q4K_SCALES + 16 * j + r] = sc;
+        dst[Q4K_MINS + 32 * (j / 2) + 2 * r + j % 2] = m;
+    }
+    for (c, four) in src[16..].as_chunks::<4>().0.iter().enumerate() {
+        dst[Q4K_QUANTS + 64 * c + 4 * r..][..4].copy_from_slice(four);
+    }
+}
+
+/// Row `r`'s Q6_K super-block `src` (GGML `block_q6_K`) into its places in group block `dst`.
+fn repack_q6k(dst: &mut [u8], src: &[u8], r: usize) {
+    let block: &BlockQ6K = bytemuck::from_bytes(src);
+    dst[2 * r..2 * r + 2].copy_from_slice(&src[208..210]);
+    for (j, &sc) in block.scales.iter().enumerate() {
+        dst[Q6K_SCALES + 16 * j + r] = sc as u8;
+    }
+    for (i, v) in unpack_q6k(block).into_iter().enumerate() {
+        let u = (v + 32) as u8;
+        let (e, k) = (i / 4, i % 4);
+        dst[Q6K_LOW + 64 * (e % 32) + 4 * r + k] |= (u & 0xF) << (4 * (e / 32));
+        dst[Q6K_HIGH + 64 * (e % 16) + 4 * r + k] |= (u >> 4) << (2 * (e / 16));
     }
 }
 

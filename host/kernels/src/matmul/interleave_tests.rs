@@ -8,13 +8,18 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
-const INTERLEAVED: [GgmlType; 4] = [
+const INTERLEAVED: [GgmlType; 6] = [
     GgmlType::Q4_0,
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q4_1,
+    GgmlType::Q4K,
+    GgmlType::Q6K,
 ];
-const COLS: usize = 96;
+/// Columns: three blocks of the 32-element formats; two super-blocks for the K-quants.
+fn cols(ty: GgmlType) -> usize {
+    if ty.block_size() == 256 { 512 } else { 96 }
+}
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -22,17 +27,29 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
     let mut rng = Rng::new(seed);
-    let mut w = quantize_matrix(ty, &rng.vec(rows * COLS, 0.5), COLS);
+    let mut w = quantize_matrix(ty, &rng.vec(rows * cols(ty), 0.5), cols(ty));
     if ty == GgmlType::Q8_0 {
         // Extreme levels, -128 included (a file may hold it), in the first block of row 0.
         w[2] = 0x80;
         w[3] = 0x7F;
     }
+    if ty == GgmlType::Q4K {
+        // Row 0's first super-block at the limits: scales and mins 63, every nibble 15.
+        w[4..16].fill(0xFF);
+        w[16..144].fill(0xFF);
+    }
+    if ty == GgmlType::Q6K {
+        // Row 0's first super-block at the limits: every level 63 (q = 31), scales ±127/-128.
+        w[..192].fill(0xFF);
+        for (j, s) in w[192..208].iter_mut().enumerate() {
+            *s = [0x7F, 0x80, 0x81, 0x01][j % 4];
+        }
+    }
     w
 }
 
 #[test]
-fn only_the_32_element_int8_formats_with_whole_groups_are_interleaved() {
+fn only_the_formats_with_a_sequential_kernel_and_whole_groups_are_interleaved() {
     for ty in GgmlType::ALL {
         let rows = 2 * interleave::GROUP;
         let data = quantize_matrix(ty, &Rng::new(3).vec(rows * 256, 0.5), 256);
@@ -41,19 +58,13 @@ fn only_the_32_element_int8_formats_with_whole_groups_are_interleaved() {
         assert_eq!(Interleaved::repack(&w).is_some(), expected, "{ty}");
     }
     let data = weights(GgmlType::Q4_0, 17, 1);
-    let w = WeightMatrix::new(GgmlType::Q4_0, &data[..17 * 54], 17, COLS).unwrap();
+    let w = WeightMatrix::new(GgmlType::Q4_0, &data[..17 * 54], 17, 96).unwrap();
     assert!(
         Interleaved::repack(&w).is_none(),
         "17 rows are not whole groups"
     );
     let iw = Interleaved::repack(
-        &WeightMatrix::new(
-            GgmlType::Q4_0,
-            &weights(GgmlType::Q4_0, ROWS, 1),
-            ROWS,
-            COLS,
-        )
-        .unwrap(),
+        &WeightMatrix::new(GgmlType::Q4_0, &weights(GgmlType::Q4_0, ROWS, 1), ROWS, 96).unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -70,15 +81,18 @@ fn interleaved_matmul_equals_the_sequential_reference_bit_for_bit() {
         return;
     }
     for ty in INTERLEAVED {
+        let cols = cols(ty);
         let data = weights(ty, ROWS, ty.id() as u64);
-        let plain = WeightMatrix::new(ty, &data, ROWS, COLS).unwrap();
+        let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
         let iw = Interleaved::build(&plain).expect("Q4_0/Q8_0 with whole groups");
         let w = plain.with_interleaved(Some(&iw));
         assert!(w.interleaved.is_some());
         let n = 21;
-        let x = Rng::new(7).vec(n * COLS, 1.0);
+        let mut x = Rng::new(7).vec(n * cols, 1.0);
+        // A token at the activations' limit (its largest value quantizes to ±127).
+        x[..cols].iter_mut().for_each(|v| *v = v.signum() * 3.0);
         let mut xq = QuantizedActivations::new();
-        xq.quantize(ty.vec_dot_type(), &x, n, COLS);
+        xq.quantize(ty.vec_dot_type(), &x, n, cols);
         let mut full = vec![0.0; n * ROWS];
         matmul(&w, &x, n, &mut full);
         for t in 0..n {
@@ -95,7 +109,7 @@ fn interleaved_matmul_equals_the_sequential_reference_bit_for_bit() {
         for start in [0usize, 3, 8] {
             for len in 1..=(n - start).min(13) {
                 let mut part = vec![0.0; len * ROWS];
-                matmul(&w, &x[start * COLS..(start + len) * COLS], len, &mut part);
+                matmul(&w, &x[start * cols..(start + len) * cols], len, &mut part);
                 assert_eq!(
                     bits(&part),
                     bits(&full[start * ROWS..(start + len) * ROWS]),
@@ -120,10 +134,11 @@ fn interleaved_results_stay_close_to_ggml_order() {
         return;
     }
     for ty in INTERLEAVED {
+        let cols = cols(ty);
         let data = weights(ty, ROWS, 11);
-        let plain = WeightMatrix::new(ty, &data, ROWS, COLS).unwrap();
+        let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
         let iw = Interleaved::build(&plain).unwrap();
-        let x = Rng::new(5).vec(3 * COLS, 1.0);
+        let x = Rng::new(5).vec(3 * cols, 1.0);
         let (mut a, mut b) = (vec![0.0; 3 * ROWS], vec![0.0; 3 * ROWS]);
         matmul(&plain.with_interleaved(Some(&iw)), &x, 3, &mut a);
         matmul_with(SimdLevel::Scalar, &plain, &x, 3, &mut b);

@@ -1,0 +1,195 @@
+//! AVX-512 VNNI kernels over interleaved Q4_K and Q6_K weights ([`crate::matmul::Interleaved`])
+//! against Q8_K activations. Q4_K: per sub-block, 8 `vpdpbusd` sum 32 nibbles × int8 for 16
+//! rows at once, one `vpmulld` applies the 16 rows' 6-bit scales, and the mins enter through 4
+//! `vpdpwssd` of the rows' min pairs against the token's sub-block sums. Q6_K: the 6-bit levels
+//! `u = q + 32` are rebuilt from nibble and top-bit chunks (one `vpternlogd`), each sub-block's
+//! sum starts from the token's `-32·Σx` and gets its signed scale by `vpmulld`. The float step
+//! runs once per 256 elements.
+//!
+//! Invariant (batch invariance): lane `r` of token `t` runs, super-block by super-block from 0,
+//! `acc = fma(f32(Σ_j sc_j·Σ u·x), d·dx, acc)` then (Q4_K) `acc = fma(-f32(Σ_j m_j·Σ x),
+//! dmin·dx, acc)` with exact integer sums, whatever the tile's token count: the order of
+//! [`crate::dot::sequential`], bit for bit.
+
+use std::arch::x86_64::*;
+
+use crate::matmul::interleave::{
+    Q4K_DMIN, Q4K_MINS, Q4K_QUANTS, Q4K_SCALES, Q6K_HIGH, Q6K_LOW, Q6K_SCALES,
+};
+
+/// Per token and super-block: the activation scale and the sub-block sums `Σ x` of each
+/// sub-block pair `k`, packed as two i16 (`2k` low, `2k + 1` high) for `vpdpwssd`.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(crate) struct KInfo {
+    pub dx: f32,
+    pub sums: [i32; 4],
+}
+
+/// Per token and super-block for Q6_K: the activation scale and each sub-block's `-32·Σx`.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(crate) struct Q6Info {
+    pub dx: f32,
+    pub base: [i32; 16],
+}
+
+/// Bytes of one Q6_K group block.
+pub(crate) const Q6K_GROUP_BYTES: usize = Q6K_HIGH + 16 * 64;
+/// Bytes of one Q4_K group block.
+pub(crate) const Q4K_GROUP_BYTES: usize = Q4K_QUANTS + 32 * 64;
+/// Bytes of one Q8_K activation block, and the offset of its values.
+const XB: usize = 292;
+const XQ: usize = 4;
+
+/// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved Q4_K group.
+///
+/// # Safety
+/// avx512f/bw/vl/vnni + avx2/fma/f16c; `w` points to `nb` Q4_K group blocks
+/// ([`crate::matmul::interleave`]); each `x[t]` to `nb` Q8_K blocks, `info[t]` to their `nb`
+/// [`KInfo`]s; each `out[t]` to 16 writable f32.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn group_q4k<const T: usize>(
+    w: *const u8,
+    nb: usize,
+    x: [*const u8; T],
+    info: [*const KInfo; T],
+    out: [*mut f32; T],
+) {
+    // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); T];
+        let low = _mm512_set1_epi8(0x0F);
+        for b in 0..nb {
+            let blk = w.add(b * Q4K_GROUP_BYTES);
+            let mut isum = [_mm512_setzero_si512(); T];
+            for j in 0..8 {
+                let chunks = blk.add(Q4K_QUANTS + 64 * 8 * (j / 2));
+                let mut wq = [_mm512_setzero_si512(); 8];
+                for (c, v) in wq.iter_mut().enumerate() {
+                    let raw = _mm512_loadu_si512(chunks.add(64 * c).cast());
+                    *v = if j % 2 == 0 {
+                        _mm512_and_si512(raw, low)
+                    } else {
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low)
+                    };
+                }
+                let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(Q4K_SCALES + 16 * j).cast()));
+                for t in 0..T {
+                    let xq = x[t].add(b * XB + XQ + 32 * j);
+                    let mut s = _mm512_setzero_si512();
+                    for (c, &wv) in wq.iter().enumerate() {
+                        let xv = _mm512_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
+                        s = _mm512_dpbusd_epi32(s, wv, xv);
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s, sc));
+                }
+            }
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
+            let dm = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(Q4K_DMIN).cast()));
+            for t in 0..T {
+                let inf = info[t].add(b).read();
+                let mut mins = _mm512_setzero_si512();
+                for k in 0..4 {
+                    let pairs = _mm256_loadu_si256(blk.add(Q4K_MINS + 32 * k).cast());
+                    let mv = _mm512_cvtepu8_epi16(pairs);
+                    mins = _mm512_dpwssd_epi32(mins, mv, _mm512_set1_epi32(inf.sums[k]));
+                }
+                let dx = _mm512_set1_ps(inf.dx);
+                acc[t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dm, dx), acc[t]);
+            }
+        }
+        for t in 0..T {
+            _mm512_storeu_ps(out[t], acc[t]);
+        }
+    }
+}
+
+/// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved Q6_K group.
+///
+/// # Safety
+/// As [`group_q4k`], with Q6_K group blocks and [`Q6Info`]s.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn group_q6k<const T: usize>(
+    w: *const u8,
+    nb: usize,
+    x: [*const u8; T],
+    info: [*const Q6Info; T],
+    out: [*mut f32; T],
+) {
+    // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); T];
+        let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+        for b in 0..nb {
+            let blk = w.add(b * Q6K_GROUP_BYTES);
+            let mut isum = [_mm512_setzero_si512(); T];
+            for j in 0..16 {
+                let mut wq = [_mm512_setzero_si512(); 4];
+                for (c, v) in wq.iter_mut().enumerate() {
+                    let e = 4 * j + c;
+                    let lo = _mm512_loadu_si512(blk.add(Q6K_LOW + 64 * (e % 32)).cast());
+                    let lo = if e < 32 {
+                        _mm512_and_si512(lo, low)
+                    } else {
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(lo), low)
+                    };
+                    let hi = _mm512_loadu_si512(blk.add(Q6K_HIGH + 64 * (e % 16)).cast());
+                    let hi = match e / 16 {
+                        0 => _mm512_slli_epi16::<4>(hi),
+                        1 => _mm512_slli_epi16::<2>(hi),
+                        2 => hi,
+                        _ => _mm512_srli_epi16::<2>(hi),
+                    };
+                    // lo | (hi & 0x30)
+                    *v = _mm512_ternarylogic_epi32::<0xF8>(lo, hi, top);
+                }
+                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk.add(Q6K_SCALES + 16 * j).cast()));
+                for t in 0..T {
+                    let xq = x[t].add(b * XB + XQ + 16 * j);
+                    let mut s = _mm512_set1_epi32((*info[t].add(b)).base[j]);
+                    for (c, &wv) in wq.iter().enumerate() {
+                        let xv = _mm512_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
+                        s = _mm512_dpbusd_epi32(s, wv, xv);
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s, sc));
+                }
+            }
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
+            for t in 0..T {
+                let dx = _mm512_set1_ps((*info[t].add(b)).dx);
+                acc[t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            }
+        }
+        for t in 0..T {
+            _mm512_storeu_ps(out[t], acc[t]);
+        }
+    }
+}
+
+/// The [`Q6Info`]s of one Q8_K activation row (`nb` blocks) into `dst`.
+pub(crate) fn q6_infos(row: &[u8], dst: &mut [Q6Info]) {
+    for (blk, slot) in row.chunks_exact(XB).zip(dst.iter_mut()) {
+        let bsum = |g: usize| i16::from_le_bytes([blk[260 + 2 * g], blk[261 + 2 * g]]) as i32;
+        *slot = Q6Info {
+            dx: f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]),
+            base: std::array::from_fn(|j| -32 * bsum(j)),
+        };
+    }
+}
+
+/// The [`KInfo`]s of one Q8_K activation row (`nb` blocks) into `dst`.
+pub(crate) fn infos(row: &[u8], dst: &mut [KInfo]) {
+    for (blk, slot) in row.chunks_exact(XB).zip(dst.iter_mut()) {
+        let bsum = |g: usize| i16::from_le_bytes([blk[260 + 2 * g], blk[261 + 2 * g]]) as i32;
+        // Σ x of sub-block j (two 16-element group sums; |Σ| ≤ 32·128 fits an i16).
+        let sub = |j: usize| (bsum(2 * j) + bsum(2 * j + 1)) as i16 as u16 as u32;
+        *slot = KInfo {
+            dx: f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]),
+            sums: std::array::from_fn(|k| (sub(2 * k) | (sub(2 * k + 1) << 16)) as i32),
+        };
+    }
+}
