@@ -1,7 +1,7 @@
 //! Scalar reference of the interleaved kernels ([`crate::matmul::Interleaved`]): one float
 //! accumulator per (row, token), fed block by block from block 0 with
 //! `acc = fma(f32(Σ_int), dw · dx, acc)`, then for Q4_1 `acc = fma(m_w, s_x, acc)`. Q4_K
-//! (against Q8_K) takes one step pair per 256-element super-block: the exact integer sums
+//! and Q5_K (against Q8_K) take one step pair per 256-element super-block: the exact integer sums
 //! `Σ_j sc_j · Σ_l u·x` and `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then
 //! `acc = fma(f32(sums), d · dx, acc)` and `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K
 //! likewise with one step: `acc = fma(f32(Σ_j sc_j · Σ_l q·x), d · dx, acc)` over its 16
@@ -13,7 +13,7 @@
 
 use half::f16;
 
-use crate::quant::{BlockQ6K, scale_min_k4, unpack_q6k};
+use crate::quant::{BlockQ6K, scale_min_k4, unpack_q5k, unpack_q6k};
 use crate::types::GgmlType;
 
 fn f16_at(c: &[u8]) -> f32 {
@@ -29,6 +29,7 @@ pub fn has_sequential(ty: GgmlType) -> bool {
             | GgmlType::Q5_0
             | GgmlType::Q4_1
             | GgmlType::Q4K
+            | GgmlType::Q5K
             | GgmlType::Q6K
     )
 }
@@ -53,7 +54,8 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     }
 }
 
-/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q4_K or Q6_K, GGML layout) with one
+/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q4_K, Q5_K or Q6_K, GGML
+/// layout) with one
 /// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants), in the
 /// sequential order. Panics on another type or on rows that are not whole rows of the same
 /// number of blocks.
@@ -63,7 +65,10 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
         "vec_dot_sequential: {ty} has no sequential kernel"
     );
     match ty {
-        GgmlType::Q4K => return q4k_sequential(w, x),
+        GgmlType::Q4K => return q4k_sequential(w, x, 144, q4k_levels),
+        GgmlType::Q5K => {
+            return q4k_sequential(w, x, 176, |b| unpack_q5k(bytemuck::from_bytes(b)));
+        }
         GgmlType::Q6K => return q6k_sequential(w, x),
         _ => {}
     }
@@ -90,15 +95,29 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
     acc
 }
 
-/// [`vec_dot_sequential`] for Q4_K rows (144-byte super-blocks) against Q8_K (292 bytes: f32
-/// `d`, 256 values, 16 group sums; the sums are not read, `Σ x` is taken from the values).
-fn q4k_sequential(w: &[u8], x: &[u8]) -> f32 {
+/// The 256 unsigned 4-bit levels of a Q4_K block, in element order.
+fn q4k_levels(b: &[u8]) -> [u8; 256] {
+    std::array::from_fn(|i| {
+        let byte = b[16 + 32 * (i / 64) + i % 32];
+        if (i / 32) % 2 == 0 {
+            byte & 0xF
+        } else {
+            byte >> 4
+        }
+    })
+}
+
+/// [`vec_dot_sequential`] for Q4_K / Q5_K rows (`wb`-byte super-blocks whose unsigned levels
+/// `levels` decodes) against Q8_K (292 bytes: f32 `d`, 256 values, 16 group sums; the sums are
+/// not read, `Σ x` is taken from the values).
+fn q4k_sequential(w: &[u8], x: &[u8], wb: usize, levels: impl Fn(&[u8]) -> [u8; 256]) -> f32 {
     assert!(
-        w.len().is_multiple_of(144) && x.len() == w.len() / 144 * 292,
+        w.len().is_multiple_of(wb) && x.len() == w.len() / wb * 292,
         "vec_dot_sequential: rows of different lengths"
     );
     let mut acc = 0.0f32;
-    for (bw, bx) in w.chunks_exact(144).zip(x.chunks_exact(292)) {
+    for (bw, bx) in w.chunks_exact(wb).zip(x.chunks_exact(292)) {
+        let u = levels(bw);
         let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
         let xs = &bx[4..260];
         let scales: &[u8; 12] = bw[4..16].try_into().expect("12 scale bytes");
@@ -107,10 +126,8 @@ fn q4k_sequential(w: &[u8], x: &[u8]) -> f32 {
             let (sc, m) = scale_min_k4(j, scales);
             let (mut dot, mut sx) = (0i32, 0i32);
             for l in 0..32 {
-                let byte = bw[16 + 32 * (j / 2) + l];
-                let u = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
                 let xv = xs[32 * j + l] as i8 as i32;
-                dot += u as i32 * xv;
+                dot += u[32 * j + l] as i32 * xv;
                 sx += xv;
             }
             sums += sc as i32 * dot;

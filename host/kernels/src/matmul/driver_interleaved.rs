@@ -9,7 +9,7 @@ use half::f16;
 
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
-use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q6k};
+use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q5k, group_q6k};
 use crate::types::GgmlType;
 
 /// Tokens per kernel call (8 accumulators + 8 weight vectors stay in registers).
@@ -102,8 +102,8 @@ impl GroupKernel for Block32 {
     }
 }
 
-/// Q4_K: 256-element super-blocks against Q8_K.
-struct SuperBlockQ4K;
+/// Q4_K or Q5_K (`true`): 256-element super-blocks against Q8_K.
+struct SuperBlockQ4K(bool);
 
 impl GroupKernel for SuperBlockQ4K {
     type Info = KInfo;
@@ -119,7 +119,13 @@ impl GroupKernel for SuperBlockQ4K {
         out: [*mut f32; T],
     ) {
         // SAFETY: forwarded.
-        unsafe { group_q4k::<T>(w, nb, x, info, out) }
+        unsafe {
+            if self.0 {
+                group_q5k::<T>(w, nb, x, info, out)
+            } else {
+                group_q4k::<T>(w, nb, x, info, out)
+            }
+        }
     }
 }
 
@@ -150,9 +156,15 @@ impl GroupKernel for SuperBlockQ6K {
 /// ([`Interleaved::in_use`]) and that `xq` holds rows of `iw.cols()` elements of the weight
 /// type's `vec_dot_type`.
 pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
-    if iw.ty() == GgmlType::Q4K {
+    if matches!(iw.ty(), GgmlType::Q4K | GgmlType::Q5K) {
         let mut info = K_INFO.with(std::cell::RefCell::take);
-        run_with(&SuperBlockQ4K, iw, xq, out, &mut info);
+        run_with(
+            &SuperBlockQ4K(iw.ty() == GgmlType::Q5K),
+            iw,
+            xq,
+            out,
+            &mut info,
+        );
         K_INFO.with(|s| *s.borrow_mut() = info);
     } else if iw.ty() == GgmlType::Q6K {
         let mut info = Q6_INFO.with(std::cell::RefCell::take);

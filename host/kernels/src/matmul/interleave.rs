@@ -1,4 +1,5 @@
-//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q4_K or Q6_K weight matrix re-laid 16 rows at a time for
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q4_K, Q5_K or Q6_K weight
+//! matrix re-laid 16 rows at a time for
 //! the AVX-512 VNNI kernels, built once at load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
@@ -14,6 +15,9 @@
 //! (128), the mins as byte pairs `[k][r][m_2k, m_2k+1]` (128), then 32 quant chunks: chunk
 //! `8k + c` holds bytes `32k + 4c..+4` of each row's `qs` (low nibbles: sub-block `2k`, high:
 //! `2k + 1`).
+//! Q5_K group blocks (2880 bytes, 2.3% over): Q4_K's head (320 bytes), then each element's
+//! fifth bit as 64 u64 masks `[j][c]` (bit `4r + i`: element `4c + i` of sub-block `j` in row
+//! `r`), then Q4_K's 32 quant chunks.
 //!
 //! Q6_K group blocks (3392 bytes, 1% over): the 16 f16 `d`, the signed sub-block scales as
 //! bytes `[j][r]` (256), 32 bytes of padding (keeps the quants on cache lines), then the 6-bit
@@ -24,7 +28,7 @@
 //! [`GROUP`]; the kernels read each group block linearly.
 
 use crate::matmul::WeightMatrix;
-use crate::quant::{BlockQ6K, scale_min_k4, unpack_q6k};
+use crate::quant::{BlockQ6K, scale_min_k4, unpack_q5k, unpack_q6k};
 use crate::simd::{self, SimdLevel};
 use crate::types::GgmlType;
 
@@ -36,6 +40,9 @@ pub(crate) const Q4K_DMIN: usize = 32;
 pub(crate) const Q4K_SCALES: usize = 64;
 pub(crate) const Q4K_MINS: usize = 192;
 pub(crate) const Q4K_QUANTS: usize = 320;
+/// Q5_K group block offsets: Q4_K's head, the fifth-bit masks, the quant chunks.
+pub(crate) const Q5K_MASKS: usize = Q4K_QUANTS;
+pub(crate) const Q5K_QUANTS: usize = Q5K_MASKS + 64 * 8;
 /// Q6_K group block offsets: `d`, scales, low nibbles, top bits.
 pub(crate) const Q6K_SCALES: usize = 32;
 pub(crate) const Q6K_LOW: usize = 320;
@@ -62,6 +69,7 @@ pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
         GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22, 32),
         GgmlType::Q4_1 => (64 + 4 * 64, 64, 20, 32),
         GgmlType::Q4K => (Q4K_QUANTS + 32 * 64, Q4K_QUANTS, 144, 256),
+        GgmlType::Q5K => (Q5K_QUANTS + 32 * 64, Q5K_QUANTS, 176, 256),
         GgmlType::Q6K => (Q6K_HIGH + 16 * 64, Q6K_LOW, 210, 256),
         _ => return None,
     };
@@ -104,7 +112,7 @@ impl Interleaved {
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` is
-    /// Q4_0, Q8_0, Q5_0, Q4_1, Q4_K or Q6_K with a whole number of groups; `None` otherwise (the GGML rows
+    /// Q4_0, Q8_0, Q5_0, Q4_1, Q4_K, Q5_K or Q6_K with a whole number of groups; `None` otherwise (the GGML rows
     /// are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
         if Self::in_use() {
@@ -131,7 +139,11 @@ impl Interleaved {
                     let src = &w.row(g * GROUP + r)[b * wb..][..wb];
                     match w.ty {
                         GgmlType::Q4K => {
-                            repack_q4k(dst, src, r);
+                            repack_q4k(dst, src, r, Q4K_QUANTS);
+                            continue;
+                        }
+                        GgmlType::Q5K => {
+                            repack_q5k(dst, src, r);
                             continue;
                         }
                         GgmlType::Q6K => {
@@ -213,8 +225,9 @@ impl Interleaved {
     }
 }
 
-/// Row `r`'s Q4_K super-block `src` (GGML `block_q4_K`) into its places in group block `dst`.
-fn repack_q4k(dst: &mut [u8], src: &[u8], r: usize) {
+/// Row `r`'s Q4_K super-block `src` (GGML `block_q4_K`) into its places in group block `dst`,
+/// the quant chunks at `quants` (Q5_K puts its masks before them).
+fn repack_q4k(dst: &mut [u8], src: &[u8], r: usize, quants: usize) {
     dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
     dst[Q4K_DMIN + 2 * r..Q4K_DMIN + 2 * r + 2].copy_from_slice(&src[2..4]);
     let scales: &[u8; 12] = src[4..16].try_into().expect("12 scale bytes");
@@ -223,8 +236,20 @@ fn repack_q4k(dst: &mut [u8], src: &[u8], r: usize) {
         dst[Q4K_SCALES + 16 * j + r] = sc;
         dst[Q4K_MINS + 32 * (j / 2) + 2 * r + j % 2] = m;
     }
-    for (c, four) in src[16..].as_chunks::<4>().0.iter().enumerate() {
-        dst[Q4K_QUANTS + 64 * c + 4 * r..][..4].copy_from_slice(four);
+    for (c, four) in src[src.len() - 128..].as_chunks::<4>().0.iter().enumerate() {
+        dst[quants + 64 * c + 4 * r..][..4].copy_from_slice(four);
+    }
+}
+
+/// Row `r`'s Q5_K super-block `src` (GGML `block_q5_K`): Q4_K's parts plus the fifth-bit masks.
+fn repack_q5k(dst: &mut [u8], src: &[u8], r: usize) {
+    repack_q4k(dst, src, r, Q5K_QUANTS);
+    for (i, u) in unpack_q5k(bytemuck::from_bytes(src))
+        .into_iter()
+        .enumerate()
+    {
+        let (j, c, k) = (i / 32, (i % 32) / 4, i % 4);
+        dst[Q5K_MASKS + 8 * (8 * j + c) + (4 * r + k) / 8] |= (u >> 4) << ((4 * r + k) % 8);
     }
 }
 

@@ -8,12 +8,13 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
-const INTERLEAVED: [GgmlType; 6] = [
+const INTERLEAVED: [GgmlType; 7] = [
     GgmlType::Q4_0,
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q4_1,
     GgmlType::Q4K,
+    GgmlType::Q5K,
     GgmlType::Q6K,
 ];
 /// Columns: three blocks of the 32-element formats; two super-blocks for the K-quants.
@@ -33,10 +34,9 @@ fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
         w[2] = 0x80;
         w[3] = 0x7F;
     }
-    if ty == GgmlType::Q4K {
-        // Row 0's first super-block at the limits: scales and mins 63, every nibble 15.
-        w[4..16].fill(0xFF);
-        w[16..144].fill(0xFF);
+    if matches!(ty, GgmlType::Q4K | GgmlType::Q5K) {
+        // Row 0's first super-block at the limits: scales and mins 63, every level 15 (Q5_K 31).
+        w[4..ty.type_size()].fill(0xFF);
     }
     if ty == GgmlType::Q6K {
         // Row 0's first super-block at the limits: every level 63 (q = 31), scales ±127/-128.

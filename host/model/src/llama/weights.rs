@@ -1,7 +1,7 @@
 //! Tensor descriptors of a loaded model: every weight is checked once at load (name, shape,
 //! type, byte length) and then used in place from the GGUF mapping; only the small 1-D norm
 //! and bias vectors are copied out as f32, and matrices the kernels read interleaved
-//! ([`Interleaved`]: Q4_0, Q8_0, Q5_0, Q4_1, Q4_K on AVX-512 VNNI CPUs) are copied once into that layout.
+//! ([`Interleaved`]: Q4_0, Q8_0, Q5_0, Q4_1 and the K-quants Q4_K, Q5_K, Q6_K on AVX-512 VNNI CPUs) are copied once into that layout.
 
 use std::sync::Arc;
 

@@ -1,20 +1,22 @@
-//! AVX-512 VNNI kernels over interleaved Q4_K and Q6_K weights ([`crate::matmul::Interleaved`])
+//! AVX-512 VNNI kernels over interleaved Q4_K, Q5_K and Q6_K weights ([`crate::matmul::Interleaved`])
 //! against Q8_K activations. Q4_K: per sub-block, 8 `vpdpbusd` sum 32 nibbles × int8 for 16
 //! rows at once, one `vpmulld` applies the 16 rows' 6-bit scales, and the mins enter through 4
-//! `vpdpwssd` of the rows' min pairs against the token's sub-block sums. Q6_K: the 6-bit levels
+//! `vpdpwssd` of the rows' min pairs against the token's sub-block sums; Q5_K adds each
+//! level's fifth bit from a byte mask (`vmovdqu8` zero-masked). Q6_K: the 6-bit levels
 //! `u = q + 32` are rebuilt from nibble and top-bit chunks (one `vpternlogd`), each sub-block's
 //! sum starts from the token's `-32·Σx` and gets its signed scale by `vpmulld`. The float step
 //! runs once per 256 elements.
 //!
 //! Invariant (batch invariance): lane `r` of token `t` runs, super-block by super-block from 0,
-//! `acc = fma(f32(Σ_j sc_j·Σ u·x), d·dx, acc)` then (Q4_K) `acc = fma(-f32(Σ_j m_j·Σ x),
+//! `acc = fma(f32(Σ_j sc_j·Σ u·x), d·dx, acc)` then (Q4_K, Q5_K) `acc = fma(-f32(Σ_j m_j·Σ x),
 //! dmin·dx, acc)` with exact integer sums, whatever the tile's token count: the order of
 //! [`crate::dot::sequential`], bit for bit.
 
 use std::arch::x86_64::*;
 
 use crate::matmul::interleave::{
-    Q4K_DMIN, Q4K_MINS, Q4K_QUANTS, Q4K_SCALES, Q6K_HIGH, Q6K_LOW, Q6K_SCALES,
+    Q4K_DMIN, Q4K_MINS, Q4K_QUANTS, Q4K_SCALES, Q5K_MASKS, Q5K_QUANTS, Q6K_HIGH, Q6K_LOW,
+    Q6K_SCALES,
 };
 
 /// Per token and super-block: the activation scale and the sub-block sums `Σ x` of each
@@ -38,6 +40,8 @@ pub(crate) struct Q6Info {
 pub(crate) const Q6K_GROUP_BYTES: usize = Q6K_HIGH + 16 * 64;
 /// Bytes of one Q4_K group block.
 pub(crate) const Q4K_GROUP_BYTES: usize = Q4K_QUANTS + 32 * 64;
+/// Bytes of one Q5_K group block.
+pub(crate) const Q5K_GROUP_BYTES: usize = Q5K_QUANTS + 32 * 64;
 /// Bytes of one Q8_K activation block, and the offset of its values.
 const XB: usize = 292;
 const XQ: usize = 4;
@@ -56,15 +60,52 @@ pub(crate) unsafe fn group_q4k<const T: usize>(
     info: [*const KInfo; T],
     out: [*mut f32; T],
 ) {
+    // SAFETY: forwarded.
+    unsafe { group_k4::<T, false>(w, nb, x, info, out) }
+}
+
+/// [`group_q4k`] for interleaved Q5_K groups (the same, with each level's fifth bit).
+///
+/// # Safety
+/// As [`group_q4k`], with Q5_K group blocks.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn group_q5k<const T: usize>(
+    w: *const u8,
+    nb: usize,
+    x: [*const u8; T],
+    info: [*const KInfo; T],
+    out: [*mut f32; T],
+) {
+    // SAFETY: forwarded.
+    unsafe { group_k4::<T, true>(w, nb, x, info, out) }
+}
+
+/// The Q4_K / Q5_K (`Q5`) body of [`group_q4k`] and [`group_q5k`].
+///
+/// # Safety
+/// As [`group_q4k`].
+#[inline(always)]
+unsafe fn group_k4<const T: usize, const Q5: bool>(
+    w: *const u8,
+    nb: usize,
+    x: [*const u8; T],
+    info: [*const KInfo; T],
+    out: [*mut f32; T],
+) {
+    let (bytes, quants) = if Q5 {
+        (Q5K_GROUP_BYTES, Q5K_QUANTS)
+    } else {
+        (Q4K_GROUP_BYTES, Q4K_QUANTS)
+    };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
-        let low = _mm512_set1_epi8(0x0F);
+        let (low, sixteen) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(16));
         for b in 0..nb {
-            let blk = w.add(b * Q4K_GROUP_BYTES);
+            let blk = w.add(b * bytes);
             let mut isum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
-                let chunks = blk.add(Q4K_QUANTS + 64 * 8 * (j / 2));
+                let chunks = blk.add(quants + 64 * 8 * (j / 2));
                 let mut wq = [_mm512_setzero_si512(); 8];
                 for (c, v) in wq.iter_mut().enumerate() {
                     let raw = _mm512_loadu_si512(chunks.add(64 * c).cast());
@@ -73,6 +114,13 @@ pub(crate) unsafe fn group_q4k<const T: usize>(
                     } else {
                         _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low)
                     };
+                    if Q5 {
+                        let m = blk
+                            .add(Q5K_MASKS + 8 * (8 * j + c))
+                            .cast::<u64>()
+                            .read_unaligned();
+                        *v = _mm512_or_si512(*v, _mm512_maskz_mov_epi8(m, sixteen));
+                    }
                 }
                 let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(Q4K_SCALES + 16 * j).cast()));
                 for t in 0..T {
