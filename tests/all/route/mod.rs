@@ -50,34 +50,60 @@ fn eventually(tries: usize, mut cond: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn route_shared_prefixes_meet_on_one_host_and_move_when_it_dies() {
-    let keys = ["--api-key", "k1", "--admin-key", "adm"];
+    let keys = [
+        "--api-key",
+        "route-user-key",
+        "--admin-key",
+        "route-admin-key",
+    ];
     let mut servers = hosts("route-prefix", &keys);
     let refs: Vec<&Server> = servers.iter().collect();
-    let r = Router::start("route-prefix", &refs, &["--stats-key", "adm"]);
-    let auth = [("Authorization", "Bearer k1")];
+    let r = Router::start("route-prefix", &refs, &["--stats-key", "route-admin-key"]);
+    let auth = [("Authorization", "Bearer route-user-key")];
     let prefix = "Lily and Tim went to the park to play with a big red ball. ".repeat(4);
 
     let unauthorized = post(r.addr, "/v1/chat/completions", &chat(&prefix, "Hi"), &[]);
     assert_eq!(unauthorized.status, 401, "{}", unauthorized.text());
 
     let mut chosen = BTreeSet::new();
-    for q in ["What happened?", "Who was there?", "Was it fun?", "Why red?"] {
+    for q in [
+        "What happened?",
+        "Who was there?",
+        "Was it fun?",
+        "Why red?",
+    ] {
         let resp = post(r.addr, "/v1/chat/completions", &chat(&prefix, q), &auth);
         assert_eq!(resp.status, 200, "{}\nrouter: {}", resp.text(), r.stderr());
         assert_eq!(resp.header("x-memoria-prefix-blocks"), Some("1"));
         chosen.insert(backend(&resp));
         assert!(resp.json()["usage"]["prompt_tokens"].as_u64() > Some(16));
     }
-    assert_eq!(chosen.len(), 1, "one prefix went to several hosts: {chosen:?}");
+    assert_eq!(
+        chosen.len(),
+        1,
+        "one prefix went to several hosts: {chosen:?}"
+    );
     let home = chosen.into_iter().next().expect("a backend");
-    let last = post(r.addr, "/v1/chat/completions", &chat(&prefix, "And then?"), &auth);
+    let last = post(
+        r.addr,
+        "/v1/chat/completions",
+        &chat(&prefix, "And then?"),
+        &auth,
+    );
     let cached = last.json()["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
-    assert!(cached > Some(16), "the shared prefix was not cached: {}", last.text());
+    assert!(
+        cached > Some(16),
+        "the shared prefix was not cached: {}",
+        last.text()
+    );
 
+    // Completions, so the first block is the text's own (a chat's starts with the template).
     let spread: BTreeSet<String> = (0..12)
         .map(|i| {
-            let p = format!("Story number {i}: once upon a time a little dog found a bone. ");
-            let resp = post(r.addr, "/v1/chat/completions", &chat(&p.repeat(3), "Go on"), &auth);
+            let p = format!("{i} dogs found a bone in the garden and then they ran away.");
+            let body = json!({"prompt": p, "max_tokens": 2});
+            let resp = post(r.addr, "/v1/completions", &body, &auth);
+            assert_eq!(resp.header("x-memoria-prefix-blocks"), Some("1"));
             assert_eq!(resp.status, 200, "{}", resp.text());
             backend(&resp)
         })
@@ -96,7 +122,10 @@ fn route_shared_prefixes_meet_on_one_host_and_move_when_it_dies() {
         moved.insert(backend(&resp));
     }
     assert_eq!(moved.len(), 1, "{moved:?}");
-    assert!(!moved.contains(&home), "still routed to the dead host {home}");
+    assert!(
+        !moved.contains(&home),
+        "still routed to the dead host {home}"
+    );
     let gauge = format!("memoria_route_backend_up{{backend=\"{home}\"}} 0");
     assert!(
         eventually(100, || get(r.addr, "/metrics", &[]).text().contains(&gauge)),
@@ -105,10 +134,16 @@ fn route_shared_prefixes_meet_on_one_host_and_move_when_it_dies() {
     );
     let metrics = get(r.addr, "/metrics", &[]).text();
     for s in &servers {
-        let line = format!("memoria_route_backend_up{{backend=\"http://{}\"}} 1", s.addr);
+        let line = format!(
+            "memoria_route_backend_up{{backend=\"http://{}\"}} 1",
+            s.addr
+        );
         assert!(metrics.contains(&line), "{metrics}");
     }
-    assert!(metrics.contains("memoria_route_requests_total{backend="), "{metrics}");
+    assert!(
+        metrics.contains("memoria_route_requests_total{backend="),
+        "{metrics}"
+    );
     crate::serve::promtool_check("route-metrics", &metrics);
     let health = get(r.addr, "/health", &[]);
     assert_eq!(health.status, 200);
@@ -165,12 +200,22 @@ fn route_sse_streams_pass_through_unchanged() {
             })
             .collect()
     };
-    assert_eq!(strip(&a), strip(&b), "via router:\n{}\ndirect:\n{}", via.text(), direct.text());
+    assert_eq!(
+        strip(&a),
+        strip(&b),
+        "via router:\n{}\ndirect:\n{}",
+        via.text(),
+        direct.text()
+    );
     let chat = json!({"messages": [{"role": "user", "content": "Tell me a story"}],
                       "max_tokens": 8, "stream": true, "temperature": 0});
     let streamed = post(r.addr, "/v1/chat/completions", &chat, &[]);
     assert_eq!(streamed.status, 200);
-    assert!(streamed.text().trim_end().ends_with("data: [DONE]"), "{}", streamed.text());
+    assert!(
+        streamed.text().trim_end().ends_with("data: [DONE]"),
+        "{}",
+        streamed.text()
+    );
     let none = request(r.addr, "GET", "/v1/models", &[], b"");
     assert_eq!(none.status, 200, "{}", none.text());
     assert_eq!(none.header("x-memoria-prefix-blocks"), Some("0"));

@@ -39,7 +39,7 @@ impl Backend {
         if uri.scheme_str() != Some("http") {
             bail!("--backend {url:?}: only http:// backends are supported");
         }
-        if uri.path() != "/" && !uri.path().is_empty() || uri.query().is_some() {
+        if (uri.path() != "/" && !uri.path().is_empty()) || uri.query().is_some() {
             bail!("--backend {url:?}: give only the scheme, host and port (no path)");
         }
         let Some(auth) = uri.authority() else {
