@@ -17,6 +17,7 @@ mod logprobs;
 mod public_bench;
 mod public_prefixes;
 mod pull;
+mod route;
 mod sampling;
 mod serve;
 mod sessions;

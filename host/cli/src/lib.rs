@@ -38,6 +38,8 @@ enum Command {
     Model(cmd::synth::ModelCommand),
     /// Serve the OpenAI-compatible API, metrics and admin API (the host).
     Serve(cmd::serve::ServeArgs),
+    /// Route OpenAI requests to several hosts by prompt prefix and load.
+    Route(cmd::route::RouteArgs),
     /// Inspect, verify, compact or clear a persistent prefix-state store.
     #[command(subcommand)]
     Store(cmd::store::StoreCommand),
@@ -56,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
         Command::Serve(a) => cmd::serve::main(a),
+        Command::Route(a) => cmd::route::main(a),
         Command::Store(c) => cmd::store::main(c),
     };
     match result {

@@ -24,5 +24,6 @@ mod state;
 mod ui;
 
 pub use error::ApiError;
+pub use openai::prompt::{chat_tokens, request_tokens};
 pub use server::{Server, ShutdownReport, shutdown_signal};
 pub use state::{AppState, HttpConfig, Reloader, ServerParts};

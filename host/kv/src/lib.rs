@@ -32,6 +32,7 @@
 
 pub mod advisor;
 pub mod hash;
+pub mod route_key;
 
 mod arena;
 mod content;

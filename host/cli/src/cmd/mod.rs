@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod logprobs;
 pub mod perplexity;
 pub mod pull;
+pub mod route;
 pub mod run;
 pub mod serve;
 mod softmax;

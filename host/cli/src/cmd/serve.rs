@@ -11,6 +11,7 @@ use clap::Args;
 use memoria_http::{HttpConfig, Reloader, Server, ServerParts};
 use memoria_kv::{KvElem, KvLayout, PinLevel};
 use memoria_model::chat::{ChatError, ChatTemplate};
+use memoria_model::gguf::GgufFile;
 use memoria_model::llama::Model;
 use memoria_model::synth::demo;
 use memoria_model::tokenizer::Tokenizer;
@@ -343,13 +344,22 @@ fn chat_template(
     model: &Model,
     tok: &Tokenizer,
 ) -> anyhow::Result<ChatTemplate> {
-    let configured = cfg.chat_template.as_deref();
-    match ChatTemplate::for_model(model.gguf(), tok, configured) {
+    chat_template_for(cfg.chat_template.as_deref(), model.gguf(), tok)
+}
+
+/// [`chat_template`] from a GGUF file (a vocab-only one is enough): `memoria route` renders with
+/// this too, so router and hosts pick the same template.
+pub(crate) fn chat_template_for(
+    configured: Option<&str>,
+    gguf: &GgufFile,
+    tok: &Tokenizer,
+) -> anyhow::Result<ChatTemplate> {
+    match ChatTemplate::for_model(gguf, tok, configured) {
         Ok(t) => return Ok(t),
         Err(e @ ChatError::UnknownBuiltin { .. }) => return Err(e.into()),
         Err(e) => eprintln!("memoria: the chat template does not compile ({e}); using the default"),
     }
-    ChatTemplate::default_for(model.gguf(), tok).context("the built-in default chat template")
+    ChatTemplate::default_for(gguf, tok).context("the built-in default chat template")
 }
 
 /// The hot pool's bytes: the configured budget, which must hold every namespace's running

@@ -70,18 +70,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     if let Some(p) = &tool_plan {
         tools::instruct(&mut messages, p);
     }
-    let state = &ctx.state;
-    let text = state.chat.render(&messages, true).map_err(|e| {
-        ApiError::invalid(
-            "messages",
-            format!("the chat template refused the conversation: {e}"),
-        )
-    })?;
-    let bos_written = tok
-        .bos()
-        .and_then(|b| tok.token_text(b))
-        .is_some_and(|b| !b.is_empty() && text.starts_with(b));
-    let prompt = tok.encode(&text, !bos_written, true);
+    let prompt = super::prompt::chat_tokens(&ctx.state.chat, &tok, &messages)?;
     let (field, requested) = match (req.max_completion_tokens, req.max_tokens) {
         (Some(m), _) => ("max_completion_tokens", Some(m)),
         (None, m) => ("max_tokens", m),
@@ -242,7 +231,7 @@ fn tool_stream(
 }
 
 /// Validates roles and flattens content parts to text.
-fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
+pub(super) fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
     if msgs.is_empty() {
         return Err(ApiError::invalid(
             "messages",

@@ -13,6 +13,7 @@ mod logprobs;
 pub use json::parse as parse_json;
 pub mod models;
 mod params;
+pub mod prompt;
 mod run;
 mod schema;
 pub mod structured;

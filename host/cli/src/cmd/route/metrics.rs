@@ -1,0 +1,94 @@
+//! The router's own `/metrics` (Prometheus text format 0.0.4): requests sent to each backend,
+//! refused connections, retries, requests no backend took, and each backend's up, queue-depth
+//! and in-flight gauges.
+
+use std::fmt::Write;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::table::Table;
+
+/// Router-wide counters.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests moved to the next backend after a refused connection.
+    pub retries: AtomicU64,
+    /// Requests no backend accepted (answered 503).
+    pub unavailable: AtomicU64,
+    /// Requests a backend accepted but did not answer (502/504).
+    pub upstream_errors: AtomicU64,
+}
+
+/// `s` as a label value (backslash, quote and newline escaped).
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The exposition.
+pub fn render(table: &Table, c: &Counters) -> String {
+    let mut out = String::new();
+    let per_backend: [(&str, &str, &str, fn(&super::table::Backend) -> u64); 5] = [
+        (
+            "memoria_route_requests_total",
+            "counter",
+            "Requests sent to the backend.",
+            |b| b.requests.load(Relaxed),
+        ),
+        (
+            "memoria_route_refused_total",
+            "counter",
+            "Connections to the backend refused or timed out while proxying.",
+            |b| b.refused.load(Relaxed),
+        ),
+        (
+            "memoria_route_backend_up",
+            "gauge",
+            "1 while the backend is in the routing table.",
+            |b| u64::from(b.up.load(Relaxed)),
+        ),
+        (
+            "memoria_route_backend_queue_depth",
+            "gauge",
+            "Requests queued on the backend at its last poll.",
+            |b| b.queue_depth.load(Relaxed),
+        ),
+        (
+            "memoria_route_backend_inflight",
+            "gauge",
+            "Requests this router has open to the backend.",
+            |b| b.inflight.load(Relaxed),
+        ),
+    ];
+    for (name, kind, help, value) in per_backend {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for b in &table.backends {
+            let _ = writeln!(out, "{name}{{backend=\"{}\"}} {}", label(&b.url), value(b));
+        }
+    }
+    for (name, help, v) in [
+        (
+            "memoria_route_retries_total",
+            "Requests retried on the next backend after a refused connection.",
+            &c.retries,
+        ),
+        (
+            "memoria_route_unavailable_total",
+            "Requests no backend accepted.",
+            &c.unavailable,
+        ),
+        (
+            "memoria_route_upstream_errors_total",
+            "Requests a backend accepted but did not answer.",
+            &c.upstream_errors,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            v.load(Relaxed)
+        );
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! `memoria route`: an OpenAI-compatible front door for several `memoria serve` hosts. It
+//! loads the model's tokenizer and chat template (a vocab-only GGUF is enough), tokenizes each
+//! request exactly as the hosts do, keys its first block with the routing chain
+//! (`memoria_kv::route_key`: the hosts' block hash under a public root, never a host's salt),
+//! and sends it to the backend that wins rendezvous hashing on that key, weighted by load
+//! (queue depth polled from `/stats` plus the router's own in-flight count), so equal prefixes
+//! meet on one host and one hot host is not flooded. Backends failing `/health` leave the table;
+//! a refused connection marks one down and the request goes to the next-ranked.
+//!
+//! Module map: `key` (request → routing key), `rank` (rendezvous ranking), `table` (backends
+//! and their state), `poll` (health and load), `upstream` (hyper client), `proxy` (one
+//! request), `headers`, `body`, `metrics`, `listen` (the accept loop).
+
+mod body;
+mod headers;
+mod key;
+mod listen;
+mod metrics;
+mod poll;
+mod proxy;
+mod rank;
+mod table;
+mod upstream;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use memoria_model::gguf::GgufFile;
+use memoria_model::tokenizer::Tokenizer;
+
+use table::{Backend, Table};
+
+#[derive(Debug, Args)]
+pub struct RouteArgs {
+    /// GGUF model or vocab-only file whose tokenizer and chat template the hosts use.
+    #[arg(short = 'm', long)]
+    model: PathBuf,
+    /// A host's base URL, e.g. http://10.0.0.5:8080 (repeat for each host).
+    #[arg(long = "backend", required = true)]
+    backends: Vec<String>,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Chat template by built-in name, as the hosts' `--chat-template` (default: the model's).
+    #[arg(long = "chat-template")]
+    chat_template: Option<String>,
+    /// Tokens per K/V block on the hosts (`[cache] block_tokens`).
+    #[arg(long = "block-tokens", default_value_t = 16)]
+    block_tokens: usize,
+    /// Load (queued plus in-flight requests) that halves a backend's rendezvous weight.
+    #[arg(long = "load-scale", default_value_t = 8.0)]
+    load_scale: f64,
+    /// Milliseconds between health and load polls of each backend.
+    #[arg(long = "poll-ms", default_value_t = 1000)]
+    poll_ms: u64,
+    /// Bearer key for the hosts' `/stats` (their admin key), when they require one.
+    #[arg(long = "stats-key")]
+    stats_key: Option<String>,
+    /// Largest request body accepted, in bytes.
+    #[arg(long = "max-body-bytes", default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Seconds to wait for a host's response head (generation included when not streamed).
+    #[arg(long = "timeout-s", default_value_t = 600)]
+    timeout_s: u64,
+    /// Connections served at once.
+    #[arg(long = "max-connections", default_value_t = 1024)]
+    max_connections: usize,
+}
+
+/// Seconds a client has to send a request head, and then its body (serve's defaults).
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connecting to a host: past this it counts as refused and the next one is tried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Open exchanges may finish for this long after SIGTERM.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn main(a: RouteArgs) -> anyhow::Result<()> {
+    let host: IpAddr = a
+        .host
+        .parse()
+        .with_context(|| format!("--host {:?} is not an IP address", a.host))?;
+    if !(1..=memoria_kv::MAX_BLOCK_TOKENS).contains(&a.block_tokens) {
+        bail!(
+            "--block-tokens {}: use 1 to {}",
+            a.block_tokens,
+            memoria_kv::MAX_BLOCK_TOKENS
+        );
+    }
+    if !(a.load_scale.is_finite() && a.load_scale > 0.0) {
+        bail!("--load-scale {}: must be a positive number", a.load_scale);
+    }
+    if !(10..=60_000).contains(&a.poll_ms) {
+        bail!("--poll-ms {}: use 10 to 60000", a.poll_ms);
+    }
+    if !(1..=86_400).contains(&a.timeout_s) {
+        bail!("--timeout-s {}: use 1 to 86400", a.timeout_s);
+    }
+    if a.max_body_bytes < 1024 {
+        bail!(
+            "--max-body-bytes {}: must be at least 1024",
+            a.max_body_bytes
+        );
+    }
+    if !(1..=1 << 20).contains(&a.max_connections) {
+        bail!(
+            "--max-connections {}: use 1 to {}",
+            a.max_connections,
+            1 << 20
+        );
+    }
+    let mut backends = Vec::with_capacity(a.backends.len());
+    for b in &a.backends {
+        let b = Backend::parse(b)?;
+        if backends.iter().any(|o: &Backend| o.url == b.url) {
+            bail!("--backend {} is given twice", b.url);
+        }
+        backends.push(b);
+    }
+    let file =
+        GgufFile::open(&a.model).with_context(|| format!("opening {}", a.model.display()))?;
+    let tokenizer = Tokenizer::from_gguf(&file)
+        .with_context(|| format!("reading the tokenizer of {}", a.model.display()))?;
+    let chat = super::serve::chat_template_for(a.chat_template.as_deref(), &file, &tokenizer)?;
+    let table = Arc::new(Table {
+        backends,
+        load_scale: a.load_scale,
+    });
+    let route = Arc::new(proxy::Route {
+        table: table.clone(),
+        tokenizer: Arc::new(tokenizer),
+        chat: Arc::new(chat),
+        block_tokens: a.block_tokens,
+        limits: proxy::Limits {
+            max_body_bytes: a.max_body_bytes,
+            body_timeout: CLIENT_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
+            response_timeout: Duration::from_secs(a.timeout_s),
+        },
+        counters: metrics::Counters::default(),
+    });
+    let interval = Duration::from_millis(a.poll_ms);
+    let poll_cfg = poll::PollConfig {
+        interval,
+        timeout: interval.max(Duration::from_millis(500)),
+        stats_key: a.stats_key.clone(),
+    };
+    let listen_cfg = listen::ListenConfig {
+        max_connections: a.max_connections,
+        header_timeout: CLIENT_TIMEOUT,
+        drain_timeout: DRAIN_TIMEOUT,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let addr = SocketAddr::new(host, a.port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        poll::poll_all(&table, &poll_cfg).await;
+        poll::spawn(table.clone(), poll_cfg);
+        println!("memoria: listening on http://{}", listener.local_addr()?);
+        eprintln!(
+            "memoria route: {} backends ({} up), block {} tokens; Ctrl-C or SIGTERM stops",
+            table.backends.len(),
+            table.up_count(),
+            a.block_tokens
+        );
+        let drained =
+            listen::run(listener, route, listen_cfg, memoria_http::shutdown_signal()).await;
+        if drained {
+            eprintln!("memoria route: stopped");
+        } else {
+            eprintln!("memoria route: stopped after the drain timeout with exchanges still open");
+        }
+        Ok(())
+    })
+}

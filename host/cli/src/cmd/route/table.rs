@@ -1,0 +1,148 @@
+//! The routing table: every backend with its health, polled queue depth, the router's own
+//! in-flight count and per-backend counters, all atomics readable from any task.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+
+use anyhow::{Context, bail};
+use memoria_kv::BlockHash;
+
+use super::rank::{self, Candidate};
+
+/// One host behind the router.
+#[derive(Debug)]
+pub struct Backend {
+    /// `http://host:port`, as reported in `x-memoria-backend` and metrics labels.
+    pub url: String,
+    /// `host:port`, for connecting and the `Host` header.
+    pub authority: String,
+    /// Answered its last health poll (or a request) and was not marked down since.
+    pub up: AtomicBool,
+    /// Requests waiting on the host (engine queue plus admission queues), from `/stats`.
+    pub queue_depth: AtomicU64,
+    /// Requests this router has open to it.
+    pub inflight: AtomicU64,
+    /// Requests sent to it.
+    pub requests: AtomicU64,
+    /// Connections it refused (or that timed out) while proxying.
+    pub refused: AtomicU64,
+}
+
+impl Backend {
+    /// Parses `http://host[:port][/]`.
+    pub fn parse(url: &str) -> anyhow::Result<Backend> {
+        let uri: hyper::Uri = url
+            .parse()
+            .with_context(|| format!("--backend {url:?} is not a URL"))?;
+        if uri.scheme_str() != Some("http") {
+            bail!("--backend {url:?}: only http:// backends are supported");
+        }
+        if (uri.path() != "/" && !uri.path().is_empty()) || uri.query().is_some() {
+            bail!("--backend {url:?}: give only the scheme, host and port (no path)");
+        }
+        let Some(auth) = uri.authority() else {
+            bail!("--backend {url:?} has no host");
+        };
+        if auth.as_str().contains('@') {
+            bail!("--backend {url:?}: credentials in the URL are not supported");
+        }
+        let authority = format!("{}:{}", auth.host(), auth.port_u16().unwrap_or(80));
+        Ok(Backend {
+            url: format!("http://{authority}"),
+            authority,
+            up: AtomicBool::new(true),
+            queue_depth: AtomicU64::new(0),
+            inflight: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    /// Queued on the host plus open from here: what ranking weighs.
+    pub fn load(&self) -> u64 {
+        self.queue_depth
+            .load(Relaxed)
+            .saturating_add(self.inflight.load(Relaxed))
+    }
+}
+
+/// Every backend, in `--backend` order.
+#[derive(Debug)]
+pub struct Table {
+    pub backends: Vec<Backend>,
+    pub load_scale: f64,
+}
+
+impl Table {
+    /// Backend indices for `key`, best first (see [`rank::rank`]).
+    pub fn rank(&self, key: &BlockHash) -> Vec<usize> {
+        let c: Vec<Candidate<'_>> = self
+            .backends
+            .iter()
+            .map(|b| Candidate {
+                name: &b.url,
+                up: b.up.load(Relaxed),
+                load: b.load(),
+            })
+            .collect();
+        rank::rank(key, &c, self.load_scale)
+    }
+
+    /// How many backends are up.
+    pub fn up_count(&self) -> usize {
+        self.backends.iter().filter(|b| b.up.load(Relaxed)).count()
+    }
+}
+
+/// Counts one request open to a backend until dropped (it lives as long as the response body).
+pub struct Inflight {
+    table: Arc<Table>,
+    index: usize,
+}
+
+impl Inflight {
+    /// Counts a request to `table.backends[index]` (an index from [`Table::rank`]).
+    pub fn start(table: Arc<Table>, index: usize) -> Inflight {
+        if let Some(b) = table.backends.get(index) {
+            b.inflight.fetch_add(1, Relaxed);
+        }
+        Inflight { table, index }
+    }
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        if let Some(b) = self.table.backends.get(self.index) {
+            let _ = b
+                .inflight
+                .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_urls() {
+        let b = Backend::parse("http://127.0.0.1:8080").expect("plain");
+        assert_eq!(b.authority, "127.0.0.1:8080");
+        assert_eq!(
+            Backend::parse("http://h/").expect("slash").url,
+            "http://h:80"
+        );
+        for bad in [
+            "https://h",
+            "h:80",
+            "http://h/v1",
+            "http://u:p@h",
+            "http://h?x=1",
+            "",
+        ] {
+            assert!(Backend::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
