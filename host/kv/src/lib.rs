@@ -57,7 +57,7 @@ pub use ids::{BlockId, NamespaceId, SeqId, SlotRef};
 pub use layout::{KvElem, KvLayout, KvPart, MAX_BLOCK_TOKENS};
 pub use meta::{BlockState, PinLevel};
 pub use misses::{LostTier, MissReason, MissSnapshot};
-pub use pool::{BlockInfo, BlockPool};
+pub use pool::{BlockInfo, BlockPool, HotChain};
 pub use public::PublicChain;
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
 pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};

@@ -6,6 +6,7 @@
 //! retained partial tail is in the tail index under its parent's hash (see `tails`).
 
 mod hot;
+mod hot_seed;
 mod lifecycle;
 mod policy;
 mod prefix;
@@ -32,6 +33,8 @@ use crate::namespace::NsState;
 use crate::seq::Sequence;
 use crate::stats::{PoolStats, StatsSnapshot};
 use crate::tier::{NoopSink, TierSink};
+
+pub use hot_seed::HotChain;
 
 /// One model's K/V block pool. Owned by the engine thread; statistics are shared via
 /// [`BlockPool::stats`].

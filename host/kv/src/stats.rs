@@ -85,6 +85,8 @@ pub struct PoolStats {
     pub wasted_slots: AtomicU64,
     /// Blocks pinned by hot-prefix warming (`auto_pin`).
     pub auto_pinned_blocks: AtomicU64,
+    /// Times the auto-pinned set was re-applied (a saver polls it to know when to write).
+    pub auto_pin_changes: AtomicU64,
     /// Whole-pool counters.
     pub total: Counters,
     namespaces: RwLock<HashMap<NamespaceId, Arc<Counters>>>,
@@ -250,6 +252,7 @@ impl PoolStats {
             blocks_committed: AtomicU64::new(0),
             wasted_slots: AtomicU64::new(0),
             auto_pinned_blocks: AtomicU64::new(0),
+            auto_pin_changes: AtomicU64::new(0),
             total: Counters::default(),
             namespaces: RwLock::new(HashMap::new()),
             advisor: Mutex::new(Advisor::new(

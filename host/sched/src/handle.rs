@@ -293,6 +293,39 @@ impl EngineHandle {
         .await
     }
 
+    /// Warms a saved hot prefix without pinning it, then counts it as reused `count` times so
+    /// `[cache] auto_pin` pins it again (start-up, after a restart).
+    pub async fn rewarm(
+        &self,
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        tokens: Vec<u32>,
+        count: f64,
+    ) -> Result<WarmInfo, EngineError> {
+        self.remote.prefetch(salt, &tokens).await;
+        self.call("rewarm", |reply| Command::Rewarm {
+            ns,
+            salt,
+            tokens,
+            count,
+            reply,
+        })
+        .await
+    }
+
+    /// The chains `[cache] auto_pin` keeps pinned now, at most `max_tokens` tokens each, with
+    /// their namespaces and decayed counts (to save them for a restart).
+    pub async fn hot_prefixes(
+        &self,
+        max_tokens: usize,
+    ) -> Result<Vec<memoria_kv::HotChain>, EngineError> {
+        self.call("hot_prefixes", |reply| Command::HotPrefixes {
+            max_tokens,
+            reply,
+        })
+        .await
+    }
+
     /// Saves `session` under `name` in its namespace, durably and content-addressed (its
     /// tokens and block hashes; its blocks are written through to disk). Resolves once the
     /// record is committed. Needs an engine started with a store.

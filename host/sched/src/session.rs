@@ -69,7 +69,10 @@ pub(crate) struct Generation {
 
 /// A warm-up: compute the prefix, pin its blocks, report, close.
 pub(crate) struct Warm {
-    pub pin: PinLevel,
+    /// `None`: no explicit pin (a re-warmed hot prefix, pinned by `hot` instead).
+    pub pin: Option<PinLevel>,
+    /// A saved hot prefix's reuse count, seeded into hot-prefix warming when it is warm.
+    pub hot: Option<f64>,
     pub ttl: Option<Duration>,
     pub reply: crate::engine::Reply<WarmInfo>,
     pub cached_tokens: usize,

@@ -2,6 +2,7 @@
 //! its message, says which step failed, and is classified (a full disk, another I/O error, a
 //! damaged file) so callers can answer with the right status and advice.
 
+use crate::hot::HotError;
 use crate::session::SessionError;
 
 /// What to do about a store file that cannot be used.
@@ -51,6 +52,8 @@ pub enum StoreError {
     WriterGone,
     #[error("saved session: {0}")]
     Session(#[from] SessionError),
+    #[error("saved hot prefixes: {0}")]
+    Hot(#[from] HotError),
     #[error("store i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -128,6 +131,7 @@ impl StoreError {
             StoreError::NoDisk => StoreError::NoDisk,
             StoreError::WriterGone => StoreError::WriterGone,
             StoreError::Session(e) => StoreError::Session(e.clone()),
+            StoreError::Hot(e) => StoreError::Hot(e.clone()),
             StoreError::Io(e) => StoreError::Io(std::io::Error::new(e.kind(), e.to_string())),
         }
     }

@@ -17,6 +17,8 @@
 //! - [`remote`]: blocks shared between hosts through Valkey/Redis, a lossy cache (misses,
 //!   timeouts, a down server and bad values are counted misses), read off the engine thread
 //!   and written behind it, guarded by a circuit breaker; values never carry the salt.
+//! - [`HotRecord`]: the hot prefixes `[cache] auto_pin` kept pinned, saved in redb so a
+//!   restarted host re-warms them (namespaces by name, never by salt; capped and checksummed).
 //! - [`maintenance`]: offline `stats`, `verify`, `compact`, `clear` and `repair` over a store
 //!   directory, and [`maintenance::recover`] (move a damaged file aside, start fresh).
 //!
@@ -33,6 +35,7 @@ mod demote_queue;
 pub mod disk;
 mod error;
 mod guard;
+mod hot;
 pub mod maintenance;
 mod options;
 pub mod remote;
@@ -46,6 +49,7 @@ pub use codec::{BlockIdentity, CodecError, Encoding, Expect};
 pub use cold::ColdTier;
 pub use disk::{Ack, DiskOptions, RedbTier};
 pub use error::{DAMAGED_ADVICE, StoreError};
+pub use hot::{HotEntry, HotError, HotRecord, MAX_HOT_ENTRIES, MAX_HOT_NAME, MAX_HOT_TOKENS};
 pub use options::{Lossy, StoreOptions};
 pub use remote::{RemoteOptions, RemoteSnapshot, RemoteTier, WriteMode};
 pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::codec;
 use crate::disk::open_database;
-use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, MODELS, SESSIONS};
+use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, HOT, HOT_KEY, MODELS, SESSIONS};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
 use crate::session::SessionRecord;
@@ -295,6 +295,11 @@ fn clear_inner(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, S
             sessions.remove((*ns, name.as_str())).db("remove session")?;
         }
         report.sessions = names.len() as u64;
+        if salt.is_none() {
+            // The saved hot prefixes name their chains by tokens: a full clear drops them too.
+            let mut hot = LeakOnUnwind::new(txn.open_table(HOT).db("open hot")?);
+            hot.remove(HOT_KEY).db("remove hot prefixes")?;
+        }
     }
     txn.into_inner().commit().db("commit")?;
     Ok(report)

@@ -304,6 +304,23 @@ impl TierStack {
         }
     }
 
+    /// Replaces the saved hot prefixes; `ack` runs after the commit (or with the error).
+    pub fn save_hot(&self, record: &crate::HotRecord, ack: Ack) {
+        match (&self.disk, record.encode()) {
+            (Some(d), Ok(bytes)) => d.save_hot(bytes, ack),
+            (Some(_), Err(e)) => ack(Err(e.into())),
+            (None, _) => ack(Err(StoreError::NoDisk)),
+        }
+    }
+
+    /// The saved hot prefixes, verified; `None` when none were saved or there is no disk.
+    pub fn load_hot(&self) -> Result<Option<crate::HotRecord>, StoreError> {
+        match &self.disk {
+            Some(d) => d.load_hot(),
+            None => Ok(None),
+        }
+    }
+
     /// Waits until every evicted block has been demoted and every queued write is committed.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.pending.wait_empty(std::time::Duration::from_secs(30));
@@ -486,3 +503,7 @@ impl TierSource for StoreSource<'_> {
 #[cfg(test)]
 #[path = "stack_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "stack_hot_tests.rs"]
+mod hot_tests;

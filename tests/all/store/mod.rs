@@ -2,14 +2,17 @@
 //! crashes that never lose an acknowledged save, corrupted stored blocks that are misses and
 //! never change output, namespace isolation, and durable session save/restore with
 //! bit-identical logits; the remote tier (issue 13) between two hosts on a real Valkey/Redis
-//! server. Process-level tests spawn the CLI; the rest run engines in-process.
+//! server; hot prefixes re-warmed and pinned again after a restart (issue 15). Process-level
+//! tests spawn the CLI; the rest run engines in-process.
 
+mod corrupt_serve;
 mod crash;
 mod damage;
 mod engine;
 mod process;
 mod remote;
 mod remote_serve;
+mod rewarm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

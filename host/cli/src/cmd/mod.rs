@@ -2,6 +2,7 @@
 
 pub mod bench;
 mod forced;
+mod hot;
 pub mod inspect;
 pub mod logprobs;
 pub mod perplexity;

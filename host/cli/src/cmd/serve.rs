@@ -1,7 +1,8 @@
 //! `memoria serve`: the host. Resolves the configuration (flags over `host.toml`), loads the
 //! model (or builds the embedded demo model and says its output is random), starts the engine
 //! with a pool sized for every namespace's concurrency, preloads pinned prefixes, prints the
-//! listening address, serves until SIGINT/SIGTERM, then drains.
+//! listening address, serves until SIGINT/SIGTERM, then drains. With `[cache] auto_pin` and a
+//! store, the hot prefixes of the last run are re-warmed before serving (module `hot`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -179,6 +180,11 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {}", cfg.addr))?;
         preload(&engine, server.state()).await?;
+        let hot = hot_keeper(&cfg, &engine, server.state(), store.as_ref());
+        if let Some(h) = &hot {
+            h.rewarm().await;
+            h.clone().spawn_saver();
+        }
         let addr = server.local_addr()?;
         println!("memoria: listening on http://{addr}");
         eprintln!(
@@ -186,7 +192,14 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
             server.state().tenants().len(),
             budget >> 20
         );
-        let report = server.run(memoria_http::shutdown_signal()).await;
+        let report = server
+            .run(async move {
+                memoria_http::shutdown_signal().await;
+                if let Some(h) = hot {
+                    h.save().await;
+                }
+            })
+            .await;
         if let Some(s) = &store
             && let Err(e) = s.flush()
         {
@@ -387,6 +400,26 @@ fn kv_budget(cfg: &ServeConfig, model: &Model, max_context: usize) -> anyhow::Re
         Some(b) => Ok(b),
         None => Ok((needed + needed / 4).max(64 << 20)),
     }
+}
+
+/// Saving and re-warming hot prefixes, when `[cache] auto_pin` is on and the store has a disk.
+fn hot_keeper(
+    cfg: &ServeConfig,
+    engine: &EngineHandle,
+    state: &Arc<memoria_http::AppState>,
+    store: Option<&Arc<memoria_store::TierStack>>,
+) -> Option<Arc<super::hot::HotKeeper>> {
+    let store = store.filter(|s| s.disk().is_some())?;
+    (cfg.auto_pin > 0).then(|| {
+        Arc::new(super::hot::HotKeeper {
+            engine: engine.clone(),
+            state: state.clone(),
+            store: store.clone(),
+            model: memoria_kv::ModelFingerprint(engine.model().fingerprint()),
+            elem: cfg.kv_elem,
+            block_tokens: cfg.block_tokens,
+        })
+    })
 }
 
 /// Prefills and pins each namespace's `preload` texts (through `memoria_sched::preload`).

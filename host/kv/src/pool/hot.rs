@@ -6,7 +6,8 @@
 //! Invariants: only blocks this module pinned carry the auto mark, and it unpins only those
 //! (an explicit `pin_prefix`/`unpin_prefix` takes a block over and clears its mark); at most a
 //! quarter of the pool is auto-pinned; the table and the pinned list never grow after
-//! creation. Chains pinned here are lost on restart (the new pool starts with no history).
+//! creation. A new pool starts with no history: the host saves the pinned chains
+//! (`hot_chains`, module `hot_seed`) and seeds them back after a restart (`seed_hot`).
 
 use super::BlockPool;
 use crate::hash::BlockHash;
@@ -92,6 +93,58 @@ impl HotPrefixes {
         };
     }
 
+    /// The pinned chain ends with their decayed counts, highest first.
+    pub(super) fn pinned(&self) -> impl Iterator<Item = (BlockHash, f64)> + '_ {
+        self.pinned_ends.iter().map(|e| {
+            let score = self
+                .cands
+                .iter()
+                .find(|c| c.end == *e)
+                .map_or(0.0, |c| self.decayed(c));
+            (*e, score)
+        })
+    }
+
+    /// Sets the chain ending at `end` to at least `count` (a finite, non-negative count from a
+    /// saved record; anything else counts as 1), taking the lowest slot when the table is full.
+    fn seed(&mut self, end: BlockHash, count: f64) {
+        let count = if count.is_finite() && count >= 1.0 {
+            count.min(f64::from(u32::MAX))
+        } else {
+            1.0
+        };
+        let now = self.clock;
+        if let Some(i) = self.cands.iter().position(|c| c.end == end) {
+            let s = self.decayed(&self.cands[i]).max(count);
+            self.cands[i] = Cand {
+                end,
+                score: s,
+                at: now,
+            };
+            return;
+        }
+        let cand = Cand {
+            end,
+            score: count,
+            at: now,
+        };
+        if self.cands.len() < CANDIDATES {
+            self.cands.push(cand);
+            return;
+        }
+        let low = self
+            .cands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, self.decayed(c)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((i, s)) = low
+            && s < count
+        {
+            self.cands[i] = cand;
+        }
+    }
+
     /// Orders candidates by decayed count (highest first); true when the top `k` changed.
     fn rank(&mut self) -> bool {
         let clock = self.clock;
@@ -129,6 +182,23 @@ impl BlockPool {
         }
     }
 
+    /// Counts the chain ending at `end` as reused `count` times (a re-warmed prefix from a
+    /// saved record) and re-pins when the top changes; nothing when `auto_pin` is off.
+    pub fn seed_hot(&mut self, end: BlockHash, count: f64) {
+        if self.hot.k == 0 {
+            return;
+        }
+        self.hot.seed(end, count);
+        if self.hot.rank() {
+            self.apply_auto_pins();
+        }
+    }
+
+    /// The pinned chain ends and their decayed counts, highest first.
+    pub(super) fn hot_pinned(&self) -> Vec<(BlockHash, f64)> {
+        self.hot.pinned().collect()
+    }
+
     /// Unpins every auto-pinned block, then pins the chains of the current top `k`.
     fn apply_auto_pins(&mut self) {
         let mut ids = std::mem::take(&mut self.hot.auto_ids);
@@ -162,6 +232,9 @@ impl BlockPool {
             self.hot.auto_ids.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
+        self.stats
+            .auto_pin_changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// An explicit pin or unpin took block `id` over: hot-prefix warming leaves it alone.

@@ -117,6 +117,20 @@ pub(crate) enum Command {
         ttl: Option<Duration>,
         reply: Reply<WarmInfo>,
     },
+    /// A saved hot prefix after a restart: warmed without a pin, then counted as reused
+    /// `count` times so hot-prefix warming pins it again.
+    Rewarm {
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        tokens: Vec<u32>,
+        count: f64,
+        reply: Reply<WarmInfo>,
+    },
+    /// The chains hot-prefix warming pins now (at most `max_tokens` tokens each).
+    HotPrefixes {
+        max_tokens: usize,
+        reply: Reply<Vec<memoria_kv::HotChain>>,
+    },
     SetNamespacePolicy {
         ns: NamespaceId,
         priority: i32,
@@ -158,6 +172,8 @@ impl Command {
             Command::Logits { .. } => "logits",
             Command::Tokens { .. } => "tokens",
             Command::Warm { .. } => "warm",
+            Command::Rewarm { .. } => "rewarm",
+            Command::HotPrefixes { .. } => "hot_prefixes",
             Command::SetNamespacePolicy { .. } => "set_namespace_policy",
             Command::SetPublicPrefixes { .. } => "set_public_prefixes",
             Command::Save { .. } => "save",
@@ -181,6 +197,8 @@ impl Command {
             | Command::Save { session, .. } => Some(*session),
             Command::Open { .. }
             | Command::Warm { .. }
+            | Command::Rewarm { .. }
+            | Command::HotPrefixes { .. }
             | Command::SetNamespacePolicy { .. }
             | Command::SetPublicPrefixes { .. }
             | Command::Restore { .. }
@@ -210,7 +228,8 @@ impl Command {
             Command::Info { reply, .. } => reply.send(Err(err)),
             Command::Logits { reply, .. } => reply.send(Err(err)),
             Command::Tokens { reply, .. } => reply.send(Err(err)),
-            Command::Warm { reply, .. } => reply.send(Err(err)),
+            Command::Warm { reply, .. } | Command::Rewarm { reply, .. } => reply.send(Err(err)),
+            Command::HotPrefixes { reply, .. } => reply.send(Err(err)),
             Command::SetNamespacePolicy { .. }
             | Command::SetPublicPrefixes { .. }
             | Command::Shutdown => false,

@@ -60,6 +60,10 @@ pub(crate) struct Engine {
     pub publics: BTreeMap<NamespaceId, PublicSetting>,
 }
 
+/// How a warm ends: its explicit pin and the pin's lifetime, and a re-warmed hot prefix's
+/// reuse count.
+type WarmMode = (Option<memoria_kv::PinLevel>, Option<Duration>, Option<f64>);
+
 /// A namespace's public prefixes as the engine keeps them.
 pub(crate) type PublicSetting = (memoria_kv::NamespaceSalt, Arc<memoria_kv::PublicChain>);
 
@@ -230,7 +234,17 @@ impl Engine {
                 pin,
                 ttl,
                 reply,
-            } => self.start_warm(ns, salt, tokens, pin, ttl, reply),
+            } => self.start_warm(ns, salt, tokens, (Some(pin), ttl, None), reply),
+            Command::Rewarm {
+                ns,
+                salt,
+                tokens,
+                count,
+                reply,
+            } => self.start_rewarm(ns, salt, tokens, count, reply),
+            Command::HotPrefixes { max_tokens, reply } => {
+                let _ = reply.send(Ok(self.pool.hot_chains(max_tokens)));
+            }
             Command::SetNamespacePolicy {
                 ns,
                 priority,
@@ -481,8 +495,7 @@ impl Engine {
         ns: NamespaceId,
         salt: memoria_kv::NamespaceSalt,
         tokens: Vec<u32>,
-        pin: memoria_kv::PinLevel,
-        ttl: Option<Duration>,
+        (pin, ttl, hot): WarmMode,
         reply: Reply<crate::session::WarmInfo>,
     ) {
         if tokens.is_empty() || tokens.len() > self.cfg.max_context {
@@ -500,6 +513,7 @@ impl Engine {
         s.pending = tokens;
         s.job = Some(Job::Warm(Warm {
             pin,
+            hot,
             ttl,
             reply,
             cached_tokens: 0,
@@ -507,6 +521,26 @@ impl Engine {
         let id = self.new_session_id();
         self.sessions.insert(id, s);
         self.persist.on_open(id, ns, salt);
+    }
+
+    /// Warms a saved hot prefix (refused when a token is outside the vocabulary: the record
+    /// may come from another model's tokenizer).
+    fn start_rewarm(
+        &mut self,
+        ns: NamespaceId,
+        salt: memoria_kv::NamespaceSalt,
+        tokens: Vec<u32>,
+        count: f64,
+        reply: Reply<crate::session::WarmInfo>,
+    ) {
+        let n_vocab = self.model.hparams().n_vocab;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            let _ = reply.send(Err(EngineError::InvalidArgument(format!(
+                "token {bad} ≥ vocabulary size {n_vocab}"
+            ))));
+            return;
+        }
+        self.start_warm(ns, salt, tokens, (None, None, Some(count)), reply);
     }
 
     /// Releases a session's blocks (full blocks stay cached for others) and ends its job.

@@ -335,10 +335,14 @@ impl Engine {
             return;
         };
         let seq = s.seq;
+        let pinned = |pool: &mut memoria_kv::BlockPool| match w.pin {
+            Some(pin) => pool.pin_seq_blocks(seq, pin, w.ttl),
+            None => Ok(0),
+        };
         let (tokens, blocks_pinned) = match self
             .pool
             .seq_len(seq)
-            .and_then(|n| Ok((n, self.pool.pin_seq_blocks(seq, w.pin, w.ttl)?)))
+            .and_then(|n| Ok((n, pinned(&mut self.pool)?)))
         {
             Ok(v) => v,
             Err(e) => {
@@ -347,6 +351,16 @@ impl Engine {
                 return;
             }
         };
+        if let Some(count) = w.hot {
+            let end = self.pool.block_table(seq).ok().and_then(|t| {
+                let full = tokens / self.pool.layout().block_tokens;
+                t.get(full.checked_sub(1)?)
+                    .and_then(|&b| self.pool.block_info(b)?.hash)
+            });
+            if let Some(end) = end {
+                self.pool.seed_hot(end, count);
+            }
+        }
         let info = WarmInfo {
             tokens,
             cached_tokens: w.cached_tokens,

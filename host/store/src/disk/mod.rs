@@ -25,12 +25,14 @@ pub use writer::Ack;
 
 use self::index::DiskIndex;
 use self::tables::{
-    BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, META, MODELS, SESSIONS, STORE_FORMAT,
+    BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, HOT, HOT_KEY, META, MODELS, SESSIONS,
+    STORE_FORMAT,
 };
 use self::writer::{Failure, Msg, Writer, failure};
 use crate::codec::{BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
+use crate::hot::HotRecord;
 use crate::session::SessionRecord;
 use crate::stats::TierStats;
 use crate::tier::Tier;
@@ -236,6 +238,7 @@ pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
         txn.open_table(BLOCKS).db("open blocks")?;
         txn.open_table(BLOCK_INDEX).db("open block_index")?;
         txn.open_table(SESSIONS).db("open sessions")?;
+        txn.open_table(HOT).db("open hot")?;
         txn.open_table(MODELS).db("open models")?;
     }
     txn.into_inner().commit().db("commit")?;
@@ -483,6 +486,40 @@ impl RedbTier {
             Some(tx) => tx.send(m).map_err(|e| Box::new(e.0)),
             None => Err(Box::new(m)),
         }
+    }
+
+    /// Replaces the saved hot prefixes with `record` (bytes of [`crate::HotRecord`]); `ack`
+    /// runs after the commit that holds it, or with the writer's failure.
+    pub fn save_hot(&self, record: Vec<u8>, ack: Ack) {
+        if let Some(f) = self.failure() {
+            ack(Err(f));
+            return;
+        }
+        if let Err(m) = self.send_or_return(Msg::Hot { record, ack })
+            && let Msg::Hot { ack, .. } = *m
+        {
+            ack(Err(StoreError::WriterGone));
+        }
+    }
+
+    /// The saved hot prefixes, verified; `None` when none were saved.
+    pub fn load_hot(&self) -> Result<Option<HotRecord>, StoreError> {
+        let r = contain("read hot prefixes", || {
+            let txn = self.database()?.begin_read().db("begin read")?;
+            let t = match txn.open_table(HOT) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e).db("open hot"),
+            };
+            let Some(v) = t.get(HOT_KEY).db("read hot prefixes")? else {
+                return Ok(None);
+            };
+            Ok(Some(HotRecord::decode(v.value())?))
+        });
+        if r.as_ref().is_err_and(|e| !matches!(e, StoreError::Hot(_))) {
+            TierStats::add(&self.stats.read_errors, 1);
+        }
+        r
     }
 
     /// Reads a saved session (verified); `None` when there is none by that name.

@@ -18,7 +18,7 @@ use redb::{Database, ReadableTable, WriteTransaction};
 
 use super::budget::{batch_bytes, block_target};
 use super::index::DiskIndex;
-use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, META, MODELS, SESSIONS};
+use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, HOT, HOT_KEY, META, MODELS, SESSIONS};
 use crate::codec::{self, BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
@@ -65,6 +65,11 @@ pub(crate) enum Msg {
         prev: Option<u64>,
         ack: Ack,
     },
+    /// The hot-prefix record (replaces the saved one).
+    Hot {
+        record: Vec<u8>,
+        ack: Ack,
+    },
     Flush(Ack),
 }
 
@@ -74,7 +79,7 @@ impl Msg {
         match self {
             Msg::Encode { data, .. } => data.len() as u64,
             Msg::Put { encoded, .. } => encoded.len() as u64,
-            Msg::Session { record, .. } => record.len() as u64,
+            Msg::Session { record, .. } | Msg::Hot { record, .. } => record.len() as u64,
             _ => 0,
         }
     }
@@ -92,6 +97,7 @@ enum Op {
         name: String,
         record: Vec<u8>,
     },
+    Hot(Vec<u8>),
 }
 
 /// Blocks a transaction wrote (forgotten again if it fails).
@@ -158,6 +164,10 @@ impl Writer {
                     acks.push(ack);
                     saved.push(((ns, name.clone()), prev));
                     ops.push(Op::Save { ns, name, record });
+                }
+                Msg::Hot { record, ack } => {
+                    acks.push(ack);
+                    ops.push(Op::Hot(record));
                 }
                 m => ops.push(Op::Block(m)),
             }
@@ -245,8 +255,14 @@ impl Writer {
         let mut sessions = LeakOnUnwind::new(txn.open_table(SESSIONS).db("open sessions")?);
         let mut models = LeakOnUnwind::new(txn.open_table(MODELS).db("open models")?);
         let mut meta = LeakOnUnwind::new(txn.open_table(META).db("open meta")?);
+        let mut hot = LeakOnUnwind::new(txn.open_table(HOT).db("open hot")?);
         for op in ops {
             let m = match op {
+                Op::Hot(record) => {
+                    hot.insert(HOT_KEY, record.as_slice())
+                        .db("write hot prefixes")?;
+                    continue;
+                }
                 Op::Save { ns, name, record } => {
                     sessions
                         .insert((ns, name.as_str()), record.as_slice())
@@ -291,7 +307,7 @@ impl Writer {
                     }
                     continue;
                 }
-                Msg::Session { .. } | Msg::Flush(_) => continue,
+                Msg::Session { .. } | Msg::Hot { .. } | Msg::Flush(_) => continue,
             };
             let len = encoded.len() as u64;
             let target = block_target(self.budget, self.index().saves_charged);

@@ -1,0 +1,233 @@
+//! Saved hot prefixes: the chains `[cache] auto_pin` kept pinned, written so a restarted host
+//! re-warms and pins them again before serving. A namespace is named by its configured name,
+//! never its salt (the salt never leaves the host); the model fingerprint, K/V element type and
+//! block size say which engine the chains are for. One record holds every chain.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic "MEMKVHOT"
+//!      8     2  format version (1)
+//!     10     1  K/V element code (as the block codec)
+//!     11     1  zero
+//!     12     4  block_tokens
+//!     16    32  model fingerprint
+//!     48     4  n_entries (at most MAX_HOT_ENTRIES)
+//!     52     *  entries, each:
+//!                 2  name length (1..=MAX_HOT_NAME), then the UTF-8 name
+//!                 8  decayed count (f64 bits; finite, not negative)
+//!                 4  n_tokens (1..=MAX_HOT_TOKENS, a whole number of blocks)
+//!              4*nt  token ids
+//!      *    32  BLAKE3 of every byte before it
+//! ```
+
+use memoria_kv::{KvElem, MAX_BLOCK_TOKENS, ModelFingerprint};
+
+use crate::codec::{elem_code, elem_from_code};
+
+const MAGIC: [u8; 8] = *b"MEMKVHOT";
+const VERSION: u16 = 1;
+const FIXED: usize = 52;
+/// Most chains a record holds (`[cache] auto_pin` keeps at most 64).
+pub const MAX_HOT_ENTRIES: usize = 64;
+/// Longest chain a record holds, in tokens.
+pub const MAX_HOT_TOKENS: usize = 1 << 16;
+/// Longest namespace name a record holds, in bytes.
+pub const MAX_HOT_NAME: usize = 1024;
+/// Largest record (every cap at once, plus framing).
+pub const MAX_HOT_BYTES: usize =
+    FIXED + MAX_HOT_ENTRIES * (2 + MAX_HOT_NAME + 8 + 4 + 4 * MAX_HOT_TOKENS) + 32;
+
+/// One saved chain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HotEntry {
+    /// The namespace's configured name.
+    pub namespace: String,
+    /// The chain's tokens, root first (a whole number of blocks).
+    pub tokens: Vec<u32>,
+    /// Its decayed reuse count.
+    pub count: f64,
+}
+
+/// The saved hot prefixes of one engine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HotRecord {
+    pub model: ModelFingerprint,
+    pub elem: KvElem,
+    pub block_tokens: usize,
+    pub entries: Vec<HotEntry>,
+}
+
+/// Why a hot-prefix record was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HotError {
+    #[error("hot-prefix record truncated or too long ({0} bytes)")]
+    Length(usize),
+    #[error("not a hot-prefix record (bad magic)")]
+    BadMagic,
+    #[error("hot-prefix record version {0}, this build reads {VERSION}")]
+    Version(u16),
+    #[error("hot-prefix record field {0} is out of range")]
+    Field(&'static str),
+    #[error("hot-prefix record checksum mismatch")]
+    Checksum,
+}
+
+/// Whether an entry fits the caps and the block size.
+fn check_entry(e: &HotEntry, block_tokens: usize) -> Result<(), HotError> {
+    if e.namespace.is_empty() || e.namespace.len() > MAX_HOT_NAME {
+        return Err(HotError::Field("namespace name"));
+    }
+    if !e.count.is_finite() || e.count < 0.0 {
+        return Err(HotError::Field("count"));
+    }
+    let n = e.tokens.len();
+    if n == 0 || n > MAX_HOT_TOKENS || !n.is_multiple_of(block_tokens) {
+        return Err(HotError::Field("token count"));
+    }
+    Ok(())
+}
+
+impl HotRecord {
+    /// The record's bytes; refuses a record past the caps.
+    pub fn encode(&self) -> Result<Vec<u8>, HotError> {
+        if self.block_tokens == 0 || self.block_tokens > MAX_BLOCK_TOKENS {
+            return Err(HotError::Field("block_tokens"));
+        }
+        if self.entries.len() > MAX_HOT_ENTRIES {
+            return Err(HotError::Field("entry count"));
+        }
+        let mut out = Vec::with_capacity(FIXED + 32);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.push(elem_code(self.elem));
+        out.push(0);
+        out.extend_from_slice(&(self.block_tokens as u32).to_le_bytes());
+        out.extend_from_slice(&self.model.0);
+        out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        for e in &self.entries {
+            check_entry(e, self.block_tokens)?;
+            out.extend_from_slice(&(e.namespace.len() as u16).to_le_bytes());
+            out.extend_from_slice(e.namespace.as_bytes());
+            out.extend_from_slice(&e.count.to_bits().to_le_bytes());
+            out.extend_from_slice(&(e.tokens.len() as u32).to_le_bytes());
+            for t in &e.tokens {
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+        }
+        let sum = *blake3::hash(&out).as_bytes();
+        out.extend_from_slice(&sum);
+        Ok(out)
+    }
+
+    /// Parses and verifies a record (size cap and checksum first, then every field).
+    pub fn decode(b: &[u8]) -> Result<HotRecord, HotError> {
+        if b.len() < FIXED + 32 || b.len() > MAX_HOT_BYTES {
+            return Err(HotError::Length(b.len()));
+        }
+        if b[..8] != MAGIC {
+            return Err(HotError::BadMagic);
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(HotError::Version(version));
+        }
+        let body = b.len() - 32;
+        if blake3::hash(&b[..body]).as_bytes()[..] != b[body..] {
+            return Err(HotError::Checksum);
+        }
+        let mut r = Reader {
+            b: &b[..body],
+            at: 10,
+        };
+        let elem = elem_from_code(r.u8()?).ok_or(HotError::Field("element type"))?;
+        r.u8()?;
+        let block_tokens = r.u32()? as usize;
+        if block_tokens == 0 || block_tokens > MAX_BLOCK_TOKENS {
+            return Err(HotError::Field("block_tokens"));
+        }
+        let model = ModelFingerprint(r.array()?);
+        let n = r.u32()? as usize;
+        if n > MAX_HOT_ENTRIES {
+            return Err(HotError::Field("entry count"));
+        }
+        let mut entries = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = r.u16()? as usize;
+            if len == 0 || len > MAX_HOT_NAME {
+                return Err(HotError::Field("namespace name"));
+            }
+            let namespace = std::str::from_utf8(r.take(len)?)
+                .map_err(|_| HotError::Field("namespace name"))?
+                .to_string();
+            let count = f64::from_bits(u64::from_le_bytes(r.array()?));
+            let nt = r.u32()? as usize;
+            if nt == 0 || nt > MAX_HOT_TOKENS {
+                return Err(HotError::Field("token count"));
+            }
+            let tokens = r
+                .take(4 * nt)?
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| u32::from_le_bytes(*c))
+                .collect();
+            let e = HotEntry {
+                namespace,
+                tokens,
+                count,
+            };
+            check_entry(&e, block_tokens)?;
+            entries.push(e);
+        }
+        if r.at != body {
+            return Err(HotError::Length(b.len()));
+        }
+        Ok(HotRecord {
+            model,
+            elem,
+            block_tokens,
+            entries,
+        })
+    }
+}
+
+/// Checked reads over a record's body.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], HotError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or(HotError::Length(self.b.len() + 32))?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], HotError> {
+        let mut x = [0; N];
+        x.copy_from_slice(self.take(N)?);
+        Ok(x)
+    }
+
+    fn u8(&mut self) -> Result<u8, HotError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, HotError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, HotError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+}
+
+#[cfg(test)]
+#[path = "hot_tests.rs"]
+mod tests;

@@ -1,0 +1,75 @@
+//! Saved hot prefixes through the stack: durable across a reopen, replaced by the next save,
+//! and a damaged record is a typed refusal (never a panic, never a record).
+
+use memoria_kv::{KvElem, ModelFingerprint};
+
+use super::*;
+use crate::disk::tables::{HOT, HOT_KEY};
+use crate::{HotEntry, HotError, HotRecord};
+
+fn record(count: f64) -> HotRecord {
+    HotRecord {
+        model: ModelFingerprint([5; 32]),
+        elem: KvElem::F16,
+        block_tokens: 4,
+        entries: vec![HotEntry {
+            namespace: "default".into(),
+            tokens: (0..8).collect(),
+            count,
+        }],
+    }
+}
+
+fn save(st: &TierStack, r: &HotRecord) -> Result<(), StoreError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    st.save_hot(r, Box::new(move |r| tx.send(r).unwrap()));
+    rx.recv().unwrap()
+}
+
+#[test]
+fn hot_prefixes_survive_a_reopen_and_damage_is_refused() {
+    let d = std::env::temp_dir().join(format!("memoria-store-hot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    {
+        let st = TierStack::open(&d, StoreOptions::default()).unwrap();
+        assert_eq!(st.load_hot().unwrap(), None, "none saved yet");
+        save(&st, &record(2.0)).unwrap();
+        save(&st, &record(9.5)).unwrap();
+        let mut bad = record(1.0);
+        bad.entries[0].tokens.pop();
+        assert!(matches!(
+            save(&st, &bad),
+            Err(StoreError::Hot(HotError::Field("token count")))
+        ));
+    }
+    let st = TierStack::open(&d, StoreOptions::default()).unwrap();
+    assert_eq!(st.load_hot().unwrap(), Some(record(9.5)), "the last save");
+    drop(st);
+
+    let db = crate::disk::open_database(&d).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut t = txn.open_table(HOT).unwrap();
+        let mut b = record(3.0).encode().unwrap();
+        b[20] ^= 1;
+        t.insert(HOT_KEY, b.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let st = TierStack::open(&d, StoreOptions::default()).unwrap();
+    assert!(matches!(
+        st.load_hot(),
+        Err(StoreError::Hot(HotError::Checksum))
+    ));
+    assert_eq!(
+        st.snapshot().redb.read_errors,
+        0,
+        "a refusal, not a read error"
+    );
+    drop(st);
+    let _ = std::fs::remove_dir_all(&d);
+
+    let mem = TierStack::in_memory(StoreOptions::default());
+    assert_eq!(mem.load_hot().unwrap(), None);
+    assert!(matches!(save(&mem, &record(1.0)), Err(StoreError::NoDisk)));
+}
