@@ -1,7 +1,7 @@
 //! Case counts: each harness has a default sized for `cargo test` in a debug build; the
 //! `MEMORIA_FUZZ_CASES` environment variable replaces it for long runs.
 
-use proptest::test_runner::Config;
+use proptest::test_runner::{Config, FileFailurePersistence};
 
 /// The environment variable that sets every harness's case count.
 pub const CASES_VAR: &str = "MEMORIA_FUZZ_CASES";
@@ -15,10 +15,14 @@ pub fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-/// A proptest configuration running [`cases`]`(default)` cases.
+/// A proptest configuration running [`cases`]`(default)` cases; failures are kept next to the
+/// harness's source file (`<file>.proptest-regressions`) and replayed first.
 pub fn config(default: u32) -> Config {
     Config {
         cases: cases(default),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
         ..Config::default()
     }
 }
