@@ -176,7 +176,7 @@ fn session_checked(bytes: &[u8]) -> Result<Option<SessionRecord>, TestCaseError>
     }
 }
 
-fn reseal_session(b: &mut Vec<u8>) {
+fn reseal_session(b: &mut [u8]) {
     if b.len() >= 32 {
         let end = b.len() - 32;
         let sum = *blake3::hash(&b[..end]).as_bytes();
