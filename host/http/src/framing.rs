@@ -600,7 +600,7 @@ mod props {
     use super::*;
 
     /// What `Framed` clears for hyper when `input` arrives in pieces cut at `cuts`.
-    fn cleared(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+    pub(super) fn cleared(input: &[u8], cuts: &[usize]) -> Vec<u8> {
         let mut f = Framed::new(
             tokio::io::empty(),
             Limits {
@@ -625,7 +625,7 @@ mod props {
     }
 
     /// One valid request: a head, then no body, a Content-Length body or a chunked one.
-    fn request() -> impl Strategy<Value = Vec<u8>> {
+    pub(super) fn request() -> impl Strategy<Value = Vec<u8>> {
         let body = prop::collection::vec(any::<u8>(), 0..300);
         let chunks = prop::collection::vec(prop::collection::vec(any::<u8>(), 1..40), 0..5);
         prop_oneof![
@@ -658,7 +658,7 @@ mod props {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(memoria_fuzz::config(2000))]
 
         #[test]
         fn valid_pipelined_streams_pass_whole(
@@ -683,3 +683,7 @@ mod props {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "framing_fuzz.rs"]
+mod fuzz;

@@ -126,6 +126,10 @@ impl SessionRecord {
             return Err(SessionError::Version(version));
         }
         let elem = elem_from_code(b[10]).ok_or(SessionError::Field("element type"))?;
+        if b[11] != 0 {
+            // The writer always writes zero: anything else is not a record this build wrote.
+            return Err(SessionError::Field("reserved byte"));
+        }
         let block_tokens = u32_at(12);
         if block_tokens == 0 || block_tokens > MAX_BLOCK_TOKENS {
             return Err(SessionError::Field("block_tokens"));
@@ -211,6 +215,20 @@ mod tests {
         assert_eq!(
             SessionRecord::decode(&b),
             Err(SessionError::Field("token or hash count"))
+        );
+    }
+
+    /// A record that differs from what `encode` writes is refused, even with a valid checksum.
+    #[test]
+    fn a_nonzero_reserved_byte_is_refused_even_when_resealed() {
+        let mut b = record().encode();
+        b[11] = 1;
+        let end = b.len() - 32;
+        let sum = *blake3::hash(&b[..end]).as_bytes();
+        b[end..].copy_from_slice(&sum);
+        assert_eq!(
+            SessionRecord::decode(&b),
+            Err(SessionError::Field("reserved byte"))
         );
     }
 

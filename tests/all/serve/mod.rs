@@ -685,5 +685,41 @@ fn serve_with_a_store_saves_and_restores_sessions_and_reports_tiers() {
         m.contains("memoria_kv_blocks{tier=\"disk\",state=\"stored\"}"),
         "{m}"
     );
+    // The store's own figures, as `/stats` reports them under `tiers.disk`.
+    for series in [
+        "memoria_store_budget_bytes{tier=\"disk\"}",
+        "memoria_store_puts_total{tier=\"disk\"}",
+        "memoria_store_dropped_total{tier=\"cold\"}",
+        "memoria_store_write_errors_total{tier=\"disk\"}",
+        "memoria_store_read_errors_total{tier=\"disk\"}",
+        "memoria_store_corrupt_removed_total{tier=\"disk\"}",
+        "memoria_store_disk_file_bytes ",
+        "memoria_store_disk_charged_bytes ",
+        "memoria_store_saves_budget_bytes ",
+        "memoria_store_writer_queue_blocks ",
+        "memoria_store_writer_queue_bytes ",
+        "memoria_store_commits_total ",
+        "memoria_store_written_bytes_total ",
+        "memoria_store_write_seconds_total ",
+        "memoria_store_writer_stopped 0",
+        "memoria_store_disk_full 0",
+    ] {
+        assert!(m.contains(series), "no {series} in\n{m}");
+    }
+    let saves: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("memoria_store_saves_bytes "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no memoria_store_saves_bytes in\n{m}"));
+    assert!(
+        saves > 0,
+        "the save of \"lily\" is charged to the saves' budget"
+    );
+    let stats = get(s.addr, "/stats", &admin).json();
+    let disk = &stats["tiers"]["disk"];
+    assert_eq!(disk["saves_bytes"], saves, "{disk}");
+    assert_eq!(disk["full"], false, "{disk}");
+    assert_eq!(disk["writer_stopped"], false, "{disk}");
+    assert_eq!(disk["write_errors"], 0, "{disk}");
     promtool_check("store", &m);
 }

@@ -153,7 +153,7 @@ fn store_restart_rewarms_and_pins_the_hot_prefixes_before_serving() {
 fn damage_hot_record(store: &std::path::Path) {
     use memoria_store::disk::open_database;
     use memoria_store::disk::tables::{HOT, HOT_KEY};
-    use redb::{ReadableDatabase, ReadableTable};
+    use redb::ReadableDatabase;
     let db = open_database(store).expect("open");
     let mut bytes = {
         let txn = db.begin_read().expect("read");

@@ -9,6 +9,7 @@ mod histogram;
 mod remote;
 mod render;
 mod stats_json;
+mod store;
 mod tiers;
 
 use std::collections::BTreeMap;

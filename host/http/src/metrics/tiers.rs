@@ -1,6 +1,8 @@
 //! The `/stats` object's `tiers` entry: blocks and bytes held per tier (`hot`, then `cold` and
 //! `disk` when the host has lower tiers), with each lower tier's hits, misses, evictions and
-//! budget, the figures `/metrics` gives as `memoria_kv_*{tier=...}`. Invariant: read-only.
+//! budget, the figures `/metrics` gives as `memoria_kv_*{tier=...}`, and the store's own
+//! figures (writes, drops, errors; for the disk: file, saves, queue, writer state), which it
+//! gives as `memoria_store_*` (module `store`). Invariant: read-only.
 
 use memoria_sched::store::TierSnapshot;
 use serde_json::{Map, Value, json};
@@ -16,6 +18,13 @@ fn lower(t: &TierSnapshot) -> Value {
         "evictions": t.evictions,
         "budget_bytes": t.budget_bytes,
     })
+}
+
+/// Adds `extra`'s members to the object `v`.
+fn merge(v: &mut Value, extra: Value) {
+    if let (Value::Object(o), Value::Object(e)) = (v, extra) {
+        o.extend(e);
+    }
 }
 
 /// `{"hot": {...}, "cold": {...}, "disk": {...}}` (lower tiers only when configured).
@@ -38,7 +47,12 @@ pub(super) fn json(state: &AppState) -> Value {
         let s = store.snapshot();
         for (name, t) in [("cold", &s.cold), ("disk", &s.redb)] {
             if t.budget_bytes > 0 || t.blocks > 0 {
-                o.insert(name.into(), lower(t));
+                let mut v = lower(t);
+                merge(&mut v, super::store::tier_json(t));
+                if name == "disk" {
+                    merge(&mut v, super::store::disk_json(store, t));
+                }
+                o.insert(name.into(), v);
             }
         }
     }

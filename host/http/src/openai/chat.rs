@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use memoria_model::chat::ChatMessage;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::TokenLogprobs;
 use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
+use super::chat_check::{Checked, check};
 use super::run::{self, Plan, SseFormat};
-use super::schema::{ChatRequest, Content, Message};
+use super::schema::ChatRequest;
 use super::{Ctx, response_id, unix_now, usage_json};
 use super::{logprobs, params, structured, tools};
 use crate::body::{Response, ok_json};
@@ -23,58 +23,25 @@ const SYSTEM_FINGERPRINT: &str = "memoria";
 
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
-    let mut req: ChatRequest = super::json::parse(&body)?;
+    let req: ChatRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
-    let n = params::choices("n", req.n, 1)?;
-    let top_logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
-        (_, Some(k)) if k > 20 => {
-            return Err(ApiError::invalid(
-                "top_logprobs",
-                format!("`top_logprobs` = {k} is out of range: use 0 to 20"),
-            ));
-        }
-        (false, Some(_)) => {
-            return Err(ApiError::invalid(
-                "top_logprobs",
-                "`top_logprobs` needs `logprobs` set to true",
-            ));
-        }
-        (true, k) => Some(usize::try_from(k.unwrap_or(0)).unwrap_or(0)),
-        (false, None) => None,
-    };
-    let tool_plan = tools::plan(
-        req.tools.as_ref(),
-        req.tool_choice.as_ref(),
-        req.parallel_tool_calls.unwrap_or(true),
-    )?;
-    let format = match (tool_plan.as_ref(), req.response_format.take()) {
-        (Some(_), Some(f)) if f != memoria_constrain::ResponseFormat::Text => {
-            return Err(ApiError::invalid(
-                "response_format",
-                "`response_format` cannot be combined with `tools` (tool calls are already constrained JSON)",
-            ));
-        }
-        (Some(p), _) => Some(p.format.clone()),
-        (None, f) => f,
-    };
+    let checked = check(req, ctx.state.engine.tokenizer().n_vocab())?;
+    let Checked {
+        n,
+        top_logprobs,
+        tool_plan,
+        format,
+        stream,
+        include_usage,
+        sampling,
+        stop,
+        ignore_eos,
+        messages,
+        max_tokens: (field, requested),
+    } = checked;
     let constraint = structured::constraint(&ctx.state, format).await?;
-    let stream = req.stream.unwrap_or(false);
-    let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
     let tok = ctx.state.engine.tokenizer().clone();
-    let mut sampling = params::sampling(&params::sampling_fields_of!(req))?;
-    sampling.logit_bias = params::logit_bias(req.logit_bias.as_ref(), tok.n_vocab())?;
-    sampling.logprobs = top_logprobs;
-    let stop = params::stops(req.stop)?;
-    let ignore_eos = req.ignore_eos.unwrap_or(false);
-    let mut messages = messages(req.messages)?;
-    if let Some(p) = &tool_plan {
-        tools::instruct(&mut messages, p);
-    }
     let prompt = super::prompt::chat_tokens(&ctx.state.chat, &tok, &messages)?;
-    let (field, requested) = match (req.max_completion_tokens, req.max_tokens) {
-        (Some(m), _) => ("max_completion_tokens", Some(m)),
-        (None, m) => ("max_tokens", m),
-    };
     let mut budget = [params::token_budget(
         field,
         requested,
@@ -228,63 +195,6 @@ fn tool_stream(
         chunks.push(SseFormat::usage(fmt, u));
     }
     run::sse_all(&chunks)
-}
-
-/// Validates roles and flattens content parts to text.
-pub(super) fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
-    if msgs.is_empty() {
-        return Err(ApiError::invalid(
-            "messages",
-            "`messages` must contain at least one message",
-        ));
-    }
-    let mut out = Vec::with_capacity(msgs.len());
-    for (i, m) in msgs.into_iter().enumerate() {
-        let role = match m.role.as_str() {
-            "system" | "user" | "assistant" | "tool" => m.role.clone(),
-            "developer" => "system".to_string(),
-            other => {
-                return Err(ApiError::invalid(
-                    format!("messages[{i}].role"),
-                    format!(
-                        "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
-                    ),
-                ));
-            }
-        };
-        let content = match m.content {
-            Some(Content::Text(t)) => t,
-            Some(Content::Parts(parts)) => {
-                let mut text = String::new();
-                for (j, p) in parts.into_iter().enumerate() {
-                    match (p.kind.as_str(), p.text) {
-                        ("text", Some(t)) => text.push_str(&t),
-                        (kind, _) => {
-                            return Err(ApiError::invalid(
-                                format!("messages[{i}].content[{j}]"),
-                                format!(
-                                    "content parts of type {kind:?} are not supported (only text parts with `text`)"
-                                ),
-                            ));
-                        }
-                    }
-                }
-                text
-            }
-            None if role == "assistant" => match &m.tool_calls {
-                Some(calls) => tools::calls_as_text(i, calls)?,
-                None => String::new(),
-            },
-            None => {
-                return Err(ApiError::invalid(
-                    format!("messages[{i}].content"),
-                    format!("`messages[{i}].content` is required for role {role:?}"),
-                ));
-            }
-        };
-        out.push(ChatMessage::new(role, content));
-    }
-    Ok(out)
 }
 
 /// Chunks of a streamed chat completion.

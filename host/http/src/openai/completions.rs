@@ -11,73 +11,41 @@ use memoria_sched::sampling::TokenLogprobs;
 use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
+use super::completion_check::{Checked, check};
 use super::logprobs::Legacy;
 use super::run::{self, Finished, Plan, SseFormat};
-use super::schema::{CompletionRequest, Prompt};
+use super::schema::CompletionRequest;
 use super::{Ctx, response_id, unix_now, usage_json};
 use super::{params, structured};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
 
-/// The most prompts one request may list.
-const MAX_PROMPTS: usize = params::MAX_CHOICES;
-
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
-    let mut req: CompletionRequest = super::json::parse(&body)?;
+    let req: CompletionRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
-    params::unsupported(
-        "suffix",
-        req.suffix.as_ref().is_some_and(|s| !s.is_empty()),
-        "suffix (insertion)",
-    )?;
-    let stream = req.stream.unwrap_or(false);
-    let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
-    let k = match req.logprobs {
-        Some(k) if k > 5 => {
-            return Err(ApiError::invalid(
-                "logprobs",
-                format!("`logprobs` = {k} is out of range: use 0 to 5"),
-            ));
-        }
-        k => k.map(|k| usize::try_from(k).unwrap_or(0)),
-    };
-    let echo = req.echo.unwrap_or(false);
-    if echo && k.is_some() {
-        return Err(ApiError::invalid(
-            "echo",
-            "`echo` with `logprobs` (log-probs of the prompt) is not supported",
-        ));
-    }
+    let Checked {
+        stream,
+        include_usage,
+        k,
+        echo,
+        prompts,
+        n,
+        best_of,
+        sampling,
+        stop,
+        ignore_eos,
+        response_format,
+        max_tokens,
+    } = check(req, ctx.state.engine.tokenizer())?;
     let tok = ctx.state.engine.tokenizer().clone();
-    let prompts = prompts(&tok, req.prompt)?;
-    let n = params::choices("n", req.n, prompts.len())?;
-    let best_of = params::choices("best_of", req.best_of.or(req.n), prompts.len())?;
-    if best_of < n {
-        return Err(ApiError::invalid(
-            "best_of",
-            format!("`best_of` = {best_of} must be at least `n` = {n}"),
-        ));
-    }
-    if stream && best_of > n {
-        return Err(ApiError::invalid(
-            "best_of",
-            "`best_of` above `n` cannot be streamed (the best choices are known only at the end)",
-        ));
-    }
-    let mut sampling = params::sampling(&params::sampling_fields_of!(req))?;
-    sampling.logit_bias = params::logit_bias(req.logit_bias.as_ref(), tok.n_vocab())?;
-    // Choosing the best of several needs every token's log-prob.
-    sampling.logprobs = k.or((best_of > n).then_some(0));
-    let stop = params::stops(req.stop)?;
-    let ignore_eos = req.ignore_eos.unwrap_or(false);
-    let constraint = structured::constraint(&ctx.state, req.response_format.take()).await?;
+    let constraint = structured::constraint(&ctx.state, response_format).await?;
     let mut planned = Vec::with_capacity(prompts.len());
     let mut echoes = Vec::with_capacity(prompts.len());
     for (ids, text) in prompts {
         let budget = params::token_budget(
             "max_tokens",
-            req.max_tokens,
+            max_tokens,
             ids.len(),
             ctx.max_context(),
             ctx.ns.spec.limits.max_tokens_per_request,
@@ -95,7 +63,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let mut budgets: Vec<usize> = planned.iter().map(|&(_, b)| b).collect();
     params::share_budgets(
         "max_tokens",
-        req.max_tokens,
+        max_tokens,
         &lens,
         best_of,
         &mut budgets,
@@ -158,46 +126,6 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         "choices": choices,
         "usage": usage_json(&usage),
     })))
-}
-
-/// The prompts as token ids with their text (for `echo`); each non-empty, ids in the vocabulary.
-fn prompts(tok: &Tokenizer, prompt: Prompt) -> Result<Vec<(Vec<u32>, String)>, ApiError> {
-    let text = |t: String| (tok.encode(&t, true, true), t);
-    let ids = |ids: Vec<u32>| {
-        let t = tok.decode(&ids, false, true);
-        (ids, t)
-    };
-    let out: Vec<(Vec<u32>, String)> = match prompt {
-        Prompt::Text(t) => vec![text(t)],
-        Prompt::Texts(v) => v.into_iter().map(text).collect(),
-        Prompt::Tokens(v) => vec![ids(v)],
-        Prompt::TokenLists(v) => v.into_iter().map(ids).collect(),
-    };
-    if out.is_empty() {
-        return Err(ApiError::invalid("prompt", "`prompt` is an empty list"));
-    }
-    if out.len() > MAX_PROMPTS {
-        return Err(ApiError::invalid(
-            "prompt",
-            format!(
-                "`prompt` lists {} prompts; at most {MAX_PROMPTS} are allowed",
-                out.len()
-            ),
-        ));
-    }
-    let n_vocab = tok.n_vocab();
-    for (i, (ids, _)) in out.iter().enumerate() {
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(ApiError::invalid(
-                "prompt",
-                format!("token id {bad} (prompt {i}) is not in the vocabulary ({n_vocab} tokens)"),
-            ));
-        }
-        if ids.is_empty() {
-            return Err(ApiError::invalid("prompt", format!("prompt {i} is empty")));
-        }
-    }
-    Ok(out)
 }
 
 /// `v` cut into consecutive groups of `size`.

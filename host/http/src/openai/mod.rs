@@ -4,9 +4,13 @@
 //! name the field), checks the token budget, then takes an admission slot (429 when full).
 
 pub mod chat;
+mod chat_check;
+mod completion_check;
 pub mod completions;
 pub mod embed_cache;
 pub mod embeddings;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod hit_timing;
 mod json;
 mod logprobs;

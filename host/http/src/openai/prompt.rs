@@ -8,7 +8,6 @@ use memoria_model::chat::{ChatMessage, ChatTemplate};
 use memoria_model::tokenizer::Tokenizer;
 
 use super::schema::{ChatRequest, CompletionRequest, Prompt};
-use super::{chat, tools};
 use crate::error::ApiError;
 
 /// The tokens of a rendered conversation (the chat handler's prompt).
@@ -42,17 +41,9 @@ pub fn request_tokens(
     match path.trim_end_matches('/') {
         "/v1/chat/completions" => {
             let req: ChatRequest = super::json::parse(body).ok()?;
-            let plan = tools::plan(
-                req.tools.as_ref(),
-                req.tool_choice.as_ref(),
-                req.parallel_tool_calls.unwrap_or(true),
-            )
-            .ok()?;
-            let mut messages = chat::messages(req.messages).ok()?;
-            if let Some(p) = &plan {
-                tools::instruct(&mut messages, p);
-            }
-            chat_tokens(template, tok, &messages).ok()
+            // The handler's own checks, which also add the tool instructions.
+            let checked = super::chat_check::check(req, tok.n_vocab()).ok()?;
+            chat_tokens(template, tok, &checked.messages).ok()
         }
         "/v1/completions" => {
             let req: CompletionRequest = super::json::parse(body).ok()?;

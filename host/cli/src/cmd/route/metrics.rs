@@ -26,10 +26,18 @@ fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One per-backend series: name, type, help, and how to read it from a backend.
+type Series = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&super::table::Backend) -> u64,
+);
+
 /// The exposition.
 pub fn render(table: &Table, c: &Counters) -> String {
     let mut out = String::new();
-    let per_backend: [(&str, &str, &str, fn(&super::table::Backend) -> u64); 5] = [
+    let per_backend: [Series; 5] = [
         (
             "memoria_route_requests_total",
             "counter",

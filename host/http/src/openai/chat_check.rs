@@ -1,0 +1,151 @@
+//! The checks of a chat completion request that need no model state: `n`, `logprobs`, tools,
+//! `response_format` against tools, `stream_options`, sampling ranges, `logit_bias`, `stop` and
+//! the messages (roles, content parts). Rendering, the constraint compiler and the context
+//! budget follow in the handler. Invariant: every refusal is a 400 naming its field.
+
+use memoria_constrain::ResponseFormat;
+use memoria_model::chat::ChatMessage;
+use memoria_sched::sampling::SamplingParams;
+
+use super::schema::{ChatRequest, Content, Message};
+use super::{params, tools};
+use crate::error::ApiError;
+
+/// A chat request that passed [`check`].
+pub(crate) struct Checked {
+    pub n: usize,
+    pub top_logprobs: Option<usize>,
+    pub tool_plan: Option<tools::ToolPlan>,
+    /// The output format to compile (the tools' when the request has tools).
+    pub format: Option<ResponseFormat>,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+    /// The conversation, tool instructions included.
+    pub messages: Vec<ChatMessage>,
+    /// The field that sets the completion budget and its value.
+    pub max_tokens: (&'static str, Option<u64>),
+}
+
+/// Checks `req` for a model of `n_vocab` tokens.
+pub(crate) fn check(mut req: ChatRequest, n_vocab: usize) -> Result<Checked, ApiError> {
+    let n = params::choices("n", req.n, 1)?;
+    let top_logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
+        (_, Some(k)) if k > 20 => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                format!("`top_logprobs` = {k} is out of range: use 0 to 20"),
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                "`top_logprobs` needs `logprobs` set to true",
+            ));
+        }
+        (true, k) => Some(usize::try_from(k.unwrap_or(0)).unwrap_or(0)),
+        (false, None) => None,
+    };
+    let tool_plan = tools::plan(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls.unwrap_or(true),
+    )?;
+    let format = match (tool_plan.as_ref(), req.response_format.take()) {
+        (Some(_), Some(f)) if f != ResponseFormat::Text => {
+            return Err(ApiError::invalid(
+                "response_format",
+                "`response_format` cannot be combined with `tools` (tool calls are already constrained JSON)",
+            ));
+        }
+        (Some(p), _) => Some(p.format.clone()),
+        (None, f) => f,
+    };
+    let stream = req.stream.unwrap_or(false);
+    let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
+    let mut sampling = params::sampling(&params::sampling_fields_of!(req))?;
+    sampling.logit_bias = params::logit_bias(req.logit_bias.as_ref(), n_vocab)?;
+    sampling.logprobs = top_logprobs;
+    let stop = params::stops(req.stop)?;
+    let ignore_eos = req.ignore_eos.unwrap_or(false);
+    let mut messages = messages(req.messages)?;
+    if let Some(p) = &tool_plan {
+        tools::instruct(&mut messages, p);
+    }
+    let max_tokens = match (req.max_completion_tokens, req.max_tokens) {
+        (Some(m), _) => ("max_completion_tokens", Some(m)),
+        (None, m) => ("max_tokens", m),
+    };
+    Ok(Checked {
+        n,
+        top_logprobs,
+        tool_plan,
+        format,
+        stream,
+        include_usage,
+        sampling,
+        stop,
+        ignore_eos,
+        messages,
+        max_tokens,
+    })
+}
+
+/// Validates roles and flattens content parts to text.
+fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
+    if msgs.is_empty() {
+        return Err(ApiError::invalid(
+            "messages",
+            "`messages` must contain at least one message",
+        ));
+    }
+    let mut out = Vec::with_capacity(msgs.len());
+    for (i, m) in msgs.into_iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "user" | "assistant" | "tool" => m.role.clone(),
+            "developer" => "system".to_string(),
+            other => {
+                return Err(ApiError::invalid(
+                    format!("messages[{i}].role"),
+                    format!(
+                        "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
+                    ),
+                ));
+            }
+        };
+        let content = match m.content {
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => {
+                let mut text = String::new();
+                for (j, p) in parts.into_iter().enumerate() {
+                    match (p.kind.as_str(), p.text) {
+                        ("text", Some(t)) => text.push_str(&t),
+                        (kind, _) => {
+                            return Err(ApiError::invalid(
+                                format!("messages[{i}].content[{j}]"),
+                                format!(
+                                    "content parts of type {kind:?} are not supported (only text parts with `text`)"
+                                ),
+                            ));
+                        }
+                    }
+                }
+                text
+            }
+            None if role == "assistant" => match &m.tool_calls {
+                Some(calls) => tools::calls_as_text(i, calls)?,
+                None => String::new(),
+            },
+            None => {
+                return Err(ApiError::invalid(
+                    format!("messages[{i}].content"),
+                    format!("`messages[{i}].content` is required for role {role:?}"),
+                ));
+            }
+        };
+        out.push(ChatMessage::new(role, content));
+    }
+    Ok(out)
+}
