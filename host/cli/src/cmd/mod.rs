@@ -15,6 +15,16 @@ pub mod store;
 pub mod synth;
 pub mod tokenize;
 
+/// The async runtime of a long-running server (`serve`, `route`): 2 to 4 worker threads.
+pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 /// Sizes the global rayon pool and the kernels' decode worker pool to the same thread count;
 /// `0` keeps rayon's default (one thread per core, or `RAYON_NUM_THREADS`).
 pub fn init_threads(threads: usize) -> anyhow::Result<()> {

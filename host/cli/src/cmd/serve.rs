@@ -170,11 +170,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         reloader,
         store: store.clone(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = super::server_runtime()?;
     rt.block_on(async move {
         let server = Server::bind(cfg.addr, parts)
             .await

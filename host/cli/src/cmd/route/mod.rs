@@ -156,11 +156,7 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
         header_timeout: CLIENT_TIMEOUT,
         drain_timeout: DRAIN_TIMEOUT,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = super::server_runtime()?;
     rt.block_on(async move {
         let addr = SocketAddr::new(host, a.port);
         let listener = tokio::net::TcpListener::bind(addr)
