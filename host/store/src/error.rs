@@ -29,13 +29,14 @@ pub enum StoreError {
     /// The filesystem is full (ENOSPC).
     #[error(
         "the store's disk is full ({what}: {msg}); nothing more is written to it (the engine keeps \
-         serving from RAM); free disk space or lower [store] max_disk_mb, then restart"
+         serving from RAM); free disk space or lower [store] max_disk_mb: the store writes again on its own once \
+         there is room"
     )]
     DiskFull { what: &'static str, msg: String },
     /// Another I/O error from the store's file.
     #[error(
-        "store disk I/O error ({what}: {msg}); nothing more is written to it (the engine keeps \
-         serving from RAM)"
+        "store disk I/O error ({what}: {msg}); nothing more is written to it for now (the engine \
+         keeps serving from RAM, and the store tries writing again every few seconds)"
     )]
     DiskIo { what: &'static str, msg: String },
     /// Named saves are over their own budget.
@@ -50,6 +51,9 @@ pub enum StoreError {
     NoDisk,
     #[error("the store's writer thread has stopped")]
     WriterGone,
+    /// The writer is reopening the file after a disk failure (reads are misses meanwhile).
+    #[error("the store file is being reopened after a disk failure")]
+    Reopening,
     #[error("saved session: {0}")]
     Session(#[from] SessionError),
     #[error("saved hot prefixes: {0}")]
@@ -130,6 +134,7 @@ impl StoreError {
             },
             StoreError::NoDisk => StoreError::NoDisk,
             StoreError::WriterGone => StoreError::WriterGone,
+            StoreError::Reopening => StoreError::Reopening,
             StoreError::Session(e) => StoreError::Session(e.clone()),
             StoreError::Hot(e) => StoreError::Hot(e.clone()),
             StoreError::Io(e) => StoreError::Io(std::io::Error::new(e.kind(), e.to_string())),

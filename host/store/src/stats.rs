@@ -33,6 +33,11 @@ pub struct TierStats {
     pub queue_bytes: AtomicU64,
     /// Write transactions committed (redb only).
     pub commits: AtomicU64,
+    /// Of the commits, those made durable with an fsync (redb only; the others hold cache
+    /// blocks only).
+    pub durable_commits: AtomicU64,
+    /// Times the writer resumed after a disk failure (redb only).
+    pub resumes: AtomicU64,
     /// Time spent encoding and committing, in microseconds (redb only).
     pub write_micros: AtomicU64,
     /// Bytes committed (redb only).
@@ -69,6 +74,8 @@ pub struct TierSnapshot {
     pub queue_blocks: u64,
     pub queue_bytes: u64,
     pub commits: u64,
+    pub durable_commits: u64,
+    pub resumes: u64,
     pub write_micros: u64,
     pub bytes_written: u64,
     pub budget_bytes: u64,
@@ -97,6 +104,8 @@ impl TierStats {
             queue_blocks: self.queue_blocks.load(Relaxed),
             queue_bytes: self.queue_bytes.load(Relaxed),
             commits: self.commits.load(Relaxed),
+            durable_commits: self.durable_commits.load(Relaxed),
+            resumes: self.resumes.load(Relaxed),
             write_micros: self.write_micros.load(Relaxed),
             bytes_written: self.bytes_written.load(Relaxed),
             budget_bytes: self.budget_bytes.load(Relaxed),

@@ -10,6 +10,7 @@ mod default_model;
 mod deploy;
 mod faults;
 mod limits;
+mod memory;
 pub mod server;
 mod small;
 mod structured;
@@ -699,6 +700,8 @@ fn serve_with_a_store_saves_and_restores_sessions_and_reports_tiers() {
         "memoria_store_writer_queue_blocks ",
         "memoria_store_writer_queue_bytes ",
         "memoria_store_commits_total ",
+        "memoria_store_durable_commits_total ",
+        "memoria_store_writer_resumes_total 0",
         "memoria_store_written_bytes_total ",
         "memoria_store_write_seconds_total ",
         "memoria_store_writer_stopped 0",
@@ -721,5 +724,10 @@ fn serve_with_a_store_saves_and_restores_sessions_and_reports_tiers() {
     assert_eq!(disk["full"], false, "{disk}");
     assert_eq!(disk["writer_stopped"], false, "{disk}");
     assert_eq!(disk["write_errors"], 0, "{disk}");
+    assert_eq!(disk["writer_resumes"], 0, "{disk}");
+    assert!(
+        disk["durable_commits"].as_u64() >= Some(1),
+        "the save of \"lily\" was durable: {disk}"
+    );
     promtool_check("store", &m);
 }

@@ -130,6 +130,19 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
     );
     o.sample("memoria_store_commits_total", "", d.commits);
     o.family(
+        "memoria_store_durable_commits_total",
+        "counter",
+        "Of the disk tier's commits, those made durable with an fsync (saves, flushes, and cache \
+         blocks once a second); the others hold cache blocks only.",
+    );
+    o.sample("memoria_store_durable_commits_total", "", d.durable_commits);
+    o.family(
+        "memoria_store_writer_resumes_total",
+        "counter",
+        "Times the disk tier's writer wrote again after a disk failure (the file closed and reopened).",
+    );
+    o.sample("memoria_store_writer_resumes_total", "", d.resumes);
+    o.family(
         "memoria_store_written_bytes_total",
         "counter",
         "Bytes the disk tier committed.",
@@ -185,6 +198,8 @@ pub(super) fn disk_json(store: &TierStack, d: &TierSnapshot) -> Value {
         "queue_blocks": d.queue_blocks,
         "queue_bytes": d.queue_bytes,
         "commits": d.commits,
+        "durable_commits": d.durable_commits,
+        "writer_resumes": d.resumes,
         "bytes_written": d.bytes_written,
         "write_seconds": d.write_micros as f64 / 1e6,
         "writer_stopped": stopped,

@@ -105,6 +105,32 @@ impl DiskIndex {
         old
     }
 
+    /// Brings this index in line with `disk`, the index read from the file after a reopen: a
+    /// commit that failed may have reached the file after all, and one that seemed to succeed
+    /// may be gone. Queued blocks and reserved saves not yet on disk are kept.
+    pub fn reconcile(&mut self, disk: DiskIndex) {
+        let gone: Vec<BlockHash> = self
+            .entries
+            .keys()
+            .filter(|h| !disk.entries.contains_key(h))
+            .copied()
+            .collect();
+        for h in gone {
+            self.remove(&h);
+        }
+        for (h, (len, stamp)) in disk.entries {
+            if self.entries.get(&h).map(|e| e.0) != Some(len) {
+                self.insert(h, len, stamp.max(1));
+            }
+        }
+        for (key, charged) in disk.saves {
+            if !self.saves.contains_key(&key) {
+                self.set_save(key, Some(charged));
+            }
+        }
+        self.clock = self.clock.max(disk.clock);
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
@@ -131,6 +157,35 @@ mod tests {
         assert!(ix.remove(&b));
         assert_eq!((ix.len(), ix.bytes, ix.oldest()), (1, 10, Some(a)));
         assert_eq!(ix.charged, charge(10));
+    }
+
+    #[test]
+    fn reconcile_takes_the_files_blocks_and_keeps_the_queue() {
+        let (a, b, c, q) = (
+            BlockHash([1; 32]),
+            BlockHash([2; 32]),
+            BlockHash([3; 32]),
+            BlockHash([4; 32]),
+        );
+        let mut ix = DiskIndex::default();
+        ix.insert(a, 10, 0);
+        ix.insert(b, 20, 0);
+        assert!(ix.enqueue(q));
+        ix.set_save((1, "reserved".into()), Some(7));
+        // The file lost `b` and holds `c`, which a failed commit wrote after all.
+        let mut disk = DiskIndex::default();
+        disk.insert(a, 10, 5);
+        disk.insert(c, 30, 9);
+        disk.set_save((1, "on-disk".into()), Some(3));
+        ix.reconcile(disk);
+        assert!(ix.on_disk(&a) && !ix.contains(&b) && ix.on_disk(&c));
+        assert!(ix.contains(&q) && !ix.on_disk(&q));
+        assert_eq!(
+            (ix.len(), ix.bytes, ix.charged),
+            (2, 40, charge(10) + charge(30))
+        );
+        assert_eq!(ix.saves_charged, 10);
+        assert!(ix.clock >= 9);
     }
 
     #[test]

@@ -9,6 +9,8 @@
 
 pub mod budget;
 mod index;
+mod resume;
+mod slot;
 pub mod tables;
 mod writer;
 
@@ -17,6 +19,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use memoria_kv::BlockHash;
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -24,6 +27,8 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 pub use writer::Ack;
 
 use self::index::DiskIndex;
+use self::resume::{Reopen, ReopenFile, Resumer};
+use self::slot::DbSlot;
 use self::tables::{
     BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, HOT, HOT_KEY, META, MODELS, SESSIONS,
     STORE_FORMAT,
@@ -55,6 +60,10 @@ pub struct DiskOptions {
     pub compress: bool,
     /// redb's page cache, in bytes.
     pub cache_bytes: usize,
+    /// The longest cache blocks stay committed without fsync (saves are always durable).
+    pub sync_interval: Duration,
+    /// After a disk failure, how soon the writer first tries writing again (then doubling).
+    pub resume_interval: Duration,
 }
 
 impl Default for DiskOptions {
@@ -66,6 +75,8 @@ impl Default for DiskOptions {
             max_batch: 256,
             compress: true,
             cache_bytes: 64 << 20,
+            sync_interval: Duration::from_secs(1),
+            resume_interval: Duration::from_secs(5),
         }
     }
 }
@@ -94,8 +105,8 @@ impl DiskOptions {
 /// Blocks and sessions in a redb file, with a write-behind thread.
 pub struct RedbTier {
     path: PathBuf,
-    /// Always `Some` until dropped (taken out so that the drop runs under `catch_unwind`).
-    db: Option<Arc<Database>>,
+    /// Shared with the writer, which swaps in a reopened database after a disk failure.
+    db: Arc<DbSlot>,
     index: Arc<Mutex<DiskIndex>>,
     stats: Arc<TierStats>,
     opts: DiskOptions,
@@ -204,7 +215,7 @@ fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
 }
 
 /// Drops a database under `catch_unwind` (its close may panic on a damaged file).
-fn close_quietly(db: Arc<Database>) {
+fn close_quietly<D: Send>(db: D) {
     let _ = contain("close", move || {
         drop(db);
         Ok(())
@@ -277,14 +288,21 @@ impl RedbTier {
     pub fn open(dir: &Path, opts: DiskOptions) -> Result<RedbTier, StoreError> {
         let budgets = opts.resolve_budgets(dir)?;
         let db = open_database_with(dir, opts.cache_bytes)?;
-        Self::with_database(dir.join(DB_FILE), db, opts, budgets)
+        let reopen = ReopenFile {
+            dir: dir.to_path_buf(),
+            cache_bytes: opts.cache_bytes,
+            budget: budgets.0,
+        };
+        Self::with_database(dir.join(DB_FILE), db, Box::new(reopen), opts, budgets)
     }
 
     /// The tier over an opened database whose file is `path` (tests open one on a
-    /// fault-injecting backend), with the (disk, saves) budgets in force.
+    /// fault-injecting backend), reopened by `reopen` after a disk failure, with the
+    /// (disk, saves) budgets in force.
     pub(crate) fn with_database(
         path: PathBuf,
         db: Database,
+        reopen: Box<dyn Reopen>,
         opts: DiskOptions,
         (budget, saves_budget): (u64, u64),
     ) -> Result<RedbTier, StoreError> {
@@ -308,6 +326,7 @@ impl RedbTier {
         }
         let index = Arc::new(Mutex::new(ix));
         let failed = Failure::default();
+        let db = Arc::new(DbSlot::new(db));
         let writer = Writer {
             db: db.clone(),
             path: path.clone(),
@@ -316,14 +335,18 @@ impl RedbTier {
             failed: failed.clone(),
             budget,
             max_batch: opts.max_batch.max(1),
+            sync_interval: opts.sync_interval,
+            last_durable: Instant::now().into(),
+            undurable: Vec::new().into(),
         };
+        let resumer = Resumer::new(reopen, opts.resume_interval);
         let (tx, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("memoria-store-writer".into())
-            .spawn(move || writer.run(rx))?;
+            .spawn(move || writer.run(rx, resumer))?;
         let tier = RedbTier {
             path,
-            db: Some(db),
+            db,
             index,
             stats,
             opts,
@@ -347,6 +370,12 @@ impl RedbTier {
         (self.stats.budget_bytes.load(Relaxed), self.saves_budget)
     }
 
+    /// The RAM this tier may hold: (redb's page cache, the write-behind queue), in bytes.
+    pub fn memory_budgets(&self) -> (u64, u64) {
+        let cache = u64::try_from(self.opts.cache_bytes).unwrap_or(u64::MAX);
+        (cache, self.opts.queue_bytes)
+    }
+
     /// This tier's figures.
     pub fn stats(&self) -> &Arc<TierStats> {
         &self.stats
@@ -357,8 +386,9 @@ impl RedbTier {
         &self.path
     }
 
-    fn database(&self) -> Result<&Database, StoreError> {
-        self.db.as_deref().ok_or(StoreError::WriterGone)
+    /// The database for one read; an error while the writer is reopening it.
+    fn database(&self) -> Result<Arc<Database>, StoreError> {
+        self.db.get().ok_or(StoreError::Reopening)
     }
 
     fn index(&self) -> MutexGuard<'_, DiskIndex> {

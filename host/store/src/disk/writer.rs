@@ -1,23 +1,31 @@
 //! The redb tier's write-behind thread: takes queued messages in arrival order, applies up to a
-//! batch of them (bounded in messages and bytes) in one write transaction, commits (durably),
-//! then acknowledges. Invariants: an acknowledgement (session save, flush) is sent only after
-//! the commit holding its message and every earlier one returned, and every acknowledgement is
-//! sent exactly once, whatever happens (an error, a panic inside redb); the disk budget is
-//! enforced inside the same transaction; the queue gauges drop as soon as a message is taken.
-//! After a disk failure (full, I/O error) or a damaged file the writer stops writing: it drops
-//! blocks (counted) and answers saves and flushes with that failure, while reads go on.
+//! batch of them (bounded in messages and bytes) in one write transaction, commits, then
+//! acknowledges. A batch of cache blocks only commits without fsync (`Durability::None`: a
+//! crash may lose them, never corrupt the file, and the index is reread from the file at open);
+//! a batch holding a save, the hot record or a flush commits durably, which also makes every
+//! earlier commit durable, and so does the first batch after `sync_interval`. Invariants: an
+//! acknowledgement (session save, flush) is sent only after the durable commit holding its
+//! message and every earlier one returned, and every acknowledgement is sent exactly once,
+//! whatever happens (an error, a panic inside redb); the disk budget is enforced inside the
+//! same transaction; the queue gauges drop as soon as a message is taken. After a disk failure
+//! (full, I/O error) the writer stops writing: it drops blocks (counted) and answers saves and
+//! flushes with that failure while reads go on, and it resumes once the disk takes writes again
+//! (see `resume.rs`); a damaged file stops it for good.
 
+use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use memoria_kv::BlockHash;
-use redb::{Database, ReadableTable, WriteTransaction};
+use redb::{Durability, ReadableTable, WriteTransaction};
 
 use super::budget::{batch_bytes, block_target};
 use super::index::DiskIndex;
+use super::resume::Resumer;
+use super::slot::DbSlot;
 use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, HOT, HOT_KEY, META, MODELS, SESSIONS};
 use crate::codec::{self, BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
@@ -108,13 +116,20 @@ struct Written {
 }
 
 pub(crate) struct Writer {
-    pub db: Arc<Database>,
+    pub db: Arc<DbSlot>,
     pub path: PathBuf,
     pub index: Arc<Mutex<DiskIndex>>,
     pub stats: Arc<TierStats>,
     pub failed: Failure,
     pub budget: u64,
     pub max_batch: usize,
+    /// The longest cache blocks stay committed without fsync.
+    pub sync_interval: Duration,
+    /// When the last durable commit returned.
+    pub last_durable: Cell<Instant>,
+    /// Blocks committed without fsync since then (forgotten too if a later commit fails:
+    /// the file may have lost them).
+    pub undurable: RefCell<Vec<BlockHash>>,
 }
 
 impl Writer {
@@ -122,11 +137,26 @@ impl Writer {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs until every sender is gone and the queue is empty.
-    pub fn run(self, rx: Receiver<Msg>) {
+    /// Runs until every sender is gone and the queue is empty; while stopped by a disk
+    /// failure, wakes up on `resume`'s schedule to try writing again.
+    pub fn run(self, rx: Receiver<Msg>, mut resume: Resumer) {
         let max_bytes = batch_bytes(self.budget);
         self.publish();
-        while let Ok(first) = rx.recv() {
+        loop {
+            let first = if failure(&self.failed).is_some() {
+                let got = rx.recv_timeout(resume.wait());
+                self.try_resume(&mut resume);
+                match got {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                }
+            };
             let mut bytes = first.queued_bytes();
             let mut batch = vec![first];
             while batch.len() < self.max_batch && bytes < max_bytes {
@@ -140,6 +170,8 @@ impl Writer {
             }
             self.process(batch);
         }
+        // Whatever was committed without fsync is made durable before the file closes.
+        self.process(vec![Msg::Flush(Box::new(|_| {}))]);
     }
 
     fn process(&self, batch: Vec<Msg>) {
@@ -173,13 +205,22 @@ impl Writer {
             }
         }
         let mut written = Written::default();
-        let result = match failure(&self.failed) {
-            Some(f) => {
+        let durable = !acks.is_empty() || self.last_durable.get().elapsed() >= self.sync_interval;
+        let db = self.db.get();
+        let result = match (failure(&self.failed), db) {
+            (Some(f), _) => {
                 self.drop_ops(&ops);
                 Err(f)
             }
-            None => contain("write", || {
-                let txn = LeakOnUnwind::new(self.db.begin_write().db("begin write")?);
+            (None, None) => {
+                self.drop_ops(&ops);
+                Err(StoreError::Reopening)
+            }
+            (None, Some(db)) => contain("write", || {
+                let mut txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
+                if !durable {
+                    txn.set_durability(Durability::None).db("set durability")?;
+                }
                 self.apply(&txn, ops, &mut written)?;
                 txn.into_inner().commit().db("commit")
             }),
@@ -188,15 +229,29 @@ impl Writer {
         match &result {
             Ok(()) => {
                 TierStats::add(&self.stats.commits, 1);
+                if durable {
+                    TierStats::add(&self.stats.durable_commits, 1);
+                    self.last_durable.set(Instant::now());
+                    self.undurable.borrow_mut().clear();
+                } else {
+                    self.undurable.borrow_mut().extend(&written.hashes);
+                }
                 TierStats::add(&self.stats.puts, written.hashes.len() as u64);
                 TierStats::add(&self.stats.bytes_written, written.bytes);
                 TierStats::add(&self.stats.write_micros, micros);
             }
             Err(e) => {
-                TierStats::add(&self.stats.dropped, written.hashes.len() as u64);
+                // After a disk failure the file goes back to its last durable commit.
+                let lost = if e.is_disk_failure() || e.is_damaged() {
+                    self.undurable.take()
+                } else {
+                    Vec::new()
+                };
+                let dropped = written.hashes.len().saturating_add(lost.len());
+                TierStats::add(&self.stats.dropped, dropped as u64);
                 self.fail(e);
                 let mut ix = self.index();
-                for h in &written.hashes {
+                for h in written.hashes.iter().chain(lost.iter()) {
                     ix.remove(h);
                 }
                 for (key, prev) in saved {
@@ -343,7 +398,7 @@ impl Writer {
         Ok(())
     }
 
-    fn publish(&self) {
+    pub(crate) fn publish(&self) {
         {
             let ix = self.index();
             self.stats.blocks.store(ix.len() as u64, Relaxed);

@@ -1,0 +1,52 @@
+//! The redb tier's database handle, shared by the readers and the writer, and swappable: after
+//! a disk failure redb refuses every later operation until the file is closed, so the writer
+//! takes the handle out, closes the file, reopens it and puts the new handle back. Readers hold
+//! a clone only for one read; while the slot is empty (a reopen in progress or failed) reads
+//! are misses.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use redb::Database;
+
+/// The shared, swappable database handle.
+#[derive(Debug, Default)]
+pub(crate) struct DbSlot(RwLock<Option<Arc<Database>>>);
+
+impl DbSlot {
+    pub fn new(db: Arc<Database>) -> DbSlot {
+        DbSlot(RwLock::new(Some(db)))
+    }
+
+    /// The database, for one operation; `None` while it is being reopened.
+    pub fn get(&self) -> Option<Arc<Database>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Takes the database out (readers see none from now on).
+    pub fn take(&self) -> Option<Arc<Database>> {
+        self.0.write().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Puts a database in.
+    pub fn put(&self, db: Arc<Database>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(db);
+    }
+}
+
+/// Waits up to `patience` for the readers still holding `db` to finish, and returns the only
+/// handle left; gives `db` back when some reader holds it longer.
+pub(crate) fn sole_owner(db: Arc<Database>, patience: Duration) -> Result<Database, Arc<Database>> {
+    let until = Instant::now() + patience;
+    let mut db = db;
+    loop {
+        match Arc::try_unwrap(db) {
+            Ok(d) => return Ok(d),
+            Err(d) if Instant::now() >= until => return Err(d),
+            Err(d) => {
+                db = d;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
