@@ -16,7 +16,7 @@ use crate::codec::{self, BlockIdentity, Encoding, Expect};
 use crate::stack::TierStack;
 
 /// Blocks waiting at most this deep in the hand-off queue.
-const QUEUE_DEPTH: usize = 256;
+pub(crate) const QUEUE_DEPTH: usize = 256;
 
 /// One evicted block, as the pool held it.
 pub(crate) struct Handoff {

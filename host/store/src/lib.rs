@@ -37,6 +37,7 @@ mod error;
 mod guard;
 mod hot;
 pub mod maintenance;
+mod memory;
 mod options;
 pub mod remote;
 mod session;

@@ -117,6 +117,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     let store_settings = super::store::StoreSettings {
         max_disk_bytes: cfg.store_max_disk_bytes,
         max_saves_bytes: cfg.store_max_saves_bytes,
+        ram: cfg.store_ram,
         recover: a.store_recover,
         announce: true,
     };

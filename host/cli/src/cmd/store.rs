@@ -31,6 +31,8 @@ pub struct StoreSettings {
     pub max_disk_bytes: Option<u64>,
     /// `max_saves_mb`.
     pub max_saves_bytes: Option<u64>,
+    /// `cold_mb`, `page_cache_mb`, `write_queue_mb`.
+    pub ram: crate::config::StoreRam,
     /// `--store-recover`: a damaged file is moved aside and an empty store started.
     pub recover: bool,
     /// Print the budgets in force on stderr.
@@ -46,6 +48,15 @@ pub fn open_store_with(
     let mut opts = StoreOptions::default();
     opts.disk.budget_bytes = set.max_disk_bytes.unwrap_or(0);
     opts.disk.saves_budget_bytes = set.max_saves_bytes.unwrap_or(0);
+    if let Some(b) = set.ram.cold_bytes {
+        opts.cold_budget_bytes = usize::try_from(b).unwrap_or(usize::MAX);
+    }
+    if let Some(b) = set.ram.page_cache_bytes {
+        opts.disk.cache_bytes = usize::try_from(b).unwrap_or(usize::MAX);
+    }
+    if let Some(b) = set.ram.write_queue_bytes {
+        opts.disk.queue_bytes = b;
+    }
     let stack = match TierStack::open(d, opts) {
         Err(e) if e.is_damaged() && set.recover => {
             let to = maintenance::move_aside(d).with_context(|| format!("--store-recover: {e}"))?;

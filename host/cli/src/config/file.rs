@@ -88,6 +88,12 @@ pub struct RawStore {
     pub path: Option<PathBuf>,
     pub max_disk_mb: Option<u64>,
     pub max_saves_mb: Option<u64>,
+    /// The compressed RAM tier's budget (0: no cold tier).
+    pub cold_mb: Option<u64>,
+    /// redb's page cache.
+    pub page_cache_mb: Option<u64>,
+    /// Block bytes that may wait for the disk writer.
+    pub write_queue_mb: Option<u64>,
     /// `[store.remote]` (config/remote.rs).
     pub remote: Option<super::remote::RawRemote>,
 }

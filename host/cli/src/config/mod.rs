@@ -82,6 +82,8 @@ pub struct ServeConfig {
     pub store: Option<PathBuf>,
     /// `[store] max_disk_mb` in bytes (None: a tenth of the free space at start).
     pub store_max_disk_bytes: Option<u64>,
+    /// `[store] cold_mb`, `page_cache_mb`, `write_queue_mb` in bytes (None: the defaults).
+    pub store_ram: StoreRam,
     /// `[store] max_saves_mb` in bytes (None: a quarter of the disk budget).
     pub store_max_saves_bytes: Option<u64>,
     /// `[store.remote]` / `--remote`: the shared tier (None: none).
@@ -146,6 +148,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     let (header_timeout, body_timeout, min_body_rate, max_connections) = connection_limits(s)?;
     let store = o.store.clone().or(raw.store.path.clone());
     let (store_max_disk_bytes, store_max_saves_bytes) = store_budgets(&raw.store)?;
+    let store_ram = store_ram(&raw.store)?;
     let remote = remote::resolve(raw.store.remote.as_ref(), o.remote.as_deref())?;
     let components_dir = s
         .components_dir
@@ -203,6 +206,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         embed_cache_entries: c.embed_cache_entries.unwrap_or(4096),
         store,
         store_max_disk_bytes,
+        store_ram,
         store_max_saves_bytes,
         remote,
         namespaces,
@@ -271,6 +275,35 @@ fn store_budgets(s: &file::RawStore) -> anyhow::Result<(Option<u64>, Option<u64>
         s.max_disk_mb.map(|m| m << 20),
         s.max_saves_mb.map(|m| m << 20),
     ))
+}
+
+/// The store's RAM budgets from `[store]`, in bytes (None: the defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreRam {
+    pub cold_bytes: Option<u64>,
+    pub page_cache_bytes: Option<u64>,
+    pub write_queue_bytes: Option<u64>,
+}
+
+/// `[store] cold_mb` (0 turns the cold tier off), `page_cache_mb` and `write_queue_mb`, checked.
+fn store_ram(s: &file::RawStore) -> anyhow::Result<StoreRam> {
+    const MAX_MB: u64 = 1 << 24;
+    for (key, v, min) in [
+        ("cold_mb", s.cold_mb, 0),
+        ("page_cache_mb", s.page_cache_mb, 1),
+        ("write_queue_mb", s.write_queue_mb, 1),
+    ] {
+        if let Some(mb) = v
+            && !(min..=MAX_MB).contains(&mb)
+        {
+            bail!("store.{key} = {mb}: use {min} to {MAX_MB}");
+        }
+    }
+    Ok(StoreRam {
+        cold_bytes: s.cold_mb.map(|m| m << 20),
+        page_cache_bytes: s.page_cache_mb.map(|m| m << 20),
+        write_queue_bytes: s.write_queue_mb.map(|m| m << 20),
+    })
 }
 
 /// The namespaces in id order: `previous` names first (so a reload keeps ids), then the
@@ -453,6 +486,31 @@ mod tests {
             t.by_key("alpha-key-1").map(|n| n.name.as_str()),
             Some("alpha")
         );
+    }
+
+    #[test]
+    fn store_ram_budgets_are_read_and_checked() {
+        let raw =
+            RawConfig::parse("[store]\ncold_mb = 0\npage_cache_mb = 8\nwrite_queue_mb = 16\n")
+                .expect("parse");
+        let ram = store_ram(&raw.store).expect("in range");
+        assert_eq!(
+            ram,
+            StoreRam {
+                cold_bytes: Some(0),
+                page_cache_bytes: Some(8 << 20),
+                write_queue_bytes: Some(16 << 20),
+            }
+        );
+        for bad in [
+            "[store]\npage_cache_mb = 0\n",
+            "[store]\nwrite_queue_mb = 0\n",
+            "[store]\ncold_mb = 17592186044416\n",
+        ] {
+            let raw = RawConfig::parse(bad).expect("parse");
+            let e = store_ram(&raw.store).expect_err(bad).to_string();
+            assert!(e.contains("store."), "{e}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod cache_view;
 mod components;
 mod histogram;
+pub mod memory;
 mod remote;
 mod render;
 mod stats_json;

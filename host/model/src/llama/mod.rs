@@ -118,6 +118,19 @@ impl Model {
             .collect()
     }
 
+    /// Bytes of weights inference keeps resident at most: the tensors read from the file
+    /// mapping plus the interleaved copies.
+    pub fn weight_bytes(&self) -> u64 {
+        let in_place: u64 = self.tensors_read_in_place().iter().map(|t| t.size).sum();
+        let copies: u64 = self
+            .weights
+            .matrices()
+            .filter_map(|m| m.interleaved.as_ref())
+            .map(|i| i.bytes() as u64)
+            .sum();
+        in_place.saturating_add(copies)
+    }
+
     /// The weight descriptors.
     pub fn weights(&self) -> &ModelWeights {
         &self.weights
