@@ -116,6 +116,22 @@ fn route_shared_prefixes_meet_on_one_host_and_move_when_it_dies() {
         })
         .collect();
     assert!(spread.len() >= 2, "12 prefixes all went to {spread:?}");
+    // 18 requests (the refused one included), one after another: the router keeps its
+    // connections to the hosts.
+    let m = get(r.addr, "/metrics", &[]).text();
+    let sum = |name: &str| -> u64 {
+        m.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let connects = sum("memoria_route_upstream_connects_total{");
+    let reuses = sum("memoria_route_upstream_reuses_total{");
+    eprintln!("route: 18 sequential requests, {connects} connections opened, {reuses} reused");
+    assert!(
+        reuses >= 8 && connects <= 9 && connects + reuses >= 18,
+        "18 sequential requests: {connects} connections opened, {reuses} reused\n{m}"
+    );
 
     let dead = servers
         .iter()

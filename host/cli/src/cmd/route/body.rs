@@ -15,6 +15,7 @@ use hyper::{HeaderMap, Response, StatusCode};
 use serde_json::json;
 
 use super::table::Inflight;
+use super::upstream::Sender;
 
 /// Every response body the router sends.
 pub type RouteBody = BoxBody<Bytes, hyper::Error>;
@@ -43,17 +44,20 @@ pub fn error(status: StatusCode, kind: &str, code: &str, message: &str) -> Respo
 }
 
 /// A host's response body, passed on as it arrives; the request stays in flight until the body
-/// is done or the client goes away.
+/// is done or the client goes away. A body read to the end gives its connection back to the
+/// host's pool; one the client abandons takes the connection with it.
 pub struct Tracked {
     inner: Incoming,
-    _inflight: Inflight,
+    inflight: Inflight,
+    connection: Option<Sender>,
 }
 
 impl Tracked {
-    pub fn new(inner: Incoming, inflight: Inflight) -> Tracked {
+    pub fn new(inner: Incoming, inflight: Inflight, connection: Sender) -> Tracked {
         Tracked {
             inner,
-            _inflight: inflight,
+            inflight,
+            connection: Some(connection),
         }
     }
 }
@@ -66,7 +70,22 @@ impl Body for Tracked {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        // The server may stop polling once `is_end_stream` says so, before a final `None`.
+        let done = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
+            Poll::Ready(Some(Err(_))) => {
+                this.connection = None;
+                false
+            }
+            Poll::Pending => false,
+        };
+        if done && let Some(c) = this.connection.take() {
+            this.inflight.give_back(c);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

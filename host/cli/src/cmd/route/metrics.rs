@@ -1,6 +1,6 @@
 //! The router's own `/metrics` (Prometheus text format 0.0.4): requests sent to each backend,
-//! refused connections, retries, requests no backend took, and each backend's up, queue-depth
-//! and in-flight gauges.
+//! refused connections, connections opened and reused, retries, requests no backend took, and
+//! each backend's up, queue-depth, in-flight and idle-connection gauges.
 
 use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
@@ -37,7 +37,7 @@ type Series = (
 /// The exposition.
 pub fn render(table: &Table, c: &Counters) -> String {
     let mut out = String::new();
-    let per_backend: [Series; 5] = [
+    let per_backend: [Series; 9] = [
         (
             "memoria_route_requests_total",
             "counter",
@@ -67,6 +67,30 @@ pub fn render(table: &Table, c: &Counters) -> String {
             "gauge",
             "Requests this router has open to the backend.",
             |b| b.inflight.load(Relaxed),
+        ),
+        (
+            "memoria_route_upstream_connects_total",
+            "counter",
+            "Connections the router opened to the backend.",
+            |b| b.pool.connects.load(Relaxed),
+        ),
+        (
+            "memoria_route_upstream_reuses_total",
+            "counter",
+            "Requests sent on an idle connection taken from the pool.",
+            |b| b.pool.reuses.load(Relaxed),
+        ),
+        (
+            "memoria_route_upstream_stale_total",
+            "counter",
+            "Pooled connections the backend had closed (the request went again on a fresh one).",
+            |b| b.pool.stale.load(Relaxed),
+        ),
+        (
+            "memoria_route_idle_connections",
+            "gauge",
+            "Idle connections to the backend kept for the next request.",
+            |b| b.pool.idle() as u64,
         ),
     ];
     for (name, kind, help, value) in per_backend {

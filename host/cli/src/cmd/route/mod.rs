@@ -17,6 +17,7 @@ mod key;
 mod listen;
 mod metrics;
 mod poll;
+mod pool;
 mod proxy;
 mod rank;
 mod table;

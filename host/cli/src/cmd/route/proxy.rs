@@ -1,8 +1,8 @@
 //! One request through the router: its own `/health` and `/metrics`, everything else proxied.
 //! The body is read whole (under the limit), its prompt tokenized and keyed, the backends
-//! ranked, and the request sent to the best one that accepts a connection; a refused (or timed
-//! out) connection marks that backend down and moves on, which is safe because nothing was sent
-//! on it. The response streams back unchanged, with `x-memoria-backend` and
+//! ranked, and the request sent to the best one that accepts a connection (an idle pooled one
+//! first, see `pool`); a refused (or timed out) connection marks that backend down and moves
+//! on, which is safe because nothing was sent on it. The response streams back unchanged, with `x-memoria-backend` and
 //! `x-memoria-prefix-blocks` added.
 
 use std::convert::Infallible;
@@ -106,30 +106,57 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
         if attempt > 0 {
             route.counters.retries.fetch_add(1, Relaxed);
         }
-        let mut sender = match upstream::connect(&b.authority, limits.connect_timeout).await {
-            Ok(s) => s,
-            Err(e) => {
-                b.up.store(false, Relaxed);
-                b.refused.fetch_add(1, Relaxed);
-                eprintln!("memoria route: {} is out of the table: {e}", b.url);
-                continue;
+        let build = || {
+            let mut up = Request::new(Full::new(bytes.clone()));
+            *up.method_mut() = parts.method.clone();
+            *up.uri_mut() = uri.clone();
+            *up.headers_mut() = forwarded.clone();
+            if let Ok(h) = HeaderValue::from_str(&b.authority) {
+                up.headers_mut().insert(header::HOST, h);
+            }
+            if !bytes.is_empty() || !matches!(parts.method, Method::GET | Method::HEAD) {
+                up.headers_mut()
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+            }
+            up
+        };
+        // Open from here while the host works on it (ranking weighs it).
+        let inflight = Inflight::start(table.clone(), i);
+        // A pooled connection first. One the host closed meanwhile fails without an answer
+        // (before or while the request is written): the request goes again on a fresh one.
+        let mut sent = None;
+        if let Some(mut pooled) = b.pool.take() {
+            match upstream::send(&mut pooled, build(), limits.response_timeout).await {
+                Err(SendError::Failed(_)) => {
+                    b.pool.stale.fetch_add(1, Relaxed);
+                }
+                r => {
+                    b.pool.reuses.fetch_add(1, Relaxed);
+                    sent = Some((r, pooled));
+                }
+            }
+        }
+        let (result, sender) = match sent {
+            Some(s) => s,
+            None => {
+                let mut fresh = match upstream::connect(&b.authority, limits.connect_timeout).await
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        b.up.store(false, Relaxed);
+                        b.refused.fetch_add(1, Relaxed);
+                        eprintln!("memoria route: {} is out of the table: {e}", b.url);
+                        continue;
+                    }
+                };
+                b.pool.connects.fetch_add(1, Relaxed);
+                let r = upstream::send(&mut fresh, build(), limits.response_timeout).await;
+                (r, fresh)
             }
         };
         b.requests.fetch_add(1, Relaxed);
-        let inflight = Inflight::start(table.clone(), i);
-        let mut up = Request::new(Full::new(bytes.clone()));
-        *up.method_mut() = parts.method.clone();
-        *up.uri_mut() = uri.clone();
-        *up.headers_mut() = forwarded.clone();
-        if let Ok(h) = HeaderValue::from_str(&b.authority) {
-            up.headers_mut().insert(header::HOST, h);
-        }
-        if !bytes.is_empty() || !matches!(parts.method, Method::GET | Method::HEAD) {
-            up.headers_mut()
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-        }
-        return match upstream::send(&mut sender, up, limits.response_timeout).await {
-            Ok(resp) => respond(resp, &b.url, prefix_blocks, inflight),
+        return match result {
+            Ok(resp) => respond(resp, &b.url, prefix_blocks, inflight, sender),
             Err(SendError::Failed(e)) => bad_gateway(&route, &format!("{}: {e}", b.url)),
             Err(SendError::TimedOut) => {
                 route.counters.upstream_errors.fetch_add(1, Relaxed);
@@ -193,9 +220,10 @@ fn respond(
     backend: &str,
     prefix_blocks: usize,
     inflight: Inflight,
+    connection: upstream::Sender,
 ) -> Response<RouteBody> {
     let (parts, incoming) = resp.into_parts();
-    let mut out = Response::new(Tracked::new(incoming, inflight).boxed());
+    let mut out = Response::new(Tracked::new(incoming, inflight, connection).boxed());
     *out.status_mut() = parts.status;
     *out.headers_mut() = super::headers::end_to_end(&parts.headers, false);
     if let Ok(v) = HeaderValue::from_str(backend) {

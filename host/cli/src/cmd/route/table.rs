@@ -1,5 +1,5 @@
 //! The routing table: every backend with its health, polled queue depth, the router's own
-//! in-flight count and per-backend counters, all atomics readable from any task.
+//! in-flight count, its idle connections and per-backend counters, all readable from any task.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use anyhow::{Context, bail};
 use memoria_kv::BlockHash;
 
+use super::pool::IdlePool;
 use super::rank::{self, Candidate};
+use super::upstream::Sender;
 
 /// One host behind the router.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct Backend {
     pub requests: AtomicU64,
     /// Connections it refused (or that timed out) while proxying.
     pub refused: AtomicU64,
+    /// Idle connections to it, for the next request.
+    pub pool: IdlePool,
 }
 
 impl Backend {
@@ -57,6 +61,7 @@ impl Backend {
             inflight: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            pool: IdlePool::default(),
         })
     }
 
@@ -109,6 +114,12 @@ impl Inflight {
             b.inflight.fetch_add(1, Relaxed);
         }
         Inflight { table, index }
+    }
+
+    /// Gives the exchange's connection back to its backend's pool (its response was read to
+    /// the end).
+    pub fn give_back(&self, sender: Sender) {
+        IdlePool::give_back(self.table.clone(), self.index, sender);
     }
 }
 

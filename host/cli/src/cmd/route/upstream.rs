@@ -1,6 +1,6 @@
-//! The router's side towards the hosts: one HTTP/1.1 connection per exchange (hyper's client
-//! connection, driven by its own task), a bounded connect, a bounded wait for the response head,
-//! and the response body handed on as it arrives, chunk by chunk.
+//! The router's side towards the hosts: HTTP/1.1 connections (hyper's client connection, driven
+//! by its own task, reused through `pool`), a bounded connect, a bounded wait for the response
+//! head, and the response body handed on as it arrives, chunk by chunk.
 
 use std::time::Duration;
 
