@@ -18,6 +18,7 @@ use crate::disk::open_database;
 use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, HOT, HOT_KEY, MODELS, SESSIONS};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
+use crate::hot::HotRecord;
 use crate::session::SessionRecord;
 
 /// What a store holds.
@@ -54,6 +55,8 @@ pub struct VerifyReport {
     pub file_ok: bool,
     pub blocks_checked: u64,
     pub sessions_checked: u64,
+    /// Whether a saved hot-prefix record was found (and checked).
+    pub hot_checked: bool,
     pub bad: Vec<BadEntry>,
     pub removed: u64,
 }
@@ -145,8 +148,8 @@ fn stats_inner(dir: &Path) -> Result<StoreStats, StoreError> {
     Ok(s)
 }
 
-/// Reads and checks every block (checksum, header, key = hash, index entry) and every saved
-/// session; with `remove_bad`, deletes what fails.
+/// Reads and checks every block (checksum, header, key = hash, index entry), every saved
+/// session and the saved hot prefixes; with `remove_bad`, deletes what fails.
 pub fn verify(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> {
     contain("verify", || verify_inner(dir, remove_bad))
 }
@@ -159,6 +162,7 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
     };
     let mut bad_blocks = Vec::new();
     let mut bad_sessions = Vec::new();
+    let mut bad_hot = false;
     {
         let txn = db.begin_read().db("begin read")?;
         let blocks = txn.open_table(BLOCKS).db("open blocks")?;
@@ -212,8 +216,25 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
                 bad_sessions.push((ns, name.to_string()));
             }
         }
+        match txn.open_table(HOT) {
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(e).db("open hot"),
+            Ok(hot) => {
+                if let Some(v) = hot.get(HOT_KEY).db("read hot prefixes")? {
+                    r.hot_checked = true;
+                    if let Err(err) = HotRecord::decode(v.value()) {
+                        r.bad.push(BadEntry {
+                            table: "hot",
+                            key: HOT_KEY.to_string(),
+                            reason: err.to_string(),
+                        });
+                        bad_hot = true;
+                    }
+                }
+            }
+        }
     }
-    if remove_bad && !(bad_blocks.is_empty() && bad_sessions.is_empty()) {
+    if remove_bad && !(bad_blocks.is_empty() && bad_sessions.is_empty() && !bad_hot) {
         let txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
         {
             let mut blocks = LeakOnUnwind::new(txn.open_table(BLOCKS).db("open blocks")?);
@@ -226,9 +247,13 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
             for (ns, name) in &bad_sessions {
                 sessions.remove((*ns, name.as_str())).db("remove session")?;
             }
+            if bad_hot {
+                let mut hot = LeakOnUnwind::new(txn.open_table(HOT).db("open hot")?);
+                hot.remove(HOT_KEY).db("remove hot prefixes")?;
+            }
         }
         txn.into_inner().commit().db("commit")?;
-        r.removed = (bad_blocks.len() + bad_sessions.len()) as u64;
+        r.removed = (bad_blocks.len() + bad_sessions.len() + usize::from(bad_hot)) as u64;
     }
     Ok(r)
 }

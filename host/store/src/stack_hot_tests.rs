@@ -45,6 +45,8 @@ fn hot_prefixes_survive_a_reopen_and_damage_is_refused() {
     let st = TierStack::open(&d, StoreOptions::default()).unwrap();
     assert_eq!(st.load_hot().unwrap(), Some(record(9.5)), "the last save");
     drop(st);
+    let r = crate::maintenance::verify(&d, false).unwrap();
+    assert!(r.ok() && r.hot_checked, "a sound record verifies: {r:?}");
 
     let db = crate::disk::open_database(&d).unwrap();
     let txn = db.begin_write().unwrap();
@@ -67,6 +69,16 @@ fn hot_prefixes_survive_a_reopen_and_damage_is_refused() {
         "a refusal, not a read error"
     );
     drop(st);
+    // `store verify` names the damaged record, and `--repair` removes it.
+    let r = crate::maintenance::verify(&d, false).unwrap();
+    assert!(r.hot_checked && !r.ok(), "{r:?}");
+    assert_eq!(r.bad.len(), 1, "{r:?}");
+    assert_eq!((r.bad[0].table, r.bad[0].key.as_str()), ("hot", HOT_KEY));
+    assert!(r.bad[0].reason.contains("checksum"), "{r:?}");
+    let r = crate::maintenance::verify(&d, true).unwrap();
+    assert_eq!(r.removed, 1, "{r:?}");
+    let r = crate::maintenance::verify(&d, false).unwrap();
+    assert!(r.ok() && !r.hot_checked, "{r:?}");
     let _ = std::fs::remove_dir_all(&d);
 
     let mem = TierStack::in_memory(StoreOptions::default());

@@ -186,10 +186,15 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "file {} | {} blocks, {} sessions checked | {} bad | {} removed",
+                    "file {} | {} blocks, {} sessions{} checked | {} bad | {} removed",
                     if r.file_ok { "ok" } else { "DAMAGED" },
                     r.blocks_checked,
                     r.sessions_checked,
+                    if r.hot_checked {
+                        ", the hot prefixes"
+                    } else {
+                        ""
+                    },
                     r.bad.len(),
                     r.removed
                 );
