@@ -13,6 +13,7 @@ const GUESTS: &[&str] = &[
     "classify",
     "agent",
     "hello",
+    "hostcalls",
     "misbehave",
     "trivial",
     "unsatisfied",

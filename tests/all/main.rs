@@ -11,6 +11,7 @@ mod gemma;
 mod gguf;
 mod golden;
 mod hit_timing;
+mod hostcalls;
 mod kernels;
 mod kv;
 mod logprobs;

@@ -24,6 +24,7 @@ pub(crate) fn guest(name: &str) -> PathBuf {
         "classify" => env!("MEMORIA_GUEST_CLASSIFY"),
         "agent" => env!("MEMORIA_GUEST_AGENT"),
         "hello" => env!("MEMORIA_GUEST_HELLO"),
+        "hostcalls" => env!("MEMORIA_GUEST_HOSTCALLS"),
         "misbehave" => env!("MEMORIA_GUEST_MISBEHAVE"),
         "trivial" => env!("MEMORIA_GUEST_TRIVIAL"),
         "unsatisfied" => env!("MEMORIA_GUEST_UNSATISFIED"),
