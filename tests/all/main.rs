@@ -6,6 +6,7 @@ mod chat;
 mod cli;
 mod deploy;
 mod engine;
+mod fairness;
 mod fidelity;
 mod gemma;
 mod gguf;

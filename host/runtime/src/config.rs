@@ -1,11 +1,14 @@
 //! Host-wide runtime settings: where compiled components are cached and deployed ones kept, the
-//! chat template guests get from `apply-chat-template`, the epoch tick and spare instance slots.
+//! chat template guests get from `apply-chat-template`, the epoch tick, spare instance slots and
+//! each namespace's CPU share.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use memoria_model::chat::ChatTemplate;
+
+use crate::fair::CpuShare;
 
 /// How the runtime is set up; one per host.
 #[derive(Clone, Debug)]
@@ -28,6 +31,9 @@ pub struct RuntimeConfig {
     /// Instance slots kept beyond the configured namespaces' `max_instances`, for namespaces a
     /// reload adds.
     pub spare_instances: u32,
+    /// CPU each namespace's guests may use before they are put to sleep at their epoch
+    /// callbacks (checked at start); `None`: guest CPU is counted, never throttled.
+    pub cpu_share: Option<CpuShare>,
 }
 
 impl Default for RuntimeConfig {
@@ -40,6 +46,7 @@ impl Default for RuntimeConfig {
             durable_sessions: false,
             components_dir: None,
             spare_instances: 32,
+            cpu_share: Some(CpuShare::default()),
         }
     }
 }

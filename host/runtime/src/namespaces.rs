@@ -1,6 +1,7 @@
 //! Per-namespace runtime state shared by that namespace's requests: the engine handle, the
 //! instance semaphore (`max_instances`), the open-session count (`max_sessions`), and host-wide
-//! pieces guests reach through host functions (chat template, saved sessions, counters).
+//! pieces guests reach through host functions (chat template, saved sessions, counters), and
+//! the namespace's CPU account (`fair`).
 //!
 //! Invariant: a [`SessionSlot`] exists for every engine session a guest holds; dropping it is
 //! the only way the count goes down.
@@ -14,6 +15,7 @@ use memoria_sched::EngineHandle;
 use memoria_tenant::Namespace;
 use tokio::sync::Semaphore;
 
+use crate::fair::{CpuShare, NsCpu};
 use crate::named::NamedSessions;
 
 /// Host-wide counters of the runtime, readable from any thread.
@@ -43,6 +45,14 @@ pub struct NsCounters {
     pub failed: AtomicU64,
     /// Requests refused with 503 because every `max_instances` slot was busy.
     pub busy: AtomicU64,
+    /// CPU time its guests ran, nanoseconds (thread CPU time of their slices).
+    pub cpu_nanos: AtomicU64,
+    /// Wall time its guests held a tokio worker, nanoseconds (what the CPU share is charged).
+    pub worker_nanos: AtomicU64,
+    /// Times one of its guests was put to sleep for being over the namespace's CPU share.
+    pub throttled: AtomicU64,
+    /// Time its guests were put to sleep for, nanoseconds.
+    pub throttled_nanos: AtomicU64,
 }
 
 /// [`NsCounters`] read at one moment.
@@ -52,6 +62,10 @@ pub struct NsCountersSnapshot {
     pub requests: u64,
     pub failed: u64,
     pub busy: u64,
+    pub cpu_nanos: u64,
+    pub worker_nanos: u64,
+    pub throttled: u64,
+    pub throttled_nanos: u64,
 }
 
 impl RuntimeStats {
@@ -78,6 +92,10 @@ impl RuntimeStats {
                     requests: get(&c.requests),
                     failed: get(&c.failed),
                     busy: get(&c.busy),
+                    cpu_nanos: get(&c.cpu_nanos),
+                    worker_nanos: get(&c.worker_nanos),
+                    throttled: get(&c.throttled),
+                    throttled_nanos: get(&c.throttled_nanos),
                 }
             })
             .collect()
@@ -95,6 +113,8 @@ pub(crate) struct HostShared {
     /// Save/restore through the engine's durable store instead of `named`.
     pub durable: bool,
     pub stats: Arc<RuntimeStats>,
+    /// Each namespace's CPU share (None: CPU is counted, never throttled).
+    pub cpu_share: Option<CpuShare>,
 }
 
 /// One namespace's runtime state.
@@ -104,14 +124,18 @@ pub(crate) struct NsRuntime {
     pub host: Arc<HostShared>,
     pub instances: Arc<Semaphore>,
     pub counters: Arc<NsCounters>,
+    /// CPU time of its guests, and its share.
+    pub cpu: Arc<NsCpu>,
     sessions: AtomicUsize,
 }
 
 impl NsRuntime {
     pub fn new(ns: Arc<Namespace>, host: Arc<HostShared>) -> NsRuntime {
+        let counters = host.stats.namespace(&ns.name);
         NsRuntime {
             instances: Arc::new(Semaphore::new(ns.spec.limits.max_instances)),
-            counters: host.stats.namespace(&ns.name),
+            cpu: Arc::new(NsCpu::new(counters.clone(), host.cpu_share)),
+            counters,
             sessions: AtomicUsize::new(0),
             ns,
             host,

@@ -56,6 +56,8 @@ pub enum RuntimeError {
     NeedsRestart(String),
     #[error("chat template: {0}")]
     Template(String),
+    #[error("runtime config: {0}")]
+    Config(String),
     #[error(
         "namespaces.{ns}.components.{route}: the route name is reserved (reserved: {reserved}); rename the route",
         reserved = crate::deploy::RESERVED_ROUTES.join(", ")
@@ -130,6 +132,9 @@ impl Runtime {
         cfg: RuntimeConfig,
     ) -> Result<Runtime, RuntimeError> {
         let wt = |e: wasmtime::Error| RuntimeError::Wasmtime(format!("{e:#}"));
+        if let Some(share) = &cfg.cpu_share {
+            share.validate().map_err(RuntimeError::Config)?;
+        }
         let sizing = EngineSizing::from_tenants(tenants).with_headroom(cfg.spare_instances);
         let engine = crate::engine::build(sizing).map_err(wt)?;
         let ticker = EpochTicker::start(&engine, cfg.epoch_tick)
@@ -159,6 +164,7 @@ impl Runtime {
             named: NamedSessions::default(),
             durable: cfg.durable_sessions,
             stats: Arc::new(RuntimeStats::default()),
+            cpu_share: cfg.cpu_share,
         });
         let folder = cfg
             .components_dir

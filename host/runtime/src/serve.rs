@@ -1,7 +1,9 @@
 //! One tenant request: take an instance slot of the namespace, build a fresh store with the
 //! namespace's limits (memory cap, epoch deadline from `wall_time_ms`, optional fuel),
 //! instantiate the pre-linked component and call its wasi:http handler. A trap, timeout or
-//! memory-cap failure becomes a 500 for this request only.
+//! memory-cap failure becomes a 500 for this request only. Every poll of the guest is measured
+//! and charged to the namespace (`fair`); at each epoch tick a guest yields to the executor,
+//! and sleeps instead when its namespace is over its CPU share.
 //!
 //! Invariant: the store (and so every session the guest opened) lives in the spawned task and
 //! is dropped when the handler returns, fails or runs out of time.
@@ -21,6 +23,7 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
 use crate::errors::describe_failure;
+use crate::fair::meter::metered;
 use crate::namespaces::NsRuntime;
 use crate::{BodyError, HttpBody, TenantState};
 
@@ -64,14 +67,26 @@ pub fn new_store(
         store.fuel_async_yield_interval(Some(100_000))?;
     }
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|ctx| {
-        if std::time::Instant::now() >= ctx.data().deadline {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(1))
-        }
-    });
+    store.epoch_deadline_callback(|ctx| Ok(on_epoch(ctx.data())));
     Ok(store)
+}
+
+/// What a guest does at an epoch tick: stop at the deadline, sleep while its namespace is over
+/// its CPU share (never past the deadline; only inside a tokio runtime, which has the timer),
+/// otherwise yield so the worker serves other tasks.
+fn on_epoch(st: &TenantState) -> UpdateDeadline {
+    let now = std::time::Instant::now();
+    if now >= st.deadline {
+        return UpdateDeadline::Interrupt;
+    }
+    st.meter.charge_now();
+    if tokio::runtime::Handle::try_current().is_err() {
+        return UpdateDeadline::Yield(1);
+    }
+    match st.ns.cpu.pause(now, st.deadline) {
+        Some(d) => UpdateDeadline::YieldCustom(1, Box::pin(tokio::time::sleep(d))),
+        None => UpdateDeadline::Yield(1),
+    }
 }
 
 /// Runs `req` through the component `pre` in namespace `ns`.
@@ -120,6 +135,7 @@ where
         Ok(p) => p,
         Err(e) => return text_response(400, format!("request not accepted: {e:#}\n")),
     };
+    let meter = store.data().meter.clone();
     let task = tokio::spawn(async move {
         let _permit = permit;
         let run = async {
@@ -129,7 +145,7 @@ where
                 .call_handle(&mut store, req, out)
                 .await
         };
-        let r = tokio::time::timeout_at(deadline, run).await;
+        let r = tokio::time::timeout_at(deadline, metered(meter, run)).await;
         let failure = match r {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(describe_failure(&e, store.data().limiter.hit, false)),

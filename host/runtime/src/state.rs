@@ -1,6 +1,6 @@
 //! [`TenantState`], the data of one request's store: the namespace it runs for, its resource
 //! table (sessions and streams the guest holds), WASI and wasi:http contexts with outbound HTTP
-//! denied, the memory limiter, and the request's token budget.
+//! denied, the memory limiter, the request's token budget and its CPU meter.
 //!
 //! Invariant: everything reachable from here belongs to `ns`; nothing is shared with another
 //! store except through the engine, which checks the namespace on every call.
@@ -12,6 +12,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
+use crate::fair::meter::SliceMeter;
 use crate::limiter::MemoryLimiter;
 use crate::namespaces::NsRuntime;
 
@@ -24,6 +25,8 @@ pub struct TenantState {
     pub(crate) deadline: Instant,
     /// Tokens this request may still generate (`max_tokens_per_request`).
     pub(crate) tokens_left: usize,
+    /// Measures the request's slices and charges them to `ns` (epoch callback, `serve`).
+    pub(crate) meter: Arc<SliceMeter>,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: DenyOutbound,
@@ -44,6 +47,7 @@ impl TenantState {
             limiter: MemoryLimiter::new(limits.memory_bytes),
             tokens_left: limits.max_tokens_per_request,
             deadline,
+            meter: Arc::new(SliceMeter::new(ns.cpu.clone())),
             ns,
             table: ResourceTable::new(),
             wasi: WasiCtx::builder().build(),

@@ -1,5 +1,6 @@
 //! The component runtime's figures in `/metrics` and `/stats`: requests, failures and busy
-//! refusals per namespace, components loaded per namespace, deploys, and host-call bytes.
+//! refusals per namespace, guest CPU time and throttling per namespace, components loaded per
+//! namespace, deploys, and host-call bytes.
 //! Invariant: nothing is written when the server runs without the runtime.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -38,6 +39,40 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
         for r in &rows {
             o.sample(name, &format!("namespace=\"{}\"", r.namespace), value(r));
         }
+    }
+    type Nanos = fn(&NsCountersSnapshot) -> u64;
+    let cpu: [(&str, &str, Nanos); 3] = [
+        (
+            "memoria_guest_cpu_seconds_total",
+            "CPU time a namespace's guests ran (thread CPU time of their slices).",
+            |r| r.cpu_nanos,
+        ),
+        (
+            "memoria_guest_worker_seconds_total",
+            "Wall time a namespace's guests held a runtime worker; its CPU share is charged this.",
+            |r| r.worker_nanos,
+        ),
+        (
+            "memoria_guest_throttled_seconds_total",
+            "Time a namespace's guests were put to sleep for being over its CPU share.",
+            |r| r.throttled_nanos,
+        ),
+    ];
+    for (name, help, nanos) in cpu {
+        o.family(name, "counter", help);
+        for r in &rows {
+            let labels = format!("namespace=\"{}\"", r.namespace);
+            o.sample(name, &labels, seconds(nanos(r)));
+        }
+    }
+    o.family(
+        "memoria_guest_throttled_total",
+        "counter",
+        "Times a namespace's guest was put to sleep for being over its CPU share.",
+    );
+    for r in &rows {
+        let labels = format!("namespace=\"{}\"", r.namespace);
+        o.sample("memoria_guest_throttled_total", &labels, r.throttled);
     }
     o.family(
         "memoria_components",
@@ -90,6 +125,11 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
     );
 }
 
+/// Nanoseconds as seconds.
+fn seconds(nanos: u64) -> f64 {
+    nanos as f64 / 1e9
+}
+
 /// The `/stats` object's `components` entry (None without the runtime).
 pub fn json(state: &AppState) -> Option<Value> {
     let router = state.router.as_ref()?;
@@ -99,7 +139,16 @@ pub fn json(state: &AppState) -> Option<Value> {
         .into_iter()
         .map(|c| {
             let loaded = router.components(&c.namespace).map_or(0, |l| l.len());
-            let v = json!({"requests": c.requests, "failures": c.failed, "busy": c.busy, "components": loaded});
+            let v = json!({
+                "requests": c.requests,
+                "failures": c.failed,
+                "busy": c.busy,
+                "components": loaded,
+                "cpu_seconds": seconds(c.cpu_nanos),
+                "worker_seconds": seconds(c.worker_nanos),
+                "throttled": c.throttled,
+                "throttled_seconds": seconds(c.throttled_nanos),
+            });
             (c.namespace, v)
         })
         .collect();
