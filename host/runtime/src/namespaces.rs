@@ -132,9 +132,14 @@ pub(crate) struct NsRuntime {
 impl NsRuntime {
     pub fn new(ns: Arc<Namespace>, host: Arc<HostShared>) -> NsRuntime {
         let counters = host.stats.namespace(&ns.name);
+        // The namespace's own `cpu_millicores` over the host's share.
+        let share = host.cpu_share.map(|s| CpuShare {
+            millicores: ns.spec.limits.cpu_millicores.unwrap_or(s.millicores),
+            ..s
+        });
         NsRuntime {
             instances: Arc::new(Semaphore::new(ns.spec.limits.max_instances)),
-            cpu: Arc::new(NsCpu::new(counters.clone(), host.cpu_share)),
+            cpu: Arc::new(NsCpu::new(counters.clone(), share)),
             counters,
             sessions: AtomicUsize::new(0),
             ns,

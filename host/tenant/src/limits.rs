@@ -30,6 +30,9 @@ pub struct Limits {
     pub max_host_call_bytes: usize,
     /// Wasm fuel per request (None: only the wall-time limit).
     pub fuel: Option<u64>,
+    /// CPU its guests may use on average, in thousandths of a core (None: the host's share,
+    /// half a core); past it a spinning guest sleeps at its next epoch tick.
+    pub cpu_millicores: Option<u32>,
 }
 
 impl Default for Limits {
@@ -46,6 +49,7 @@ impl Default for Limits {
             max_instances: 16,
             max_host_call_bytes: 1 << 20,
             fuel: None,
+            cpu_millicores: None,
         }
     }
 }
@@ -82,6 +86,32 @@ impl Limits {
         if self.max_host_call_bytes == 0 {
             return Err(bad("max_host_call_bytes", "must be at least 1"));
         }
+        if let Some(m) = self.cpu_millicores
+            && !(1..=1_000_000).contains(&m)
+        {
+            return Err(bad("cpu_millicores", "must be from 1 to 1000000"));
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_a_bad_cpu_share_is_named() {
+        assert!(Limits::default().validate("ns").is_ok());
+        for bad in [0, 1_000_001] {
+            let l = Limits {
+                cpu_millicores: Some(bad),
+                ..Limits::default()
+            };
+            let e = l.validate("ns").expect_err("out of range").to_string();
+            assert!(e.contains("cpu_millicores"), "{e}");
+        }
+        let l: Limits = toml::from_str("cpu_millicores = 250").expect("parses");
+        assert_eq!(l.cpu_millicores, Some(250));
+        assert!(l.validate("ns").is_ok());
     }
 }
