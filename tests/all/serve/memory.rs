@@ -155,6 +155,16 @@ fn a_soak_over_small_budgets_stays_within_the_memory_total_stats_reports() {
         );
     }
     assert_eq!(memory["budgets"]["cold_tier"], 16u64 << 20, "{memory}");
+    for key in ["hot_pool", "cold_tier"] {
+        let (used, budget) = (
+            memory["used"][key].as_u64(),
+            memory["budgets"][key].as_u64(),
+        );
+        assert!(
+            used > Some(0) && used <= budget,
+            "{key}: used within its budget: {memory}"
+        );
+    }
     assert_eq!(memory["budgets"]["disk_page_cache"], 8u64 << 20, "{memory}");
     let pool = &stats["pool"];
     assert_eq!(pool["sequences"], 0, "no sequence left: {pool}");

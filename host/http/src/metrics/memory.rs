@@ -3,7 +3,8 @@
 //! keeps resident, the hot K/V pool, the store's RAM (cold tier, its encoder queue, redb's page
 //! cache and write queue, the remote tier's in-flight bytes), the embedding cache and the
 //! guests' linear memories — and their sum with a fixed allowance for the runtime itself (code,
-//! thread stacks, the engine's scratch, allocator slack). `/stats` `memory` and
+//! thread stacks, the engine's scratch, allocator slack), and what each holds now where that is
+//! measured. `/stats` `memory` and
 //! `memoria_memory_bytes{kind}`. Invariant: read-only, and every sum saturates.
 
 use serde_json::{Map, Value, json};
@@ -50,6 +51,36 @@ pub fn budgets(state: &AppState) -> Vec<(&'static str, u64)> {
     out
 }
 
+/// `(name, bytes)` held now, for the budgets whose use is known (redb's page cache, the cold
+/// tier's encoder queue and the guests' memories are bounded but not measured).
+pub fn used(state: &AppState) -> Vec<(&'static str, u64)> {
+    let pool = state.engine.pool_stats().snapshot();
+    let model = state.engine.model();
+    let mut out = vec![
+        ("weights", model.weight_bytes()),
+        ("hot_pool", pool.bytes_committed()),
+    ];
+    if let Some(store) = &state.store {
+        let s = store.snapshot();
+        if store.cold().is_some() {
+            out.push(("cold_tier", s.cold.bytes));
+        }
+        if store.disk().is_some() {
+            out.push(("disk_write_queue", s.redb.queue_bytes));
+        }
+        if let Some(r) = s.remote {
+            out.push(("remote_inflight", r.queue_bytes));
+        }
+    }
+    let n_embd = u64::try_from(model.hparams().n_embd).unwrap_or(u64::MAX);
+    let held = u64::try_from(state.embed_cache.len()).unwrap_or(u64::MAX);
+    out.push((
+        "embedding_cache",
+        held.saturating_mul(n_embd.saturating_mul(4)),
+    ));
+    out
+}
+
 /// The sum of [`budgets`].
 pub fn total(budgets: &[(&'static str, u64)]) -> u64 {
     budgets.iter().fold(0u64, |a, &(_, b)| a.saturating_add(b))
@@ -75,14 +106,18 @@ pub fn status_kib(status: &str, key: &str) -> u64 {
 pub(super) fn json(state: &AppState) -> Value {
     let b = budgets(state);
     let (rss, peak) = resident();
-    let mut budgets = Map::new();
-    for &(name, bytes) in &b {
-        budgets.insert(name.into(), json!(bytes));
-    }
+    let map = |pairs: &[(&'static str, u64)]| {
+        let mut m = Map::new();
+        for &(name, bytes) in pairs {
+            m.insert(name.into(), json!(bytes));
+        }
+        Value::Object(m)
+    };
     json!({
         "rss_bytes": rss,
         "rss_peak_bytes": peak,
-        "budgets": budgets,
+        "budgets": map(&b),
+        "used": map(&used(state)),
         "budget_total_bytes": total(&b),
     })
 }
@@ -94,8 +129,9 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
     o.family(
         "memoria_memory_bytes",
         "gauge",
-        "Resident memory (kind=\"rss\", \"rss_peak\") and the bound of each budget \
-         (kind=\"budget\", budget=NAME; budget=\"total\" is their sum).",
+        "Resident memory (kind=\"rss\", \"rss_peak\"), the bound of each budget \
+         (kind=\"budget\", budget=NAME; budget=\"total\" is their sum) and what it holds now \
+         where that is known (kind=\"used\").",
     );
     o.sample("memoria_memory_bytes", "kind=\"rss\"", rss);
     o.sample("memoria_memory_bytes", "kind=\"rss_peak\"", peak);
@@ -111,6 +147,13 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
         "kind=\"budget\",budget=\"total\"",
         total(&b),
     );
+    for (name, bytes) in used(state) {
+        o.sample(
+            "memoria_memory_bytes",
+            &format!("kind=\"used\",budget=\"{name}\""),
+            bytes,
+        );
+    }
 }
 
 #[cfg(test)]

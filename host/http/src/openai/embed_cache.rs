@@ -53,6 +53,20 @@ impl EmbedCache {
             .cloned()
     }
 
+    /// Vectors held.
+    pub fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .len()
+    }
+
+    /// Whether no vector is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Stores a vector, evicting the oldest past capacity.
     pub fn put(&self, k: EmbedKey, v: Arc<Vec<f32>>) {
         if self.capacity == 0 {
