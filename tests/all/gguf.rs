@@ -14,7 +14,7 @@ fn stories(ty: &str) -> GgufFile {
 }
 
 /// Copies every key and tensor of `f` into a writer, in file order.
-fn rewrite(f: &GgufFile) -> GgufWriter {
+pub(crate) fn rewrite(f: &GgufFile) -> GgufWriter {
     let mut w = GgufWriter::new();
     for (k, v) in f.metadata() {
         w.set(k, v.clone());

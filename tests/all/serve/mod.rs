@@ -9,6 +9,7 @@ mod corpus;
 mod default_model;
 mod deploy;
 mod faults;
+mod infill;
 mod limits;
 mod memory;
 pub mod server;

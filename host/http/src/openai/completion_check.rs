@@ -3,9 +3,14 @@
 //! [`MAX_PROMPTS`]), `n` and `best_of`, sampling ranges, `logit_bias` and `stop`. The constraint
 //! compiler and the context budget follow in the handler. Invariant: every refusal is a 400
 //! naming its field.
+//!
+//! A non-empty `suffix` makes each prompt an insertion, laid out as llama-server's `/infill`
+//! does (prefix-suffix-middle): `[BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID`, the texts
+//! tokenized without special tokens (so a prompt cannot smuggle in FIM markers); the answer is
+//! the middle. It needs a model with the three FIM tokens and refuses `echo`.
 
 use memoria_constrain::ResponseFormat;
-use memoria_model::tokenizer::Tokenizer;
+use memoria_model::tokenizer::{Fim, Tokenizer};
 use memoria_sched::sampling::SamplingParams;
 
 use super::params;
@@ -35,11 +40,17 @@ pub(crate) struct Checked {
 
 /// Checks `req`, tokenizing its prompts with `tok`.
 pub(crate) fn check(req: CompletionRequest, tok: &Tokenizer) -> Result<Checked, ApiError> {
-    params::unsupported(
-        "suffix",
-        req.suffix.as_ref().is_some_and(|s| !s.is_empty()),
-        "suffix (insertion)",
-    )?;
+    let suffix = req.suffix.filter(|s| !s.is_empty());
+    let fim = match &suffix {
+        None => None,
+        Some(_) => Some(tok.fim().ok_or_else(|| {
+            ApiError::invalid(
+                "suffix",
+                "`suffix` (insertion) needs a model with fill-in-the-middle tokens \
+                 (FIM prefix, suffix and middle), and this model has none",
+            )
+        })?),
+    };
     let stream = req.stream.unwrap_or(false);
     let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
     let k = match req.logprobs {
@@ -58,7 +69,16 @@ pub(crate) fn check(req: CompletionRequest, tok: &Tokenizer) -> Result<Checked, 
             "`echo` with `logprobs` (log-probs of the prompt) is not supported",
         ));
     }
-    let prompts = prompts(tok, req.prompt)?;
+    if echo && suffix.is_some() {
+        return Err(ApiError::invalid(
+            "echo",
+            "`echo` cannot be combined with `suffix`",
+        ));
+    }
+    let prompts = match (fim, suffix) {
+        (Some(fim), Some(suffix)) => infill_prompts(tok, fim, req.prompt, &suffix)?,
+        _ => prompts(tok, req.prompt)?,
+    };
     let n = params::choices("n", req.n, prompts.len())?;
     let best_of = params::choices("best_of", req.best_of.or(req.n), prompts.len())?;
     if best_of < n {
@@ -94,6 +114,50 @@ pub(crate) fn check(req: CompletionRequest, tok: &Tokenizer) -> Result<Checked, 
     })
 }
 
+/// The insertion prompts for `suffix`: each prompt (text, or ids taken as they are) is the
+/// prefix, laid out by [`infill`]; the text kept is the prompt's own.
+fn infill_prompts(
+    tok: &Tokenizer,
+    fim: Fim,
+    prompt: Prompt,
+    suffix: &str,
+) -> Result<Vec<(Vec<u32>, String)>, ApiError> {
+    let suffix_ids = tok.encode(suffix, false, false);
+    let text = |t: String| (tok.encode(&t, false, false), t);
+    let ids = |ids: Vec<u32>| {
+        let t = tok.decode(&ids, false, true);
+        (ids, t)
+    };
+    let prefixes: Vec<(Vec<u32>, String)> = match prompt {
+        Prompt::Text(t) => vec![text(t)],
+        Prompt::Texts(v) => v.into_iter().map(text).collect(),
+        Prompt::Tokens(v) => vec![ids(v)],
+        Prompt::TokenLists(v) => v.into_iter().map(ids).collect(),
+    };
+    let laid_out: Vec<(Vec<u32>, String)> = prefixes
+        .into_iter()
+        .map(|(p, t)| (infill(tok, fim, &p, &suffix_ids), t))
+        .collect();
+    check_prompts(tok, laid_out)
+}
+
+/// llama-server's infill layout (PSM): `[BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID`, BOS when
+/// the model adds one.
+pub(crate) fn infill(tok: &Tokenizer, fim: Fim, prefix: &[u32], suffix: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(prefix.len() + suffix.len() + 4);
+    if tok.add_bos()
+        && let Some(bos) = tok.bos()
+    {
+        out.push(bos);
+    }
+    out.push(fim.prefix);
+    out.extend_from_slice(prefix);
+    out.push(fim.suffix);
+    out.extend_from_slice(suffix);
+    out.push(fim.middle);
+    out
+}
+
 /// The prompts as token ids with their text (for `echo`); each non-empty, ids in the vocabulary.
 fn prompts(tok: &Tokenizer, prompt: Prompt) -> Result<Vec<(Vec<u32>, String)>, ApiError> {
     let text = |t: String| (tok.encode(&t, true, true), t);
@@ -107,6 +171,14 @@ fn prompts(tok: &Tokenizer, prompt: Prompt) -> Result<Vec<(Vec<u32>, String)>, A
         Prompt::Tokens(v) => vec![ids(v)],
         Prompt::TokenLists(v) => v.into_iter().map(ids).collect(),
     };
+    check_prompts(tok, out)
+}
+
+/// Each prompt non-empty with ids in the vocabulary, and at most [`MAX_PROMPTS`] of them.
+fn check_prompts(
+    tok: &Tokenizer,
+    out: Vec<(Vec<u32>, String)>,
+) -> Result<Vec<(Vec<u32>, String)>, ApiError> {
     if out.is_empty() {
         return Err(ApiError::invalid("prompt", "`prompt` is an empty list"));
     }

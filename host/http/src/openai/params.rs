@@ -205,18 +205,6 @@ pub fn logit_bias(
     Ok(out)
 }
 
-/// Refuses a feature that is set to something other than its neutral value.
-pub fn unsupported(field: &str, set: bool, what: &str) -> Result<(), ApiError> {
-    if set {
-        Err(ApiError::invalid(
-            field,
-            format!("`{field}`: {what} is not supported by this server"),
-        ))
-    } else {
-        Ok(())
-    }
-}
-
 /// The completion budget: the request's `max_tokens` (≥ 1, within the namespace's limit) or what
 /// the context leaves; the prompt plus the budget must fit the context.
 pub fn token_budget(

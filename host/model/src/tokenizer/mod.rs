@@ -89,6 +89,14 @@ pub struct Tokenizer {
     pieces: Vec<Vec<u8>>,
 }
 
+/// A model's fill-in-the-middle tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fim {
+    pub prefix: u32,
+    pub suffix: u32,
+    pub middle: u32,
+}
+
 impl Tokenizer {
     /// Builds the tokenizer from `tokenizer.ggml.*` metadata, following llama.cpp's loader.
     pub fn from_gguf(f: &GgufFile) -> Result<Tokenizer, TokenizerError> {
@@ -296,6 +304,16 @@ impl Tokenizer {
 
     pub fn add_bos(&self) -> bool {
         self.add_bos
+    }
+
+    /// The fill-in-the-middle tokens (prefix, suffix, middle), when the model has all three
+    /// (from metadata, or found by their text as llama.cpp does).
+    pub fn fim(&self) -> Option<Fim> {
+        Some(Fim {
+            prefix: self.special.fim_pre?,
+            suffix: self.special.fim_suf?,
+            middle: self.special.fim_mid?,
+        })
     }
 
     pub fn add_eos(&self) -> bool {
