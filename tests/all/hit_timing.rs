@@ -3,6 +3,7 @@
 //! sends the same prompt (a hit on `a`'s blocks) or a fresh one; a two-sample
 //! Kolmogorov–Smirnov test on the times to first token tells hits from misses with
 //! `hit_timing = "off"` (p < 0.05) and cannot with the default `pad` of shared groups (p > 0.05).
+//! The same audit for `/v1/embeddings`, whose cache is shared by the group as well.
 
 use std::time::Instant;
 
@@ -128,9 +129,8 @@ fn b_hits(s: &Server) -> u64 {
         .unwrap_or(0)
 }
 
-/// Hit and miss samples under a config whose namespaces `a` and `b` share group `g`.
-fn audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
-    let padded = timing.is_empty();
+/// A server whose namespaces `a` and `b` share group `g`, with `timing` in both.
+fn group_server(name: &str, timing: &str) -> Server {
     let dir = temp_dir(name);
     let model = synth_model(&dir);
     let cfg = dir.join("host.toml");
@@ -141,10 +141,16 @@ fn audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
         ),
     )
     .expect("config");
-    let s = Server::start(
+    Server::start(
         name,
         &["-m", &model, "--config", cfg.to_str().expect("utf-8")],
-    );
+    )
+}
+
+/// Hit and miss samples under a config whose namespaces `a` and `b` share group `g`.
+fn audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
+    let padded = timing.is_empty();
+    let s = group_server(name, timing);
     let (mut hits, mut misses) = (Vec::new(), Vec::new());
     // Warm-up (the recompute estimate learns from misses), then victim/attacker pairs.
     for i in 0..SAMPLES + 10 {
@@ -238,4 +244,73 @@ fn padded_hits_cannot_be_told_from_misses_by_their_timing() {
         "padded hits are distinguishable from misses (D {d_pad}, p {p_pad})"
     );
     println!("audit took {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Seconds for the embedding of `p` in namespace `ns`.
+fn embed_secs(s: &Server, ns: &str, p: &[u32]) -> f64 {
+    let body = json!({"input": p});
+    let t = Instant::now();
+    let r = post(s.addr, &format!("/ns/{ns}/v1/embeddings"), &body, &[]);
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(r.status, 200, "{}", r.text());
+    secs
+}
+
+/// Embedding hit and miss samples: `a` computes each prompt's vector, `b` gets it from the
+/// group's cache (counted in `/metrics`).
+fn embed_audit(name: &str, timing: &str) -> (Vec<f64>, Vec<f64>) {
+    let s = group_server(name, timing);
+    let (mut hits, mut misses) = (Vec::new(), Vec::new());
+    for i in 0..SAMPLES + 10 {
+        let p = prompt(1_000_000 + i);
+        let miss = embed_secs(&s, "a", &p);
+        let hit = embed_secs(&s, "b", &p);
+        if i >= 10 {
+            misses.push(miss);
+            hits.push(hit);
+        }
+    }
+    let m = get(s.addr, "/metrics", &[]).text();
+    let line = m
+        .lines()
+        .find(|l| l.starts_with("memoria_embedding_cache_hits_total{namespace=\"b\"}"))
+        .unwrap_or_else(|| panic!("no embedding cache hits for b in\n{m}"));
+    assert!(
+        line.ends_with(&format!(" {}", SAMPLES + 10)),
+        "every attacker request was a cache hit: {line}"
+    );
+    (hits, misses)
+}
+
+#[test]
+fn padded_embedding_hits_cannot_be_told_from_misses_by_their_timing() {
+    let (hits, misses) = embed_audit("embed-timing-off", "hit_timing = \"off\"");
+    let d_off = ks_statistic(&hits, &misses);
+    let p_off = ks_p_value(d_off, hits.len(), misses.len());
+    println!(
+        "embeddings, hit_timing off: median hit {:.2} ms, miss {:.2} ms, KS D = {d_off:.3}, p = {p_off:.2e}",
+        median(&hits) * 1e3,
+        median(&misses) * 1e3
+    );
+    assert!(
+        p_off < 0.05,
+        "without padding a cached vector should come faster (D {d_off}, p {p_off})"
+    );
+    // As above: a second, independent audit decides a p under 0.05 (1 in 20 by chance).
+    let (mut hits, mut misses) = embed_audit("embed-timing-pad", "");
+    let mut p_pad = ks_p_value(ks_statistic(&hits, &misses), hits.len(), misses.len());
+    if p_pad <= 0.05 {
+        (hits, misses) = embed_audit("embed-timing-pad-2", "");
+        p_pad = ks_p_value(ks_statistic(&hits, &misses), hits.len(), misses.len());
+    }
+    println!(
+        "embeddings, hit_timing pad: median hit {:.1} ms, miss {:.1} ms, p = {p_pad:.3}; {}",
+        median(&hits) * 1e3,
+        median(&misses) * 1e3,
+        buckets(&hits, &misses)
+    );
+    assert!(
+        p_pad > 0.05,
+        "padded embedding hits are distinguishable from misses (p {p_pad})"
+    );
 }

@@ -114,6 +114,9 @@ pub struct AppState {
     pub structured: crate::openai::structured::StructuredOutputs,
     /// The recompute-time estimate that padded namespaces release first tokens by.
     pub hit_pad: crate::openai::hit_timing::HitPad,
+    /// The same padding for embeddings, with its own estimate (a vector costs what a forward
+    /// pass over its tokens costs, not a first token).
+    pub embed_pad: crate::openai::hit_timing::HitPad,
     pub started: Instant,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
@@ -128,6 +131,7 @@ impl AppState {
             embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
             structured: Default::default(),
             hit_pad: Default::default(),
+            embed_pad: Default::default(),
             engine: parts.engine,
             config: parts.config,
             chat: parts.chat,

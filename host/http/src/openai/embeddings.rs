@@ -1,10 +1,13 @@
 //! `POST /v1/embeddings`: mean-pooled, L2-normalised final hidden states of each input
 //! (`Model::embed`), computed on a blocking thread beside the engine and cached by content.
 //! `encoding_format` is `float` or `base64` (little-endian f32, what the `openai` package asks
-//! for by default).
+//! for by default). In a namespace with `hit_timing = "pad"` the response leaves no earlier than
+//! computing every input would have taken (the estimate learnt from computed ones, bucketed and
+//! jittered as for first tokens), so a vector from the cache cannot be told by its timing.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -86,6 +89,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         }
     }
     let _permit = ctx.admit().await?;
+    let started = Instant::now();
     let mut data = Vec::with_capacity(inputs.len());
     let mut prompt_tokens = 0;
     for (i, ids) in inputs.into_iter().enumerate() {
@@ -97,6 +101,13 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             json!(*vector)
         };
         data.push(json!({"object": "embedding", "index": i, "embedding": embedding}));
+    }
+    if ctx.ns.spec.pads_hits() {
+        let at = ctx
+            .state
+            .embed_pad
+            .release_at(started, prompt_tokens, Instant::now());
+        tokio::time::sleep_until(at.into()).await;
     }
     Ok(ok_json(&json!({
         "object": "list",
@@ -130,10 +141,13 @@ async fn embed_one(ctx: &Ctx, ids: Vec<u32>) -> Result<Arc<Vec<f32>>, ApiError> 
     }
     let model = ctx.state.engine.model().clone();
     let batch = ctx.state.config.embed_batch;
+    let n = ids.len();
+    let computing = Instant::now();
     let v = tokio::task::spawn_blocking(move || model.embed(&ids, batch))
         .await
         .map_err(|e| ApiError::internal(format!("embedding task: {e}")))?
         .map_err(|e| ApiError::internal(format!("embedding: {e}")))?;
+    ctx.state.embed_pad.observe(n, n, computing.elapsed());
     let v = Arc::new(v);
     ctx.state.embed_cache.put(k, v.clone());
     Ok(v)

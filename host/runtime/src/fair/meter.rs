@@ -49,7 +49,9 @@ impl SliceMeter {
         let wall = self.ns.wall(at);
         let cpu = now.saturating_sub(self.mark.swap(now, Ordering::Relaxed));
         let held = wall.saturating_sub(self.wall_mark.swap(wall, Ordering::Relaxed));
-        self.ns.charge_at(cpu, held, at);
+        // The two clocks are read one after the other and at different resolutions; a slice
+        // holds its worker at least as long as it runs.
+        self.ns.charge_at(cpu, held.max(cpu), at);
     }
 
     fn begin(&self) -> Slice<'_> {
