@@ -58,7 +58,7 @@ pub use layout::{KvElem, KvLayout, KvPart, MAX_BLOCK_TOKENS};
 pub use meta::{BlockState, PinLevel};
 pub use misses::{LostTier, MissReason, MissSnapshot};
 pub use pool::{BlockInfo, BlockPool, HotChain};
-pub use public::PublicChain;
+pub use public::{PublicChain, chain_step, context_chain};
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
 pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};
 

@@ -64,9 +64,80 @@ impl PublicChain {
     }
 }
 
+/// The chain hash of full block `i` (holding `chunk`) of a context rooted at `root` in a
+/// namespace declaring `public`, given block `i - 1`'s hash `prev` (`None` for block 0) and how
+/// many of blocks `..i` are public; and whether block `i` is public: it continues the public
+/// run and is a declared public block. The first private block after a public run forks from
+/// it under `root` (see [`crate::hash`]).
+pub fn chain_step(
+    root: &BlockHash,
+    public: Option<&PublicChain>,
+    i: usize,
+    prev: Option<BlockHash>,
+    n_public: usize,
+    chunk: &[u32],
+) -> (BlockHash, bool) {
+    if let Some(p) = public
+        && i == n_public
+    {
+        let h = BlockHash::chain(&prev.unwrap_or(*p.root()), chunk);
+        if p.contains(&h) {
+            return (h, true);
+        }
+    }
+    let parent = match prev {
+        None => *root,
+        Some(h) if i == n_public => BlockHash::private_fork(root, &h),
+        Some(h) => h,
+    };
+    (BlockHash::chain(&parent, chunk), false)
+}
+
+/// The hashes of every full block of a context `tokens` (from its start) rooted at `root` in a
+/// namespace declaring `public`, and how many leading blocks are public.
+pub fn context_chain(
+    root: &BlockHash,
+    public: Option<&PublicChain>,
+    tokens: &[u32],
+    block_tokens: usize,
+) -> (Vec<BlockHash>, usize) {
+    let mut chain = Vec::with_capacity(tokens.len() / block_tokens.max(1));
+    let mut n_public = 0;
+    if block_tokens == 0 {
+        return (chain, 0);
+    }
+    for (i, chunk) in tokens.chunks_exact(block_tokens).enumerate() {
+        let (h, is_public) = chain_step(root, public, i, chain.last().copied(), n_public, chunk);
+        if is_public {
+            n_public += 1;
+        }
+        chain.push(h);
+    }
+    (chain, n_public)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_context_chain_runs_public_then_forks_private() {
+        let (common, own) = (BlockHash([3; 32]), BlockHash([9; 32]));
+        let p = PublicChain::new(common, 4, &[(0..8).collect()]);
+        let tokens: Vec<u32> = (0..8).chain([50, 51, 52, 53]).collect();
+        let (chain, n_public) = context_chain(&own, Some(&p), &tokens, 4);
+        assert_eq!((chain.len(), n_public), (3, 2));
+        let h0 = BlockHash::chain(&common, &[0, 1, 2, 3]);
+        let h1 = BlockHash::chain(&h0, &[4, 5, 6, 7]);
+        assert_eq!(&chain[..2], &[h0, h1]);
+        let fork = BlockHash::private_fork(&own, &h1);
+        assert_eq!(chain[2], BlockHash::chain(&fork, &[50, 51, 52, 53]));
+        // Without the declaration: a plain chain from the namespace's root.
+        let (plain, none) = context_chain(&own, None, &tokens, 4);
+        assert_eq!(none, 0);
+        assert_eq!(plain[0], BlockHash::chain(&own, &[0, 1, 2, 3]));
+        assert_eq!(context_chain(&own, Some(&p), &tokens, 0), (Vec::new(), 0));
+    }
 
     #[test]
     fn whole_blocks_of_every_prefix_are_public() {

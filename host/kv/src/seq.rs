@@ -79,20 +79,7 @@ impl Sequence {
         n_public: usize,
         chunk: &[u32],
     ) -> (BlockHash, bool) {
-        if let Some(p) = &self.public
-            && i == n_public
-        {
-            let h = BlockHash::chain(&prev.unwrap_or(*p.root()), chunk);
-            if p.contains(&h) {
-                return (h, true);
-            }
-        }
-        let parent = match prev {
-            None => self.root,
-            Some(h) if i == n_public => BlockHash::private_fork(&self.root, &h),
-            Some(h) => h,
-        };
-        (BlockHash::chain(&parent, chunk), false)
+        crate::public::chain_step(&self.root, self.public.as_deref(), i, prev, n_public, chunk)
     }
 
     /// Appends block `hashes.len()`'s hash, as [`Sequence::block_hash`] classified it.

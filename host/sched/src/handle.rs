@@ -158,7 +158,7 @@ impl EngineHandle {
         let id = self
             .call("open", |reply| Command::Open { ns, salt, reply })
             .await?;
-        self.remote.opened(id, salt);
+        self.remote.opened(id, ns, salt);
         Ok(id)
     }
 
@@ -281,7 +281,7 @@ impl EngineHandle {
         pin: PinLevel,
         ttl: Option<Duration>,
     ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(salt, &tokens).await;
+        self.remote.prefetch(ns, salt, &tokens).await;
         self.call("warm", |reply| Command::Warm {
             ns,
             salt,
@@ -302,7 +302,7 @@ impl EngineHandle {
         tokens: Vec<u32>,
         count: f64,
     ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(salt, &tokens).await;
+        self.remote.prefetch(ns, salt, &tokens).await;
         self.call("rewarm", |reply| Command::Rewarm {
             ns,
             salt,
@@ -389,6 +389,7 @@ impl EngineHandle {
         common: NamespaceSalt,
         prefixes: Vec<Vec<u32>>,
     ) -> Result<(), EngineError> {
+        self.remote.set_public(ns, common, &prefixes);
         self.tx
             .send(Command::SetPublicPrefixes {
                 ns,

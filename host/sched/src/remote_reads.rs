@@ -2,14 +2,16 @@
 //! tokens (or a warm) reach the engine thread, the caller's task awaits one batched lookup of
 //! the prompt's chain in the remote tier (`TierStack::prefetch_remote`), which stages verified
 //! blocks that the engine's prefix match then copies in. So the engine thread never waits on
-//! the network, and other sessions keep decoding meanwhile. Invariant: only sessions opened
-//! through this handle and not yet given tokens are prefetched (their context starts at the
-//! chain's root); with no remote tier every method is a no-op.
+//! the network, and other sessions keep decoding meanwhile. A namespace with public prefixes
+//! (`set_public`, given the same prefixes as the engine) has its chain hashed as the pool
+//! hashes it, so the leading public blocks are found under the common salt. Invariant: only
+//! sessions opened through this handle and not yet given tokens are prefetched (their context
+//! starts at the chain's root); with no remote tier every method is a no-op.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use memoria_kv::{KvLayout, ModelFingerprint, NamespaceSalt};
+use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PublicChain};
 use memoria_store::TierStack;
 
 use crate::session::SessionId;
@@ -22,7 +24,9 @@ pub(crate) struct RemoteReads {
     stack: Option<Arc<TierStack>>,
     model: ModelFingerprint,
     layout: KvLayout,
-    fresh: Mutex<HashMap<SessionId, NamespaceSalt>>,
+    fresh: Mutex<HashMap<SessionId, (NamespaceId, NamespaceSalt)>>,
+    /// Each namespace's public prefixes, with the common salt they are keyed under.
+    public: RwLock<HashMap<NamespaceId, (Arc<PublicChain>, NamespaceSalt)>>,
 }
 
 impl RemoteReads {
@@ -32,14 +36,31 @@ impl RemoteReads {
             model,
             layout,
             fresh: Mutex::new(HashMap::new()),
+            public: RwLock::new(HashMap::new()),
         }
     }
 
-    fn fresh(&self) -> MutexGuard<'_, HashMap<SessionId, NamespaceSalt>> {
+    fn fresh(&self) -> MutexGuard<'_, HashMap<SessionId, (NamespaceId, NamespaceSalt)>> {
         self.fresh.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn opened(&self, id: SessionId, salt: NamespaceSalt) {
+    /// Records `ns`'s public prefixes (empty: none), compiled as the engine compiles them.
+    pub fn set_public(&self, ns: NamespaceId, common: NamespaceSalt, prefixes: &[Vec<u32>]) {
+        if self.stack.is_none() {
+            return;
+        }
+        let b = self.layout.block_tokens;
+        let root = BlockHash::root(&self.model, self.layout.elem, b, &common);
+        let chain = PublicChain::new(root, b, prefixes);
+        let mut g = self.public.write().unwrap_or_else(|p| p.into_inner());
+        if chain.is_empty() {
+            g.remove(&ns);
+        } else {
+            g.insert(ns, (Arc::new(chain), common));
+        }
+    }
+
+    pub fn opened(&self, id: SessionId, ns: NamespaceId, salt: NamespaceSalt) {
         if self.stack.is_some() {
             let mut g = self.fresh();
             if g.len() >= MAX_FRESH
@@ -47,7 +68,7 @@ impl RemoteReads {
             {
                 g.remove(&old);
             }
-            g.insert(id, salt);
+            g.insert(id, (ns, salt));
         }
     }
 
@@ -59,16 +80,25 @@ impl RemoteReads {
 
     /// Prefetches `tokens` if `id` is a fresh session (once).
     pub async fn before_append(&self, id: SessionId, tokens: &[u32]) {
-        let salt = self.fresh().remove(&id);
-        if let Some(salt) = salt {
-            self.prefetch(salt, tokens).await;
+        let fresh = self.fresh().remove(&id);
+        if let Some((ns, salt)) = fresh {
+            self.prefetch(ns, salt, tokens).await;
         }
     }
 
-    /// Prefetches a context that starts at the chain's root.
-    pub async fn prefetch(&self, salt: NamespaceSalt, tokens: &[u32]) {
+    /// Prefetches a context of namespace `ns` that starts at the chain's root.
+    pub async fn prefetch(&self, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]) {
         if let Some(s) = &self.stack {
-            s.prefetch_remote(self.model, self.layout, salt, tokens)
+            let public = self
+                .public
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&ns)
+                .cloned();
+            let public = public
+                .as_ref()
+                .map(|(chain, common)| (chain.as_ref(), *common));
+            s.prefetch_remote(self.model, self.layout, salt, public, tokens)
                 .await;
         }
     }

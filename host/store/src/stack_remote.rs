@@ -9,11 +9,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceSalt};
+use memoria_kv::{
+    BlockHash, KvLayout, ModelFingerprint, NamespaceSalt, PublicChain, context_chain,
+};
 
 use crate::codec::{self, BlockIdentity, Expect};
 use crate::remote::{Lookup, RemoteStats, RemoteTier, keys};
-use crate::session::SessionRecord;
 use crate::stack::TierStack;
 
 /// Label of a namespace whose salt was never registered.
@@ -166,17 +167,23 @@ impl TierStack {
     /// prefix match. Returns the blocks staged. Never fails and never runs on the engine thread:
     /// the caller's task awaits the tier's thread. Blocks this host wrote or fetched before are
     /// taken to be held locally (hot): skipping them costs at most a recompute.
+    ///
+    /// `public`: the namespace's public prefixes and the common salt they are keyed under; the
+    /// leading public blocks are then looked up (and verified) under the common root and label,
+    /// the rest under the namespace's, as the pool chains them.
     pub async fn prefetch_remote(
         &self,
         model: ModelFingerprint,
         layout: KvLayout,
         salt: NamespaceSalt,
+        public: Option<(&PublicChain, NamespaceSalt)>,
         tokens: &[u32],
     ) -> usize {
         let Some(r) = &self.remote else { return 0 };
         let b = layout.block_tokens;
         let root = BlockHash::root(&model, layout.elem, b, &salt);
-        let chain = SessionRecord::chain(&root, tokens, b);
+        let (chain, n_public) = context_chain(&root, public.map(|p| p.0), tokens, b);
+        let common = public.map(|(p, salt)| (*p.root(), salt));
         let Ok(raw) = layout.block_bytes() else {
             return 0;
         };
@@ -194,19 +201,29 @@ impl TierStack {
             .filter(|(_, h)| !local(h))
             .take(fit)
             .collect();
+        // Block i's root and remote label: the common ones for the leading public run.
         let label = r.label(&salt);
-        let keys = want.iter().map(|(_, h)| r.tier.key(&label, h)).collect();
+        let common_label = common.map(|(_, c)| r.label(&c));
+        let key_of = |i: usize| match (&common_label, common) {
+            (Some(l), Some((croot, _))) if i < n_public => (l.as_str(), croot),
+            _ => (label.as_str(), root),
+        };
+        let keys = want
+            .iter()
+            .map(|&(i, h)| r.tier.key(key_of(i).0, &h))
+            .collect();
         let found = r.tier.get_many(keys, true).await;
         let st = r.tier.stats();
         let mut staged = 0;
         for ((i, hash), lookup) in want.into_iter().zip(found) {
             let Lookup::Value(bytes) = lookup else { break };
             let block_tokens = &tokens[i * b..(i + 1) * b];
+            let (block_label, block_root) = key_of(i);
             let expect = Expect {
                 model,
                 layout,
                 hash,
-                root: Some(root),
+                root: Some(block_root),
                 tokens: Some(block_tokens),
             };
             let mut data = vec![0u8; raw];
@@ -214,7 +231,7 @@ impl TierStack {
                 && codec::decode_into(&bytes, &expect, &mut data).is_ok();
             if !good {
                 RemoteStats::add(&st.bad_values, 1);
-                r.tier.delete(r.tier.key(&label, &hash));
+                r.tier.delete(r.tier.key(block_label, &hash));
                 break;
             }
             RemoteStats::add(&st.hits, 1);
@@ -222,7 +239,7 @@ impl TierStack {
             r.stage(
                 hash,
                 StagedBlock {
-                    root,
+                    root: block_root,
                     tokens: block_tokens.to_vec(),
                     data,
                 },

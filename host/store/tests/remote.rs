@@ -145,7 +145,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
         0,
         "nothing staged before the prefetch"
     );
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t));
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t));
     assert_eq!(staged, 5);
     assert_eq!(restore(&b, salt, &t), 5);
     let s = b.remote().unwrap().snapshot();
@@ -157,7 +157,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
     // A longer prompt fetches only the blocks after the known ones, in one MGET.
     let long = [t[..5 * B].to_vec(), tokens(200 * B, 2)].concat();
     seal(&a, salt, &long);
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &long));
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &long));
     assert_eq!(staged, 200);
     let s = b.remote().unwrap().snapshot();
     assert_eq!(
@@ -188,7 +188,10 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     seal(&a, sa, &t);
     let b = host(opts(&srv));
     b.register_label(sb, "team-b").unwrap();
-    assert_eq!(rt().block_on(b.prefetch_remote(MODEL, layout(), sb, &t)), 0);
+    assert_eq!(
+        rt().block_on(b.prefetch_remote(MODEL, layout(), sb, None, &t)),
+        0
+    );
     assert_eq!(restore(&b, sb, &t), 0);
     let s = b.remote().unwrap().snapshot();
     assert_eq!(
@@ -199,7 +202,10 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     // Even a host that labels its namespace like A's cannot read A's blocks with its salt.
     let c = host(opts(&srv));
     c.register_label(sb, "team-a").unwrap();
-    assert_eq!(rt().block_on(c.prefetch_remote(MODEL, layout(), sb, &t)), 0);
+    assert_eq!(
+        rt().block_on(c.prefetch_remote(MODEL, layout(), sb, None, &t)),
+        0
+    );
     seal(&b, sb, &t);
     let mut conn = srv.connection().unwrap();
     let keys = all_keys(&srv);
@@ -246,7 +252,7 @@ fn bad_values_are_misses_and_are_deleted() {
         .unwrap();
     let b = host(opts(&srv));
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
         2
     );
     assert_eq!(restore(&b, salt, &t), 2);
@@ -263,7 +269,7 @@ fn bad_values_are_misses_and_are_deleted() {
     seal(&host(opts(&srv)), salt, &t[..3 * B]);
     let d = host(opts(&srv));
     assert_eq!(
-        rt().block_on(d.prefetch_remote(MODEL, layout(), salt, &t)),
+        rt().block_on(d.prefetch_remote(MODEL, layout(), salt, None, &t)),
         3
     );
     assert_eq!(
@@ -293,7 +299,10 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     let rt = rt();
     let start = Instant::now();
     for _ in 0..3 {
-        assert_eq!(rt.block_on(b.prefetch_remote(MODEL, layout(), salt, &t)), 0);
+        assert_eq!(
+            rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+            0
+        );
     }
     assert_eq!(rb.breaker_state(), BreakerState::Open);
     let s = rb.snapshot();
@@ -302,7 +311,10 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     assert_eq!((s.breaker, s.breaker_opens), (1, 1));
     // While open, lookups answer at once without touching the network.
     let t0 = Instant::now();
-    assert_eq!(rt.block_on(b.prefetch_remote(MODEL, layout(), salt, &t)), 0);
+    assert_eq!(
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        0
+    );
     assert!(
         t0.elapsed() < Duration::from_millis(50),
         "{:?}",
@@ -320,7 +332,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     assert!(all_keys(&srv).is_empty(), "restarted empty");
     seal(&host(opts(&srv)), salt, &t);
     wait_until("the breaker to close", || {
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, &t)) == 3
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)) == 3
     });
     assert_eq!(rb.breaker_state(), BreakerState::Closed);
     assert_eq!(restore(&b, salt, &t), 3);
@@ -419,12 +431,12 @@ fn one_prefetch_stages_no_more_than_fits_and_keeps_its_leading_blocks() {
     };
     let b = host(small);
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
         3
     );
     assert_eq!(restore(&b, salt, &t), 3, "the leading three, all usable");
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
         3
     );
     assert_eq!(

@@ -48,7 +48,8 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
     assert!(keys.len() >= 4, "A wrote its blocks: {keys:?}");
     let b = Server::start("remote-b", &["-m", &model(), "--remote", &url]);
     assert_eq!(complete(&b, &prompt), want);
-    let stats = get(b.addr, "/stats", &[]).json();
+    let admin = [("Authorization", "Bearer admin-key-for-tests")];
+    let stats = get(b.addr, "/stats", &admin).json();
     let remote = &stats["remote"];
     assert!(remote["hits"].as_u64().is_some_and(|h| h >= 4), "{remote}");
     assert_eq!(remote["bad_values"], 0);
@@ -89,4 +90,82 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
         .expect("spawn");
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("store.remote.url"));
+}
+
+/// A declared public prefix, long enough for several blocks.
+const PUBLIC: &str = "You are a helpful support assistant for the little town library. You answer \
+    questions about books, opening hours, library cards and the reading club. Be kind and short.";
+
+fn public_host(name: &str, url: &str) -> Server {
+    let cfg = temp_dir(name).join("host.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nadmin_key = \"admin-key-for-tests\"\n\n[namespaces.alpha]\n\
+             isolation = \"isolated\"\napi_keys = [\"alpha-key-0001\"]\n\
+             public_prefixes = [{PUBLIC:?}]\n"
+        ),
+    )
+    .expect("config");
+    let cfg = cfg.to_str().expect("utf-8").to_string();
+    Server::start(name, &["-m", &model(), "--remote", url, "--config", &cfg])
+}
+
+/// (prompt tokens, cached tokens) of a completion in namespace `alpha`.
+fn alpha_completion(s: &Server, prompt: &str) -> (u64, u64) {
+    let body = json!({"prompt": prompt, "max_tokens": 2, "temperature": 0});
+    let r = post(
+        s.addr,
+        "/v1/completions",
+        &body,
+        &[("Authorization", "Bearer alpha-key-0001")],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let u = &r.json()["usage"];
+    (
+        u["prompt_tokens"].as_u64().expect("prompt_tokens"),
+        u["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+    )
+}
+
+#[test]
+fn serve_with_remote_finds_a_public_prefix_under_the_common_salt() {
+    let srv = TestServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = srv.url();
+    let a = public_host("remote-public-a", &url);
+    let (prompt_tokens, _) = alpha_completion(&a, &format!("{PUBLIC} Where are the cat books?"));
+    let public_blocks = (prompt_tokens - 12) / 16;
+    assert!(public_blocks >= 3, "{prompt_tokens} prompt tokens");
+    let mut conn = srv.connection().expect("connect");
+    let mut keys = 0;
+    for _ in 0..100 {
+        let all: Vec<String> = redis::cmd("KEYS")
+            .arg("memoria:*")
+            .query(&mut conn)
+            .expect("KEYS");
+        keys = all.len();
+        if keys as u64 >= public_blocks {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        keys as u64 >= public_blocks,
+        "A wrote its blocks ({keys} keys)"
+    );
+    // Another host, another question: only the public blocks are shared, and they come from
+    // the remote tier under the common salt (the namespace's own chain forks after them).
+    let b = public_host("remote-public-b", &url);
+    let (_, cached) = alpha_completion(&b, &format!("{PUBLIC} Who runs the reading club?"));
+    let admin = [("Authorization", "Bearer admin-key-for-tests")];
+    let stats = get(b.addr, "/stats", &admin).json();
+    let hits = stats["remote"]["hits"].as_u64().unwrap_or(0);
+    assert!(
+        hits >= public_blocks - 1 && cached >= 16 * (public_blocks - 1),
+        "B found {hits} remote blocks and reused {cached} tokens of a {public_blocks}-block \
+         public prefix: {}",
+        stats["remote"]
+    );
 }
