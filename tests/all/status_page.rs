@@ -1,7 +1,8 @@
 //! `GET /ui` in a real browser: Debian's headless `chromium` loads the status page of a running
 //! `memoria serve` (admin key in the URL fragment, as an operator would bookmark it) while a
 //! client keeps it busy; the rendered DOM must hold the charts and carry the figures `/stats`
-//! reports, and a screenshot is kept (its path is printed). Chromium is required: CI installs
+//! reports (a real Valkey/Redis remote tier included, as the bar's fourth segment), and a
+//! screenshot is kept (its path is printed). Chromium is required: CI installs
 //! it (`.ci/run`), and a machine without it fails here rather than skipping.
 
 use std::path::{Path, PathBuf};
@@ -10,6 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde_json::{Value, json};
+
+use memoria_sched::store::remote::test_server::TestServer;
 
 use crate::serve::client::{get, post};
 use crate::serve::server::{Server, model, temp_dir};
@@ -117,6 +120,7 @@ fn between(what: &str, page: f64, before: &Value, after: &Value) {
 #[test]
 fn status_page_renders_live_figures_in_headless_chromium() {
     let browser = chromium();
+    let remote = TestServer::start().unwrap_or_else(|e| panic!("{e}"));
     let dir = temp_dir("status-page");
     let cfg = dir.join("host.toml");
     std::fs::write(
@@ -135,6 +139,8 @@ fn status_page_renders_live_figures_in_headless_chromium() {
             cfg.to_str().expect("utf-8"),
             "--store",
             dir.join("store").to_str().expect("utf-8"),
+            "--remote",
+            &remote.url(),
         ],
     );
     // The page shell is public, its figures are not.
@@ -174,6 +180,15 @@ fn status_page_renders_live_figures_in_headless_chromium() {
     for i in 0..6 {
         complete(s.addr, "alpha-key-page1", i);
         complete(s.addr, "beta-key-page01", i);
+    }
+    // The remote tier's size is polled every 2 s: wait until it shows the blocks written.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while stats(&s)["tiers"]["remote"]["blocks"].as_u64().unwrap_or(0) == 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the remote size never polled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let before = stats(&s);
     let stop = Arc::new(AtomicBool::new(false));
@@ -220,6 +235,17 @@ fn status_page_renders_live_figures_in_headless_chromium() {
     let row_blocks = num(hot_row, "data-tier=\"hot\"", "data-blocks");
     let row_bytes = num(hot_row, "data-tier=\"hot\"", "data-bytes");
     assert_eq!(row_bytes, row_blocks * f(&after["pool"]["block_bytes"]));
+    // The remote tier: the server's keys and memory, a segment of each bar and a table row.
+    let remote_blocks = num(&dom, "data-tier=\"remote\" data-value", "data-value");
+    assert!(
+        remote_blocks > 0.0 && remote_blocks <= f(&after["tiers"]["remote"]["blocks"]),
+        "remote blocks on the page {remote_blocks}: {}",
+        after["tiers"]
+    );
+    let remote_row = &dom[dom
+        .find("<tr data-tier=\"remote\"")
+        .expect("remote tier row")..];
+    assert!(num(remote_row, "data-tier=\"remote\"", "data-bytes") > 0.0);
 
     // Hit rate: a line with points, and the overall figure between the two /stats readings.
     assert!(num(&dom, "id=\"hit-rate-line\"", "data-points") >= 1.0);

@@ -97,6 +97,16 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
             "Circuit breaker: 0 closed, 1 open, 2 half-open.",
             s.breaker,
         ),
+        (
+            "memoria_remote_server_keys",
+            "Keys in the remote server's database at the last poll (every host's blocks).",
+            s.server_keys,
+        ),
+        (
+            "memoria_remote_server_bytes",
+            "The remote server's used_memory at the last poll.",
+            s.server_bytes,
+        ),
     ];
     for (name, help, v) in gauges {
         o.family(name, "gauge", help);

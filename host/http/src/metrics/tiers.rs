@@ -1,6 +1,6 @@
 //! The `/stats` object's `tiers` entry: blocks and bytes held per tier (`hot`, then `cold` and
-//! `disk` when the host has lower tiers), with each lower tier's hits, misses, evictions and
-//! budget, the figures `/metrics` gives as `memoria_kv_*{tier=...}`, and the store's own
+//! `disk` when the host has lower tiers, and `remote`: the server's key count and memory, which
+//! every host sharing it fills), with each lower tier's hits, misses, evictions and budget, the figures `/metrics` gives as `memoria_kv_*{tier=...}`, and the store's own
 //! figures (writes, drops, errors; for the disk: file, saves, queue, writer state), which it
 //! gives as `memoria_store_*` (module `store`). Invariant: read-only.
 
@@ -54,6 +54,20 @@ pub(super) fn json(state: &AppState) -> Value {
                 }
                 o.insert(name.into(), v);
             }
+        }
+        if let Some(r) = s.remote {
+            // The server's whole database, as last polled (shared by every host using it).
+            o.insert(
+                "remote".into(),
+                json!({
+                    "blocks": r.server_keys,
+                    "bytes": r.server_bytes,
+                    "hits": r.hits,
+                    "misses": r.miss_absent + r.miss_timeout + r.miss_error + r.miss_breaker
+                        + r.bad_values,
+                    "server_wide": true,
+                }),
+            );
         }
     }
     Value::Object(o)

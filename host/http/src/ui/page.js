@@ -51,7 +51,7 @@
 
   function tiers(st) {
     const t = st.tiers || {};
-    const rows = ["hot", "cold", "disk"].filter((k) => t[k]).map((k) => [k, t[k]]);
+    const rows = ["hot", "cold", "disk", "remote"].filter((k) => t[k]).map((k) => [k, t[k]]);
     for (const [id, field] of [["tier-blocks-bar", "blocks"], ["tier-bytes-bar", "bytes"]]) {
       const bar = $(id);
       bar.replaceChildren();
@@ -64,7 +64,8 @@
         r.dataset.tier = k;
         r.dataset.value = String(num(v[field]));
         const tip = svg("title", {});
-        tip.textContent = k + ": " + (field === "bytes" ? bytes(num(v[field])) : num(v[field]) + " blocks");
+        tip.textContent = k + ": " + (field === "bytes" ? bytes(num(v[field])) : num(v[field]) + " blocks") +
+          (v.server_wide ? " (the whole server, shared by every host)" : "");
         r.appendChild(tip);
         bar.appendChild(r);
         x += w;
@@ -79,7 +80,7 @@
       tr.dataset.bytes = String(num(v.bytes));
       const cells = [
         null, [v.blocks, String(num(v.blocks))], [v.bytes, bytes(num(v.bytes))],
-        [v.budget_bytes, bytes(num(v.budget_bytes))],
+        [v.budget_bytes, v.budget_bytes === undefined ? "–" : bytes(num(v.budget_bytes))],
         [v.hits, v.hits === undefined ? "–" : String(v.hits)],
         [v.misses, v.misses === undefined ? "–" : String(v.misses)],
         [v.evictions, v.evictions === undefined ? String(num(st.pool && st.pool.evictions)) : String(v.evictions)],

@@ -48,6 +48,11 @@ pub struct RemoteStats {
     pub queue_bytes: AtomicU64,
     /// Writes in the write-behind queue (gauge).
     pub queue_blocks: AtomicU64,
+    /// Keys in the server's database at the last size poll (gauge; every host's blocks, and
+    /// anything else kept in that database).
+    pub server_keys: AtomicU64,
+    /// The server's `used_memory` at the last size poll (gauge).
+    pub server_bytes: AtomicU64,
     /// MGET runs sent.
     pub fetches: AtomicU64,
     /// Fetch latency histogram, per [`LATENCY_BOUNDS_US`] plus +Inf (not cumulative).
@@ -102,6 +107,8 @@ impl RemoteStats {
             breaker: g(&self.breaker),
             queue_bytes: g(&self.queue_bytes),
             queue_blocks: g(&self.queue_blocks),
+            server_keys: g(&self.server_keys),
+            server_bytes: g(&self.server_bytes),
             fetches: g(&self.fetches),
             latency: self.latency.each_ref().map(g),
             latency_sum_us: g(&self.latency_sum_us),
@@ -129,6 +136,8 @@ pub struct RemoteSnapshot {
     pub breaker: u64,
     pub queue_bytes: u64,
     pub queue_blocks: u64,
+    pub server_keys: u64,
+    pub server_bytes: u64,
     pub fetches: u64,
     pub latency: [u64; 11],
     pub latency_sum_us: u64,

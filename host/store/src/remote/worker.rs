@@ -254,6 +254,7 @@ async fn run(
         slot: tokio::sync::Mutex::new(None),
     });
     let writer = tokio::spawn(write_loop(shared.clone(), conn.clone(), writes));
+    let sizer = tokio::spawn(size_loop(shared.clone(), conn.clone()));
     while let Some(job) = jobs.recv().await {
         match job {
             Job::Get {
@@ -304,8 +305,47 @@ async fn run(
             Job::Stop => break,
         }
     }
+    sizer.abort();
     // Queued writes get a bounded time to drain (an open breaker drops them at once).
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+/// How often the server's size is read for `/stats` (the status page's remote bar).
+const SIZE_POLL: Duration = Duration::from_secs(2);
+
+/// Reads the server's key count (`DBSIZE`) and `used_memory` every [`SIZE_POLL`] while the
+/// breaker is closed. A failed poll changes nothing: not the breaker, not the counters (the
+/// figures are for people; lookups and writes judge the server's health).
+async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
+    let mut tick = tokio::time::interval(SIZE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if shared.breaker_state() != BreakerState::Closed {
+            continue;
+        }
+        let t = shared.opts.timeout();
+        let Ok(mut m) = conn.get(t).await else {
+            continue;
+        };
+        let poll = async {
+            let keys: u64 = redis::cmd("DBSIZE").query_async(&mut m).await?;
+            let info: String = redis::cmd("INFO").arg("memory").query_async(&mut m).await?;
+            redis::RedisResult::Ok((keys, info))
+        };
+        if let Ok(Ok((keys, info))) = tokio::time::timeout(t, poll).await {
+            shared.stats.server_keys.store(keys, Relaxed);
+            shared.stats.server_bytes.store(used_memory(&info), Relaxed);
+        }
+    }
+}
+
+/// `used_memory` of an `INFO memory` reply (0 when absent).
+fn used_memory(info: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 async fn get(shared: &Shared, conn: &Conn, keys: Vec<String>, leading: bool) -> Vec<Lookup> {
