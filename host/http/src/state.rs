@@ -95,6 +95,8 @@ pub struct ServerParts {
     pub reloader: Option<Reloader>,
     /// The engine's lower tiers, for their metrics (None: hot pool only).
     pub store: Option<Arc<memoria_sched::store::TierStack>>,
+    /// The first-token padding estimate, shared with the components' runtime.
+    pub hit_pad: Arc<memoria_tenant::HitPad>,
 }
 
 /// Shared state of a running server.
@@ -112,11 +114,12 @@ pub struct AppState {
     pub embed_cache: EmbedCache,
     /// Compiled `response_format`s (structured outputs).
     pub structured: crate::openai::structured::StructuredOutputs,
-    /// The recompute-time estimate that padded namespaces release first tokens by.
-    pub hit_pad: crate::openai::hit_timing::HitPad,
+    /// The recompute-time estimate that padded namespaces release first tokens by (shared
+    /// with the components' runtime).
+    pub hit_pad: Arc<memoria_tenant::HitPad>,
     /// The same padding for embeddings, with its own estimate (a vector costs what a forward
     /// pass over its tokens costs, not a first token).
-    pub embed_pad: crate::openai::hit_timing::HitPad,
+    pub embed_pad: memoria_tenant::HitPad,
     pub started: Instant,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
@@ -130,7 +133,7 @@ impl AppState {
         AppState {
             embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
             structured: Default::default(),
-            hit_pad: Default::default(),
+            hit_pad: parts.hit_pad,
             embed_pad: Default::default(),
             engine: parts.engine,
             config: parts.config,

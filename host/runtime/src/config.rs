@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use memoria_model::chat::ChatTemplate;
 
+use memoria_tenant::HitPad;
+
 use crate::fair::CpuShare;
 
 /// How the runtime is set up; one per host.
@@ -34,6 +36,9 @@ pub struct RuntimeConfig {
     /// CPU each namespace's guests may use before they are put to sleep at their epoch
     /// callbacks (checked at start); `None`: guest CPU is counted, never throttled.
     pub cpu_share: Option<CpuShare>,
+    /// The first-token padding estimate of `hit_timing = "pad"` namespaces, shared with the
+    /// OpenAI endpoints (one engine computes both).
+    pub hit_pad: Arc<HitPad>,
 }
 
 impl Default for RuntimeConfig {
@@ -47,6 +52,7 @@ impl Default for RuntimeConfig {
             components_dir: None,
             spare_instances: 32,
             cpu_share: Some(CpuShare::default()),
+            hit_pad: Arc::default(),
         }
     }
 }

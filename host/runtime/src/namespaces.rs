@@ -115,6 +115,8 @@ pub(crate) struct HostShared {
     pub stats: Arc<RuntimeStats>,
     /// Each namespace's CPU share (None: CPU is counted, never throttled).
     pub cpu_share: Option<CpuShare>,
+    /// First-token padding of `hit_timing = "pad"` namespaces (shared with the HTTP side).
+    pub hit_pad: Arc<memoria_tenant::HitPad>,
 }
 
 /// One namespace's runtime state.

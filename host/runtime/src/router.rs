@@ -165,6 +165,7 @@ impl Runtime {
             durable: cfg.durable_sessions,
             stats: Arc::new(RuntimeStats::default()),
             cpu_share: cfg.cpu_share,
+            hit_pad: cfg.hit_pad,
         });
         let folder = cfg
             .components_dir

@@ -4,12 +4,14 @@
 //! Invariants: a namespace's salt and id are derived here from configuration only, never from a
 //! request; API keys are kept as blake3 digests and looked up by digest.
 
+mod hit_pad;
 mod hit_timing;
 mod isolation;
 mod limits;
 mod public;
 mod registry;
 
+pub use hit_pad::{BUCKET, HitPad, MAX_PAD};
 pub use hit_timing::HitTiming;
 pub use isolation::Isolation;
 pub use limits::Limits;

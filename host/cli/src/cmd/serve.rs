@@ -137,8 +137,10 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     };
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tokenizer), engine_cfg)
         .context("starting the engine")?;
+    // One first-token padding estimate for the OpenAI endpoints and the components.
+    let hit_pad = Arc::new(memoria_tenant::HitPad::default());
     let router = needs_runtime(&cfg, &tenants)
-        .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref()))
+        .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref(), &hit_pad))
         .transpose()?;
     let http = HttpConfig {
         model_aliases: model_aliases(&cfg, &model_id),
@@ -170,6 +172,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         router,
         reloader,
         store: store.clone(),
+        hit_pad,
     };
     let rt = super::server_runtime()?;
     rt.block_on(async move {
@@ -326,6 +329,7 @@ fn components(
     engine: &EngineHandle,
     model_id: &str,
     store: Option<&Arc<memoria_store::TierStack>>,
+    hit_pad: &Arc<memoria_tenant::HitPad>,
 ) -> anyhow::Result<Arc<dyn memoria_runtime::ComponentRouter>> {
     let rc = memoria_runtime::RuntimeConfig {
         chat_template: Some(Arc::new(chat_template(
@@ -337,6 +341,7 @@ fn components(
         durable_sessions: store.is_some_and(|s| s.disk().is_some()),
         cache_dir: cfg.components_dir.as_ref().map(|d| d.join(".compiled")),
         components_dir: cfg.components_dir.clone(),
+        hit_pad: hit_pad.clone(),
         ..memoria_runtime::RuntimeConfig::default()
     };
     if let Some(d) = &rc.cache_dir {

@@ -11,7 +11,6 @@ pub mod embed_cache;
 pub mod embeddings;
 #[cfg(test)]
 mod fuzz_tests;
-pub mod hit_timing;
 mod json;
 mod logprobs;
 pub use json::parse as parse_json;

@@ -188,7 +188,7 @@ struct Totals {
 
 impl Running {
     /// The next event of any choice, recording latency figures. In a padded namespace the
-    /// first output waits here for its release time (see [`super::hit_timing`]).
+    /// first output waits here for its release time (see [`memoria_tenant::HitPad`]).
     async fn next(&mut self) -> Option<Tagged> {
         let (i, ev) = self.rx.recv().await?;
         if self.first_ready.is_none()

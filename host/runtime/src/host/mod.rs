@@ -7,6 +7,7 @@ pub mod cache;
 pub mod embeddings;
 pub mod log;
 pub mod models;
+mod pad;
 pub mod session;
 mod shadow;
 pub mod stream;

@@ -18,6 +18,7 @@ use crate::bindings::memoria::llm::session::{
 };
 use crate::bindings::{WitError, WitUsage};
 use crate::errors::{from_engine, from_named};
+use crate::host::pad::GenerationPad;
 use crate::host::stream::StreamRes;
 use crate::named::check_name;
 use crate::namespaces::SessionSlot;
@@ -32,6 +33,8 @@ pub struct SessionRes {
     ns: NamespaceId,
     engine: EngineHandle,
     closed: bool,
+    /// Tokens appended since the last generation (what it will compute, hit or miss).
+    pending: usize,
     _slot: SessionSlot,
 }
 
@@ -90,16 +93,18 @@ impl TenantState {
         })?;
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
         let id = engine.open(ns.id, ns.salt).await.map_err(from_engine)?;
-        let res = SessionRes {
+        let mut res = SessionRes {
             id,
             ns: ns.id,
             engine: engine.clone(),
             closed: false,
+            pending: tokens.as_ref().map_or(0, Vec::len),
             _slot: slot,
         };
         if let Some(tokens) = tokens
             && let Err(e) = engine.append(ns.id, id, tokens).await
         {
+            res.pending = 0;
             res.close().await;
             return Err(from_engine(e));
         }
@@ -127,11 +132,13 @@ impl TenantState {
                 }
                 e => from_engine(e),
             })?;
+        // A restored context is the namespace's own save: nothing to pad for.
         let res = SessionRes {
             id,
             ns: ns.id,
             engine,
             closed: false,
+            pending: 0,
             _slot: slot,
         };
         self.table
@@ -189,8 +196,27 @@ impl TenantState {
             return Ok(Err(e));
         }
         let id = self.session_id(&s)?;
+        let n = tokens.len();
         let r = self.ns.host.engine.append(self.ns.ns.id, id, tokens).await;
+        if r.is_ok() {
+            let res = self.table.get_mut(&s)?;
+            res.pending = res.pending.saturating_add(n);
+        }
         Ok(r.map(|n| n as u32).map_err(from_engine))
+    }
+}
+
+impl TenantState {
+    /// The padding of a generation on `s` now (which takes its pending tokens).
+    fn generation_pad(&mut self, s: &Resource<SessionRes>) -> wasmtime::Result<GenerationPad> {
+        let pads = self.ns.ns.spec.pads_hits();
+        let res = self.table.get_mut(s)?;
+        let prompt = std::mem::take(&mut res.pending);
+        Ok(GenerationPad::start(
+            self.ns.host.hit_pad.clone(),
+            pads,
+            prompt,
+        ))
     }
 }
 
@@ -232,12 +258,18 @@ impl HostSession for TenantState {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
+        let mut pad = self.generation_pad(&s)?;
         let mut stream = match self.ns.host.engine.generate(self.ns.ns.id, id, params) {
             Ok(st) => st,
             Err(e) => return Ok(Err(from_engine(e))),
         };
         let (mut text, mut tokens) = (String::new(), Vec::new());
+        // The first output's padding, served after the end (see `pad`).
+        let mut hold = std::time::Duration::ZERO;
         while let Some(ev) = stream.next().await {
+            if matches!(ev, Event::Token { .. } | Event::Done { .. }) {
+                hold += pad.first_output();
+            }
             match ev {
                 Event::Token {
                     id, text: piece, ..
@@ -253,6 +285,10 @@ impl HostSession for TenantState {
                     ..
                 } => {
                     text.push_str(&text_tail);
+                    let u = pad.finish(u);
+                    if !hold.is_zero() {
+                        tokio::time::sleep(hold).await;
+                    }
                     return Ok(Ok(Generation {
                         text,
                         tokens,
@@ -278,11 +314,12 @@ impl HostSession for TenantState {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
+        let pad = self.generation_pad(&s)?;
         let stream = match self.ns.host.engine.generate(self.ns.ns.id, id, params) {
             Ok(st) => st,
             Err(e) => return Ok(Err(from_engine(e))),
         };
-        Ok(Ok(self.table.push(StreamRes::new(stream))?))
+        Ok(Ok(self.table.push(StreamRes::new(stream, pad))?))
     }
 
     async fn fork(&mut self, s: Resource<SessionRes>) -> R<Resource<SessionRes>> {
@@ -298,11 +335,13 @@ impl HostSession for TenantState {
             Ok(c) => c,
             Err(e) => return Ok(Err(from_engine(e))),
         };
+        // A fork shares its parent's computed context; only what it appends is its own.
         let res = SessionRes {
             id: child,
             ns,
             engine,
             closed: false,
+            pending: 0,
             _slot: slot,
         };
         Ok(Ok(self.table.push(res)?))

@@ -7,6 +7,7 @@ use wasmtime::component::Resource;
 use crate::TenantState;
 use crate::bindings::WitError;
 use crate::bindings::memoria::llm::session::{HostGenerationStream, StreamEvent, Token};
+use crate::host::pad::GenerationPad;
 use crate::host::session::{finish, usage};
 
 /// A guest's streaming generation.
@@ -14,13 +15,15 @@ use crate::host::session::{finish, usage};
 pub struct StreamRes {
     stream: GenerationStream,
     done: bool,
+    pad: GenerationPad,
 }
 
 impl StreamRes {
-    pub(crate) fn new(stream: GenerationStream) -> StreamRes {
+    pub(crate) fn new(stream: GenerationStream, pad: GenerationPad) -> StreamRes {
         StreamRes {
             stream,
             done: false,
+            pad,
         }
     }
 }
@@ -35,6 +38,13 @@ impl HostGenerationStream for TenantState {
             return Ok(Ok(None));
         }
         let ev = res.stream.next().await;
+        if matches!(ev, Some(Event::Token { .. } | Event::Done { .. })) {
+            let wait = res.pad.first_output();
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        let res = self.table.get_mut(&s)?;
         let out = match ev {
             Some(Event::Token { id, text, .. }) => {
                 self.tokens_left = self.tokens_left.saturating_sub(1);
@@ -51,7 +61,7 @@ impl HostGenerationStream for TenantState {
             }) => Ok(Some(StreamEvent::Done((
                 text_tail,
                 finish(reason),
-                usage(u),
+                usage(res.pad.finish(u)),
             )))),
             Some(Event::Error(msg)) => Err(WitError::Unavailable(msg)),
             None => Err(WitError::Unavailable(

@@ -9,8 +9,10 @@
 //! The estimate is `prompt_tokens × (mean + 4·dev)` seconds, `mean` and `dev` being exponentially
 //! weighted averages (weights 1/8 and 1/4, the round-trip estimator of TCP) of the time to first
 //! token per computed token of requests that computed at least 3/4 of their prompt, in any
-//! namespace (the engine is shared). Invariants: the wait happens in the task that streams to
-//! the client, never in the engine; it is capped at [`MAX_PAD`]; until the first sample the
+//! namespace (the engine is shared). One estimator serves the OpenAI endpoints and the
+//! components' host calls (the same engine computes both); embeddings keep one of their own.
+//! Invariants: the wait happens in the task that streams to the client (or the guest's task),
+//! never in the engine; it is capped at [`MAX_PAD`]; until the first sample the
 //! estimate is zero (only the bucketing applies).
 
 use std::collections::hash_map::RandomState;
