@@ -63,8 +63,7 @@ pub(super) fn json(state: &AppState) -> Value {
                     "blocks": r.server_keys,
                     "bytes": r.server_bytes,
                     "hits": r.hits,
-                    "misses": r.miss_absent + r.miss_timeout + r.miss_error + r.miss_breaker
-                        + r.bad_values,
+                    "misses": r.misses(),
                     "server_wide": true,
                 }),
             );

@@ -82,8 +82,7 @@ impl RemoteStats {
 
     /// All misses, whatever the reason (bad values included).
     pub fn misses(&self) -> u64 {
-        let s = self.snapshot();
-        s.miss_absent + s.miss_timeout + s.miss_error + s.miss_breaker + s.bad_values
+        self.snapshot().misses()
     }
 
     /// A plain copy.
@@ -113,6 +112,13 @@ impl RemoteStats {
             latency: self.latency.each_ref().map(g),
             latency_sum_us: g(&self.latency_sum_us),
         }
+    }
+}
+
+impl RemoteSnapshot {
+    /// All misses, whatever the reason (bad values included).
+    pub fn misses(&self) -> u64 {
+        self.miss_absent + self.miss_timeout + self.miss_error + self.miss_breaker + self.bad_values
     }
 }
 
