@@ -25,14 +25,6 @@ fn engine() -> EngineHandle {
     EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine")
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// Sampled at temperature 0.9 with seed `seed`, two biased tokens and 5 alternatives per token.
 fn biased(seed: u64, max_tokens: usize) -> GenerateParams {
     let mut p = GenerateParams::greedy(max_tokens);
@@ -82,7 +74,7 @@ fn prompt(tok: &Tokenizer, i: usize) -> Vec<u32> {
 fn bias_and_logprobs_are_identical_alone_and_among_fifteen_others() {
     let e = engine();
     let tok = e.tokenizer().clone();
-    let rt = runtime();
+    let rt = shared::runtime();
     let alone = rt.block_on(run(&e, "alone", prompt(&tok, 7), biased(42, 40)));
     assert_eq!(alone.len(), 40);
     assert!(
@@ -125,7 +117,7 @@ fn bias_and_logprobs_are_identical_alone_and_among_fifteen_others() {
 fn a_fork_after_the_prompt_samples_what_a_fresh_session_samples() {
     let e = engine();
     let tok = e.tokenizer().clone();
-    let rt = runtime();
+    let rt = shared::runtime();
     rt.block_on(async {
         let p = prompt(&tok, 3);
         let fresh: Vec<_> = run(&e, "fresh", p.clone(), biased(8, 24)).await;

@@ -25,14 +25,6 @@ fn start(model: &Arc<Model>, cfg: EngineConfig) -> EngineHandle {
     EngineHandle::start(model.clone(), Arc::new(tok), cfg).expect("engine")
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 fn salt(s: &str) -> NamespaceSalt {
     NamespaceSalt::derive(s)
 }
@@ -95,7 +87,7 @@ fn gemma3_sessions_batched_among_others_match_running_alone_bit_for_bit() {
         .enumerate()
         .map(|(i, s)| s[..12 + 3 * i].to_vec())
         .collect();
-    let rt = runtime();
+    let rt = shared::runtime();
     let alone: Vec<_> = rt.block_on(async {
         let mut v = Vec::new();
         for (i, p) in prompts.iter().enumerate() {
@@ -147,7 +139,7 @@ fn gemma3_cached_prefix_past_the_window_and_fork_change_nothing() {
             ..EngineConfig::default()
         },
     );
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let (first, cached, first_logits) = run_one(&e, "p", &prompt, 8).await;
         assert_eq!(cached, 0);
         let (second, cached, second_logits) = run_one(&e, "p", &prompt, 8).await;
@@ -194,7 +186,7 @@ fn gemma3_save_restart_restore_through_the_store_is_bit_identical() {
         };
         (start(&model, cfg), stack)
     };
-    let rt = runtime();
+    let rt = shared::runtime();
     let original = {
         let (e, _) = with_store();
         let l = rt.block_on(async {

@@ -5,6 +5,7 @@ mod cache_view;
 mod chat;
 mod cli;
 mod deploy;
+mod embeddings;
 mod engine;
 mod fairness;
 mod fidelity;

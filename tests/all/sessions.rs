@@ -37,14 +37,6 @@ fn synthetic(ty: GgmlType) -> Model {
     Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load")
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 const NS: NamespaceId = NamespaceId(1);
 
 fn salt(label: &str) -> NamespaceSalt {
@@ -116,7 +108,7 @@ fn engine_greedy_matches_llama_cpp() {
     let e = start(EngineConfig::default());
     let tok = e.tokenizer().clone();
     let golden = shared::json("golden/greedy-f32.json");
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         for case in golden["greedy"]["results"].as_array().expect("results") {
             let prompt = tok.encode(case["prompt"].as_str().expect("prompt"), true, true);
             let want: Vec<u32> =
@@ -173,7 +165,7 @@ fn synthetic_model_batched_equals_alone_with_f16_and_q8_0_kv() {
 /// Runs every prompt alone (own salt, nothing cached), then all at once (one salt), and
 /// compares tokens and final logits exactly.
 fn check_batched_equals_alone(e: &EngineHandle, prompts: &[Vec<u32>]) {
-    let rt = runtime();
+    let rt = shared::runtime();
     let alone: Vec<(Output, Vec<f32>)> = rt.block_on(async {
         let mut v = Vec::new();
         for (i, p) in prompts.iter().enumerate() {
@@ -218,7 +210,7 @@ fn cached_prefix_and_fork_change_nothing_but_speed() {
     let e = start(EngineConfig::default());
     let tok = e.tokenizer().clone();
     let prompt = tok.encode(&"Once upon a time there was a cat. ".repeat(8), true, true);
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let (first, first_logits, id) = run_one(&e, NS, "p", &prompt, 32).await;
         assert_eq!(first.usage.cached_tokens, 0);
         e.close(NS, id).await.expect("close");
@@ -266,7 +258,7 @@ fn sixteen_sessions_with_a_common_prefix_hold_one_copy() {
         prefix.len()
     );
     let block_tokens = 16;
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let info = e
             .warm(NS, salt("s"), prefix.clone(), PinLevel::Priority(1), None)
             .await
@@ -319,7 +311,7 @@ fn namespaces_with_different_salts_never_hit_each_other() {
         true,
         true,
     );
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let (a, _, id) = run_one(&e, NamespaceId(1), "tenant-a", &prompt, 4).await;
         e.close(NamespaceId(1), id).await.expect("close");
         let (b, _, id) = run_one(&e, NamespaceId(2), "tenant-b", &prompt, 4).await;
@@ -342,7 +334,7 @@ fn dropping_the_stream_cancels_and_frees_blocks() {
     let e = start(EngineConfig::default());
     let tok = e.tokenizer().clone();
     let prompt = tok.encode("Once upon a time", true, true);
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let baseline = e.pool_stats().snapshot().total.blocks_used;
         let id = e.open(NS, salt("c")).await.expect("open");
         e.append(NS, id, prompt).await.expect("append");
@@ -375,7 +367,7 @@ fn idle_sessions_are_released_after_their_ttl() {
         ..EngineConfig::default()
     });
     let tok = e.tokenizer().clone();
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let (_, _, id) = run_one(&e, NS, "ttl", &tok.encode("Hello there", true, true), 2).await;
         let deadline = Instant::now() + Duration::from_secs(10);
         while e.info(NS, id).await.is_ok() {
@@ -395,7 +387,7 @@ fn a_long_prefill_does_not_starve_decoding_sessions() {
         ..EngineConfig::default()
     });
     let tok = e.tokenizer().clone();
-    runtime().block_on(async {
+    shared::runtime().block_on(async {
         let a = e.open(NS, salt("f")).await.expect("open");
         e.append(NS, a, tok.encode("Once upon a time", true, true))
             .await

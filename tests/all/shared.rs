@@ -1,6 +1,7 @@
 //! Locates `../shared` (llama.cpp's golden outputs, test vocabularies, the stories260K models).
 //! A missing folder fails loudly: tests that need it must never pass by skipping. Real models too
-//! large for it (Gemma 3) come from the models folder that `memoria pull` fills.
+//! large for it (Gemma 3) come from the models folder that `memoria pull` fills. Also the tokio
+//! runtime the engine tests drive their handles from.
 
 use std::path::PathBuf;
 
@@ -54,4 +55,13 @@ pub fn real_model(file: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// A two-thread tokio runtime, as engine tests use to drive an `EngineHandle`.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }

@@ -447,14 +447,50 @@ fn example_tenants_toml_defines_the_four_namespaces() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guests_get_embeddings_of_the_model_width() {
-    let (rt, eng) = runtime(&[("alpha", "isolated", "")]);
+async fn guests_get_embeddings_of_the_model_width_from_the_engines_cache() {
+    let (rt, eng) = runtime(&[("alpha", "isolated", ""), ("beta", "isolated", "")]);
     let (status, text, _) = call(&rt, "alpha", "/misbehave/embed", "").await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(
         text,
         format!("count=2 dims={}", eng.model().hparams().n_embd)
     );
+    // The guest's vectors went through the engine into its cache, under alpha's salt: the
+    // OpenAI side (the same `EngineHandle::embed`) finds them there, beta does not.
+    let texts: Vec<Vec<u32>> = ["a happy dog", "a sad cat"]
+        .iter()
+        .map(|t| eng.tokenizer().encode(t, true, false))
+        .collect();
+    let tenants = Tenants::new(
+        [
+            ("alpha", spec("isolated", "")),
+            ("beta", spec("isolated", "")),
+        ]
+        .into_iter()
+        .map(|(n, s)| (n.to_string(), s))
+        .collect(),
+    )
+    .expect("tenants");
+    let (alpha, beta) = (
+        tenants.get("alpha").expect("alpha"),
+        tenants.get("beta").expect("beta"),
+    );
+    let computed = eng.stats().snapshot().embeddings;
+    assert_eq!(computed, 2);
+    let hits = eng
+        .embed(alpha.id, alpha.salt, &texts)
+        .await
+        .expect("embed");
+    assert!(
+        hits.iter().all(|e| e.cached),
+        "alpha's guest filled the cache"
+    );
+    let misses = eng.embed(beta.id, beta.salt, &texts).await.expect("embed");
+    assert!(
+        misses.iter().all(|e| !e.cached),
+        "isolated beta never hits alpha's"
+    );
+    assert_eq!(eng.stats().snapshot().embeddings, computed + 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

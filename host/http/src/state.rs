@@ -15,7 +15,6 @@ use memoria_tenant::{Namespace, Tenants};
 
 use crate::admission::Admission;
 use crate::metrics::Metrics;
-use crate::openai::embed_cache::EmbedCache;
 use crate::sessions::SessionRegistry;
 
 /// Rebuilds the namespaces from configuration (`POST /admin/reload`); the message of an error
@@ -40,10 +39,6 @@ pub struct HttpConfig {
     pub shutdown_timeout: Duration,
     /// Seconds a 429 asks the client to wait.
     pub retry_after_s: u64,
-    /// Embeddings kept by content hash.
-    pub embed_cache_entries: usize,
-    /// Tokens per embedding forward pass.
-    pub embed_batch: usize,
     /// Longest context of one request (the engine's `max_context`).
     pub max_context: usize,
     /// Largest component the admin API accepts (413 past it).
@@ -70,8 +65,6 @@ impl Default for HttpConfig {
             default_namespace: "shared".into(),
             shutdown_timeout: Duration::from_secs(30),
             retry_after_s: 1,
-            embed_cache_entries: 4096,
-            embed_batch: 512,
             max_context: 2048,
             max_component_bytes: 64 << 20,
             header_timeout: Duration::from_secs(30),
@@ -97,6 +90,8 @@ pub struct ServerParts {
     pub store: Option<Arc<memoria_sched::store::TierStack>>,
     /// The first-token padding estimate, shared with the components' runtime.
     pub hit_pad: Arc<memoria_tenant::HitPad>,
+    /// The embeddings' padding estimate, shared with the components' runtime.
+    pub embed_pad: Arc<memoria_tenant::HitPad>,
 }
 
 /// Shared state of a running server.
@@ -111,7 +106,6 @@ pub struct AppState {
     pub admission: Admission,
     pub metrics: Metrics,
     pub sessions: SessionRegistry,
-    pub embed_cache: EmbedCache,
     /// Compiled `response_format`s (structured outputs).
     pub structured: crate::openai::structured::StructuredOutputs,
     /// The recompute-time estimate that padded namespaces release first tokens by (shared
@@ -119,7 +113,7 @@ pub struct AppState {
     pub hit_pad: Arc<memoria_tenant::HitPad>,
     /// The same padding for embeddings, with its own estimate (a vector costs what a forward
     /// pass over its tokens costs, not a first token).
-    pub embed_pad: memoria_tenant::HitPad,
+    pub embed_pad: Arc<memoria_tenant::HitPad>,
     pub started: Instant,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
@@ -131,10 +125,9 @@ impl AppState {
     pub fn new(parts: ServerParts) -> AppState {
         apply_policies(&parts.engine, &parts.chat, &parts.tenants);
         AppState {
-            embed_cache: EmbedCache::new(parts.config.embed_cache_entries),
             structured: Default::default(),
             hit_pad: parts.hit_pad,
-            embed_pad: Default::default(),
+            embed_pad: parts.embed_pad,
             engine: parts.engine,
             config: parts.config,
             chat: parts.chat,

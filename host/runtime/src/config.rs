@@ -39,6 +39,9 @@ pub struct RuntimeConfig {
     /// The first-token padding estimate of `hit_timing = "pad"` namespaces, shared with the
     /// OpenAI endpoints (one engine computes both).
     pub hit_pad: Arc<HitPad>,
+    /// The same for embeddings (their own estimate: a vector costs a forward pass over its
+    /// tokens), shared with the OpenAI endpoints like the engine's embedding cache.
+    pub embed_pad: Arc<HitPad>,
 }
 
 impl Default for RuntimeConfig {
@@ -53,6 +56,7 @@ impl Default for RuntimeConfig {
             spare_instances: 32,
             cpu_share: Some(CpuShare::default()),
             hit_pad: Arc::default(),
+            embed_pad: Arc::default(),
         }
     }
 }

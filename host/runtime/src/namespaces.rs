@@ -117,6 +117,8 @@ pub(crate) struct HostShared {
     pub cpu_share: Option<CpuShare>,
     /// First-token padding of `hit_timing = "pad"` namespaces (shared with the HTTP side).
     pub hit_pad: Arc<memoria_tenant::HitPad>,
+    /// Embeddings' padding of those namespaces (shared with the HTTP side).
+    pub embed_pad: Arc<memoria_tenant::HitPad>,
 }
 
 /// One namespace's runtime state.

@@ -166,6 +166,7 @@ impl Runtime {
             stats: Arc::new(RuntimeStats::default()),
             cpu_share: cfg.cpu_share,
             hit_pad: cfg.hit_pad,
+            embed_pad: cfg.embed_pad,
         });
         let folder = cfg
             .components_dir

@@ -31,6 +31,8 @@ pub struct EngineConfig {
     pub target_hit_rate: f64,
     /// How many of the most reused prefixes the pool keeps pinned (`[cache] auto_pin`, 0: off).
     pub auto_pin: usize,
+    /// Embeddings kept by content (namespace salt and tokens; 0: none).
+    pub embed_cache_entries: usize,
 }
 
 impl Default for EngineConfig {
@@ -46,6 +48,7 @@ impl Default for EngineConfig {
             store: None,
             target_hit_rate: 0.9,
             auto_pin: 0,
+            embed_cache_entries: 4096,
         }
     }
 }

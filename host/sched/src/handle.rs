@@ -1,7 +1,8 @@
 //! The callers' side of the engine: [`EngineHandle`] starts the engine thread and sends it
 //! commands; every method is async and awaits the engine's reply over a oneshot channel, so
 //! tokio tasks never block a runtime thread. Generations stream [`Event`]s through a
-//! [`GenerationStream`]; dropping the stream cancels the generation.
+//! [`GenerationStream`]; dropping the stream cancels the generation. Embeddings go through the
+//! engine too, behind its cache (`embed`).
 
 use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
@@ -15,8 +16,12 @@ use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use tokio::sync::mpsc;
 
+mod embed;
+pub use embed::{EMBED_WAVE, Embedded, computed_tokens};
+
 use crate::EngineError;
 use crate::config::EngineConfig;
+use crate::embed_cache::EmbedCache;
 use crate::engine::supervisor::{Blueprint, Health, supervise};
 use crate::engine::{Command, GenerateParams, Reply, SessionInfo};
 use crate::remote_reads::RemoteReads;
@@ -35,6 +40,8 @@ pub struct EngineHandle {
     stats: Arc<EngineStats>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
     remote: Arc<RemoteReads>,
+    /// Embeddings by namespace salt and tokens (see `embed`).
+    embeddings: Arc<EmbedCache>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -84,6 +91,7 @@ impl EngineHandle {
         let stats = Arc::new(EngineStats::default());
         let fingerprint = ModelFingerprint(model.fingerprint());
         let remote = Arc::new(RemoteReads::new(cfg.store.clone(), fingerprint, layout));
+        let embeddings = Arc::new(EmbedCache::new(cfg.embed_cache_entries));
         let bp = Blueprint {
             model: model.clone(),
             tok: tokenizer.clone(),
@@ -107,6 +115,7 @@ impl EngineHandle {
             stats,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
             remote,
+            embeddings,
         })
     }
 

@@ -2,6 +2,7 @@
 //! pool, plus sampling, stop strings and the single-sequence generation loop.
 
 pub mod config;
+pub mod embed_cache;
 mod engine;
 pub mod generate;
 pub mod handle;
@@ -17,7 +18,7 @@ pub mod utf8;
 
 pub use config::EngineConfig;
 pub use engine::{GenerateParams, SessionInfo};
-pub use handle::{EngineHandle, GenerationStream};
+pub use handle::{EMBED_WAVE, Embedded, EngineHandle, GenerationStream};
 pub use memoria_store as store;
 pub use preload::{Preload, preload};
 pub use session::{Event, SessionId, Usage, WarmInfo};

@@ -1,6 +1,6 @@
 //! Engine-side session state: the pool sequence holding its computed K/V, tokens appended but not
 //! yet computed (prefill is lazy), the logits of its last computed token, and the job it runs
-//! (a generation streaming to a client, or a warm-up that pins its prefix).
+//! (a generation streaming to a client, a warm-up that pins its prefix, a prefill, an embedding).
 
 use std::time::{Duration, Instant};
 
@@ -91,6 +91,15 @@ pub(crate) enum Job {
     Warm(Warm),
     /// Compute every pending token and reply with the last token's logits.
     Prefill(crate::engine::Reply<Vec<f32>>),
+    /// Compute every pending token (none taken from the cache: each one's final hidden state
+    /// is pooled) and reply with the embedding.
+    Embed(Box<Embedding>),
+}
+
+/// An embedding in progress: the pooled rows so far and where the vector goes.
+pub(crate) struct Embedding {
+    pub pool: memoria_model::llama::MeanPool,
+    pub reply: crate::engine::Reply<Vec<f32>>,
 }
 
 pub(crate) struct Session {

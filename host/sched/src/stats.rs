@@ -1,5 +1,6 @@
 //! Engine counters and gauges (atomics), readable from any thread while the engine runs:
-//! sessions, queue depth, steps, tokens per step, decode vs prefill work, forks, cancellations.
+//! sessions, queue depth, steps, tokens per step, decode vs prefill work, generations and embeddings, forks,
+//! cancellations.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub struct EngineStats {
     pub prefill_tokens: AtomicU64,
     pub step_micros_total: AtomicU64,
     pub generations: AtomicU64,
+    /// Embeddings computed by the engine (cache hits never reach it).
+    pub embeddings: AtomicU64,
     pub forks: AtomicU64,
     pub cancelled: AtomicU64,
     pub ttl_closed: AtomicU64,
@@ -40,6 +43,7 @@ pub struct EngineStatsSnapshot {
     pub prefill_tokens: u64,
     pub step_seconds_total: f64,
     pub generations: u64,
+    pub embeddings: u64,
     pub forks: u64,
     pub cancelled: u64,
     pub ttl_closed: u64,
@@ -89,6 +93,7 @@ impl EngineStats {
             prefill_tokens: self.prefill_tokens.load(Relaxed),
             step_seconds_total: self.step_micros_total.load(Relaxed) as f64 / 1e6,
             generations: self.generations.load(Relaxed),
+            embeddings: self.embeddings.load(Relaxed),
             forks: self.forks.load(Relaxed),
             cancelled: self.cancelled.load(Relaxed),
             ttl_closed: self.ttl_closed.load(Relaxed),

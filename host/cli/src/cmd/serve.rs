@@ -134,13 +134,17 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         store: store.clone(),
         target_hit_rate: cfg.target_hit_rate,
         auto_pin: cfg.auto_pin,
+        embed_cache_entries: cfg.embed_cache_entries,
     };
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tokenizer), engine_cfg)
         .context("starting the engine")?;
     // One first-token padding estimate for the OpenAI endpoints and the components.
     let hit_pad = Arc::new(memoria_tenant::HitPad::default());
+    // And one for embeddings, which share the engine's embedding cache.
+    let embed_pad = Arc::new(memoria_tenant::HitPad::default());
+    let pads = (&hit_pad, &embed_pad);
     let router = needs_runtime(&cfg, &tenants)
-        .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref(), &hit_pad))
+        .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref(), pads))
         .transpose()?;
     let http = HttpConfig {
         model_aliases: model_aliases(&cfg, &model_id),
@@ -150,8 +154,6 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         default_namespace: cfg.default_namespace.clone(),
         shutdown_timeout: cfg.shutdown_timeout,
         retry_after_s: cfg.retry_after_s,
-        embed_cache_entries: cfg.embed_cache_entries,
-        embed_batch: cfg.step_tokens,
         max_context,
         max_component_bytes: cfg.max_component_bytes,
         header_timeout: cfg.header_timeout,
@@ -173,6 +175,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         reloader,
         store: store.clone(),
         hit_pad,
+        embed_pad,
     };
     let rt = super::server_runtime()?;
     rt.block_on(async move {
@@ -329,7 +332,7 @@ fn components(
     engine: &EngineHandle,
     model_id: &str,
     store: Option<&Arc<memoria_store::TierStack>>,
-    hit_pad: &Arc<memoria_tenant::HitPad>,
+    (hit_pad, embed_pad): (&Arc<memoria_tenant::HitPad>, &Arc<memoria_tenant::HitPad>),
 ) -> anyhow::Result<Arc<dyn memoria_runtime::ComponentRouter>> {
     let rc = memoria_runtime::RuntimeConfig {
         chat_template: Some(Arc::new(chat_template(
@@ -342,6 +345,7 @@ fn components(
         cache_dir: cfg.components_dir.as_ref().map(|d| d.join(".compiled")),
         components_dir: cfg.components_dir.clone(),
         hit_pad: hit_pad.clone(),
+        embed_pad: embed_pad.clone(),
         ..memoria_runtime::RuntimeConfig::default()
     };
     if let Some(d) = &rc.cache_dir {

@@ -29,7 +29,7 @@ pub fn budgets(state: &AppState) -> Vec<(&'static str, u64)> {
         out.extend(store.memory_budgets(pool.block_bytes));
     }
     let n_embd = u64::try_from(model.hparams().n_embd).unwrap_or(u64::MAX);
-    let entries = u64::try_from(state.config.embed_cache_entries).unwrap_or(u64::MAX);
+    let entries = u64::try_from(state.engine.embedding_cache().capacity()).unwrap_or(u64::MAX);
     out.push((
         "embedding_cache",
         entries.saturating_mul(n_embd.saturating_mul(4)),
@@ -73,7 +73,7 @@ pub fn used(state: &AppState) -> Vec<(&'static str, u64)> {
         }
     }
     let n_embd = u64::try_from(model.hparams().n_embd).unwrap_or(u64::MAX);
-    let held = u64::try_from(state.embed_cache.len()).unwrap_or(u64::MAX);
+    let held = u64::try_from(state.engine.embedding_cache().len()).unwrap_or(u64::MAX);
     out.push((
         "embedding_cache",
         held.saturating_mul(n_embd.saturating_mul(4)),

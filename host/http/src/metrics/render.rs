@@ -304,9 +304,15 @@ pub fn render(state: &AppState) -> String {
     o.family(
         "memoria_engine_cancelled_total",
         "counter",
-        "Generations cancelled because their client went away.",
+        "Generations and embeddings cancelled because their caller went away.",
     );
     o.sample("memoria_engine_cancelled_total", "", eng.cancelled);
+    o.family(
+        "memoria_engine_embeddings_total",
+        "counter",
+        "Embeddings the engine computed in its steps (cache hits are not counted here).",
+    );
+    o.sample("memoria_engine_embeddings_total", "", eng.embeddings);
     o.family(
         "memoria_engine_panics_total",
         "counter",

@@ -94,6 +94,7 @@ pub fn stats_json(state: &AppState) -> Value {
             "tokens_saved": t.hit_tokens,
             "mean_step_tokens": eng.mean_step_tokens(),
             "generations": eng.generations,
+            "embeddings": eng.embeddings,
             "forks": eng.forks,
             "cancelled": eng.cancelled,
         },

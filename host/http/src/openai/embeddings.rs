@@ -1,11 +1,11 @@
-//! `POST /v1/embeddings`: mean-pooled, L2-normalised final hidden states of each input
-//! (`Model::embed`), computed on a blocking thread beside the engine and cached by content.
+//! `POST /v1/embeddings`: mean-pooled, L2-normalised final hidden states of each input, from
+//! the engine's embedding cache or computed by the engine, batched into its steps
+//! (`EngineHandle::embed`).
 //! `encoding_format` is `float` or `base64` (little-endian f32, what the `openai` package asks
 //! for by default). In a namespace with `hit_timing = "pad"` the response leaves no earlier than
 //! computing every input would have taken (the estimate learnt from computed ones, bucketed and
 //! jittered as for first tokens), so a vector from the cache cannot be told by its timing.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
@@ -13,7 +13,6 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::Ctx;
-use super::embed_cache::key;
 use super::schema::{EmbedInput, EmbeddingRequest};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
@@ -90,18 +89,29 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     }
     let _permit = ctx.admit().await?;
     let started = Instant::now();
-    let mut data = Vec::with_capacity(inputs.len());
-    let mut prompt_tokens = 0;
-    for (i, ids) in inputs.into_iter().enumerate() {
-        prompt_tokens += ids.len();
-        let vector = embed_one(&ctx, ids).await?;
-        let embedding = if base64 {
-            Value::String(encode_base64(&vector))
-        } else {
-            json!(*vector)
-        };
-        data.push(json!({"object": "embedding", "index": i, "embedding": embedding}));
+    let prompt_tokens: usize = inputs.iter().map(Vec::len).sum();
+    let out = engine.embed(ctx.ns.id, ctx.ns.salt, &inputs).await?;
+    let computed = memoria_sched::handle::computed_tokens(&inputs, &out);
+    let hits = out.iter().filter(|e| e.cached).count();
+    ctx.nsm.embeddings.fetch_add(out.len() as u64, Relaxed);
+    ctx.nsm.embedding_cache_hits.fetch_add(hits as u64, Relaxed);
+    if computed > 0 {
+        ctx.state
+            .embed_pad
+            .observe(prompt_tokens, computed, started.elapsed());
     }
+    let data: Vec<Value> = out
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let embedding = if base64 {
+                Value::String(encode_base64(&e.vector))
+            } else {
+                json!(*e.vector)
+            };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
+        .collect();
     if ctx.ns.spec.pads_hits() {
         let at = ctx
             .state
@@ -129,28 +139,6 @@ fn text_tokens(
         ));
     }
     Ok(tok.encode(text, true, false))
-}
-
-/// One input's vector, from the cache or computed.
-async fn embed_one(ctx: &Ctx, ids: Vec<u32>) -> Result<Arc<Vec<f32>>, ApiError> {
-    ctx.nsm.embeddings.fetch_add(1, Relaxed);
-    let k = key(&ctx.ns.salt, &ids);
-    if let Some(v) = ctx.state.embed_cache.get(&k) {
-        ctx.nsm.embedding_cache_hits.fetch_add(1, Relaxed);
-        return Ok(v);
-    }
-    let model = ctx.state.engine.model().clone();
-    let batch = ctx.state.config.embed_batch;
-    let n = ids.len();
-    let computing = Instant::now();
-    let v = tokio::task::spawn_blocking(move || model.embed(&ids, batch))
-        .await
-        .map_err(|e| ApiError::internal(format!("embedding task: {e}")))?
-        .map_err(|e| ApiError::internal(format!("embedding: {e}")))?;
-    ctx.state.embed_pad.observe(n, n, computing.elapsed());
-    let v = Arc::new(v);
-    ctx.state.embed_cache.put(k, v.clone());
-    Ok(v)
 }
 
 /// Standard base64 (with padding) of the vector's little-endian f32 bytes.

@@ -7,7 +7,6 @@ pub mod chat;
 mod chat_check;
 mod completion_check;
 pub mod completions;
-pub mod embed_cache;
 pub mod embeddings;
 #[cfg(test)]
 mod fuzz_tests;

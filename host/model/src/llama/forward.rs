@@ -81,6 +81,14 @@ pub struct Scratch {
     act: Activations,
 }
 
+impl Scratch {
+    /// The logits buffer of the last forward pass (its first `n_out * n_vocab` values are the
+    /// logits that pass returned).
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+}
+
 impl std::fmt::Debug for Scratch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scratch")

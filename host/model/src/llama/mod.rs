@@ -4,6 +4,7 @@
 //! (`Scratch`) are separate, as in llama2.c; the forward pass allocates nothing once warm.
 
 mod embed;
+pub use embed::MeanPool;
 mod forward;
 #[cfg(test)]
 mod gemma_tests;

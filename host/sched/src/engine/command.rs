@@ -142,6 +142,14 @@ pub(crate) enum Command {
         common: NamespaceSalt,
         prefixes: Vec<Vec<u32>>,
     },
+    /// The embedding of `tokens`, computed in a session of its own whose chunks are batched
+    /// into steps with every other session's (its full blocks stay cached under `salt`).
+    Embed {
+        ns: NamespaceId,
+        salt: NamespaceSalt,
+        tokens: Vec<u32>,
+        reply: Reply<Vec<f32>>,
+    },
     Save {
         ns: NamespaceId,
         session: SessionId,
@@ -176,6 +184,7 @@ impl Command {
             Command::HotPrefixes { .. } => "hot_prefixes",
             Command::SetNamespacePolicy { .. } => "set_namespace_policy",
             Command::SetPublicPrefixes { .. } => "set_public_prefixes",
+            Command::Embed { .. } => "embed",
             Command::Save { .. } => "save",
             Command::Restore { .. } => "restore",
             Command::Shutdown => "shutdown",
@@ -197,6 +206,7 @@ impl Command {
             | Command::Save { session, .. } => Some(*session),
             Command::Open { .. }
             | Command::Warm { .. }
+            | Command::Embed { .. }
             | Command::Rewarm { .. }
             | Command::HotPrefixes { .. }
             | Command::SetNamespacePolicy { .. }
@@ -221,7 +231,7 @@ impl Command {
             Command::Restore { reply, .. } => reply.send(Err(err)),
             Command::Append { reply, .. } => reply.send(Err(err)),
             Command::Generate { events, .. } => events.send(Event::Error(err.to_string())).is_ok(),
-            Command::Prefill { reply, .. } => reply.send(Err(err)),
+            Command::Prefill { reply, .. } | Command::Embed { reply, .. } => reply.send(Err(err)),
             Command::Truncate { reply, .. }
             | Command::Close { reply, .. }
             | Command::Save { reply, .. } => reply.send(Err(err)),

@@ -5,6 +5,7 @@
 
 mod buffers;
 mod command;
+mod embed;
 mod fault;
 mod guard;
 mod persist;
@@ -259,6 +260,12 @@ impl Engine {
                 common,
                 prefixes,
             } => self.set_public_prefixes(ns, common, &prefixes),
+            Command::Embed {
+                ns,
+                salt,
+                tokens,
+                reply,
+            } => self.start_embed(ns, salt, tokens, reply),
             Command::Save {
                 ns,
                 session,
@@ -556,6 +563,9 @@ impl Engine {
                 }
                 Some(Job::Prefill(reply)) => {
                     let _ = reply.send(Err(EngineError::Cancelled));
+                }
+                Some(Job::Embed(e)) => {
+                    let _ = e.reply.send(Err(EngineError::Cancelled));
                 }
                 None => {}
             }

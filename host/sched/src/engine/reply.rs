@@ -25,6 +25,11 @@ impl<T> Reply<T> {
         )
     }
 
+    /// Whether the caller has gone away (nothing would receive the result).
+    pub fn is_closed(&self) -> bool {
+        self.tx.as_ref().is_none_or(oneshot::Sender::is_closed)
+    }
+
     /// Delivers the result; false when the caller has gone away.
     pub fn send(mut self, r: Result<T, EngineError>) -> bool {
         self.tx.take().is_some_and(|tx| tx.send(r).is_ok())

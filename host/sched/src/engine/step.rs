@@ -53,10 +53,13 @@ impl Engine {
         let mut scratch = std::mem::take(&mut self.scratch);
         let result = {
             let mut kv = PagedKv::new(&mut self.pool, &buf.seqs);
-            self.model.forward(&buf.batch, &mut kv, &mut scratch)
+            // Only the length is kept, so the hidden states can be read beside the logits.
+            self.model
+                .forward(&buf.batch, &mut kv, &mut scratch)
+                .map(<[f32]>::len)
         };
         let logits = match result {
-            Ok(l) => l,
+            Ok(len) => &scratch.logits()[..len],
             Err(e) => {
                 for p in &buf.plan {
                     let _ = self.pool.truncate(self.sessions[&p.id].seq, p.start);
@@ -72,11 +75,15 @@ impl Engine {
             started.elapsed(),
         );
         let mut row = 0;
+        let mut first = 0;
         for p in &buf.plan {
+            let rows = first..first + p.n;
+            first += p.n;
             let Some(s) = self.sessions.get_mut(&p.id) else {
                 continue;
             };
             let seq = s.seq;
+            let embedding = matches!(s.job, Some(Job::Embed(_)));
             let committed = self.pool.commit(seq, &s.pending[..p.n]);
             s.pending.drain(..p.n);
             if let Err(e) = committed {
@@ -84,6 +91,11 @@ impl Engine {
                 continue;
             }
             self.persist.write_through(&self.pool, p.id, seq, false);
+            if embedding {
+                let model = self.model.clone();
+                self.absorb_hidden(p.id, model.hidden_states(&scratch, rows));
+                continue;
+            }
             if p.logits {
                 let l = &logits[row * n_vocab..(row + 1) * n_vocab];
                 row += 1;
@@ -151,7 +163,8 @@ impl Engine {
             }
             let s = &self.sessions[&id];
             let n = s.pending.len().min(budget);
-            let logits = n == s.pending.len();
+            // An embedding pools hidden states and needs no logits.
+            let logits = n == s.pending.len() && !matches!(s.job, Some(Job::Embed(_)));
             match self.pool.reserve_positions(s.seq, n) {
                 Ok(start) => {
                     budget -= n;
@@ -219,7 +232,7 @@ impl Engine {
         match &mut s.job {
             Some(Job::Generate(g)) => g.usage.cached_tokens += hit,
             Some(Job::Warm(w)) => w.cached_tokens += hit,
-            Some(Job::Prefill(_)) | None => {}
+            Some(Job::Prefill(_) | Job::Embed(_)) | None => {}
         }
         Ok(())
     }
@@ -389,17 +402,26 @@ impl Engine {
             Some(Job::Prefill(reply)) => {
                 let _ = reply.send(Err(err));
             }
+            Some(Job::Embed(e)) => {
+                let _ = e.reply.send(Err(err));
+                self.close_session(id);
+            }
             None => {}
         }
     }
 
-    /// Cancels generations whose client went away; one-shot sessions release their blocks.
+    /// Cancels generations and embeddings whose caller went away; one-shot sessions release
+    /// their blocks.
     fn reap_cancelled(&mut self, gone: &mut Vec<SessionId>) {
         gone.clear();
         gone.extend(
             self.sessions
                 .iter()
-                .filter(|(_, s)| matches!(&s.job, Some(Job::Generate(g)) if g.events.is_closed()))
+                .filter(|(_, s)| match &s.job {
+                    Some(Job::Generate(g)) => g.events.is_closed(),
+                    Some(Job::Embed(e)) => e.reply.is_closed(),
+                    _ => false,
+                })
                 .map(|(id, _)| *id),
         );
         for &id in gone.iter() {
@@ -407,10 +429,10 @@ impl Engine {
             let Some(s) = self.sessions.get_mut(&id) else {
                 continue;
             };
-            if let Some(Job::Generate(g)) = s.job.take()
-                && g.ephemeral
-            {
-                self.close_session(id);
+            match s.job.take() {
+                Some(Job::Generate(g)) if g.ephemeral => self.close_session(id),
+                Some(Job::Embed(_)) => self.close_session(id),
+                _ => {}
             }
         }
     }

@@ -1,4 +1,5 @@
-//! Embeddings cached by content: the key is BLAKE3 of the namespace salt and the token ids, so
+//! Embeddings cached by content, beside the engine that computes them (one cache for the OpenAI
+//! API and the guests' `embeddings` interface): the key is BLAKE3 of the namespace salt and the token ids, so
 //! equal inputs in namespaces that share state share entries and isolated namespaces never see
 //! each other's. Bounded: the oldest entry goes first once `capacity` is reached.
 
@@ -41,6 +42,11 @@ impl EmbedCache {
             capacity,
             inner: Mutex::default(),
         }
+    }
+
+    /// Most vectors held (0: the cache is off).
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// A cached vector.
