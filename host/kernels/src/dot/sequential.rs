@@ -5,7 +5,7 @@
 //! `Σ_j sc_j · Σ_l u·x` and `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then
 //! `acc = fma(f32(sums), d · dx, acc)` and `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K
 //! likewise with one step: `acc = fma(f32(Σ_j sc_j · Σ_l q·x), d · dx, acc)` over its 16
-//! sub-blocks.
+//! sub-blocks; IQ4_XS likewise over its 8 sub-blocks of table values.
 //!
 //! Invariant: integer block sums are exact; the float sequence above is the one the AVX-512
 //! interleaved kernels run lane by lane, so their results equal these bit for bit. It differs
@@ -28,9 +28,11 @@ pub fn has_sequential(ty: GgmlType) -> bool {
             | GgmlType::Q8_0
             | GgmlType::Q5_0
             | GgmlType::Q4_1
+            | GgmlType::IQ4NL
             | GgmlType::Q4K
             | GgmlType::Q5K
             | GgmlType::Q6K
+            | GgmlType::IQ4XS
     )
 }
 
@@ -46,6 +48,7 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     match ty {
         GgmlType::Q4_0 => nib(&b[2..]) - 8,
         GgmlType::Q4_1 => nib(&b[4..]),
+        GgmlType::IQ4NL => crate::quant::KVALUES_IQ4NL[nib(&b[2..]) as usize] as i32,
         GgmlType::Q5_0 => {
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
             nib(&b[6..]) + (((qh >> i) & 1) << 4) as i32 - 16
@@ -54,7 +57,8 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     }
 }
 
-/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q4_K, Q5_K or Q6_K, GGML
+/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K or
+/// IQ4_XS, GGML
 /// layout) with one
 /// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants), in the
 /// sequential order. Panics on another type or on rows that are not whole rows of the same
@@ -70,6 +74,7 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
             return q4k_sequential(w, x, 176, |b| unpack_q5k(bytemuck::from_bytes(b)));
         }
         GgmlType::Q6K => return q6k_sequential(w, x),
+        GgmlType::IQ4XS => return iq4xs_sequential(w, x),
         _ => {}
     }
     let wb = ty.row_bytes(32).expect("32-element blocks");
@@ -135,6 +140,32 @@ fn q4k_sequential(w: &[u8], x: &[u8], wb: usize, levels: impl Fn(&[u8]) -> [u8; 
         }
         acc = (sums as f32).mul_add(f16_at(bw) * dx, acc);
         acc = (-(mins as f32)).mul_add(f16_at(&bw[2..]) * dx, acc);
+    }
+    acc
+}
+
+/// [`vec_dot_sequential`] for IQ4_XS rows (136-byte super-blocks) against Q8_K.
+fn iq4xs_sequential(w: &[u8], x: &[u8]) -> f32 {
+    use crate::matmul::interleave::{iq4xs_index, iq4xs_scale};
+    assert!(
+        w.len().is_multiple_of(136) && x.len() == w.len() / 136 * 292,
+        "vec_dot_sequential: rows of different lengths"
+    );
+    let mut acc = 0.0f32;
+    for (bw, bx) in w.chunks_exact(136).zip(x.chunks_exact(292)) {
+        let block: &crate::quant::BlockIq4Xs = bytemuck::from_bytes(bw);
+        let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
+        let mut sums = 0i32;
+        for j in 0..8 {
+            let dot: i32 = (32 * j..32 * j + 32)
+                .map(|i| {
+                    let v = crate::quant::KVALUES_IQ4NL[iq4xs_index(block, i) as usize] as i32;
+                    v * bx[4 + i] as i8 as i32
+                })
+                .sum();
+            sums += (iq4xs_scale(block, j) as i32 - 32) * dot;
+        }
+        acc = (sums as f32).mul_add(f16_at(bw) * dx, acc);
     }
     acc
 }

@@ -9,6 +9,7 @@ use half::f16;
 
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
+use crate::dot::avx2::interleaved_iq4xs::{self, XsInfo, group_iq4xs};
 use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q5k, group_q6k};
 use crate::types::GgmlType;
 
@@ -21,6 +22,7 @@ thread_local! {
     static INFO: std::cell::RefCell<Vec<XInfo>> = const { std::cell::RefCell::new(Vec::new()) };
     static K_INFO: std::cell::RefCell<Vec<KInfo>> = const { std::cell::RefCell::new(Vec::new()) };
     static Q6_INFO: std::cell::RefCell<Vec<Q6Info>> = const { std::cell::RefCell::new(Vec::new()) };
+    static XS_INFO: std::cell::RefCell<Vec<XsInfo>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A raw pointer to `out` that tasks may share because they write disjoint spans.
@@ -62,7 +64,7 @@ trait GroupKernel: Sync {
     );
 }
 
-/// Q4_0, Q8_0, Q5_0, Q4_1: 32-element blocks against Q8_0 / Q8_1.
+/// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL: 32-element blocks against Q8_0 / Q8_1.
 struct Block32(GgmlType);
 
 impl GroupKernel for Block32 {
@@ -70,7 +72,7 @@ impl GroupKernel for Block32 {
     fn infos(&self, row: &[u8], dst: &mut [XInfo]) {
         // The levels' offset K per format, and the activation block's size (Q8_1 for Q4_1).
         let (k, xb) = match self.0 {
-            GgmlType::Q8_0 => (128, 34),
+            GgmlType::Q8_0 | GgmlType::IQ4NL => (128, 34),
             GgmlType::Q5_0 => (16, 34),
             GgmlType::Q4_1 => (0, 36),
             _ => (8, 34),
@@ -150,6 +152,27 @@ impl GroupKernel for SuperBlockQ6K {
     }
 }
 
+/// IQ4_XS: 256-element super-blocks against Q8_K.
+struct SuperBlockIq4Xs;
+
+impl GroupKernel for SuperBlockIq4Xs {
+    type Info = XsInfo;
+    fn infos(&self, row: &[u8], dst: &mut [XsInfo]) {
+        interleaved_iq4xs::infos(row, dst)
+    }
+    unsafe fn call<const T: usize>(
+        &self,
+        w: *const u8,
+        nb: usize,
+        x: [*const u8; T],
+        info: [*const XsInfo; T],
+        out: [*mut f32; T],
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_iq4xs::<T>(w, nb, x, info, out) }
+    }
+}
+
 /// Fills `out` (`[n, rows]`, checked by the caller) from interleaved weights.
 ///
 /// The caller has checked that the process uses interleaved kernels
@@ -166,6 +189,10 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
             &mut info,
         );
         K_INFO.with(|s| *s.borrow_mut() = info);
+    } else if iw.ty() == GgmlType::IQ4XS {
+        let mut info = XS_INFO.with(std::cell::RefCell::take);
+        run_with(&SuperBlockIq4Xs, iw, xq, out, &mut info);
+        XS_INFO.with(|s| *s.borrow_mut() = info);
     } else if iw.ty() == GgmlType::Q6K {
         let mut info = Q6_INFO.with(std::cell::RefCell::take);
         run_with(&SuperBlockQ6K, iw, xq, out, &mut info);

@@ -1,4 +1,4 @@
-//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q4_K, Q5_K or Q6_K weight
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS weight
 //! matrix re-laid 16 rows at a time for
 //! the AVX-512 VNNI kernels, built once at load from the GGML rows.
 //!
@@ -7,7 +7,8 @@
 //! u64 masks (mask `c`: bit `4r + k` is element `4c + k`'s fifth bit in row `r`), then the quants
 //! as 64-byte chunks where chunk `c` holds bytes `4c..4c + 4` of each of the 16 rows (row `r` at
 //! bytes `4r..4r + 4`). The 4-bit formats keep their nibbles (4 chunks: low nibbles are elements
-//! `4c..`, high nibbles `16 + 4c..`); Q8_0 stores `q + 128` as unsigned levels (8 chunks).
+//! `4c..`, high nibbles `16 + 4c..`; IQ4_NL keeps its 4-bit indices into the non-linear table,
+//! laid out as Q4_0's); Q8_0 stores `q + 128` as unsigned levels (8 chunks).
 //! Same size as the GGML rows.
 //!
 //! Q4_K group blocks (one 256-element super-block of 16 rows, 2368 bytes, 2.8% over the GGML
@@ -24,11 +25,15 @@
 //! levels `u = q + 32` of element chunk `e` (elements `4e..4e + 4`, `e < 64`) split in two: the
 //! low nibbles in chunk `e % 32` of 32 (low nibble for `e < 32`, high for the rest), the top two
 //! bits in chunk `e % 16` of 16 more (bits `2q..2q + 2`, `q = e / 16`).
+//! IQ4_XS group blocks (2240 bytes, 2.9% over): the 16 f16 `d`, the signed sub-block scales
+//! `ls - 32` as bytes `[j][r]` (128), 32 bytes of padding, then Q4_K's 32 quant chunks holding
+//! the 4-bit table indices (chunk `8k + c`: elements `4c..4c + 4` of sub-block `2k` in the low
+//! nibbles, of sub-block `2k + 1` in the high ones).
 //! Invariant: built only from a validated [`WeightMatrix`] whose rows are a multiple of
 //! [`GROUP`]; the kernels read each group block linearly.
 
 use crate::matmul::WeightMatrix;
-use crate::quant::{BlockQ6K, scale_min_k4, unpack_q5k, unpack_q6k};
+use crate::quant::{BlockIq4Xs, BlockQ6K, scale_min_k4, unpack_q5k, unpack_q6k};
 use crate::simd::{self, SimdLevel};
 use crate::types::GgmlType;
 
@@ -47,6 +52,9 @@ pub(crate) const Q5K_QUANTS: usize = Q5K_MASKS + 64 * 8;
 pub(crate) const Q6K_SCALES: usize = 32;
 pub(crate) const Q6K_LOW: usize = 320;
 pub(crate) const Q6K_HIGH: usize = Q6K_LOW + 32 * 64;
+/// IQ4_XS group block offsets: `d`, scales, quant chunks.
+pub(crate) const IQ4XS_SCALES: usize = 32;
+pub(crate) const IQ4XS_QUANTS: usize = 192;
 
 /// Where a format's parts lie in a group block.
 #[derive(Clone, Copy, Debug)]
@@ -64,13 +72,14 @@ pub(crate) struct GroupLayout {
 /// The group layout of `ty`, if it has one.
 pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
     let (bytes, quants, source, elems) = match ty {
-        GgmlType::Q4_0 => (32 + 4 * 64, 32, 18, 32),
+        GgmlType::Q4_0 | GgmlType::IQ4NL => (32 + 4 * 64, 32, 18, 32),
         GgmlType::Q8_0 => (32 + 8 * 64, 32, 34, 32),
         GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22, 32),
         GgmlType::Q4_1 => (64 + 4 * 64, 64, 20, 32),
         GgmlType::Q4K => (Q4K_QUANTS + 32 * 64, Q4K_QUANTS, 144, 256),
         GgmlType::Q5K => (Q5K_QUANTS + 32 * 64, Q5K_QUANTS, 176, 256),
         GgmlType::Q6K => (Q6K_HIGH + 16 * 64, Q6K_LOW, 210, 256),
+        GgmlType::IQ4XS => (IQ4XS_QUANTS + 32 * 64, IQ4XS_QUANTS, 136, 256),
         _ => return None,
     };
     Some(GroupLayout {
@@ -112,7 +121,7 @@ impl Interleaved {
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` is
-    /// Q4_0, Q8_0, Q5_0, Q4_1, Q4_K, Q5_K or Q6_K with a whole number of groups; `None` otherwise (the GGML rows
+    /// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS with a whole number of groups; `None` otherwise (the GGML rows
     /// are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
         if Self::in_use() {
@@ -148,6 +157,10 @@ impl Interleaved {
                         }
                         GgmlType::Q6K => {
                             repack_q6k(dst, src, r);
+                            continue;
+                        }
+                        GgmlType::IQ4XS => {
+                            repack_iq4xs(dst, src, r);
                             continue;
                         }
                         _ => {}
@@ -266,6 +279,34 @@ fn repack_q6k(dst: &mut [u8], src: &[u8], r: usize) {
         dst[Q6K_LOW + 64 * (e % 32) + 4 * r + k] |= (u & 0xF) << (4 * (e / 32));
         dst[Q6K_HIGH + 64 * (e % 16) + 4 * r + k] |= (u >> 4) << (2 * (e / 16));
     }
+}
+
+/// Row `r`'s IQ4_XS super-block `src` (GGML `block_iq4_xs`) into its places in group block `dst`.
+fn repack_iq4xs(dst: &mut [u8], src: &[u8], r: usize) {
+    let block: &BlockIq4Xs = bytemuck::from_bytes(src);
+    dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
+    for j in 0..8 {
+        dst[IQ4XS_SCALES + 16 * j + r] = (iq4xs_scale(block, j) - 32) as u8;
+    }
+    for i in 0..256 {
+        let (j, l) = (i / 32, i % 32);
+        let idx = iq4xs_index(block, i);
+        dst[IQ4XS_QUANTS + 64 * (8 * (j / 2) + l / 4) + 4 * r + l % 4] |= idx << (4 * (j % 2));
+    }
+}
+
+/// Sub-block `j`'s 6-bit scale (offset 32 still in) of an IQ4_XS block.
+pub(crate) fn iq4xs_scale(block: &BlockIq4Xs, j: usize) -> i8 {
+    let low = (block.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+    let high = ((block.scales_h >> (2 * j)) & 3) as u8;
+    (low | (high << 4)) as i8
+}
+
+/// Element `i`'s 4-bit table index in an IQ4_XS block.
+pub(crate) fn iq4xs_index(block: &BlockIq4Xs, i: usize) -> u8 {
+    let (j, l) = (i / 32, i % 32);
+    let q = block.qs[16 * j + l % 16];
+    if l < 16 { q & 0xF } else { q >> 4 }
 }
 
 /// The lines as one byte slice.

@@ -1,4 +1,4 @@
-//! Tests of the interleaved path (Q4_0, Q8_0, Q5_0, Q4_1): bit-exact agreement with the
+//! Tests of the interleaved path (every interleaved format): bit-exact agreement with the
 //! sequential scalar reference for every token count, batch invariance across batch sizes and
 //! threads, closeness to ggml's order, and which matrices qualify.
 
@@ -8,8 +8,10 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
-const INTERLEAVED: [GgmlType; 7] = [
+const INTERLEAVED: [GgmlType; 9] = [
+    GgmlType::IQ4XS,
     GgmlType::Q4_0,
+    GgmlType::IQ4NL,
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q4_1,
@@ -37,6 +39,14 @@ fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
     if matches!(ty, GgmlType::Q4K | GgmlType::Q5K) {
         // Row 0's first super-block at the limits: scales and mins 63, every level 15 (Q5_K 31).
         w[4..ty.type_size()].fill(0xFF);
+    }
+    if ty == GgmlType::IQ4XS {
+        // Row 0's first super-block at the limits: scales 31, 16, -17 and -32 (6-bit 63, 48,
+        // 15, 0), indices 0 and 15 (values -127 and 113).
+        w[2..8].copy_from_slice(&[0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00]);
+        for (i, q) in w[8..136].iter_mut().enumerate() {
+            *q = if i % 2 == 0 { 0x00 } else { 0xFF };
+        }
     }
     if ty == GgmlType::Q6K {
         // Row 0's first super-block at the limits: every level 63 (q = 31), scales ±127/-128.

@@ -4,7 +4,8 @@
 //! 16 rows instead of one.
 //!
 //! Weights are unsigned levels `u = value + K` (Q4_0: nibbles, K = 8; Q5_0: 5-bit levels,
-//! K = 16; Q8_0: `q + 128`; Q4_1: its levels, K = 0, the min entering as `m_w · s_x`); each
+//! K = 16; Q8_0: `q + 128`; Q4_1: its levels, K = 0, the min entering as `m_w · s_x`; IQ4_NL:
+//! its table's value + 128, looked up from the nibble by one byte shuffle, K = 128); each
 //! token's block sum starts from `-K·Σx` ([`XInfo`]), so the i32 lanes are the exact signed sums.
 //! Invariant (batch invariance): lane `r` of token `t` runs
 //! `acc = fma(f32(Σ_int), dw · dx, acc)` (Q4_1: then `fma(m_w, s_x, acc)`) block by block
@@ -13,6 +14,7 @@
 
 use std::arch::x86_64::*;
 
+use super::interleaved_iq4xs::IQ4NL_LEVELS;
 use crate::types::GgmlType;
 
 /// Per token and block: the integer sum's start `-K·Σx`, the activation scale and (Q8_1
@@ -30,6 +32,7 @@ const Q4_0: u8 = 0;
 const Q8_0: u8 = 1;
 const Q5_0: u8 = 2;
 const Q4_1: u8 = 3;
+const IQ4_NL: u8 = 4;
 
 /// One group × `T` tokens over `nb` blocks of format `F`.
 ///
@@ -46,7 +49,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
     out: [*mut f32; T],
 ) {
     let (gb, quants) = match F {
-        Q4_0 => (32 + 4 * 64, 32),
+        Q4_0 | IQ4_NL => (32 + 4 * 64, 32),
         Q8_0 => (32 + 8 * 64, 32),
         Q5_0 => (32 + 64 + 4 * 64, 96),
         _ => (64 + 4 * 64, 64),
@@ -57,6 +60,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
         let low = _mm512_set1_epi8(0x0F);
+        let table = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4NL_LEVELS.as_ptr().cast()));
         for b in 0..nb {
             let blk = w.add(b * gb);
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
@@ -70,6 +74,11 @@ unsafe fn group_tile<const T: usize, const F: u8>(
                     let v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
                     wq[c] = _mm512_and_si512(v, low);
                     wq[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+                }
+            }
+            if F == IQ4_NL {
+                for v in &mut wq[..] {
+                    *v = _mm512_shuffle_epi8(table, *v);
                 }
             }
             if F == Q5_0 {
@@ -106,7 +115,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
 }
 
 /// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved group of `ty`
-/// (Q4_0, Q8_0, Q5_0 or Q4_1; another type is treated as Q4_0).
+/// (Q4_0, Q8_0, Q5_0, Q4_1 or IQ4_NL; another type is treated as Q4_0).
 ///
 /// # Safety
 /// As [`group_tile`] for the format `ty`.
@@ -125,6 +134,7 @@ pub(crate) unsafe fn group<const T: usize>(
             GgmlType::Q8_0 => group_tile::<T, Q8_0>(w, nb, x, info, out),
             GgmlType::Q5_0 => group_tile::<T, Q5_0>(w, nb, x, info, out),
             GgmlType::Q4_1 => group_tile::<T, Q4_1>(w, nb, x, info, out),
+            GgmlType::IQ4NL => group_tile::<T, IQ4_NL>(w, nb, x, info, out),
             _ => group_tile::<T, Q4_0>(w, nb, x, info, out),
         }
     }

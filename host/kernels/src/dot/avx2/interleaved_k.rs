@@ -195,25 +195,61 @@ pub(crate) unsafe fn group_q6k<const T: usize>(
                     *v = _mm512_ternarylogic_epi32::<0xF8>(lo, hi, top);
                 }
                 let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk.add(Q6K_SCALES + 16 * j).cast()));
-                for t in 0..T {
-                    let xq = x[t].add(b * XB + XQ + 16 * j);
-                    let mut s = _mm512_set1_epi32((*info[t].add(b)).base[j]);
-                    for (c, &wv) in wq.iter().enumerate() {
-                        let xv = _mm512_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
-                        s = _mm512_dpbusd_epi32(s, wv, xv);
-                    }
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s, sc));
-                }
+                let xq = x.map(|p| p.add(b * XB + XQ + 16 * j));
+                let base = |t: usize| (*info[t].add(b)).base[j];
+                add_scaled_sums(&wq, sc, xq, base, &mut isum);
             }
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
-            for t in 0..T {
-                let dx = _mm512_set1_ps((*info[t].add(b)).dx);
-                acc[t] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
-            }
+            fma_super_block(&mut acc, &isum, dw, |t| (*info[t].add(b)).dx);
         }
         for t in 0..T {
             _mm512_storeu_ps(out[t], acc[t]);
+        }
+    }
+}
+
+/// One sub-block of signed-scale formats: `isum[t] += sc · (base(t) + Σ_c wq[c] · x[t][4c..])`
+/// for the 16 lanes, `wq` holding unsigned levels whose offset `base` takes out again.
+///
+/// # Safety
+/// avx512f/vl/vnni enabled in the caller; each `xq[t]` readable for `4·C` bytes.
+#[inline(always)]
+pub(crate) unsafe fn add_scaled_sums<const T: usize, const C: usize>(
+    wq: &[__m512i; C],
+    sc: __m512i,
+    xq: [*const u8; T],
+    base: impl Fn(usize) -> i32,
+    isum: &mut [__m512i; T],
+) {
+    // SAFETY: the caller's contract; the loads are unaligned.
+    unsafe {
+        for t in 0..T {
+            let mut s = _mm512_set1_epi32(base(t));
+            for (c, &wv) in wq.iter().enumerate() {
+                let xv = _mm512_set1_epi32(xq[t].add(4 * c).cast::<i32>().read_unaligned());
+                s = _mm512_dpbusd_epi32(s, wv, xv);
+            }
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s, sc));
+        }
+    }
+}
+
+/// The float step of a super-block: `acc[t] = fma(f32(isum[t]), dw · dx(t), acc[t])`.
+///
+/// # Safety
+/// avx512f enabled in the caller.
+#[inline(always)]
+pub(crate) unsafe fn fma_super_block<const T: usize>(
+    acc: &mut [__m512; T],
+    isum: &[__m512i; T],
+    dw: __m512,
+    dx: impl Fn(usize) -> f32,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for t in 0..T {
+            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx(t)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), scale, acc[t]);
         }
     }
 }
