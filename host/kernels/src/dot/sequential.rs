@@ -5,7 +5,8 @@
 //! `Σ_j sc_j · Σ_l u·x` and `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then
 //! `acc = fma(f32(sums), d · dx, acc)` and `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K
 //! likewise with one step: `acc = fma(f32(Σ_j sc_j · Σ_l q·x), d · dx, acc)` over its 16
-//! sub-blocks; IQ4_XS likewise over its 8 sub-blocks of table values.
+//! sub-blocks; IQ4_XS and Q3_K likewise over their 8 / 16 sub-blocks of signed values; Q2_K as
+//! Q4_K over its 16 sub-blocks (4-bit scales and mins).
 //!
 //! Invariant: integer block sums are exact; the float sequence above is the one the AVX-512
 //! interleaved kernels run lane by lane, so their results equal these bit for bit. It differs
@@ -33,6 +34,8 @@ pub fn has_sequential(ty: GgmlType) -> bool {
             | GgmlType::Q5K
             | GgmlType::Q6K
             | GgmlType::IQ4XS
+            | GgmlType::Q3K
+            | GgmlType::Q2K
     )
 }
 
@@ -57,8 +60,8 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     }
 }
 
-/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K or
-/// IQ4_XS, GGML
+/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, a K-quant or IQ4_XS,
+/// GGML
 /// layout) with one
 /// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants), in the
 /// sequential order. Panics on another type or on rows that are not whole rows of the same
@@ -75,6 +78,8 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
         }
         GgmlType::Q6K => return q6k_sequential(w, x),
         GgmlType::IQ4XS => return iq4xs_sequential(w, x),
+        GgmlType::Q3K => return q3k_sequential(w, x),
+        GgmlType::Q2K => return q2k_sequential(w, x),
         _ => {}
     }
     let wb = ty.row_bytes(32).expect("32-element blocks");
@@ -144,9 +149,61 @@ fn q4k_sequential(w: &[u8], x: &[u8], wb: usize, levels: impl Fn(&[u8]) -> [u8; 
     acc
 }
 
+/// Σ of `v[i]·x[i]` over 16-element sub-block `j` of a Q8_K block's values `xs`.
+fn sub16(v: &[i32; 256], xs: &[u8], j: usize) -> i32 {
+    (16 * j..16 * j + 16)
+        .map(|i| v[i] * xs[i] as i8 as i32)
+        .sum()
+}
+
+/// [`vec_dot_sequential`] for Q3_K rows (110-byte super-blocks) against Q8_K.
+fn q3k_sequential(w: &[u8], x: &[u8]) -> f32 {
+    assert!(
+        w.len().is_multiple_of(110) && x.len() == w.len() / 110 * 292,
+        "vec_dot_sequential: rows of different lengths"
+    );
+    let mut acc = 0.0f32;
+    for (bw, bx) in w.chunks_exact(110).zip(x.chunks_exact(292)) {
+        let block: &crate::quant::BlockQ3K = bytemuck::from_bytes(bw);
+        let v = crate::quant::unpack_q3k(block).map(i32::from);
+        let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
+        let sums: i32 = crate::quant::q3k_scales(block)
+            .iter()
+            .enumerate()
+            .map(|(j, &sc)| sc as i32 * sub16(&v, &bx[4..260], j))
+            .sum();
+        acc = (sums as f32).mul_add(f16_at(&bw[108..]) * dx, acc);
+    }
+    acc
+}
+
+/// [`vec_dot_sequential`] for Q2_K rows (84-byte super-blocks) against Q8_K.
+fn q2k_sequential(w: &[u8], x: &[u8]) -> f32 {
+    assert!(
+        w.len().is_multiple_of(84) && x.len() == w.len() / 84 * 292,
+        "vec_dot_sequential: rows of different lengths"
+    );
+    let ones = [1i32; 256];
+    let mut acc = 0.0f32;
+    for (bw, bx) in w.chunks_exact(84).zip(x.chunks_exact(292)) {
+        let block: &crate::quant::BlockQ2K = bytemuck::from_bytes(bw);
+        let v = crate::quant::unpack_q2k(block).map(i32::from);
+        let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
+        let xs = &bx[4..260];
+        let (mut sums, mut mins) = (0i32, 0i32);
+        for (j, &sm) in block.scales.iter().enumerate() {
+            sums += (sm & 0xF) as i32 * sub16(&v, xs, j);
+            mins += (sm >> 4) as i32 * sub16(&ones, xs, j);
+        }
+        acc = (sums as f32).mul_add(f16_at(&bw[80..]) * dx, acc);
+        acc = (-(mins as f32)).mul_add(f16_at(&bw[82..]) * dx, acc);
+    }
+    acc
+}
+
 /// [`vec_dot_sequential`] for IQ4_XS rows (136-byte super-blocks) against Q8_K.
 fn iq4xs_sequential(w: &[u8], x: &[u8]) -> f32 {
-    use crate::matmul::interleave::{iq4xs_index, iq4xs_scale};
+    use crate::matmul::interleave::iq4xs_index;
     assert!(
         w.len().is_multiple_of(136) && x.len() == w.len() / 136 * 292,
         "vec_dot_sequential: rows of different lengths"
@@ -154,6 +211,7 @@ fn iq4xs_sequential(w: &[u8], x: &[u8]) -> f32 {
     let mut acc = 0.0f32;
     for (bw, bx) in w.chunks_exact(136).zip(x.chunks_exact(292)) {
         let block: &crate::quant::BlockIq4Xs = bytemuck::from_bytes(bw);
+        let (h, sl) = (block.scales_h, block.scales_l);
         let dx = f32::from_le_bytes([bx[0], bx[1], bx[2], bx[3]]);
         let mut sums = 0i32;
         for j in 0..8 {
@@ -163,7 +221,7 @@ fn iq4xs_sequential(w: &[u8], x: &[u8]) -> f32 {
                     v * bx[4 + i] as i8 as i32
                 })
                 .sum();
-            sums += (iq4xs_scale(block, j) as i32 - 32) * dot;
+            sums += crate::quant::xs_scale(h, &sl, j) * dot;
         }
         acc = (sums as f32).mul_add(f16_at(bw) * dx, acc);
     }

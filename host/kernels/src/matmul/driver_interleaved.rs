@@ -11,6 +11,7 @@ use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
 use crate::dot::avx2::interleaved_iq4xs::{self, XsInfo, group_iq4xs};
 use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q5k, group_q6k};
+use crate::dot::avx2::interleaved_k_low::{group_q2k, group_q3k};
 use crate::types::GgmlType;
 
 /// Tokens per kernel call (8 accumulators + 8 weight vectors stay in registers).
@@ -131,13 +132,18 @@ impl GroupKernel for SuperBlockQ4K {
     }
 }
 
-/// Q6_K: 256-element super-blocks against Q8_K.
-struct SuperBlockQ6K;
+/// Q6_K, Q3_K or Q2_K: 256-element super-blocks of 16-element sub-blocks against Q8_K.
+struct SuperBlock16(GgmlType);
 
-impl GroupKernel for SuperBlockQ6K {
+impl GroupKernel for SuperBlock16 {
     type Info = Q6Info;
     fn infos(&self, row: &[u8], dst: &mut [Q6Info]) {
-        interleaved_k::q6_infos(row, dst)
+        let k = match self.0 {
+            GgmlType::Q3K => 4,
+            GgmlType::Q2K => -1,
+            _ => 32,
+        };
+        interleaved_k::sub16_infos(row, dst, k)
     }
     unsafe fn call<const T: usize>(
         &self,
@@ -148,7 +154,13 @@ impl GroupKernel for SuperBlockQ6K {
         out: [*mut f32; T],
     ) {
         // SAFETY: forwarded.
-        unsafe { group_q6k::<T>(w, nb, x, info, out) }
+        unsafe {
+            match self.0 {
+                GgmlType::Q3K => group_q3k::<T>(w, nb, x, info, out),
+                GgmlType::Q2K => group_q2k::<T>(w, nb, x, info, out),
+                _ => group_q6k::<T>(w, nb, x, info, out),
+            }
+        }
     }
 }
 
@@ -193,9 +205,9 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
         let mut info = XS_INFO.with(std::cell::RefCell::take);
         run_with(&SuperBlockIq4Xs, iw, xq, out, &mut info);
         XS_INFO.with(|s| *s.borrow_mut() = info);
-    } else if iw.ty() == GgmlType::Q6K {
+    } else if matches!(iw.ty(), GgmlType::Q6K | GgmlType::Q3K | GgmlType::Q2K) {
         let mut info = Q6_INFO.with(std::cell::RefCell::take);
-        run_with(&SuperBlockQ6K, iw, xq, out, &mut info);
+        run_with(&SuperBlock16(iw.ty()), iw, xq, out, &mut info);
         Q6_INFO.with(|s| *s.borrow_mut() = info);
     } else {
         let mut info = INFO.with(std::cell::RefCell::take);

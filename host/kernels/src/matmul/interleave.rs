@@ -1,4 +1,4 @@
-//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS weight
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS weight
 //! matrix re-laid 16 rows at a time for
 //! the AVX-512 VNNI kernels, built once at load from the GGML rows.
 //!
@@ -25,6 +25,12 @@
 //! levels `u = q + 32` of element chunk `e` (elements `4e..4e + 4`, `e < 64`) split in two: the
 //! low nibbles in chunk `e % 32` of 32 (low nibble for `e < 32`, high for the rest), the top two
 //! bits in chunk `e % 16` of 16 more (bits `2q..2q + 2`, `q = e / 16`).
+//! Q3_K group blocks (1824 bytes, 3.6% over): the 16 f16 `d`, the signed scales as bytes `[j][r]`
+//! (256), the levels' low two bits `u & 3` (`u = q + 4`, 0..8) in 16 chunks (chunk `e % 16` holds
+//! element chunk `e` at bits `2·(e / 16)`), then each level's third bit as 64 u64 masks (mask
+//! `e`: bit `4r + k` for element `4e + k`). Q2_K group blocks (1344 bytes, the GGML rows' size):
+//! the 16 f16 `d`, the 16 f16 `dmin`, the scale/min bytes as `[j][r]` (256), then the 2-bit levels
+//! in Q3_K's chunk order.
 //! IQ4_XS group blocks (2240 bytes, 2.9% over): the 16 f16 `d`, the signed sub-block scales
 //! `ls - 32` as bytes `[j][r]` (128), 32 bytes of padding, then Q4_K's 32 quant chunks holding
 //! the 4-bit table indices (chunk `8k + c`: elements `4c..4c + 4` of sub-block `2k` in the low
@@ -33,7 +39,10 @@
 //! [`GROUP`]; the kernels read each group block linearly.
 
 use crate::matmul::WeightMatrix;
-use crate::quant::{BlockIq4Xs, BlockQ6K, scale_min_k4, unpack_q5k, unpack_q6k};
+use crate::quant::{
+    BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k,
+    unpack_q5k, unpack_q6k, xs_scale,
+};
 use crate::simd::{self, SimdLevel};
 use crate::types::GgmlType;
 
@@ -52,6 +61,16 @@ pub(crate) const Q5K_QUANTS: usize = Q5K_MASKS + 64 * 8;
 pub(crate) const Q6K_SCALES: usize = 32;
 pub(crate) const Q6K_LOW: usize = 320;
 pub(crate) const Q6K_HIGH: usize = Q6K_LOW + 32 * 64;
+/// Q3_K group block offsets: `d`, signed scales, 2-bit level chunks, third-bit masks, size.
+pub(crate) const Q3K_SCALES: usize = 32;
+pub(crate) const Q3K_LOW: usize = Q3K_SCALES + 256;
+pub(crate) const Q3K_MASKS: usize = Q3K_LOW + 16 * 64;
+pub(crate) const Q3K_BYTES: usize = Q3K_MASKS + 64 * 8;
+/// Q2_K group block offsets: `d`, `dmin`, scale/min bytes, 2-bit level chunks, size.
+pub(crate) const Q2K_DMIN: usize = 32;
+pub(crate) const Q2K_SCALES: usize = 64;
+pub(crate) const Q2K_LOW: usize = Q2K_SCALES + 256;
+pub(crate) const Q2K_BYTES: usize = Q2K_LOW + 16 * 64;
 /// IQ4_XS group block offsets: `d`, scales, quant chunks.
 pub(crate) const IQ4XS_SCALES: usize = 32;
 pub(crate) const IQ4XS_QUANTS: usize = 192;
@@ -80,6 +99,8 @@ pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
         GgmlType::Q5K => (Q5K_QUANTS + 32 * 64, Q5K_QUANTS, 176, 256),
         GgmlType::Q6K => (Q6K_HIGH + 16 * 64, Q6K_LOW, 210, 256),
         GgmlType::IQ4XS => (IQ4XS_QUANTS + 32 * 64, IQ4XS_QUANTS, 136, 256),
+        GgmlType::Q3K => (Q3K_BYTES, Q3K_LOW, 110, 256),
+        GgmlType::Q2K => (Q2K_BYTES, Q2K_LOW, 84, 256),
         _ => return None,
     };
     Some(GroupLayout {
@@ -121,7 +142,7 @@ impl Interleaved {
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` is
-    /// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q4_K, Q5_K, Q6_K or IQ4_XS with a whole number of groups; `None` otherwise (the GGML rows
+    /// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL or a K-quant with a whole number of groups; `None` otherwise (the GGML rows
     /// are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
         if Self::in_use() {
@@ -161,6 +182,27 @@ impl Interleaved {
                         }
                         GgmlType::IQ4XS => {
                             repack_iq4xs(dst, src, r);
+                            continue;
+                        }
+                        GgmlType::Q3K => {
+                            let block: &BlockQ3K = bytemuck::from_bytes(src);
+                            dst[2 * r..2 * r + 2].copy_from_slice(&src[108..110]);
+                            for (j, &sc) in q3k_scales(block).iter().enumerate() {
+                                dst[Q3K_SCALES + 16 * j + r] = sc as u8;
+                            }
+                            let levels = unpack_q3k(block).map(|v| (v + 4) as u8);
+                            repack_two_bits(dst, &levels, r, Q3K_LOW, Some(Q3K_MASKS));
+                            continue;
+                        }
+                        GgmlType::Q2K => {
+                            let block: &BlockQ2K = bytemuck::from_bytes(src);
+                            dst[2 * r..2 * r + 2].copy_from_slice(&src[80..82]);
+                            dst[Q2K_DMIN + 2 * r..Q2K_DMIN + 2 * r + 2]
+                                .copy_from_slice(&src[82..84]);
+                            for (j, &sm) in block.scales.iter().enumerate() {
+                                dst[Q2K_SCALES + 16 * j + r] = sm;
+                            }
+                            repack_two_bits(dst, &unpack_q2k(block), r, Q2K_LOW, None);
                             continue;
                         }
                         _ => {}
@@ -281,25 +323,32 @@ fn repack_q6k(dst: &mut [u8], src: &[u8], r: usize) {
     }
 }
 
+/// Row `r`'s 256 levels `u` (0..8) into the 2-bit chunks at `low` (chunk `e % 16`, bits
+/// `2·(e / 16)`, for element chunk `e`) and, with `masks`, their third bits as byte masks
+/// (mask `e`: bit `4r + k` for element `4e + k`).
+fn repack_two_bits(dst: &mut [u8], levels: &[u8; 256], r: usize, low: usize, masks: Option<usize>) {
+    for (i, &u) in levels.iter().enumerate() {
+        let (e, k) = (i / 4, i % 4);
+        dst[low + 64 * (e % 16) + 4 * r + k] |= (u & 3) << (2 * (e / 16));
+        if let Some(m) = masks {
+            dst[m + 8 * e + (4 * r + k) / 8] |= (u >> 2) << ((4 * r + k) % 8);
+        }
+    }
+}
+
 /// Row `r`'s IQ4_XS super-block `src` (GGML `block_iq4_xs`) into its places in group block `dst`.
 fn repack_iq4xs(dst: &mut [u8], src: &[u8], r: usize) {
     let block: &BlockIq4Xs = bytemuck::from_bytes(src);
+    let (h, sl) = (block.scales_h, block.scales_l);
     dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
     for j in 0..8 {
-        dst[IQ4XS_SCALES + 16 * j + r] = (iq4xs_scale(block, j) - 32) as u8;
+        dst[IQ4XS_SCALES + 16 * j + r] = xs_scale(h, &sl, j) as i8 as u8;
     }
     for i in 0..256 {
         let (j, l) = (i / 32, i % 32);
         let idx = iq4xs_index(block, i);
         dst[IQ4XS_QUANTS + 64 * (8 * (j / 2) + l / 4) + 4 * r + l % 4] |= idx << (4 * (j % 2));
     }
-}
-
-/// Sub-block `j`'s 6-bit scale (offset 32 still in) of an IQ4_XS block.
-pub(crate) fn iq4xs_scale(block: &BlockIq4Xs, j: usize) -> i8 {
-    let low = (block.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
-    let high = ((block.scales_h >> (2 * j)) & 3) as u8;
-    (low | (high << 4)) as i8
 }
 
 /// Element `i`'s 4-bit table index in an IQ4_XS block.

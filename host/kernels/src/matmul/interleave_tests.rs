@@ -8,7 +8,9 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
-const INTERLEAVED: [GgmlType; 9] = [
+const INTERLEAVED: [GgmlType; 11] = [
+    GgmlType::Q2K,
+    GgmlType::Q3K,
     GgmlType::IQ4XS,
     GgmlType::Q4_0,
     GgmlType::IQ4NL,
@@ -39,6 +41,14 @@ fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
     if matches!(ty, GgmlType::Q4K | GgmlType::Q5K) {
         // Row 0's first super-block at the limits: scales and mins 63, every level 15 (Q5_K 31).
         w[4..ty.type_size()].fill(0xFF);
+    }
+    if ty == GgmlType::Q3K {
+        // Row 0's first super-block at the limits: every value -4, every scale -32.
+        w[..108].fill(0);
+    }
+    if ty == GgmlType::Q2K {
+        // Row 0's first super-block at the limits: every level 3, scales and mins 15.
+        w[..80].fill(0xFF);
     }
     if ty == GgmlType::IQ4XS {
         // Row 0's first super-block at the limits: scales 31, 16, -17 and -32 (6-bit 63, 48,

@@ -28,7 +28,8 @@ pub(crate) struct KInfo {
     pub sums: [i32; 4],
 }
 
-/// Per token and super-block for Q6_K: the activation scale and each sub-block's `-32·Σx`.
+/// Per token and super-block for Q6_K, Q3_K and Q2_K: the activation scale and a figure per
+/// 16-element sub-block (see [`sub16_infos`]).
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub(crate) struct Q6Info {
@@ -169,32 +170,53 @@ pub(crate) unsafe fn group_q6k<const T: usize>(
 ) {
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
-        let mut acc = [_mm512_setzero_ps(); T];
         let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+        let levels = |blk: *const u8, e: usize| {
+            let lo = _mm512_loadu_si512(blk.add(Q6K_LOW + 64 * (e % 32)).cast());
+            let lo = if e < 32 {
+                _mm512_and_si512(lo, low)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi16::<4>(lo), low)
+            };
+            let hi = _mm512_loadu_si512(blk.add(Q6K_HIGH + 64 * (e % 16)).cast());
+            let hi = match e / 16 {
+                0 => _mm512_slli_epi16::<4>(hi),
+                1 => _mm512_slli_epi16::<2>(hi),
+                2 => hi,
+                _ => _mm512_srli_epi16::<2>(hi),
+            };
+            // lo | (hi & 0x30)
+            _mm512_ternarylogic_epi32::<0xF8>(lo, hi, top)
+        };
+        signed_sub16(w, nb, x, info, out, (Q6K_GROUP_BYTES, Q6K_SCALES), levels);
+    }
+}
+
+/// The body of the formats with 16 signed-scale sub-blocks of 16 per super-block (Q6_K, Q3_K):
+/// `levels(block, e)` gives element chunk `e`'s unsigned levels for the 16 rows; group blocks of
+/// `bytes` hold the 16 f16 `d` first and the scales as bytes `[j][r]` at `scales`.
+///
+/// # Safety
+/// As [`group_q6k`] for the format; `levels` reads only inside the group block it is given.
+#[inline(always)]
+pub(crate) unsafe fn signed_sub16<const T: usize>(
+    w: *const u8,
+    nb: usize,
+    x: [*const u8; T],
+    info: [*const Q6Info; T],
+    out: [*mut f32; T],
+    (bytes, scales): (usize, usize),
+    levels: impl Fn(*const u8, usize) -> __m512i,
+) {
+    // SAFETY: the caller's contract; all loads are unaligned.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); T];
         for b in 0..nb {
-            let blk = w.add(b * Q6K_GROUP_BYTES);
+            let blk = w.add(b * bytes);
             let mut isum = [_mm512_setzero_si512(); T];
             for j in 0..16 {
-                let mut wq = [_mm512_setzero_si512(); 4];
-                for (c, v) in wq.iter_mut().enumerate() {
-                    let e = 4 * j + c;
-                    let lo = _mm512_loadu_si512(blk.add(Q6K_LOW + 64 * (e % 32)).cast());
-                    let lo = if e < 32 {
-                        _mm512_and_si512(lo, low)
-                    } else {
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(lo), low)
-                    };
-                    let hi = _mm512_loadu_si512(blk.add(Q6K_HIGH + 64 * (e % 16)).cast());
-                    let hi = match e / 16 {
-                        0 => _mm512_slli_epi16::<4>(hi),
-                        1 => _mm512_slli_epi16::<2>(hi),
-                        2 => hi,
-                        _ => _mm512_srli_epi16::<2>(hi),
-                    };
-                    // lo | (hi & 0x30)
-                    *v = _mm512_ternarylogic_epi32::<0xF8>(lo, hi, top);
-                }
-                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk.add(Q6K_SCALES + 16 * j).cast()));
+                let wq: [__m512i; 4] = std::array::from_fn(|c| levels(blk, 4 * j + c));
+                let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk.add(scales + 16 * j).cast()));
                 let xq = x.map(|p| p.add(b * XB + XQ + 16 * j));
                 let base = |t: usize| (*info[t].add(b)).base[j];
                 add_scaled_sums(&wq, sc, xq, base, &mut isum);
@@ -254,13 +276,14 @@ pub(crate) unsafe fn fma_super_block<const T: usize>(
     }
 }
 
-/// The [`Q6Info`]s of one Q8_K activation row (`nb` blocks) into `dst`.
-pub(crate) fn q6_infos(row: &[u8], dst: &mut [Q6Info]) {
+/// The [`Q6Info`]s of one Q8_K activation row (`nb` blocks) into `dst`, each 16-element
+/// sub-block's base `-k·Σx` (Q6_K: k = 32, Q3_K: 4; Q2_K: -1, its plain sums for the mins).
+pub(crate) fn sub16_infos(row: &[u8], dst: &mut [Q6Info], k: i32) {
     for (blk, slot) in row.chunks_exact(XB).zip(dst.iter_mut()) {
         let bsum = |g: usize| i16::from_le_bytes([blk[260 + 2 * g], blk[261 + 2 * g]]) as i32;
         *slot = Q6Info {
             dx: f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]),
-            base: std::array::from_fn(|j| -32 * bsum(j)),
+            base: std::array::from_fn(|j| -k * bsum(j)),
         };
     }
 }

@@ -9,6 +9,7 @@ mod float;
 pub(crate) mod interleaved;
 pub(crate) mod interleaved_iq4xs;
 pub(crate) mod interleaved_k;
+pub(crate) mod interleaved_k_low;
 mod iq4;
 mod kquants;
 mod kquants_wide;
