@@ -203,3 +203,52 @@ fn an_abandoned_embedding_leaves_no_session_behind() {
     });
     e.shutdown();
 }
+
+#[test]
+fn embeddings_take_at_most_their_share_of_a_step_while_sessions_decode() {
+    let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model");
+    let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
+    let cfg = EngineConfig {
+        kv_elem: KvElem::F32,
+        embed_step_tokens: 4,
+        ..EngineConfig::default()
+    };
+    let e = EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine");
+    let input = texts(e.tokenizer()).swap_remove(0);
+    let want = e.model().embed(&input, 512).expect("embed");
+    let salt = NamespaceSalt::derive("a");
+    let prompt = e.tokenizer().encode("Once", true, true);
+    shared::runtime().block_on(async {
+        let id = e.open(NS, salt).await.expect("open");
+        e.append(NS, id, prompt.clone()).await.expect("append");
+        let params = GenerateParams {
+            close_when_done: true,
+            ignore_eos: true,
+            ..GenerateParams::greedy(300)
+        };
+        let mut stream = e.generate(NS, id, params).expect("generate");
+        assert!(matches!(stream.next().await, Some(Event::Token { .. })));
+        let got = e
+            .embed(NS, salt, std::slice::from_ref(&input))
+            .await
+            .expect("embed");
+        // Finished while the generation still decodes, 4 embedding tokens per step at most.
+        let snap = e.stats().snapshot();
+        assert!(
+            snap.step_tokens_max <= prompt.len().max(1 + 4) as u64,
+            "a step carried {} tokens",
+            snap.step_tokens_max
+        );
+        assert_eq!(got[0].vector.as_slice(), want.as_slice());
+        let mut produced = 1;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Event::Token { .. } => produced += 1,
+                Event::Done { .. } => break,
+                Event::Error(err) => panic!("generation failed: {err}"),
+            }
+        }
+        assert_eq!(produced, 300, "the generation outlived the embedding");
+    });
+    e.shutdown();
+}

@@ -33,6 +33,10 @@ pub struct EngineConfig {
     pub auto_pin: usize,
     /// Embeddings kept by content (namespace salt and tokens; 0: none).
     pub embed_cache_entries: usize,
+    /// Most tokens of embedding work in one step while sessions are decoding (embeddings are
+    /// bulk work: they fill what is left of the step budget only up to this, so decoders keep
+    /// their pace; with nobody decoding they take the whole budget). At least 1.
+    pub embed_step_tokens: usize,
 }
 
 impl Default for EngineConfig {
@@ -49,6 +53,7 @@ impl Default for EngineConfig {
             target_hit_rate: 0.9,
             auto_pin: 0,
             embed_cache_entries: 4096,
+            embed_step_tokens: 16,
         }
     }
 }

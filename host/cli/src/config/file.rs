@@ -75,6 +75,7 @@ pub struct RawCache {
     pub max_sessions: Option<usize>,
     pub idle_ttl_s: Option<u64>,
     pub embed_cache_entries: Option<usize>,
+    pub embed_step_tokens: Option<usize>,
     /// The advisor's target hit rate (config/cache.rs).
     pub target_hit_rate: Option<f64>,
     /// Most reused prefixes kept pinned (config/cache.rs).

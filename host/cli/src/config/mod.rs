@@ -79,6 +79,8 @@ pub struct ServeConfig {
     pub max_sessions: usize,
     pub idle_ttl: Option<Duration>,
     pub embed_cache_entries: usize,
+    /// Tokens of embedding work per step while sessions decode.
+    pub embed_step_tokens: usize,
     pub store: Option<PathBuf>,
     /// `[store] max_disk_mb` in bytes (None: a tenth of the free space at start).
     pub store_max_disk_bytes: Option<u64>,
@@ -124,6 +126,10 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         );
     }
     let step_tokens = c.step_tokens.unwrap_or(512);
+    let embed_step_tokens = c.embed_step_tokens.unwrap_or(16);
+    if embed_step_tokens == 0 {
+        bail!("cache.embed_step_tokens: must be at least 1");
+    }
     if step_tokens == 0 {
         bail!("cache.step_tokens: must be at least 1");
     }
@@ -204,6 +210,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
             None => Some(Duration::from_secs(600)),
         },
         embed_cache_entries: c.embed_cache_entries.unwrap_or(4096),
+        embed_step_tokens,
         store,
         store_max_disk_bytes,
         store_ram,

@@ -21,7 +21,8 @@ pub(crate) struct Planned {
 #[derive(Default)]
 pub(crate) struct StepBuffers {
     pub decoders: Vec<SessionId>,
-    pub prefills: Vec<(Instant, SessionId)>,
+    /// Sessions to prefill: embeddings (bulk work, `true`) after the rest, each in arrival order.
+    pub prefills: Vec<(bool, Instant, SessionId)>,
     pub plan: Vec<Planned>,
     /// `seqs[i]` is batch sequence `i`'s pool sequence (its block table stays in the pool).
     pub seqs: Vec<SeqId>,

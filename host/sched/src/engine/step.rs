@@ -1,5 +1,7 @@
 //! One engine step: plan (every decoding session's next token first, rotated for fairness, then
-//! chunks of pending prefills in arrival order, within a token budget), reserve K/V slots in the
+//! chunks of pending prefills in arrival order, within a token budget; embeddings, bulk work,
+//! come after the other prefills and take at most `embed_step_tokens` of the budget while
+//! sessions decode), reserve K/V slots in the
 //! pool, run one forward pass for the whole batch, commit, then sample and stream.
 
 use std::collections::HashSet;
@@ -132,7 +134,8 @@ impl Engine {
             if decoding {
                 decoders.push(*id);
             } else {
-                prefills.push((s.queued_at, *id));
+                let bulk = matches!(s.job, Some(Job::Embed(_)));
+                prefills.push((bulk, s.queued_at, *id));
             }
         }
         prefills.sort_unstable();
@@ -145,11 +148,16 @@ impl Engine {
             self.round_robin = self.round_robin.wrapping_add(1);
         }
         let mut budget = self.cfg.step_tokens.max(1);
+        let mut embed_budget = if decoders.is_empty() {
+            budget
+        } else {
+            self.cfg.embed_step_tokens.max(1)
+        };
         let mut inflight = self.prefixes_in_flight();
         for id in decoders
             .iter()
             .copied()
-            .chain(prefills.iter().map(|&(_, id)| id))
+            .chain(prefills.iter().map(|&(_, _, id)| id))
         {
             if budget == 0 {
                 break;
@@ -162,9 +170,19 @@ impl Engine {
                 continue;
             }
             let s = &self.sessions[&id];
-            let n = s.pending.len().min(budget);
+            let embedding = matches!(s.job, Some(Job::Embed(_)));
+            let n = if embedding {
+                let n = s.pending.len().min(budget).min(embed_budget);
+                if n == 0 {
+                    continue;
+                }
+                embed_budget -= n;
+                n
+            } else {
+                s.pending.len().min(budget)
+            };
             // An embedding pools hidden states and needs no logits.
-            let logits = n == s.pending.len() && !matches!(s.job, Some(Job::Embed(_)));
+            let logits = n == s.pending.len() && !embedding;
             match self.pool.reserve_positions(s.seq, n) {
                 Ok(start) => {
                     budget -= n;
