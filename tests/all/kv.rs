@@ -214,13 +214,15 @@ fn kv_match_prefix_leaves_the_last_token_to_compute() {
     let tokens: Vec<u32> = (0..48).collect();
     let s = seq_with(&mut p, 0, r, &tokens);
     p.drop_seq(s).unwrap();
+    // A prompt ending on a block boundary takes its cached last block for all but its last
+    // token; one ending inside a block stops at its whole blocks (no tail was retained here).
     for (len, want) in [
-        (48, 32),
+        (48, 47),
         (47, 32),
         (33, 32),
-        (32, 16),
+        (32, 31),
         (17, 16),
-        (16, 0),
+        (16, 15),
         (1, 0),
         (0, 0),
     ] {
@@ -230,8 +232,10 @@ fn kv_match_prefix_leaves_the_last_token_to_compute() {
             want,
             "prompt of {len}"
         );
+        p.check_invariants().expect("pool invariants");
         p.drop_seq(s).unwrap();
     }
+    p.check_invariants().expect("pool invariants");
 }
 
 #[test]

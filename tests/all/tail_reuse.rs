@@ -75,3 +75,35 @@ fn the_next_turn_reuses_the_previous_turns_partial_block_bit_for_bit() {
     });
     e.shutdown();
 }
+
+#[test]
+fn a_repeated_prompt_ending_on_a_block_boundary_reuses_all_but_its_last_token_bit_for_bit() {
+    let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model");
+    let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
+    let e = EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
+        .expect("engine");
+    let mut prompt = e.tokenizer().encode(
+        "Once upon a time, a little fox found a red ball in the garden and ran to show it to \
+         his mother, who was baking bread for the whole family that sunny morning.",
+        true,
+        true,
+    );
+    assert!(prompt.len() >= 32, "{} tokens", prompt.len());
+    prompt.truncate(32);
+    shared::runtime().block_on(async {
+        let (first_tokens, first, first_logits) = one_shot(&e, "chat", &prompt, 8).await;
+        assert_eq!(first.cached_tokens, 0);
+        // The same prompt again: both whole blocks are cached, the second one is taken for 15
+        // of its 16 tokens (the last is computed for its logits).
+        let (tokens, usage, logits) = one_shot(&e, "chat", &prompt, 8).await;
+        assert_eq!(usage.cached_tokens, 31);
+        assert_eq!(tokens, first_tokens);
+        assert!(logits == first_logits, "reused K/V changed the logits");
+        // And the cached block is still whole for the next one.
+        let (_, again, _) = one_shot(&e, "chat", &prompt, 8).await;
+        assert_eq!(again.cached_tokens, 31);
+        let (_, other, _) = one_shot(&e, "elsewhere", &prompt, 8).await;
+        assert_eq!(other.cached_tokens, 0, "another salt shares nothing");
+    });
+    e.shutdown();
+}

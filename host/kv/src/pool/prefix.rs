@@ -1,7 +1,8 @@
 //! Prefix matching: attach the longest chain of resident (or promotable) sealed blocks to an
 //! empty sequence, then the retained partial tail that continues it furthest (see `tails`),
-//! capped so the prompt's last token is always left to compute (its logits are needed). The
-//! chain is walked from the root, so a match never has a hole.
+//! capped so the prompt's last token is always left to compute (its logits are needed); a
+//! prompt that ends on a block boundary takes its cached last block for all but that token.
+//! The chain is walked from the root, so a match never has a hole.
 
 use super::BlockPool;
 use crate::error::PoolError;
@@ -122,7 +123,13 @@ impl BlockPool {
             }
             let full = hits * b;
             let limit = tokens.len().saturating_sub(1).saturating_sub(full);
-            let tail = pool.match_tail(s, &tokens[full..], limit);
+            let boundary = (hits == max_blocks && tokens.len() == full + b)
+                .then(|| pool.match_last_block(s, &tokens[full..], prev, n_public))
+                .flatten();
+            let tail = match boundary {
+                Some(k) => k,
+                None => pool.match_tail(s, &tokens[full..], limit),
+            };
             let matched = full + tail;
             let ns = s.ns_slot;
             // A retained tail may continue the chain inside the first missed full block: its
@@ -147,6 +154,28 @@ impl BlockPool {
             pool.count(ns, |c| &c.miss_tokens, (tokens.len() - matched) as u64);
             Ok(matched)
         })
+    }
+
+    /// A prompt that ends on a block boundary, every earlier block matched: when its last whole
+    /// block (`last`, chained from `prev`) is cached, attaches it for all but its last token,
+    /// which is left to compute (the first write copies the rest into a private block, as for a
+    /// retained tail). Returns the tokens reused; `None` when the block is not cached.
+    fn match_last_block(
+        &mut self,
+        s: &mut Sequence,
+        last: &[u32],
+        prev: Option<BlockHash>,
+        n_public: usize,
+    ) -> Option<usize> {
+        let (hash, _) = s.chain_hash(s.table.len(), prev, n_public, last);
+        let &id = self.index.get(&hash)?;
+        self.incref(id);
+        self.touch(id);
+        s.table.push(BlockId(id));
+        let k = last.len() - 1;
+        s.tokens.extend_from_slice(&last[..k]);
+        self.count(s.ns_slot, |c| &c.tail_hits, 1);
+        Some(k)
     }
 
     /// Why full block `hash` (content key `content`) missed, and for evicted or corrupt
