@@ -141,6 +141,11 @@ impl Session {
         }
     }
 
+    /// Whether the session's job is an embedding (bulk work, pooled hidden states, no logits).
+    pub fn embedding(&self) -> bool {
+        matches!(self.job, Some(Job::Embed(_)))
+    }
+
     /// Whether the session has tokens to compute for a job.
     pub fn runnable(&self) -> bool {
         self.job.is_some() && !self.pending.is_empty()

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use memoria_kv::{NamespaceId, NamespaceSalt};
-use memoria_model::llama::MeanPool;
+use memoria_model::llama::{MeanPool, Scratch};
 
 use super::{Engine, Reply};
 use crate::EngineError;
@@ -67,17 +67,24 @@ impl Engine {
         }
     }
 
-    /// Pools the final hidden states `hidden` of an embedding session's computed chunk; once
+    /// Pools the final hidden states of an embedding session's computed chunk (batch `rows` of
+    /// the forward pass that ran with `scratch`); once
     /// nothing is pending, replies with the vector and closes the session (its full blocks
     /// stay cached). Other jobs are left alone.
-    pub(super) fn absorb_hidden(&mut self, id: SessionId, hidden: &[f32]) {
+    pub(super) fn absorb_hidden(
+        &mut self,
+        id: SessionId,
+        scratch: &Scratch,
+        rows: std::ops::Range<usize>,
+    ) {
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
         let Some(Job::Embed(e)) = &mut s.job else {
             return;
         };
-        e.pool.add(&self.model, hidden);
+        e.pool
+            .add(&self.model, self.model.hidden_states(scratch, rows));
         if !s.pending.is_empty() {
             return;
         }

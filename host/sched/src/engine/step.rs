@@ -85,7 +85,7 @@ impl Engine {
                 continue;
             };
             let seq = s.seq;
-            let embedding = matches!(s.job, Some(Job::Embed(_)));
+            let embedding = s.embedding();
             let committed = self.pool.commit(seq, &s.pending[..p.n]);
             s.pending.drain(..p.n);
             if let Err(e) = committed {
@@ -94,8 +94,7 @@ impl Engine {
             }
             self.persist.write_through(&self.pool, p.id, seq, false);
             if embedding {
-                let model = self.model.clone();
-                self.absorb_hidden(p.id, model.hidden_states(&scratch, rows));
+                self.absorb_hidden(p.id, &scratch, rows);
                 continue;
             }
             if p.logits {
@@ -134,8 +133,7 @@ impl Engine {
             if decoding {
                 decoders.push(*id);
             } else {
-                let bulk = matches!(s.job, Some(Job::Embed(_)));
-                prefills.push((bulk, s.queued_at, *id));
+                prefills.push((s.embedding(), s.queued_at, *id));
             }
         }
         prefills.sort_unstable();
@@ -170,7 +168,7 @@ impl Engine {
                 continue;
             }
             let s = &self.sessions[&id];
-            let embedding = matches!(s.job, Some(Job::Embed(_)));
+            let embedding = s.embedding();
             let n = if embedding {
                 let n = s.pending.len().min(budget).min(embed_budget);
                 if n == 0 {
