@@ -58,14 +58,9 @@ fn route_shared_prefixes_meet_on_one_host_and_move_when_it_dies() {
     ];
     let mut servers = hosts("route-prefix", &keys);
     let refs: Vec<&Server> = servers.iter().collect();
-    // Affinity and failover only: a huge load scale keeps a queue depth polled during the
-    // previous request from tipping the choice between two hosts whose scores are close (load
-    // shedding has its own unit test, `load_sheds_keys_in_proportion`).
-    let r = Router::start(
-        "route-prefix",
-        &refs,
-        &["--stats-key", "route-admin-key", "--load-scale", "1000000"],
-    );
+    // The default load scale: the router does not count its own finished requests as load
+    // (`others_load`), so sequential requests see equal loads and plain rendezvous decides.
+    let r = Router::start("route-prefix", &refs, &["--stats-key", "route-admin-key"]);
     let auth = [("Authorization", "Bearer route-user-key")];
     let prefix = "Lily and Tim went to the park to play with a big red ball. ".repeat(4);
 

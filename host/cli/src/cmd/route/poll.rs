@@ -56,6 +56,7 @@ pub fn spawn(table: Arc<Table>, cfg: PollConfig) {
 }
 
 async fn poll_one(b: &Backend, cfg: &PollConfig) {
+    let open_before = b.inflight.load(Relaxed);
     let healthy = matches!(
         upstream::get(&b.authority, "/health", None, cfg.timeout).await,
         Ok((s, _)) if s.is_success()
@@ -77,7 +78,19 @@ async fn poll_one(b: &Backend, cfg: &PollConfig) {
             .map_or(0, |v| queue_depth(&v)),
         _ => 0,
     };
+    let open_after = b.inflight.load(Relaxed);
     b.queue_depth.store(depth, Relaxed);
+    b.others
+        .store(others_load(depth, open_before, open_after), Relaxed);
+}
+
+/// A host's reported queue less this router's own requests on it. The report counts every
+/// request the host runs or queues, this router's included; those are known exactly here (the
+/// in-flight count) and go stale in the report the moment they finish. The larger of the
+/// in-flight counts at the poll's start and end is taken, so a request that finished while the
+/// poll was on its way is not left behind as someone else's load.
+pub fn others_load(reported: u64, open_before: u64, open_after: u64) -> u64 {
+    reported.saturating_sub(open_before.max(open_after))
 }
 
 /// `engine.queue_depth` plus every `admission[].queued` of a host's `/stats`, saturating.
@@ -96,6 +109,19 @@ pub fn queue_depth(stats: &Value) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn own_requests_are_not_counted_as_others_load() {
+        // Our one request was on the host while it answered: nobody else's.
+        assert_eq!(others_load(1, 1, 1), 0);
+        // It finished while the poll was on its way: still ours.
+        assert_eq!(others_load(1, 1, 0), 0);
+        // Sent after the host answered: the report cannot hold it.
+        assert_eq!(others_load(0, 0, 1), 0);
+        // Three from elsewhere beside our two.
+        assert_eq!(others_load(5, 2, 2), 3);
+        assert_eq!(others_load(u64::MAX, 0, 0), u64::MAX);
+    }
 
     #[test]
     fn queue_depth_sums_engine_and_admission() {

@@ -24,6 +24,9 @@ pub struct Backend {
     pub up: AtomicBool,
     /// Requests waiting on the host (engine queue plus admission queues), from `/stats`.
     pub queue_depth: AtomicU64,
+    /// The part of `queue_depth` that is not this router's own: what it reported less the
+    /// requests this router had open to it during that poll (see [`super::poll::others_load`]).
+    pub others: AtomicU64,
     /// Requests this router has open to it.
     pub inflight: AtomicU64,
     /// Requests sent to it.
@@ -58,6 +61,7 @@ impl Backend {
             authority,
             up: AtomicBool::new(true),
             queue_depth: AtomicU64::new(0),
+            others: AtomicU64::new(0),
             inflight: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -65,9 +69,11 @@ impl Backend {
         })
     }
 
-    /// Queued on the host plus open from here: what ranking weighs.
+    /// Others' requests on the host at the last poll plus those open from here now: what
+    /// ranking weighs. Counting the host's report whole would count this router's requests
+    /// twice, and keep counting a finished one until the next poll.
     pub fn load(&self) -> u64 {
-        self.queue_depth
+        self.others
             .load(Relaxed)
             .saturating_add(self.inflight.load(Relaxed))
     }
