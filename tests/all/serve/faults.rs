@@ -82,15 +82,21 @@ fn serve_one_admin_request_stops_the_engine_for_good_dead_engine_restarts() {
     let s = Server::start_with_env(
         "fault-die",
         &["-m", &model(), "--admin-key", "admin-key-faults"],
-        &[("MEMORIA_FAULT", "die=warm")],
+        // A 4 s first back-off: the restarting state outlasts a loaded machine's round trips.
+        &[("MEMORIA_FAULT", "die=warm,backoff_ms=4000")],
     );
     assert_eq!(completion(&s).status, 200);
     // The engine loop dies on this warm: its caller gets a 500 naming it ...
     let r = warm(&s);
     assert_eq!(r.status, 500, "{}", r.text());
     assert!(r.text().contains("`warm`"), "{}", r.text());
-    // ... /health answers 503 while the supervisor backs off (1 s), generations a 503 that
-    // says so, then everything is back.
+    // ... /health answers 503 while the supervisor backs off, generations a 503 that
+    // says so, then everything is back. (The 500 can arrive a moment before the supervisor
+    // marks the engine down: the reply is sent while the loop unwinds.)
+    assert!(
+        eventually(40, || get(s.addr, "/health", &[]).status == 503),
+        "/health never reported the restart"
+    );
     let h = get(s.addr, "/health", &[]);
     assert_eq!(h.status, 503, "{}", h.text());
     assert_eq!(h.json()["status"], json!("engine restarting"));

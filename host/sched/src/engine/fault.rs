@@ -6,7 +6,9 @@
 //!   engine's per-command guard;
 //! - `step=N`: the N-th engine step (1-based) panics inside the step guard;
 //! - `die=NAME`: the first command called NAME panics outside every guard, killing the engine
-//!   loop (the supervisor then restarts it).
+//!   loop (the supervisor then restarts it);
+//! - `backoff_ms=N`: the supervisor's first back-off before a restart (1 s otherwise), so a
+//!   test can observe the restarting state on a loaded machine.
 
 #[cfg(debug_assertions)]
 mod imp {
@@ -18,6 +20,7 @@ mod imp {
         command: Option<String>,
         step: Option<u64>,
         die: Option<String>,
+        backoff_ms: Option<u64>,
     }
 
     fn spec() -> &'static Spec {
@@ -30,6 +33,7 @@ mod imp {
                     Some(("command", v)) => s.command = Some(v.to_string()),
                     Some(("step", v)) => s.step = v.parse().ok(),
                     Some(("die", v)) => s.die = Some(v.to_string()),
+                    Some(("backoff_ms", v)) => s.backoff_ms = v.parse().ok(),
                     _ => eprintln!("memoria: MEMORIA_FAULT item {item:?} not understood, ignored"),
                 }
             }
@@ -58,6 +62,12 @@ mod imp {
             panic!("MEMORIA_FAULT: injected death of the engine loop at `{name}`");
         }
     }
+
+    pub fn first_backoff(default: std::time::Duration) -> std::time::Duration {
+        spec().backoff_ms.map_or(default, |ms| {
+            std::time::Duration::from_millis(ms.min(60_000))
+        })
+    }
 }
 
 #[cfg(not(debug_assertions))]
@@ -68,6 +78,10 @@ mod imp {
     pub fn step() {}
     #[inline(always)]
     pub fn die(_: &str) {}
+    #[inline(always)]
+    pub fn first_backoff(default: std::time::Duration) -> std::time::Duration {
+        default
+    }
 }
 
-pub(crate) use imp::{command, die, step};
+pub(crate) use imp::{command, die, first_backoff, step};

@@ -126,7 +126,7 @@ pub(crate) fn supervise(
     rx: Receiver<Command>,
     health: Arc<Health>,
 ) {
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = super::fault::first_backoff(FIRST_BACKOFF);
     loop {
         let started = Instant::now();
         let Err(p) = catch_unwind(AssertUnwindSafe(|| engine.run(&rx))) else {
@@ -136,7 +136,7 @@ pub(crate) fn supervise(
         health.up.store(false, Relaxed);
         bp.stats.restarts.fetch_add(1, Relaxed);
         if started.elapsed() >= STABLE {
-            backoff = FIRST_BACKOFF;
+            backoff = super::fault::first_backoff(FIRST_BACKOFF);
         }
         eprintln!(
             "memoria: the engine loop died ({}); failing its sessions, restarting in {} ms",
