@@ -180,6 +180,9 @@ impl From<memoria_sched::EngineError> for ApiError {
             )
             .with_code("context_length_exceeded"),
             E::InvalidArgument(m) => ApiError::bad_request(m),
+            E::NoSavedSession(name) => {
+                ApiError::not_found(format!("no saved session {name:?} in this namespace"))
+            }
             E::NotFound(id) => ApiError::not_found(format!("session {} not found", id.0)),
             E::Busy(id) => ApiError::new(
                 StatusCode::CONFLICT,
@@ -213,6 +216,9 @@ impl From<memoria_sched::EngineError> for ApiError {
                 s.to_string(),
             )
             .with_code("insufficient_storage"),
+            E::Store(s @ memoria_sched::store::StoreError::RemoteUnavailable) => {
+                ApiError::unavailable(s.to_string()).with_code("remote_unavailable")
+            }
             E::Store(s) => ApiError::internal(s.to_string()),
         }
     }

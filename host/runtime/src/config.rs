@@ -23,9 +23,10 @@ pub struct RuntimeConfig {
     pub model_id: String,
     /// Period of the epoch ticker; wall-time limits are rounded up to it.
     pub epoch_tick: Duration,
-    /// The engine was started with a persistent store (`EngineConfig::store` with a disk
-    /// tier): `session.save` / `session.restore` then go through the engine's durable named
-    /// sessions and survive restarts. Otherwise saved sessions live in this process only.
+    /// The engine was started with a persistent store (`EngineConfig::store` with a disk or a
+    /// remote tier): `session.save` / `session.restore` then go through the engine's named
+    /// sessions, which survive restarts (disk) and are restored on any host sharing the remote.
+    /// Otherwise saved sessions live in this process only.
     pub durable_sessions: bool,
     /// Folder where components deployed through the admin API are kept (and read back at
     /// start); `None`: deployments last until the process exits.

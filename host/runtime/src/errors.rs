@@ -11,7 +11,7 @@ use crate::named::NamedError;
 pub fn from_engine(e: EngineError) -> WitError {
     let msg = format!("{e:#}");
     match e {
-        EngineError::NotFound(_) => WitError::NotFound(msg),
+        EngineError::NotFound(_) | EngineError::NoSavedSession(_) => WitError::NotFound(msg),
         EngineError::InvalidArgument(_) | EngineError::Busy(_) => WitError::InvalidArgument(msg),
         EngineError::ContextOverflow { .. } => WitError::ContextOverflow(msg),
         EngineError::TooManySessions(_) | EngineError::Pool(_) => WitError::QuotaExceeded(msg),

@@ -357,20 +357,35 @@ impl EngineHandle {
     /// Opens a new session holding the tokens saved under `name` in `ns` (whose salt must be
     /// `salt`, as when it was saved). Its next compute reuses the blocks the tiers still hold
     /// and recomputes the rest, so its next-token logits are bit-identical to the original's.
+    /// A save this host's disk does not hold is looked up in the remote tier (any host's save
+    /// of the namespace), here on the caller's task, and its blocks prefetched, so the engine
+    /// thread never waits on the network.
     pub async fn restore(
         &self,
         ns: NamespaceId,
         salt: NamespaceSalt,
         name: &str,
     ) -> Result<SessionId, EngineError> {
-        let name = name.to_string();
-        self.call("restore", |reply| Command::Restore {
-            ns,
-            salt,
-            name,
-            reply,
-        })
-        .await
+        let restore = |record| {
+            let name = name.to_string();
+            self.call("restore", move |reply| Command::Restore {
+                ns,
+                salt,
+                name,
+                record,
+                reply,
+            })
+        };
+        match restore(None).await {
+            Err(EngineError::NoSavedSession(missing)) => {
+                let Some(rec) = self.remote.load_session(&salt, name).await? else {
+                    return Err(EngineError::NoSavedSession(missing));
+                };
+                self.remote.prefetch(ns, salt, &rec.tokens).await;
+                restore(Some(Box::new(rec))).await
+            }
+            r => r,
+        }
     }
 
     /// Sets a namespace's eviction priority and block cap.

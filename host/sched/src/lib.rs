@@ -33,6 +33,9 @@ pub enum EngineError {
     Busy(SessionId),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// No session is saved under this name in the namespace (on disk or in the remote tier).
+    #[error("no saved session {0:?} in this namespace")]
+    NoSavedSession(String),
     #[error("context overflow: {have} tokens + {adding} > {max}")]
     ContextOverflow {
         have: usize,

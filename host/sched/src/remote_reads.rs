@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PublicChain};
-use memoria_store::TierStack;
+use memoria_store::{SessionRecord, TierStack};
 
+use crate::EngineError;
 use crate::session::SessionId;
 
 /// Most fresh sessions remembered (a session opened and never given tokens is forgotten
@@ -83,6 +84,22 @@ impl RemoteReads {
         let fresh = self.fresh().remove(&id);
         if let Some((ns, salt)) = fresh {
             self.prefetch(ns, salt, tokens).await;
+        }
+    }
+
+    /// The session saved as `name` in the remote tier under `salt` (see
+    /// `TierStack::load_session_remote`); `Ok(None)` without a remote tier.
+    pub async fn load_session(
+        &self,
+        salt: &NamespaceSalt,
+        name: &str,
+    ) -> Result<Option<SessionRecord>, EngineError> {
+        match &self.stack {
+            Some(s) => s
+                .load_session_remote(salt, name)
+                .await
+                .map_err(EngineError::Store),
+            None => Ok(None),
         }
     }
 

@@ -48,6 +48,10 @@
 //! label is the namespace's public name (restricted to `[A-Za-z0-9._-]`, see
 //! [`crate::remote::keys`]) and `hash` the 64 lowercase hex digits of the block hash; the value
 //! is a version-2 block (LZ4 payload, as in the cold tier), stored with `SET .. EX ttl_s`.
+//! A named session saved by a host with a remote tier is also one key,
+//! `{key_prefix}:{namespace label}:session:{hex of the name's bytes}`, whose value is the
+//! session record's shared form (magic `MEMKVSHR`, the chain root in the salt's place; see
+//! [`crate::SessionRecord::encode_shared`]), stored with `SET .. EX ttl_s` as well.
 //!
 //! Lossy encodings exist only for f16 blocks: the block's f16 values are re-quantized to
 //! q8_0/q4_0 (32 values per quant block) and expanded back to f16 on decode.

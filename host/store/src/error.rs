@@ -51,6 +51,12 @@ pub enum StoreError {
     NoDisk,
     #[error("the store's writer thread has stopped")]
     WriterGone,
+    /// The remote tier did not answer a saved session's write or read (down, timed out, or its
+    /// circuit breaker open).
+    #[error(
+        "the remote tier (Valkey/Redis) did not answer for the saved session: it is down or timed          out; retry once it is back"
+    )]
+    RemoteUnavailable,
     /// The writer is reopening the file after a disk failure (reads are misses meanwhile).
     #[error("the store file is being reopened after a disk failure")]
     Reopening,
@@ -134,6 +140,7 @@ impl StoreError {
             },
             StoreError::NoDisk => StoreError::NoDisk,
             StoreError::WriterGone => StoreError::WriterGone,
+            StoreError::RemoteUnavailable => StoreError::RemoteUnavailable,
             StoreError::Reopening => StoreError::Reopening,
             StoreError::Session(e) => StoreError::Session(e.clone()),
             StoreError::Hot(e) => StoreError::Hot(e.clone()),

@@ -18,12 +18,18 @@
 //!      *  32*nh block hashes
 //!      *    32  BLAKE3 of every byte before it
 //! ```
+//!
+//! The shared form (the remote tier's value, readable by every host that knows the salt) is the
+//! same layout with magic `"MEMKVSHR"` and the namespace's chain root in the salt's place: the
+//! salt never leaves the host, and a host reading it checks the root against its own salt for
+//! the namespace, so a record saved under another salt is refused.
 
 use memoria_kv::{BlockHash, KvElem, MAX_BLOCK_TOKENS, ModelFingerprint, NamespaceSalt};
 
 use crate::codec::{elem_code, elem_from_code};
 
 const MAGIC: [u8; 8] = *b"MEMKVSES";
+const SHARED_MAGIC: [u8; 8] = *b"MEMKVSHR";
 const VERSION: u16 = 1;
 const FIXED: usize = 88;
 /// Longest session a record may hold (16 Mi tokens).
@@ -57,6 +63,8 @@ pub enum SessionError {
     Checksum,
     #[error("session record block hashes do not match its tokens")]
     Chain,
+    #[error("session record was saved under another namespace salt")]
+    Namespace,
 }
 
 impl SessionRecord {
@@ -87,17 +95,26 @@ impl SessionRecord {
         }
     }
 
-    /// The record's bytes.
+    /// The record's bytes (the host's own form: it holds the salt).
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(&MAGIC, &self.salt.0)
+    }
+
+    /// The record's shared form: the chain root in the salt's place (see the module doc).
+    pub fn encode_shared(&self) -> Vec<u8> {
+        self.encode_as(&SHARED_MAGIC, &self.root().0)
+    }
+
+    fn encode_as(&self, magic: &[u8; 8], identity: &[u8; 32]) -> Vec<u8> {
         let mut out =
             Vec::with_capacity(FIXED + 4 * self.tokens.len() + 32 * self.hashes.len() + 32);
-        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(magic);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.push(elem_code(self.elem));
         out.push(0);
         out.extend_from_slice(&(self.block_tokens as u32).to_le_bytes());
         out.extend_from_slice(&self.model.0);
-        out.extend_from_slice(&self.salt.0);
+        out.extend_from_slice(identity);
         out.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
         out.extend_from_slice(&(self.hashes.len() as u32).to_le_bytes());
         for t in &self.tokens {
@@ -111,12 +128,38 @@ impl SessionRecord {
         out
     }
 
-    /// Parses and verifies a record (lengths before allocation, checksum, chain).
+    /// Parses and verifies a record in the host's form (lengths before allocation, checksum,
+    /// chain).
     pub fn decode(b: &[u8]) -> Result<SessionRecord, SessionError> {
+        let (r, salt) = Self::decode_as(b, &MAGIC)?;
+        let r = SessionRecord {
+            salt: NamespaceSalt(salt),
+            ..r
+        };
+        r.check_chain()?;
+        Ok(r)
+    }
+
+    /// Parses and verifies a record in the shared form for the namespace whose salt is `salt`:
+    /// its root must be the one `salt` gives ([`SessionError::Namespace`] otherwise), then its
+    /// chain is checked as [`SessionRecord::decode`] does.
+    pub fn decode_shared(b: &[u8], salt: &NamespaceSalt) -> Result<SessionRecord, SessionError> {
+        let (r, root) = Self::decode_as(b, &SHARED_MAGIC)?;
+        let r = SessionRecord { salt: *salt, ..r };
+        if r.root().0 != root {
+            return Err(SessionError::Namespace);
+        }
+        r.check_chain()?;
+        Ok(r)
+    }
+
+    /// Every field but the 32-byte identity (salt or root), which is returned beside a record
+    /// whose salt is zero; checked up to the checksum.
+    fn decode_as(b: &[u8], magic: &[u8; 8]) -> Result<(SessionRecord, [u8; 32]), SessionError> {
         if b.len() < FIXED + 32 {
             return Err(SessionError::Length(b.len()));
         }
-        if b[..8] != MAGIC {
+        if b[..8] != magic[..] {
             return Err(SessionError::BadMagic);
         }
         let u32_at =
@@ -150,8 +193,6 @@ impl SessionRecord {
             x.copy_from_slice(&b[at..at + 32]);
             x
         };
-        let model = ModelFingerprint(arr(16));
-        let salt = NamespaceSalt(arr(48));
         let tokens = b[FIXED..FIXED + 4 * nt]
             .as_chunks::<4>()
             .0
@@ -162,15 +203,14 @@ impl SessionRecord {
             .map(|i| BlockHash(arr(FIXED + 4 * nt + 32 * i)))
             .collect();
         let r = SessionRecord {
-            model,
+            model: ModelFingerprint(arr(16)),
             elem,
             block_tokens,
-            salt,
+            salt: NamespaceSalt([0; 32]),
             tokens,
             hashes,
         };
-        r.check_chain()?;
-        Ok(r)
+        Ok((r, arr(48)))
     }
 }
 
@@ -229,6 +269,35 @@ mod tests {
         assert_eq!(
             SessionRecord::decode(&b),
             Err(SessionError::Field("reserved byte"))
+        );
+    }
+
+    #[test]
+    fn the_shared_form_holds_the_root_not_the_salt_and_needs_the_same_salt() {
+        let r = record();
+        let b = r.encode_shared();
+        assert_eq!(b[48..80], r.root().0);
+        assert!(
+            !b.windows(32).any(|w| w == r.salt.0),
+            "the salt is in the shared form"
+        );
+        assert_eq!(SessionRecord::decode_shared(&b, &r.salt), Ok(r.clone()));
+        let other = NamespaceSalt::derive("another namespace");
+        assert_eq!(
+            SessionRecord::decode_shared(&b, &other),
+            Err(SessionError::Namespace)
+        );
+        // One form is never read as the other.
+        assert_eq!(SessionRecord::decode(&b), Err(SessionError::BadMagic));
+        assert_eq!(
+            SessionRecord::decode_shared(&r.encode(), &r.salt),
+            Err(SessionError::BadMagic)
+        );
+        let mut bad = b.clone();
+        bad[90] ^= 1;
+        assert_eq!(
+            SessionRecord::decode_shared(&bad, &r.salt),
+            Err(SessionError::Checksum)
         );
     }
 

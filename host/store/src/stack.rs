@@ -284,15 +284,37 @@ impl TierStack {
         }
     }
 
-    /// Saves a session record durably; `ack` runs after the commit (or with the error).
+    /// Saves a session record: durably on disk when there is one, then as the shared form in
+    /// the remote tier when there is one (so another host restores it). `ack` runs after the
+    /// disk commit and the remote's answer, or with the error. With a disk, a remote that does
+    /// not answer leaves the save on disk (counted as a remote write error); without one, it
+    /// fails the save ([`StoreError::RemoteUnavailable`]).
     pub fn save_session(&self, ns: NamespaceId, name: &str, record: &SessionRecord, ack: Ack) {
-        match &self.disk {
-            Some(d) => d.save_session(u64::from(ns.0), name, record, ack),
-            None => ack(Err(StoreError::NoDisk)),
+        let remote = self.remote_session_write(name, record);
+        match (&self.disk, remote) {
+            (None, None) => ack(Err(StoreError::NoDisk)),
+            (None, Some(write)) => write.send(Box::new(move |ok| {
+                ack(if ok {
+                    Ok(())
+                } else {
+                    Err(StoreError::RemoteUnavailable)
+                })
+            })),
+            (Some(d), None) => d.save_session(u64::from(ns.0), name, record, ack),
+            (Some(d), Some(write)) => d.save_session(
+                u64::from(ns.0),
+                name,
+                record,
+                Box::new(move |r| match r {
+                    Ok(()) => write.send(Box::new(move |_| ack(Ok(())))),
+                    Err(e) => ack(Err(e)),
+                }),
+            ),
         }
     }
 
-    /// A saved session, verified; `None` when there is none by that name.
+    /// A saved session, verified; `None` when there is none by that name on disk (see
+    /// [`TierStack::load_session_remote`] for the remote tier's copy).
     pub fn load_session(
         &self,
         ns: NamespaceId,
@@ -300,6 +322,7 @@ impl TierStack {
     ) -> Result<Option<SessionRecord>, StoreError> {
         match &self.disk {
             Some(d) => d.load_session(u64::from(ns.0), name),
+            None if self.remote.is_some() => Ok(None),
             None => Err(StoreError::NoDisk),
         }
     }

@@ -14,7 +14,9 @@ use memoria_kv::{
 };
 
 use crate::codec::{self, BlockIdentity, Expect};
+use crate::error::StoreError;
 use crate::remote::{Lookup, RemoteStats, RemoteTier, keys};
+use crate::session::{SessionError, SessionRecord};
 use crate::stack::TierStack;
 
 /// Label of a namespace whose salt was never registered.
@@ -35,6 +37,20 @@ struct Staged {
     map: HashMap<BlockHash, StagedBlock>,
     order: VecDeque<BlockHash>,
     bytes: usize,
+}
+
+/// A saved session's shared form, ready to be written to the remote tier.
+pub(crate) struct SessionWrite {
+    tier: Arc<RemoteTier>,
+    key: String,
+    value: Vec<u8>,
+}
+
+impl SessionWrite {
+    /// Writes it now; `done` runs with whether the server acknowledged it.
+    pub fn send(self, done: Box<dyn FnOnce(bool) + Send>) {
+        self.tier.set_then(self.key, self.value, done);
+    }
 }
 
 /// The remote tier as the stack holds it.
@@ -142,6 +158,51 @@ impl TierStack {
             lock(&r.labels).insert(salt, label.to_string());
         }
         Ok(())
+    }
+
+    /// The remote write of a saved session, to send once the caller is ready (after the disk
+    /// commit); `None` without a remote tier.
+    pub(crate) fn remote_session_write(
+        &self,
+        name: &str,
+        record: &SessionRecord,
+    ) -> Option<SessionWrite> {
+        let r = self.remote.as_ref()?;
+        Some(SessionWrite {
+            tier: r.tier.clone(),
+            key: r.tier.session_key(&r.label(&record.salt), name),
+            value: record.encode_shared(),
+        })
+    }
+
+    /// The session saved as `name` in the remote tier by a namespace keyed with `salt` (any
+    /// host's save), verified: `Ok(None)` when there is none, no remote tier, or the value is
+    /// another namespace's (same label, other salt); a damaged value is deleted, counted as a
+    /// bad value and answers `Ok(None)`; [`StoreError::RemoteUnavailable`] when the server did
+    /// not answer. Never runs on the engine thread: the caller's task awaits the tier's thread.
+    pub async fn load_session_remote(
+        &self,
+        salt: &NamespaceSalt,
+        name: &str,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let Some(r) = &self.remote else {
+            return Ok(None);
+        };
+        let key = r.tier.session_key(&r.label(salt), name);
+        let found = r.tier.get_many(vec![key.clone()], false).await;
+        match found.into_iter().next() {
+            Some(Lookup::Value(bytes)) => match SessionRecord::decode_shared(&bytes, salt) {
+                Ok(rec) => Ok(Some(rec)),
+                Err(SessionError::Namespace) => Ok(None),
+                Err(_) => {
+                    RemoteStats::add(&r.tier.stats().bad_values, 1);
+                    r.tier.delete(key);
+                    Ok(None)
+                }
+            },
+            Some(Lookup::Absent) => Ok(None),
+            _ => Err(StoreError::RemoteUnavailable),
+        }
     }
 
     pub(crate) fn remote_offer(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {

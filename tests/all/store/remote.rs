@@ -16,7 +16,7 @@ use memoria_sched::{EngineConfig, EngineHandle};
 use super::model;
 
 /// An engine over an in-memory stack (cold RAM tier) with the remote tier at `url`, or none.
-fn host(url: Option<&str>) -> (EngineHandle, Arc<TierStack>) {
+pub(super) fn host(url: Option<&str>) -> (EngineHandle, Arc<TierStack>) {
     let m = Model::load(model()).expect("model");
     let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
     let mut stack = TierStack::in_memory(StoreOptions::default());
@@ -40,22 +40,22 @@ fn host(url: Option<&str>) -> (EngineHandle, Arc<TierStack>) {
     )
 }
 
-fn server() -> TestServer {
+pub(super) fn server() -> TestServer {
     TestServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(super) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime")
 }
 
-fn prompt(n: usize) -> Vec<u32> {
+pub(super) fn prompt(n: usize) -> Vec<u32> {
     (0..n as u32).map(|i| 1 + (i * 53 + 7) % 500).collect()
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
+pub(super) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
@@ -83,7 +83,7 @@ fn answer(e: &EngineHandle, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]
     })
 }
 
-const NS: NamespaceId = NamespaceId(1);
+pub(super) const NS: NamespaceId = NamespaceId(1);
 
 #[test]
 fn host_b_serves_host_a_prefix_from_the_remote_with_identical_logits() {

@@ -1,7 +1,7 @@
 //! Two `memoria serve --remote URL` processes on one real Valkey/Redis server (spawned on
 //! 127.0.0.1 by the test): B answers A's prompt with its prefix from the remote tier, the same
-//! text as A at temperature 0, and reports it in /stats (`remote.hits`) and /metrics (which
-//! promtool accepts).
+//! text as A at temperature 0, restores a session A saved (in the remote tier: neither has a
+//! disk), and reports it in /stats (`remote.hits`) and /metrics (which promtool accepts).
 
 use std::process::Command;
 
@@ -30,7 +30,16 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
     let srv = TestServer::start().unwrap_or_else(|e| panic!("{e}"));
     let url = srv.url();
     let prompt = "Lily and Tim went to the park to play with a big red ball. ".repeat(6);
-    let a = Server::start("remote-a", &["-m", &model(), "--remote", &url]);
+    let m = model();
+    let args = [
+        "-m",
+        m.as_str(),
+        "--remote",
+        url.as_str(),
+        "--admin-key",
+        "admin-key-for-tests",
+    ];
+    let a = Server::start("remote-a", &args);
     assert!(a.stderr().contains("remote tier"), "{}", a.stderr());
     let want = complete(&a, &prompt);
     let mut conn = srv.connection().expect("connect");
@@ -46,7 +55,7 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(keys.len() >= 4, "A wrote its blocks: {keys:?}");
-    let b = Server::start("remote-b", &["-m", &model(), "--remote", &url]);
+    let b = Server::start("remote-b", &args);
     assert_eq!(complete(&b, &prompt), want);
     let admin = [("Authorization", "Bearer admin-key-for-tests")];
     let stats = get(b.addr, "/stats", &admin).json();
@@ -59,6 +68,22 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
             .is_some_and(|h| h >= 64),
         "{stats}"
     );
+    // A conversation saved on A (no disk: the save lives in the remote tier) is restored on B.
+    let conv =
+        json!({"name": "conv-1", "text": "Once upon a time there was a little dog named Max."});
+    let saved = post(a.addr, "/admin/sessions/save", &conv, &admin);
+    assert_eq!(saved.status, 200, "{}", saved.text());
+    let restore = json!({"name": "conv-1"});
+    let restored = post(b.addr, "/admin/sessions/restore", &restore, &admin);
+    assert_eq!(restored.status, 200, "{}", restored.text());
+    assert_eq!(restored.json()["tokens"], saved.json()["tokens"]);
+    let missing = post(
+        b.addr,
+        "/admin/sessions/restore",
+        &json!({"name": "conv-2"}),
+        &admin,
+    );
+    assert_eq!(missing.status, 404, "{}", missing.text());
     let metrics = get(b.addr, "/metrics", &[]).text();
     assert!(metrics.contains("memoria_remote_hits_total "), "{metrics}");
     assert!(metrics.contains("memoria_remote_misses_total{reason=\"bad_value\"} 0"));

@@ -342,7 +342,7 @@ fn components(
             engine.tokenizer(),
         )?)),
         model_id: model_id.to_string(),
-        durable_sessions: store.is_some_and(|s| s.disk().is_some()),
+        durable_sessions: store.is_some_and(|s| s.disk().is_some() || s.remote().is_some()),
         cache_dir: cfg.components_dir.as_ref().map(|d| d.join(".compiled")),
         components_dir: cfg.components_dir.clone(),
         hit_pad: hit_pad.clone(),

@@ -9,7 +9,7 @@
 use memoria_kv::NamespaceId;
 use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::SamplingParams;
-use memoria_sched::{EngineError, EngineHandle, Event, GenerateParams as EngineParams, SessionId};
+use memoria_sched::{EngineHandle, Event, GenerateParams as EngineParams, SessionId};
 use wasmtime::component::Resource;
 
 use crate::TenantState;
@@ -126,12 +126,7 @@ impl TenantState {
         let id = engine
             .restore(ns.id, ns.salt, name)
             .await
-            .map_err(|e| match e {
-                EngineError::InvalidArgument(m) if m.starts_with("no saved session") => {
-                    WitError::NotFound(m)
-                }
-                e => from_engine(e),
-            })?;
+            .map_err(from_engine)?;
         // A restored context is the namespace's own save: nothing to pad for.
         let res = SessionRes {
             id,

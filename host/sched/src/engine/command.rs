@@ -156,10 +156,13 @@ pub(crate) enum Command {
         name: String,
         reply: Reply<()>,
     },
+    /// `record`: the save as the caller fetched it from the remote tier; `None` reads the
+    /// disk.
     Restore {
         ns: NamespaceId,
         salt: NamespaceSalt,
         name: String,
+        record: Option<Box<memoria_store::SessionRecord>>,
         reply: Reply<SessionId>,
     },
     Shutdown,

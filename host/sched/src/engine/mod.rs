@@ -276,9 +276,10 @@ impl Engine {
                 ns,
                 salt,
                 name,
+                record,
                 reply,
             } => {
-                let _ = reply.send(self.restore_session(ns, salt, &name));
+                let _ = reply.send(self.restore_session(ns, salt, &name, record.map(|r| *r)));
             }
             Command::Shutdown => {}
         }

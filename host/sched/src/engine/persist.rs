@@ -163,11 +163,13 @@ impl Drop for Persist {
 }
 
 impl Engine {
-    fn store_with_disk(&self) -> Result<Arc<TierStack>, EngineError> {
+    /// The store that keeps named saves: one with a disk or a remote tier.
+    fn store_for_saves(&self) -> Result<Arc<TierStack>, EngineError> {
         match &self.persist.stack {
-            Some(s) if s.disk().is_some() => Ok(s.clone()),
+            Some(s) if s.disk().is_some() || s.remote().is_some() => Ok(s.clone()),
             _ => Err(EngineError::InvalidArgument(
-                "the engine has no persistent store (start it with --store DIR)".into(),
+                "the engine has no persistent store (start it with --store DIR or --remote URL)"
+                    .into(),
             )),
         }
     }
@@ -182,7 +184,7 @@ impl Engine {
     ) {
         let r = (|| {
             check_name(&name)?;
-            let stack = self.store_with_disk()?;
+            let stack = self.store_for_saves()?;
             let s = self
                 .sessions
                 .get(&id)
@@ -233,21 +235,26 @@ impl Engine {
     }
 
     /// Opens a session holding a saved session's tokens (pending: the next compute reuses
-    /// every block the tiers still hold and recomputes the rest).
+    /// every block the tiers still hold and recomputes the rest). `fetched` is the save as the
+    /// caller read it from the remote tier (already verified for `salt`); `None` reads the
+    /// disk.
     pub(crate) fn restore_session(
         &mut self,
         ns: NamespaceId,
         salt: NamespaceSalt,
         name: &str,
+        fetched: Option<SessionRecord>,
     ) -> Result<SessionId, EngineError> {
         check_name(name)?;
-        let stack = self.store_with_disk()?;
-        let missing =
-            || EngineError::InvalidArgument(format!("no saved session {name:?} in this namespace"));
-        let rec = stack
-            .load_session(ns, name)
-            .map_err(EngineError::Store)?
-            .ok_or_else(missing)?;
+        let stack = self.store_for_saves()?;
+        let missing = || EngineError::NoSavedSession(name.to_string());
+        let rec = match fetched {
+            Some(rec) => rec,
+            None => stack
+                .load_session(ns, name)
+                .map_err(EngineError::Store)?
+                .ok_or_else(missing)?,
+        };
         if rec.salt != salt {
             return Err(missing());
         }

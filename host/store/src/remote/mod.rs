@@ -97,6 +97,32 @@ impl RemoteTier {
         keys::block_key(&self.shared.opts.key_prefix, label, hash)
     }
 
+    /// The key of the session saved as `name` by the namespace labelled `label`.
+    pub fn session_key(&self, label: &str, name: &str) -> String {
+        keys::session_key(&self.shared.opts.key_prefix, label, name)
+    }
+
+    /// Writes one already encoded value now (`SET key value EX ttl_s`, not through the
+    /// write-behind queue); `done` runs on the tier's thread with whether the server
+    /// acknowledged it, or here with `false` when the tier has stopped (then this returns
+    /// false too).
+    pub fn set_then(
+        &self,
+        key: String,
+        value: Vec<u8>,
+        done: Box<dyn FnOnce(bool) + Send>,
+    ) -> bool {
+        match self.jobs.send(Job::Set { key, value, done }) {
+            Ok(()) => true,
+            Err(e) => {
+                if let Job::Set { done, .. } = e.0 {
+                    done(false);
+                }
+                false
+            }
+        }
+    }
+
     /// The values under `keys`, in order (MGET in runs of [`MGET_RUN`]); with `leading`, keys
     /// after the first non-value are [`Lookup::Skipped`]. Never fails: a down server or a
     /// stopped tier answers [`Lookup::Failed`].
@@ -276,12 +302,11 @@ impl Tier for NamespaceRemote {
 
     fn put(&self, hash: &BlockHash, encoded: Vec<u8>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        let job = Job::Set {
-            key: self.remote.key(&self.label, hash),
-            value: encoded,
-            reply: tx,
-        };
-        if self.remote.jobs.send(job).is_ok() {
+        let key = self.remote.key(&self.label, hash);
+        let done = Box::new(move |ok| {
+            let _ = tx.send(ok);
+        });
+        if self.remote.set_then(key, encoded, done) {
             let _ = rx.recv_timeout(self.remote.op_bound(1));
         }
     }

@@ -66,11 +66,12 @@ pub(crate) enum Job {
         key: String,
         reply: Option<std::sync::mpsc::Sender<bool>>,
     },
-    /// One already encoded value, written now (the blocking `Tier` view).
+    /// One already encoded value, written now (the blocking `Tier` view, saved sessions);
+    /// `done` runs on the tier's thread with whether the server acknowledged it.
     Set {
         key: String,
         value: Vec<u8>,
-        reply: std::sync::mpsc::Sender<bool>,
+        done: Box<dyn FnOnce(bool) + Send>,
     },
     Stop,
 }
@@ -279,7 +280,7 @@ async fn run(
                     }
                 });
             }
-            Job::Set { key, value, reply } => {
+            Job::Set { key, value, done } => {
                 let (s, c) = (shared.clone(), conn.clone());
                 tokio::spawn(async move {
                     let (n, ttl) = (value.len() as u64, s.opts.ttl_s);
@@ -299,7 +300,7 @@ async fn run(
                     } else {
                         RemoteStats::add(&s.stats.write_errors, 1);
                     }
-                    let _ = reply.send(r.is_ok());
+                    done(r.is_ok());
                 });
             }
             Job::Stop => break,
