@@ -87,6 +87,14 @@ pub fn avx512() -> bool {
     *AVX512.get_or_init(|| vnni() && forced().as_deref() == Some("avx512") && avx512_detected())
 }
 
+/// Whether attention's row loops and f16 roundings use their 512-bit forms (`ops::rows`, the
+/// same bits as the AVX2 ones): [`vnni`] holds (so not under `MEMORIA_SIMD=avx2|scalar`) and
+/// the CPU has avx512f + avx512bw. Fixed on first call.
+pub fn avx512_rows() -> bool {
+    static ROWS: OnceLock<bool> = OnceLock::new();
+    *ROWS.get_or_init(|| vnni() && avx512_detected())
+}
+
 /// Whether this CPU has everything the 512-bit tiles need (avx512f/bw/vl/vnni plus the AVX2
 /// level), ignoring the environment.
 pub fn avx512_detected() -> bool {

@@ -13,7 +13,9 @@ use half::f16;
 use crate::GgmlType;
 use crate::quant::dequantize_row;
 
-use super::rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};
+use super::rows::{
+    axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32, extend_f16, round_to_f16_in_place,
+};
 use super::softmax::softmax_in_place;
 
 /// One cached K or V row (`[n_kv_heads * head_dim]`) in its storage type.
@@ -147,11 +149,7 @@ pub fn attend(
     // [n_sel, n_pos]
     zeroed_scores(scores, n_sel * n_pos);
     q16.clear();
-    q16.extend(
-        q[heads.start * head_dim..heads.end * head_dim]
-            .iter()
-            .map(|&v| f16::from_f32(v)),
-    );
+    extend_f16(q16, &q[heads.start * head_dim..heads.end * head_dim]);
     let mut pos = 0;
     while pos < n_pos {
         let (run, len) = kv.key_run(first + pos);
@@ -183,9 +181,7 @@ pub fn attend(
     let f16_values = matches!(kv.value(first), KvRow::F16(_));
     if f16_values {
         // ggml multiplies an f16 V by the probabilities rounded to f16.
-        for p in scores.iter_mut() {
-            *p = f16::from_f32(*p).to_f32();
-        }
+        round_to_f16_in_place(scores);
     }
     let mut pos = 0;
     while pos < n_pos {

@@ -14,7 +14,9 @@ use std::ops::Range;
 use half::f16;
 
 use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
-use super::rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};
+use super::rows::{
+    axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32, extend_f16, round_to_f16_in_place,
+};
 use super::softmax::softmax_in_place;
 use crate::threads::{self, SharedMut};
 
@@ -73,11 +75,7 @@ pub fn attend_split(
     let SplitScratch { scores, q16, .. } = scratch;
     super::attention::zeroed_scores(scores, n_sel * n_pos);
     q16.clear();
-    q16.extend(
-        q[heads.start * hd..heads.end * hd]
-            .iter()
-            .map(|&v| f16::from_f32(v)),
-    );
+    extend_f16(q16, &q[heads.start * hd..heads.end * hd]);
     let q16 = &q16[..];
 
     // Scores: positions split in chunks, every selected head per chunk (one K read).
@@ -113,9 +111,7 @@ pub fn attend_split(
         softmax_in_place(p);
         if f16_values {
             // ggml multiplies an f16 V by the probabilities rounded to f16.
-            for v in p.iter_mut() {
-                *v = f16::from_f32(*v).to_f32();
-            }
+            round_to_f16_in_place(p);
         }
     });
 

@@ -13,6 +13,8 @@ mod gelu;
 mod norm;
 mod rope;
 mod rows;
+#[cfg(target_arch = "x86_64")]
+mod rows_avx512;
 mod softmax;
 
 pub use activation::{
@@ -22,5 +24,7 @@ pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
 pub use attention_split::{SplitScratch, attend_split};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};
-pub use rows::{axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32};
+pub use rows::{
+    axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32, extend_f16, round_to_f16_in_place,
+};
 pub use softmax::softmax_in_place;

@@ -6,13 +6,50 @@
 
 use half::f16;
 
+#[cfg(target_arch = "x86_64")]
+use super::rows_avx512;
 use crate::simd::{self, SimdLevel};
+
+/// Rounds every element of `x` to the nearest f16 and back (`f16::from_f32(v).to_f32()`).
+pub fn round_to_f16_in_place(x: &mut [f32]) {
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() == SimdLevel::Avx2 && simd::avx512_rows() {
+        // SAFETY: avx512_rows implies avx512f and f16c.
+        done = unsafe { rows_avx512::round_to_f16(x) };
+    }
+    for v in &mut x[done..] {
+        *v = f16::from_f32(*v).to_f32();
+    }
+}
+
+/// Appends `f16::from_f32(v)` of every element of `src` to `dst`.
+pub fn extend_f16(dst: &mut Vec<f16>, src: &[f32]) {
+    let start = dst.len();
+    dst.resize(start + src.len(), f16::ZERO);
+    #[allow(unused_mut)]
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() == SimdLevel::Avx2 && simd::avx512_rows() {
+        // SAFETY: avx512_rows implies avx512f and f16c; lengths equal.
+        done = unsafe { rows_avx512::to_f16(src, &mut dst[start..]) };
+    }
+    for (d, &v) in dst[start + done..].iter_mut().zip(&src[done..]) {
+        *d = f16::from_f32(v);
+    }
+}
 
 /// `out[j] = Σ_d q[d] · rows[j·stride + off + d]` for `j < out.len()`, rows in f16.
 pub fn dot_rows_f16(q: &[f16], rows: &[f16], stride: usize, off: usize, out: &mut [f32]) {
     check(q.len(), rows.len(), stride, off, out.len());
     #[cfg(target_arch = "x86_64")]
     if simd::level() == SimdLevel::Avx2 {
+        if simd::avx512_rows() && q.len() <= rows_avx512::MAX_DOT_WIDTH {
+            // SAFETY: avx512_rows implies avx512f on top of the AVX2 level; bounds checked.
+            unsafe { rows_avx512::dot_rows_f16(q, rows, stride, off, out) };
+            return;
+        }
         // SAFETY: Avx2 is selected only when avx2, fma and f16c are available; bounds checked.
         unsafe { avx2::dot_rows_f16(q, rows, stride, off, out) };
         return;
@@ -35,10 +72,19 @@ pub fn dot_rows_f32(q: &[f32], rows: &[f32], stride: usize, off: usize, out: &mu
 /// `acc[d] += p[j] · rows[j·stride + off + d]` for each `j < p.len()` in order, rows in f16.
 pub fn axpy_rows_f16(acc: &mut [f32], p: &[f32], rows: &[f16], stride: usize, off: usize) {
     check(acc.len(), rows.len(), stride, off, p.len());
+    if p.is_empty() {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if simd::level() == SimdLevel::Avx2 {
-        // SAFETY: as above.
-        unsafe { avx2::axpy_rows_f16(acc, p, rows, stride, off) };
+        let done = if simd::avx512_rows() {
+            // SAFETY: avx512_rows implies avx512f and f16c; bounds checked.
+            unsafe { rows_avx512::axpy_rows_f16(acc, p, rows, stride, off) }
+        } else {
+            0
+        };
+        // SAFETY: as above; columns from `done` on, the same per-element arithmetic.
+        unsafe { avx2::axpy_rows_f16(&mut acc[done..], p, &rows[done..], stride, off) };
         return;
     }
     axpy_rows_f16_scalar(acc, p, rows, stride, off);
@@ -47,10 +93,19 @@ pub fn axpy_rows_f16(acc: &mut [f32], p: &[f32], rows: &[f16], stride: usize, of
 /// `acc[d] += p[j] · rows[j·stride + off + d]` for each `j < p.len()` in order, rows in f32.
 pub fn axpy_rows_f32(acc: &mut [f32], p: &[f32], rows: &[f32], stride: usize, off: usize) {
     check(acc.len(), rows.len(), stride, off, p.len());
+    if p.is_empty() {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if simd::level() == SimdLevel::Avx2 {
-        // SAFETY: as above.
-        unsafe { avx2::axpy_rows_f32(acc, p, rows, stride, off) };
+        let done = if simd::avx512_rows() {
+            // SAFETY: avx512_rows implies avx512f; bounds checked.
+            unsafe { rows_avx512::axpy_rows_f32(acc, p, rows, stride, off) }
+        } else {
+            0
+        };
+        // SAFETY: as above; columns from `done` on, the same per-element arithmetic.
+        unsafe { avx2::axpy_rows_f32(&mut acc[done..], p, &rows[done..], stride, off) };
         return;
     }
     axpy_rows_f32_scalar(acc, p, rows, stride, off);
@@ -287,6 +342,74 @@ mod tests {
             axpy_rows_f32_scalar(&mut b, &p, &r32, stride, off);
             assert_eq!(a, b, "axpy f32 must be bit-identical");
         }
+    }
+
+    /// The 512-bit paths give the AVX2 paths' bits (dot products: same lanes and horizontal
+    /// sum; V sums and f16 rounding: same per-element arithmetic), for widths with and without
+    /// 8- and 16-element tails and odd row counts.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_paths_are_bit_identical_to_avx2() {
+        if !(simd::level() == SimdLevel::Avx2 && simd::avx512_detected()) {
+            eprintln!("no AVX-512 on this CPU: nothing to compare");
+            return;
+        }
+        for (w, stride, off, n) in [
+            (64, 768, 128, 17),
+            (64, 64, 0, 1),
+            (256, 512, 256, 9),
+            (80, 160, 80, 6),
+            (12, 24, 12, 3),
+            (5, 10, 0, 7),
+            (136, 272, 0, 4),
+        ] {
+            let q32 = data(w, 11);
+            let r32 = data(stride * n, 12);
+            let q16: Vec<f16> = q32.iter().map(|&x| f16::from_f32(x)).collect();
+            let r16: Vec<f16> = r32.iter().map(|&x| f16::from_f32(x)).collect();
+            let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+            // SAFETY: avx512f + AVX2 level checked above; lengths as the dispatchers check.
+            unsafe {
+                rows_avx512::dot_rows_f16(&q16, &r16, stride, off, &mut a);
+                avx2::dot_rows_f16(&q16, &r16, stride, off, &mut b);
+            }
+            assert_eq!(a, b, "dot f16 w={w} n={n}");
+            let p = data(n, 13);
+            let (mut a, mut b) = (data(w, 14), data(w, 14));
+            // SAFETY: as above.
+            unsafe {
+                let done = rows_avx512::axpy_rows_f16(&mut a, &p, &r16, stride, off);
+                avx2::axpy_rows_f16(&mut a[done..], &p, &r16[done..], stride, off);
+                avx2::axpy_rows_f16(&mut b, &p, &r16, stride, off);
+            }
+            assert_eq!(a, b, "axpy f16 w={w} n={n}");
+            let (mut a, mut b) = (data(w, 15), data(w, 15));
+            // SAFETY: as above.
+            unsafe {
+                let done = rows_avx512::axpy_rows_f32(&mut a, &p, &r32, stride, off);
+                avx2::axpy_rows_f32(&mut a[done..], &p, &r32[done..], stride, off);
+                avx2::axpy_rows_f32(&mut b, &p, &r32, stride, off);
+            }
+            assert_eq!(a, b, "axpy f32 w={w} n={n}");
+        }
+        // f16 rounding: ties, subnormals, overflow to infinity, NaN kept NaN.
+        let mut x: Vec<f32> = data(1000, 16).iter().map(|v| v * 70000.0).collect();
+        x.extend([
+            1.0 + 1.0 / 2048.0,
+            6e-8,
+            1e-9,
+            -65520.0,
+            f32::INFINITY,
+            -0.0,
+        ]);
+        let want: Vec<f32> = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+        let mut got = x.clone();
+        round_to_f16_in_place(&mut got);
+        assert_eq!(got, want);
+        let mut h = Vec::new();
+        extend_f16(&mut h, &x);
+        let want16: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+        assert_eq!(h, want16);
     }
 
     #[test]

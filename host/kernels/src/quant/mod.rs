@@ -21,6 +21,8 @@ mod q5k;
 mod q6k;
 mod q8_0;
 mod q8_1;
+#[cfg(target_arch = "x86_64")]
+mod q8_simd;
 mod q8k;
 mod round;
 mod search;

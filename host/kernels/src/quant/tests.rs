@@ -6,6 +6,7 @@ use super::*;
 use crate::simd::SimdLevel;
 use crate::testutil::Rng;
 use crate::types::QK_K;
+use bytemuck::Zeroable;
 
 fn round_trip(ty: GgmlType, x: &[f32]) -> Vec<f32> {
     let mut q = vec![0u8; ty.row_bytes(x.len()).unwrap()];
@@ -148,6 +149,49 @@ fn q8_0_exact_on_representable_values() {
     let mut x = x;
     x[0] = 127.0;
     assert_eq!(round_trip(GgmlType::Q8_0, &x), x);
+}
+
+/// The 512-bit Q8_0 / Q8_1 quantizers give the scalar loops' bytes: ties at every half step,
+/// values just under and over them, zeros, a lone huge value, NaN and infinities.
+#[test]
+fn q8_simd_quantizers_equal_the_scalar_loops() {
+    let mut x: Vec<f32> = (0..32 * 64)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) % 20001) as f32 / 100.0 - 100.0)
+        .collect();
+    // Block 1: exact halves after scaling by 127/127 (amax 127).
+    for (i, v) in x[32..64].iter_mut().enumerate() {
+        *v = i as f32 - 15.5;
+    }
+    x[63] = 127.0;
+    x[64..96].fill(0.0);
+    x[96] = f32::NAN;
+    x[130] = f32::INFINITY;
+    x[170] = -f32::INFINITY;
+    x[200] = 1e30;
+    for (i, v) in x[224..256].iter_mut().enumerate() {
+        *v = (i as f32 + 0.5) * (1.0 - f32::EPSILON);
+    }
+    let blocks = x.len() / 32;
+    let (mut a, mut b) = (
+        vec![BlockQ8_0::zeroed(); blocks],
+        vec![BlockQ8_0::zeroed(); blocks],
+    );
+    super::q8_0::quantize(&x, &mut a);
+    super::q8_0::quantize_scalar(&x, &mut b);
+    assert_eq!(
+        bytemuck::cast_slice::<_, u8>(&a),
+        bytemuck::cast_slice::<_, u8>(&b)
+    );
+    let (mut a, mut b) = (
+        vec![BlockQ8_1::zeroed(); blocks],
+        vec![BlockQ8_1::zeroed(); blocks],
+    );
+    super::q8_1::quantize(&x, &mut a);
+    super::q8_1::quantize_scalar(&x, &mut b);
+    assert_eq!(
+        bytemuck::cast_slice::<_, u8>(&a),
+        bytemuck::cast_slice::<_, u8>(&b)
+    );
 }
 
 #[test]
