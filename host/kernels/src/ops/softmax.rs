@@ -2,21 +2,39 @@
 //! f32 reciprocal, as ggml's `soft_max` does.
 
 /// Replaces `x` with `softmax(x)`. Entries equal to `-inf` become exactly 0.
+///
+/// The maximum is taken sixteen lanes at a time (exact, so the order is free); the
+/// exponentials are written first and summed after in one ascending f64 chain, the same
+/// additions in the same order as a fused loop, without the sum living across the `exp` calls.
 pub fn softmax_in_place(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = max_of(x);
     if max == f32::NEG_INFINITY {
         x.fill(0.0);
         return;
     }
-    let mut sum = 0.0f64;
     for v in x.iter_mut() {
         *v = (*v - max).exp();
-        sum += f64::from(*v);
     }
+    let sum = x.iter().fold(0.0f64, |s, &v| s + f64::from(v));
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
         *v *= inv;
     }
+}
+
+/// `max` of `x` with NaNs ignored (`f32::max`), `-inf` when empty or all NaN.
+fn max_of(x: &[f32]) -> f32 {
+    let (chunks, tail) = x.as_chunks::<16>();
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = m.max(v);
+        }
+    }
+    tail.iter()
+        .chain(&lanes)
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max)
 }
 
 #[cfg(test)]
@@ -30,5 +48,46 @@ mod tests {
         assert_eq!(x[2], 0.0);
         assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         assert!(x[3] > x[1] && x[1] > x[0]);
+    }
+
+    /// The split loops give the fused reference loop's bits (same exponentials, same ascending
+    /// f64 sum), with NaNs and masked entries anywhere.
+    #[test]
+    fn equals_the_fused_reference_loop() {
+        fn reference(x: &mut [f32]) {
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if max == f32::NEG_INFINITY {
+                x.fill(0.0);
+                return;
+            }
+            let mut sum = 0.0f64;
+            for v in x.iter_mut() {
+                *v = (*v - max).exp();
+                sum += f64::from(*v);
+            }
+            let inv = (1.0 / sum) as f32;
+            for v in x.iter_mut() {
+                *v *= inv;
+            }
+        }
+        for n in [1usize, 5, 16, 17, 100, 515] {
+            let mut x: Vec<f32> = (0..n)
+                .map(|i| ((i as u32).wrapping_mul(2_654_435_761) % 3001) as f32 / 100.0 - 15.0)
+                .collect();
+            if n > 3 {
+                x[2] = f32::NEG_INFINITY;
+            }
+            let mut y = x.clone();
+            softmax_in_place(&mut x);
+            reference(&mut y);
+            assert_eq!(x, y, "n={n}");
+        }
+        let (mut a, mut b) = ([f32::NAN, 1.0, 3.0].repeat(7), [f32::NAN, 1.0, 3.0].repeat(7));
+        softmax_in_place(&mut a);
+        reference(&mut b);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        let mut masked = [f32::NEG_INFINITY; 20];
+        softmax_in_place(&mut masked);
+        assert_eq!(masked, [0.0; 20]);
     }
 }
