@@ -20,7 +20,7 @@ use super::endpoint::{Endpoint, for_client};
 /// What a [`Link`] is made from.
 pub(crate) enum Connector {
     Server(redis::Client),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 impl Connector {
@@ -39,7 +39,7 @@ impl Connector {
                     .min_retry_wait((ms / 4).max(1))
                     .max_retry_wait(ms)
                     .build()
-                    .map(Connector::Cluster)
+                    .map(|c| Connector::Cluster(Box::new(c)))
                     .map_err(|e| format!("store.remote.cluster {nodes:?}: {e}"))
             }
         }
