@@ -52,6 +52,9 @@
 //! `{key_prefix}:{namespace label}:session:{hex of the name's bytes}`, whose value is the
 //! session record's shared form (magic `MEMKVSHR`, the chain root in the salt's place; see
 //! [`crate::SessionRecord::encode_shared`]), stored with `SET .. EX ttl_s` as well.
+//! On a Redis Cluster the keys are the same, without hash tags: each lands on the slot of its
+//! whole name, so a chain's blocks spread over every node (the tier never needs two keys in one
+//! slot; MGETs are split per slot and writes pipelined per slot, see `remote::link`).
 //!
 //! Lossy encodings exist only for f16 blocks: the block's f16 values are re-quantized to
 //! q8_0/q4_0 (32 values per quant block) and expanded back to f16 on decode.

@@ -52,7 +52,7 @@ pub use disk::{Ack, DiskOptions, RedbTier};
 pub use error::{DAMAGED_ADVICE, StoreError};
 pub use hot::{HotEntry, HotError, HotRecord, MAX_HOT_ENTRIES, MAX_HOT_NAME, MAX_HOT_TOKENS};
 pub use options::{Lossy, StoreOptions};
-pub use remote::{RemoteOptions, RemoteSnapshot, RemoteTier, WriteMode};
+pub use remote::{Endpoint, RemoteOptions, RemoteSnapshot, RemoteTier, WriteMode};
 pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};
 pub use stack::{Fetched, StoreSource, TierStack};
 pub use stack_remote::{DEFAULT_LABEL, MAX_PREFETCH_BLOCKS};

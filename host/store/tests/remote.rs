@@ -4,23 +4,16 @@
 //! deleted, a killed server is a run of counted misses behind an opening breaker that closes
 //! again after a restart, keys expire, and the write queue and write modes hold their bounds.
 
-use std::sync::Arc;
+mod remote_support;
+
 use std::time::{Duration, Instant};
 
-use memoria_kv::{BlockHash, KvElem, KvLayout, ModelFingerprint, NamespaceSalt, TierSource};
+use memoria_kv::{BlockHash, NamespaceSalt};
 use memoria_store::remote::test_server::TestServer;
 use memoria_store::remote::{BreakerState, NamespaceRemote};
-use memoria_store::{
-    BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, StoreOptions, Tier, TierStack,
-    WriteMode,
-};
+use memoria_store::{BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, Tier, WriteMode};
 
-const B: usize = 16;
-const MODEL: ModelFingerprint = ModelFingerprint([3; 32]);
-
-fn layout() -> KvLayout {
-    KvLayout::new(2, 64, KvElem::F16).with_block_tokens(B)
-}
+use remote_support::*;
 
 fn server() -> TestServer {
     TestServer::start().unwrap_or_else(|e| panic!("{e}"))
@@ -35,90 +28,9 @@ fn opts(s: &TestServer) -> RemoteOptions {
     }
 }
 
-/// A stack with no local tiers but the remote (nothing can be served from elsewhere).
-fn host(o: RemoteOptions) -> Arc<TierStack> {
-    let stack = TierStack::in_memory(StoreOptions {
-        cold_budget_bytes: 0,
-        ..StoreOptions::default()
-    });
-    Arc::new(stack.with_remote(RemoteTier::start(o).expect("remote")))
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn tokens(n: usize, seed: u32) -> Vec<u32> {
-    (0..n as u32)
-        .map(|i| (i * 31 + seed * 7 + 5) % 1000)
-        .collect()
-}
-
-/// The bytes of block `i` of a context (deterministic, compressible-ish).
-fn block_data(tokens: &[u32], i: usize) -> Vec<u8> {
-    let n = layout().block_bytes().unwrap() / 2;
-    (0..n)
-        .flat_map(|j| {
-            let v = ((tokens[i * B + j % B] as usize + j) % 211) as f32 / 64.0 - 1.5;
-            half::f16::from_f32(v).to_le_bytes()
-        })
-        .collect()
-}
-
-/// Seals every full block of `tokens` on `stack` (as the engine's write-through does).
-fn seal(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> Vec<BlockHash> {
-    let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
-    let chain = SessionRecord::chain(&root, tokens, B);
-    for (i, h) in chain.iter().enumerate() {
-        let id = BlockIdentity {
-            model: MODEL,
-            layout: layout(),
-            salt,
-            hash: *h,
-        };
-        stack.persist(
-            id,
-            &tokens[i * B..(i + 1) * B],
-            &block_data(tokens, i),
-            false,
-        );
-    }
-    assert!(stack.remote().unwrap().flush(Duration::from_secs(5)));
-    chain
-}
-
-/// Fetches blocks of `tokens` the way the engine's prefix match does: (blocks served in order,
-/// each equal to what was sealed).
-fn restore(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> usize {
-    let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
-    let chain = SessionRecord::chain(&root, tokens, B);
-    let mut src = stack.source(MODEL, layout(), root, tokens);
-    let mut out = vec![0u8; layout().block_bytes().unwrap()];
-    let mut n = 0;
-    for (i, h) in chain.iter().enumerate() {
-        if !src.fetch(h, &mut out) {
-            break;
-        }
-        assert_eq!(out, block_data(tokens, i), "block {i} differs");
-        n += 1;
-    }
-    n
-}
-
 fn all_keys(s: &TestServer) -> Vec<String> {
     let mut c = s.connection().expect("connect");
     redis::cmd("KEYS").arg("*").query(&mut c).expect("KEYS")
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
@@ -169,10 +81,6 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
         chain[..],
         SessionRecord::chain(&chain_root(salt), &long, B)[..5]
     );
-}
-
-fn chain_root(salt: NamespaceSalt) -> BlockHash {
-    BlockHash::root(&MODEL, KvElem::F16, B, &salt)
 }
 
 #[test]

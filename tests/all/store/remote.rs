@@ -10,22 +10,28 @@ use memoria_kv::{NamespaceId, NamespaceSalt};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::store::remote::test_server::TestServer;
-use memoria_sched::store::{RemoteOptions, RemoteTier, StoreOptions, TierStack};
+use memoria_sched::store::{Endpoint, RemoteOptions, RemoteTier, StoreOptions, TierStack};
 use memoria_sched::{EngineConfig, EngineHandle};
 
 use super::model;
 
 /// An engine over an in-memory stack (cold RAM tier) with the remote tier at `url`, or none.
 pub(super) fn host(url: Option<&str>) -> (EngineHandle, Arc<TierStack>) {
+    host_on(url.map(|u| Endpoint::Server(u.to_string())))
+}
+
+/// [`host`] with the remote tier on one server or a cluster.
+pub(super) fn host_on(endpoint: Option<Endpoint>) -> (EngineHandle, Arc<TierStack>) {
     let m = Model::load(model()).expect("model");
     let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
     let mut stack = TierStack::in_memory(StoreOptions::default());
-    if let Some(url) = url {
+    if let Some(endpoint) = endpoint {
         let o = RemoteOptions {
+            endpoint,
             timeout_ms: 300,
             breaker_min_backoff_ms: 100,
             breaker_max_backoff_ms: 400,
-            ..RemoteOptions::with_url(url)
+            ..RemoteOptions::default()
         };
         stack = stack.with_remote(RemoteTier::start(o).expect("remote"));
     }

@@ -9,7 +9,10 @@ use redis::Commands;
 use memoria_kv::{NamespaceId, NamespaceSalt};
 use memoria_sched::{EngineError, EngineHandle};
 
-use super::remote::{NS, bits, host, prompt, rt, server};
+use memoria_sched::store::Endpoint;
+use memoria_sched::store::remote::test_cluster::TestCluster;
+
+use super::remote::{NS, bits, host, host_on, prompt, rt, server};
 
 /// Opens a session on `tokens`, prefills it and generates `n` greedy tokens one by one: the bits
 /// of every logits vector and the tokens chosen; the session stays open.
@@ -121,6 +124,52 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_with_identical_logits() {
             other => panic!("save with the server down gave {other:?}"),
         }
     });
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn a_session_saved_on_host_a_is_restored_on_host_b_through_a_cluster() {
+    let c = TestCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let salt = NamespaceSalt::derive("memoria salt v1 cluster saves");
+    let tokens = prompt(200);
+    let (a, sa) = host_on(Some(Endpoint::Cluster(c.urls())));
+    let (b, sb) = host_on(Some(Endpoint::Cluster(c.urls())));
+    rt().block_on(async {
+        let s = a.open(NS, salt).await.expect("open");
+        a.append(NS, s, tokens.clone()).await.expect("append");
+        run(&a, NS, s, 3).await;
+        a.save(NS, s, "chat/cluster")
+            .await
+            .expect("save to the cluster");
+        let on_a = run(&a, NS, s, 4).await;
+        let ra = sa.remote().expect("remote");
+        assert!(ra.flush(std::time::Duration::from_secs(5)));
+        assert_eq!(ra.snapshot().write_errors, 0);
+
+        let before = b.stats().snapshot().prefill_tokens;
+        let r = b
+            .restore(NS, salt, "chat/cluster")
+            .await
+            .expect("restore on B");
+        assert_eq!(run(&b, NS, r, 4).await, on_a, "B's continuation = A's");
+        let computed = b.stats().snapshot().prefill_tokens - before;
+        let rb = sb.remote().expect("remote").snapshot();
+        assert!(
+            rb.hits >= 12,
+            "B fetched the saved context's blocks: {rb:?}"
+        );
+        assert!(computed < 203 - 192 + 4 + 4, "B computed {computed} tokens");
+    });
+    // The context's blocks live on all three nodes; the save is one key, without the salt.
+    let sizes = c.dbsizes().expect("DBSIZE");
+    assert!(sizes.iter().all(|&n| n > 0), "{sizes:?}");
+    let keys = c.keys("*:session:*").expect("KEYS");
+    assert_eq!(
+        keys,
+        vec![format!("memoria:default:session:{}", hex("chat/cluster"))]
+    );
+    assert!(!keys[0].contains(&hex_bytes(&salt.0)));
     a.shutdown();
     b.shutdown();
 }

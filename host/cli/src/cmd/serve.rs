@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// `[store.remote]`.
     #[arg(long)]
     remote: Option<String>,
+    /// Shared remote tier on a Redis Cluster: its seed nodes, comma-separated or the flag
+    /// repeated, e.g. redis://10.0.0.1:7000,redis://10.0.0.2:7000 (instead of --remote).
+    #[arg(long = "remote-cluster", value_delimiter = ',')]
+    remote_cluster: Vec<String>,
     /// Bearer key of the default namespace.
     #[arg(long = "api-key")]
     api_key: Option<String>,
@@ -94,6 +98,7 @@ impl ServeArgs {
             cache_type: self.cache_type,
             chat_template: self.chat_template.clone(),
             remote: self.remote.clone(),
+            remote_cluster: self.remote_cluster.clone(),
         }
     }
 }
@@ -233,7 +238,7 @@ fn with_remote(
         Some(s) => Arc::try_unwrap(s)
             .map_err(|_| anyhow::anyhow!("the store is already shared; cannot add --remote"))?,
     };
-    let url = opts.url.clone();
+    let at = opts.endpoint.describe();
     let remote = memoria_store::RemoteTier::start(opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stack = stack.with_remote(remote);
     for ns in tenants.iter() {
@@ -242,7 +247,7 @@ fn with_remote(
             .register_label(ns.salt, &label)
             .map_err(|e| anyhow::anyhow!("namespace {}: {e}", ns.name))?;
     }
-    eprintln!("memoria: remote tier {url} (a lossy cache: an unreachable server is a miss)");
+    eprintln!("memoria: remote tier {at} (a lossy cache: an unreachable server is a miss)");
     Ok(Some(Arc::new(stack)))
 }
 

@@ -37,6 +37,8 @@ pub struct Overrides {
     pub chat_template: Option<String>,
     /// `--remote URL`: the shared Valkey/Redis tier.
     pub remote: Option<String>,
+    /// `--remote-cluster URL,...`: the shared tier on a Redis Cluster (its seed nodes).
+    pub remote_cluster: Vec<String>,
 }
 
 /// A validated server configuration.
@@ -155,7 +157,11 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     let store = o.store.clone().or(raw.store.path.clone());
     let (store_max_disk_bytes, store_max_saves_bytes) = store_budgets(&raw.store)?;
     let store_ram = store_ram(&raw.store)?;
-    let remote = remote::resolve(raw.store.remote.as_ref(), o.remote.as_deref())?;
+    let remote = remote::resolve(
+        raw.store.remote.as_ref(),
+        o.remote.as_deref(),
+        &o.remote_cluster,
+    )?;
     let components_dir = s
         .components_dir
         .clone()

@@ -1,8 +1,9 @@
-//! `[store.remote]` (and `--remote URL`): the shared Valkey/Redis tier's settings, decoded
+//! `[store.remote]` (and `--remote URL`, `--remote-cluster URL,...`): the shared Valkey/Redis
+//! tier's settings, one server (`url`) or a Redis Cluster (`cluster`, its seed nodes), decoded
 //! strictly and checked into [`RemoteOptions`]; and the public label each namespace's blocks
 //! carry in remote keys (`shared`, the namespace's name, or `group.NAME`, per its isolation).
 
-use memoria_store::{RemoteOptions, WriteMode};
+use memoria_store::{Endpoint, RemoteOptions, WriteMode};
 use memoria_tenant::Isolation;
 use serde::Deserialize;
 
@@ -11,6 +12,8 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct RawRemote {
     pub url: Option<String>,
+    /// A Redis Cluster's seed nodes (instead of `url`).
+    pub cluster: Option<Vec<String>>,
     pub ttl_s: Option<u64>,
     pub key_prefix: Option<String>,
     pub timeout_ms: Option<u64>,
@@ -18,20 +21,54 @@ pub struct RawRemote {
     pub write: Option<String>,
 }
 
-/// The remote tier's options: `--remote` wins over `store.remote.url`; None when neither.
+/// Where the data lives: a flag (`--remote URL` or `--remote-cluster URL,...`, not both) wins
+/// over the file's `url` or `cluster` (not both); None when none is given.
+fn endpoint(
+    r: &RawRemote,
+    flag: Option<&str>,
+    flag_cluster: &[String],
+) -> anyhow::Result<Option<Endpoint>> {
+    if r.url.is_some() && r.cluster.is_some() {
+        anyhow::bail!(
+            "store.remote: set url (one server) or cluster (a Redis Cluster's nodes), not both"
+        );
+    }
+    Ok(match (flag, flag_cluster) {
+        (Some(_), [_, ..]) => {
+            anyhow::bail!("pass --remote URL or --remote-cluster URL,..., not both")
+        }
+        (Some(url), []) => Some(Endpoint::Server(url.to_string())),
+        (None, [_, ..]) => Some(Endpoint::Cluster(flag_cluster.to_vec())),
+        (None, []) => match (&r.url, &r.cluster) {
+            (Some(url), _) => Some(Endpoint::Server(url.clone())),
+            (None, Some(nodes)) => Some(Endpoint::Cluster(nodes.clone())),
+            (None, None) => None,
+        },
+    })
+}
+
+/// The remote tier's options: a flag wins over the file's endpoint; None when neither names
+/// one. `flag_cluster`: the `--remote-cluster` node URLs (empty when not given).
 pub fn resolve(
     raw: Option<&RawRemote>,
     flag: Option<&str>,
+    flag_cluster: &[String],
 ) -> anyhow::Result<Option<RemoteOptions>> {
     let empty = RawRemote::default();
     let r = raw.unwrap_or(&empty);
-    let Some(url) = flag.map(str::to_string).or(r.url.clone()) else {
+    let Some(endpoint) = endpoint(r, flag, flag_cluster)? else {
         if raw.is_some() {
-            anyhow::bail!("store.remote: set url = \"redis://HOST:PORT\" (or pass --remote URL)");
+            anyhow::bail!(
+                "store.remote: set url = \"redis://HOST:PORT\" or cluster = [\"redis://HOST:PORT\", ...] \
+                 (or pass --remote URL / --remote-cluster URL,...)"
+            );
         }
         return Ok(None);
     };
-    let d = RemoteOptions::with_url(url);
+    let d = RemoteOptions {
+        endpoint,
+        ..RemoteOptions::default()
+    };
     let write = match r.write.as_deref() {
         None => d.write,
         Some(w) => WriteMode::parse(w).ok_or_else(|| {
@@ -87,14 +124,24 @@ mod tests {
             "[store.remote]\nurl = \"redis://10.0.0.1:6379\"\nttl_s = 60\nwrite = \"second-hit\"\n",
         )
         .unwrap();
-        let o = resolve(raw.store.remote.as_ref(), None).unwrap().unwrap();
-        assert_eq!((o.url.as_str(), o.ttl_s), ("redis://10.0.0.1:6379", 60));
-        assert_eq!(o.write, WriteMode::SecondHit);
-        let o = resolve(raw.store.remote.as_ref(), Some("redis://127.0.0.1:7000"))
+        let o = resolve(raw.store.remote.as_ref(), None, &[])
             .unwrap()
             .unwrap();
-        assert_eq!(o.url, "redis://127.0.0.1:7000");
-        assert!(resolve(None, None).unwrap().is_none());
+        let server = |u: &str| Endpoint::Server(u.into());
+        assert_eq!(
+            (&o.endpoint, o.ttl_s),
+            (&server("redis://10.0.0.1:6379"), 60)
+        );
+        assert_eq!(o.write, WriteMode::SecondHit);
+        let o = resolve(
+            raw.store.remote.as_ref(),
+            Some("redis://127.0.0.1:7000"),
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.endpoint, server("redis://127.0.0.1:7000"));
+        assert!(resolve(None, None, &[]).unwrap().is_none());
         for (bad, key) in [
             ("ttl_s = 0", "ttl_s"),
             ("write = \"some\"", "write"),
@@ -109,13 +156,59 @@ mod tests {
                 text
             };
             let raw = RawConfig::parse(&text).unwrap();
-            let e = resolve(raw.store.remote.as_ref(), None).unwrap_err();
+            let e = resolve(raw.store.remote.as_ref(), None, &[]).unwrap_err();
             assert!(e.to_string().contains(key), "{bad}: {e}");
         }
         let raw = RawConfig::parse("[store.remote]\nttl_s = 5\n").unwrap();
-        assert!(resolve(raw.store.remote.as_ref(), None).is_err(), "no url");
+        let e = resolve(raw.store.remote.as_ref(), None, &[]).unwrap_err();
+        assert!(e.to_string().contains("cluster = ["), "no url: {e}");
         assert!(RawConfig::parse("[store.remote]\nbogus = 1\n").is_err());
         assert_eq!(label(&Isolation::Shared, "x"), "shared");
+    }
+
+    #[test]
+    fn a_cluster_is_one_of_url_or_cluster_from_the_file_or_a_flag() {
+        let nodes = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cluster = |v: &[&str]| Endpoint::Cluster(nodes(v));
+        let raw = RawConfig::parse(
+            "[store.remote]\ncluster = [\"redis://10.0.0.1:7000\", \"valkey://10.0.0.2:7000\"]\n",
+        )
+        .unwrap();
+        let r = raw.store.remote.as_ref();
+        let o = resolve(r, None, &[]).unwrap().unwrap();
+        assert_eq!(
+            o.endpoint,
+            cluster(&["redis://10.0.0.1:7000", "valkey://10.0.0.2:7000"])
+        );
+        // A flag of either form wins over the file's endpoint; the two flags exclude each other.
+        let o = resolve(r, Some("redis://h:1"), &[]).unwrap().unwrap();
+        assert_eq!(o.endpoint, Endpoint::Server("redis://h:1".into()));
+        let flag = nodes(&["redis://a:1", "redis://b:2", "redis://c:3"]);
+        let o = resolve(None, None, &flag).unwrap().unwrap();
+        assert_eq!(
+            o.endpoint,
+            cluster(&["redis://a:1", "redis://b:2", "redis://c:3"])
+        );
+        let e = resolve(None, Some("redis://h:1"), &flag).unwrap_err();
+        assert!(e.to_string().contains("not both"), "{e}");
+        for (bad, says) in [
+            (
+                "url = \"redis://h:1\"\ncluster = [\"redis://h:2\"]",
+                "not both",
+            ),
+            ("cluster = []", "store.remote.cluster"),
+            ("cluster = [\"http://h:1\"]", "store.remote.cluster[0]"),
+            ("cluster = [\"redis://h:1/2\"]", "database 0"),
+            ("cluster = \"redis://h:1\"", "sequence"),
+        ] {
+            let e = match RawConfig::parse(&format!("[store.remote]\n{bad}\n")) {
+                Ok(raw) => resolve(raw.store.remote.as_ref(), None, &[])
+                    .unwrap_err()
+                    .to_string(),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(e.contains(says), "{bad}: {e}");
+        }
         assert_eq!(label(&Isolation::Isolated, "team a:1"), "team_a_1");
         assert_eq!(label(&Isolation::Group("sup".into()), "x"), "group.sup");
     }

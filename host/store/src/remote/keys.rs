@@ -3,7 +3,8 @@
 //! codec's module doc describes them beside the value formats). Labels and prefixes are
 //! restricted to `[A-Za-z0-9._-]`, 1..=64 bytes, so a key always splits back into its parts (a
 //! block key has three, a session key four) and an operator can `SCAN MATCH prefix:label:*` or
-//! ACL-fence one tenant.
+//! ACL-fence one tenant. No key holds a hash tag (`{...}`: `{` and `}` cannot occur in a label or
+//! a prefix), so on a Redis Cluster keys spread over the slots by their whole name.
 
 use memoria_kv::BlockHash;
 

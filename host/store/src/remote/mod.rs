@@ -7,14 +7,19 @@
 //! Nothing here blocks the engine thread: reads are async ([`RemoteTier::get_many`], awaited
 //! by the request's task before the engine schedules it; see `TierStack::prefetch_remote`),
 //! writes are write-behind through a queue bounded in bytes ([`RemoteTier::put`]); the network
-//! work runs on the tier's own thread ([`worker`]). [`NamespaceRemote`] is the blocking
+//! work runs on the tier's own thread ([`worker`]). The data lives on one server or on a Redis
+//! Cluster ([`Endpoint`]); one connection type ([`link`]) serves both, so the breaker, timeouts,
+//! counters, write-behind and miss semantics are the same. [`NamespaceRemote`] is the blocking
 //! [`crate::Tier`] view of one namespace label, for tools and tests, never for the engine.
 
 pub mod breaker;
+mod endpoint;
 pub mod keys;
+mod link;
 mod options;
 mod seen;
 mod stats;
+pub mod test_cluster;
 pub mod test_server;
 mod worker;
 
@@ -26,6 +31,7 @@ use memoria_kv::BlockHash;
 use tokio::sync::{mpsc, oneshot};
 
 pub use breaker::BreakerState;
+pub use endpoint::{Endpoint, MAX_CLUSTER_NODES};
 pub use options::{RemoteOptions, WriteMode};
 pub use stats::{LATENCY_BOUNDS_US, RemoteSnapshot, RemoteStats};
 pub use worker::{Lookup, MGET_RUN};
@@ -34,8 +40,8 @@ use crate::codec::BlockIdentity;
 use crate::tier::Tier;
 use worker::{Job, Reply, Shared, Write};
 
-/// A handle on one Valkey/Redis server. Dropping it stops its thread (queued writes get a
-/// bounded time to drain).
+/// A handle on one Valkey/Redis server or Redis Cluster. Dropping it stops its thread (queued
+/// writes get a bounded time to drain).
 pub struct RemoteTier {
     shared: Arc<Shared>,
     jobs: mpsc::UnboundedSender<Job>,
@@ -46,7 +52,7 @@ pub struct RemoteTier {
 impl std::fmt::Debug for RemoteTier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteTier")
-            .field("url", &self.shared.opts.url)
+            .field("endpoint", &self.shared.opts.endpoint)
             .finish_non_exhaustive()
     }
 }
@@ -56,13 +62,11 @@ impl RemoteTier {
     /// server is a run of counted misses until it answers.
     pub fn start(opts: RemoteOptions) -> Result<Arc<RemoteTier>, String> {
         opts.validate()?;
-        let url = opts.url.replacen("valkey://", "redis://", 1);
-        let client = redis::Client::open(url)
-            .map_err(|e| format!("store.remote.url {:?}: {e}", opts.url))?;
+        let connector = link::Connector::new(&opts.endpoint, opts.timeout())?;
         let shared = Arc::new(Shared::new(opts));
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
         let (writes, writes_rx) = mpsc::unbounded_channel();
-        let thread = worker::spawn(shared.clone(), client, jobs_rx, writes_rx)
+        let thread = worker::spawn(shared.clone(), connector, jobs_rx, writes_rx)
             .map_err(|e| format!("starting the remote tier's thread: {e}"))?;
         Ok(Arc::new(RemoteTier {
             shared,

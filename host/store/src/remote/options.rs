@@ -1,8 +1,9 @@
-//! How the remote tier is configured (`[store.remote]`, `--remote URL`): plain data with
-//! defaults, checked by [`RemoteOptions::validate`] before anything connects.
+//! How the remote tier is configured (`[store.remote]`, `--remote URL`, `--remote-cluster`):
+//! plain data with defaults, checked by [`RemoteOptions::validate`] before anything connects.
 
 use std::time::Duration;
 
+use super::endpoint::Endpoint;
 use super::keys::check_label;
 
 /// Which sealed blocks are written to the remote tier.
@@ -30,8 +31,8 @@ impl WriteMode {
 /// The remote tier's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteOptions {
-    /// `redis://host:port[/db]` (Valkey or Redis).
-    pub url: String,
+    /// One server (`redis://host:port[/db]`, Valkey or Redis) or a Redis Cluster's seed nodes.
+    pub endpoint: Endpoint,
     /// Expiry of every written key, seconds (at least 1).
     pub ttl_s: u64,
     /// First component of every key.
@@ -54,7 +55,7 @@ pub struct RemoteOptions {
 impl Default for RemoteOptions {
     fn default() -> Self {
         RemoteOptions {
-            url: "redis://127.0.0.1:6379".into(),
+            endpoint: Endpoint::Server("redis://127.0.0.1:6379".into()),
             ttl_s: 24 * 3600,
             key_prefix: "memoria".into(),
             timeout_ms: 200,
@@ -73,10 +74,18 @@ const MAX_MS: u64 = 3_600_000;
 const MAX_TTL_S: u64 = 366 * 24 * 3600;
 
 impl RemoteOptions {
-    /// Defaults with `url`.
+    /// Defaults with one server at `url`.
     pub fn with_url(url: impl Into<String>) -> Self {
         RemoteOptions {
-            url: url.into(),
+            endpoint: Endpoint::Server(url.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Defaults with a Redis Cluster reached through `nodes` (seed node URLs).
+    pub fn with_cluster<S: Into<String>>(nodes: impl IntoIterator<Item = S>) -> Self {
+        RemoteOptions {
+            endpoint: Endpoint::Cluster(nodes.into_iter().map(Into::into).collect()),
             ..Self::default()
         }
     }
@@ -88,12 +97,7 @@ impl RemoteOptions {
 
     /// Checks every field; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.url.starts_with("redis://") || self.url.starts_with("valkey://")) {
-            return Err(format!(
-                "store.remote.url {:?}: expected redis://HOST:PORT",
-                self.url
-            ));
-        }
+        self.endpoint.validate()?;
         if self.ttl_s == 0 || self.ttl_s > MAX_TTL_S {
             return Err(format!("store.remote.ttl_s must be 1..={MAX_TTL_S}"));
         }
@@ -132,7 +136,13 @@ mod tests {
             f(&mut o);
             o.validate().unwrap_err()
         };
-        assert!(bad(|o| o.url = "http://x".into()).contains("url"));
+        assert!(bad(|o| o.endpoint = Endpoint::Server("http://x".into())).contains("url"));
+        assert!(bad(|o| o.endpoint = Endpoint::Cluster(vec![])).contains("cluster"));
+        assert!(
+            RemoteOptions::with_cluster(["redis://a:1", "redis://b:2"])
+                .validate()
+                .is_ok()
+        );
         assert!(bad(|o| o.ttl_s = 0).contains("ttl_s"));
         assert!(bad(|o| o.key_prefix = "a:b".into()).contains("key_prefix"));
         assert!(bad(|o| o.timeout_ms = 0).contains("timeout_ms"));

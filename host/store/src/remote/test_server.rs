@@ -2,6 +2,7 @@
 //! persistence (`--save '' --appendonly no`), killed when dropped. The binary is
 //! `$MEMORIA_REDIS_SERVER`, else `valkey-server` or `redis-server` on `PATH`; when none is found
 //! [`TestServer::start`] fails with a message saying how to install one (tests never skip).
+//! A 3-node Redis Cluster of such servers is in [`super::test_cluster`].
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -54,15 +55,17 @@ impl TestServer {
 
     /// [`TestServer::start`] with extra server arguments (`["--maxmemory", "1mb"]`).
     pub fn start_with(extra: &[&str]) -> Result<TestServer, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("finding a free port: {e}"))?
-            .port();
+        let port = free_ports(1)?[0];
+        Self::start_on(port, extra.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A server on `port` of 127.0.0.1 with extra arguments, once it answers PING.
+    pub fn start_on(port: u16, extra: Vec<String>) -> Result<TestServer, String> {
         let mut s = TestServer {
             child: None,
             port,
             binary: Self::binary()?,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra,
         };
         s.restart()?;
         Ok(s)
@@ -76,6 +79,11 @@ impl TestServer {
     /// The port it listens on (kept across [`TestServer::restart`]).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Whether it was started and not killed since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Kills the server (a down remote); [`TestServer::restart`] brings it back, empty.
@@ -125,6 +133,19 @@ impl TestServer {
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
         redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(2))
     }
+}
+
+/// `n` distinct ports of 127.0.0.1 that were free a moment ago (all bound at once, then freed).
+pub fn free_ports(n: usize) -> Result<Vec<u16>, String> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("finding a free port: {e}"))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("finding a free port: {e}"))
 }
 
 impl Drop for TestServer {

@@ -1,6 +1,6 @@
 //! The remote tier's network side: one thread running a single-threaded tokio runtime that
-//! owns the connection (a redis-rs `ConnectionManager`, created when the breaker allows and
-//! dropped when it opens). Reads arrive as jobs and run as concurrent tasks (MGET in runs of at
+//! owns the connection (a [`Link`]: a redis-rs `ConnectionManager` to one server or a cluster
+//! connection, created when the breaker allows and dropped when it opens). Reads arrive as jobs and run as concurrent tasks (MGET in runs of at
 //! most [`MGET_RUN`] keys); writes drain from their own queue in pipelines of `SET .. EX`.
 //! Every operation is bounded by the configured timeout and reported to the breaker; nothing
 //! here ever returns an error to a request, only counted misses.
@@ -10,10 +10,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, oneshot};
 
 use super::breaker::{Breaker, BreakerState};
+use super::link::{Connector, Link};
 use super::options::RemoteOptions;
 use super::seen::Seen;
 use super::stats::RemoteStats;
@@ -159,8 +159,8 @@ impl Shared {
 }
 
 struct Conn {
-    client: redis::Client,
-    slot: tokio::sync::Mutex<Option<ConnectionManager>>,
+    connector: Connector,
+    slot: tokio::sync::Mutex<Option<Link>>,
 }
 
 fn classify(e: &redis::RedisError) -> Fail {
@@ -172,22 +172,12 @@ fn classify(e: &redis::RedisError) -> Fail {
 }
 
 impl Conn {
-    async fn get(&self, timeout: Duration) -> Result<ConnectionManager, Fail> {
+    async fn get(&self, timeout: Duration) -> Result<Link, Fail> {
         let mut g = self.slot.lock().await;
         if let Some(c) = &*g {
             return Ok(c.clone());
         }
-        let cfg = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(timeout);
-        match tokio::time::timeout(
-            timeout * 2,
-            self.client.get_connection_manager_with_config(cfg),
-        )
-        .await
-        {
+        match tokio::time::timeout(timeout * 2, self.connector.connect(timeout)).await {
             Ok(Ok(c)) => {
                 *g = Some(c.clone());
                 Ok(c)
@@ -202,7 +192,22 @@ impl Conn {
 /// outcome to the breaker (an opening breaker drops the connection).
 async fn guarded<T, F, Fut>(shared: &Shared, conn: &Conn, op: F) -> Result<T, Fail>
 where
-    F: FnOnce(ConnectionManager) -> Fut,
+    F: FnOnce(Link) -> Fut,
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    guarded_with(shared, conn, op, |_| true).await
+}
+
+/// [`guarded`], where an answer `healthy` rejects (a cluster write some slots refused) still
+/// returns, but counts as a failure for the breaker.
+async fn guarded_with<T, F, Fut>(
+    shared: &Shared,
+    conn: &Conn,
+    op: F,
+    healthy: impl FnOnce(&T) -> bool,
+) -> Result<T, Fail>
+where
+    F: FnOnce(Link) -> Fut,
     Fut: Future<Output = redis::RedisResult<T>>,
 {
     if !shared.allow() {
@@ -217,13 +222,12 @@ where
         },
         Err(f) => Err(f),
     };
-    match &r {
-        Ok(_) => shared.success(),
-        Err(_) => {
-            RemoteStats::add(&shared.stats.errors, 1);
-            if shared.failure() {
-                *conn.slot.lock().await = None;
-            }
+    if r.as_ref().is_ok_and(healthy) {
+        shared.success();
+    } else {
+        RemoteStats::add(&shared.stats.errors, 1);
+        if shared.failure() {
+            *conn.slot.lock().await = None;
         }
     }
     r
@@ -232,7 +236,7 @@ where
 /// Spawns the tier's thread; it runs until both queues receive `Stop`.
 pub(crate) fn spawn(
     shared: Arc<Shared>,
-    client: redis::Client,
+    connector: Connector,
     jobs: mpsc::UnboundedReceiver<Job>,
     writes: mpsc::UnboundedReceiver<Write>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -241,17 +245,17 @@ pub(crate) fn spawn(
         .build()?;
     std::thread::Builder::new()
         .name("memoria-remote".into())
-        .spawn(move || rt.block_on(run(shared, client, jobs, writes)))
+        .spawn(move || rt.block_on(run(shared, connector, jobs, writes)))
 }
 
 async fn run(
     shared: Arc<Shared>,
-    client: redis::Client,
+    connector: Connector,
     mut jobs: mpsc::UnboundedReceiver<Job>,
     writes: mpsc::UnboundedReceiver<Write>,
 ) {
     let conn = Arc::new(Conn {
-        client,
+        connector,
         slot: tokio::sync::Mutex::new(None),
     });
     let writer = tokio::spawn(write_loop(shared.clone(), conn.clone(), writes));
@@ -315,7 +319,7 @@ async fn run(
 const SIZE_POLL: Duration = Duration::from_secs(2);
 
 /// Reads the server's key count (`DBSIZE`) and `used_memory` every [`SIZE_POLL`] while the
-/// breaker is closed. A failed poll changes nothing: not the breaker, not the counters (the
+/// breaker is closed (a cluster's: summed over its primaries). A failed poll changes nothing: not the breaker, not the counters (the
 /// figures are for people; lookups and writes judge the server's health).
 async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
     let mut tick = tokio::time::interval(SIZE_POLL);
@@ -331,22 +335,14 @@ async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
         };
         let poll = async {
             let keys: u64 = redis::cmd("DBSIZE").query_async(&mut m).await?;
-            let info: String = redis::cmd("INFO").arg("memory").query_async(&mut m).await?;
-            redis::RedisResult::Ok((keys, info))
+            let bytes = m.used_memory().await?;
+            redis::RedisResult::Ok((keys, bytes))
         };
-        if let Ok(Ok((keys, info))) = tokio::time::timeout(t, poll).await {
+        if let Ok(Ok((keys, bytes))) = tokio::time::timeout(t, poll).await {
             shared.stats.server_keys.store(keys, Relaxed);
-            shared.stats.server_bytes.store(used_memory(&info), Relaxed);
+            shared.stats.server_bytes.store(bytes, Relaxed);
         }
     }
-}
-
-/// `used_memory` of an `INFO memory` reply (0 when absent).
-fn used_memory(info: &str) -> u64 {
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 async fn get(shared: &Shared, conn: &Conn, keys: Vec<String>, leading: bool) -> Vec<Lookup> {
@@ -431,21 +427,26 @@ async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::Unbounde
         }
         if !sets.is_empty() {
             let n = sets.len() as u64;
-            let bytes: u64 = sets.iter().map(|(_, v, _)| v.len() as u64).sum();
-            let mut p = redis::pipe();
-            for (k, v, _) in &sets {
-                p.cmd("SET").arg(k).arg(v).arg("EX").arg(ttl).ignore();
-            }
-            let r = guarded(&shared, &conn, |mut m| async move {
-                p.query_async::<()>(&mut m).await
-            })
+            let (kv, hashes): (Vec<_>, Vec<_>) =
+                sets.into_iter().map(|(k, v, h)| ((k, v), h)).unzip();
+            let kv = &kv;
+            let r = guarded_with(
+                &shared,
+                &conn,
+                |mut m| async move { m.set_many(kv, ttl).await },
+                |acked| !acked.contains(&false),
+            )
             .await;
             match r {
-                Ok(()) => {
-                    RemoteStats::add(&st.writes, n);
-                    RemoteStats::add(&st.bytes_written, bytes);
-                    for (_, _, h) in &sets {
-                        shared.seen.mark_known(h);
+                Ok(acked) => {
+                    for ((acked, (_, v)), h) in acked.into_iter().zip(kv).zip(&hashes) {
+                        if acked {
+                            RemoteStats::add(&st.writes, 1);
+                            RemoteStats::add(&st.bytes_written, v.len() as u64);
+                            shared.seen.mark_known(h);
+                        } else {
+                            RemoteStats::add(&st.write_errors, 1);
+                        }
                     }
                 }
                 Err(Fail::Breaker) => RemoteStats::add(&st.writes_dropped, n),

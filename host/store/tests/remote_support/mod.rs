@@ -1,0 +1,105 @@
+//! What the remote tier's tests against a real server and against a real cluster share: a
+//! block layout, deterministic tokens and block bytes, stacks with only the remote tier, and
+//! sealing and restoring a context the way the engine does.
+// Each test binary uses its own subset of these.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memoria_kv::{BlockHash, KvElem, KvLayout, ModelFingerprint, NamespaceSalt, TierSource};
+use memoria_store::{
+    BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, StoreOptions, TierStack,
+};
+
+pub const B: usize = 16;
+pub const MODEL: ModelFingerprint = ModelFingerprint([3; 32]);
+
+pub fn layout() -> KvLayout {
+    KvLayout::new(2, 64, KvElem::F16).with_block_tokens(B)
+}
+
+/// A stack with no local tiers but the remote (nothing can be served from elsewhere).
+pub fn host(o: RemoteOptions) -> Arc<TierStack> {
+    let stack = TierStack::in_memory(StoreOptions {
+        cold_budget_bytes: 0,
+        ..StoreOptions::default()
+    });
+    Arc::new(stack.with_remote(RemoteTier::start(o).expect("remote")))
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+pub fn tokens(n: usize, seed: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 31 + seed * 7 + 5) % 1000)
+        .collect()
+}
+
+/// The bytes of block `i` of a context (deterministic, compressible-ish).
+pub fn block_data(tokens: &[u32], i: usize) -> Vec<u8> {
+    let n = layout().block_bytes().unwrap() / 2;
+    (0..n)
+        .flat_map(|j| {
+            let v = ((tokens[i * B + j % B] as usize + j) % 211) as f32 / 64.0 - 1.5;
+            half::f16::from_f32(v).to_le_bytes()
+        })
+        .collect()
+}
+
+/// Seals every full block of `tokens` on `stack` (as the engine's write-through does).
+pub fn seal(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> Vec<BlockHash> {
+    let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
+    let chain = SessionRecord::chain(&root, tokens, B);
+    for (i, h) in chain.iter().enumerate() {
+        let id = BlockIdentity {
+            model: MODEL,
+            layout: layout(),
+            salt,
+            hash: *h,
+        };
+        stack.persist(
+            id,
+            &tokens[i * B..(i + 1) * B],
+            &block_data(tokens, i),
+            false,
+        );
+    }
+    assert!(stack.remote().unwrap().flush(Duration::from_secs(5)));
+    chain
+}
+
+/// Fetches blocks of `tokens` the way the engine's prefix match does: (blocks served in order,
+/// each equal to what was sealed).
+pub fn restore(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> usize {
+    let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
+    let chain = SessionRecord::chain(&root, tokens, B);
+    let mut src = stack.source(MODEL, layout(), root, tokens);
+    let mut out = vec![0u8; layout().block_bytes().unwrap()];
+    let mut n = 0;
+    for (i, h) in chain.iter().enumerate() {
+        if !src.fetch(h, &mut out) {
+            break;
+        }
+        assert_eq!(out, block_data(tokens, i), "block {i} differs");
+        n += 1;
+    }
+    n
+}
+
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn chain_root(salt: NamespaceSalt) -> BlockHash {
+    BlockHash::root(&MODEL, KvElem::F16, B, &salt)
+}
