@@ -56,6 +56,11 @@ pub struct TierStats {
     pub read_errors: AtomicU64,
     /// Write transactions that failed (full disk, I/O error, damaged file).
     pub write_errors: AtomicU64,
+    /// Times the file was compacted to bring it back within its budget (redb only).
+    pub compactions: AtomicU64,
+    /// Times a damaged file was moved aside and an empty one started (redb only,
+    /// `--store-recover`).
+    pub recoveries: AtomicU64,
 }
 
 /// A plain copy of [`TierStats`].
@@ -85,6 +90,8 @@ pub struct TierSnapshot {
     pub file_bytes: u64,
     pub read_errors: u64,
     pub write_errors: u64,
+    pub compactions: u64,
+    pub recoveries: u64,
 }
 
 impl TierStats {
@@ -115,6 +122,8 @@ impl TierStats {
             file_bytes: self.file_bytes.load(Relaxed),
             read_errors: self.read_errors.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
+            compactions: self.compactions.load(Relaxed),
+            recoveries: self.recoveries.load(Relaxed),
         }
     }
 

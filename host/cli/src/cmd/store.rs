@@ -57,20 +57,11 @@ pub fn open_store_with(
     if let Some(b) = set.ram.write_queue_bytes {
         opts.disk.queue_bytes = b;
     }
-    let stack = match TierStack::open(d, opts) {
-        Err(e) if e.is_damaged() && set.recover => {
-            let to = maintenance::move_aside(d).with_context(|| format!("--store-recover: {e}"))?;
-            eprintln!(
-                "memoria: the store file was damaged ({}); --store-recover moved it to {} and \
-                 starts with an empty store",
-                e.damage(),
-                to.display()
-            );
-            TierStack::open(d, opts)
-        }
-        r => r,
-    }
-    .with_context(|| format!("opening the store {}", d.display()))?;
+    // With --store-recover the store moves a damaged file aside itself: one found at open (redb's
+    // integrity check runs then) or met by a write later, and goes on with an empty one.
+    opts.disk.recover = set.recover;
+    let stack =
+        TierStack::open(d, opts).with_context(|| format!("opening the store {}", d.display()))?;
     if set.announce
         && let Some(disk) = stack.disk()
     {

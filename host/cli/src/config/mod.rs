@@ -269,15 +269,20 @@ fn connection_limits(s: &file::RawServer) -> anyhow::Result<(Duration, Duration,
 /// `[store] max_disk_mb` and `max_saves_mb`, in bytes, checked.
 fn store_budgets(s: &file::RawStore) -> anyhow::Result<(Option<u64>, Option<u64>)> {
     const MAX_MB: u64 = 1 << 40;
-    for (key, v) in [
-        ("max_disk_mb", s.max_disk_mb),
-        ("max_saves_mb", s.max_saves_mb),
-    ] {
-        if let Some(mb) = v
-            && !(1..=MAX_MB).contains(&mb)
-        {
-            bail!("store.{key} = {mb}: use 1 to {MAX_MB}");
-        }
+    // The store file cannot be held under this (its own tables, and redb grows it by doubling).
+    const MIN_DISK_MB: u64 = memoria_sched::store::disk::budget::MIN_BUDGET >> 20;
+    if let Some(mb) = s.max_disk_mb
+        && !(MIN_DISK_MB..=MAX_MB).contains(&mb)
+    {
+        bail!(
+            "store.max_disk_mb = {mb}: use {MIN_DISK_MB} to {MAX_MB} (the store file cannot be \
+             held under {MIN_DISK_MB} MiB)"
+        );
+    }
+    if let Some(mb) = s.max_saves_mb
+        && !(1..=MAX_MB).contains(&mb)
+    {
+        bail!("store.max_saves_mb = {mb}: use 1 to {MAX_MB}");
     }
     if let (Some(disk), Some(saves)) = (s.max_disk_mb, s.max_saves_mb)
         && saves.saturating_mul(2) > disk
@@ -534,6 +539,7 @@ mod tests {
         assert_eq!(cfg.store_max_saves_bytes, Some(10 << 20));
         for bad in [
             "max_disk_mb = 0",
+            "max_disk_mb = 3",
             "max_saves_mb = 0",
             "max_disk_mb = 10\nmax_saves_mb = 6",
         ] {
@@ -541,6 +547,12 @@ mod tests {
             let e = resolve(raw, &Overrides::default()).expect_err(bad);
             assert!(e.to_string().contains("store.max_"), "{e}");
         }
+        let raw = RawConfig::parse("[store]\nmax_disk_mb = 3\n").unwrap();
+        let e = resolve(raw, &Overrides::default()).expect_err("under the minimum");
+        assert!(e.to_string().contains("cannot be held under 4 MiB"), "{e}");
+        let raw = RawConfig::parse("[store]\nmax_disk_mb = 4\nmax_saves_mb = 1\n").unwrap();
+        let cfg = resolve(raw, &Overrides::default()).expect("the minimum is taken");
+        assert_eq!(cfg.store_max_disk_bytes, Some(4 << 20));
     }
 
     #[test]

@@ -200,6 +200,8 @@ pub(super) fn disk_json(store: &TierStack, d: &TierSnapshot) -> Value {
         "commits": d.commits,
         "durable_commits": d.durable_commits,
         "writer_resumes": d.resumes,
+        "compactions": d.compactions,
+        "recoveries": d.recoveries,
         "bytes_written": d.bytes_written,
         "write_seconds": d.write_micros as f64 / 1e6,
         "writer_stopped": stopped,

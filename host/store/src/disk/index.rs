@@ -131,6 +131,16 @@ impl DiskIndex {
         self.clock = self.clock.max(disk.clock);
     }
 
+    /// Takes `disk`, the index of a new (empty) file, in place of this one, keeping only the
+    /// blocks still queued (they are written to the new file).
+    pub fn restart(&mut self, disk: DiskIndex) {
+        let queued = std::mem::take(&mut self.queued);
+        let clock = self.clock;
+        *self = disk;
+        self.queued = queued;
+        self.clock = self.clock.max(clock);
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
@@ -186,6 +196,24 @@ mod tests {
         );
         assert_eq!(ix.saves_charged, 10);
         assert!(ix.clock >= 9);
+    }
+
+    #[test]
+    fn restart_forgets_the_old_file_and_keeps_the_queue() {
+        let (a, q) = (BlockHash([1; 32]), BlockHash([4; 32]));
+        let mut ix = DiskIndex::default();
+        ix.insert(a, 10, 0);
+        assert!(ix.enqueue(q));
+        ix.set_save((1, "old".into()), Some(7));
+        let clock = ix.clock;
+        ix.restart(DiskIndex::default());
+        assert!(!ix.contains(&a) && ix.contains(&q) && !ix.on_disk(&q));
+        assert_eq!(
+            (ix.len(), ix.bytes, ix.charged, ix.saves_charged),
+            (0, 0, 0, 0)
+        );
+        assert!(ix.save(&(1, "old".into())).is_none());
+        assert_eq!(ix.clock, clock);
     }
 
     #[test]

@@ -5,11 +5,15 @@
 //! `block_index` plus the blocks still queued; the file is held to a disk budget (cache blocks
 //! evicted least recently used first, named saves refused past their own budget); nothing redb
 //! does on a damaged file (an error or a panic) leaves this module as anything but a typed
-//! error or a miss.
+//! error or a miss. With [`DiskOptions::recover`] (`--store-recover`) a damaged file, found at
+//! open by redb's integrity check or later by a write, is moved aside and an empty store
+//! started, so the writer always ends up writing.
 
 pub mod budget;
+mod fresh;
 mod index;
 mod resume;
+mod shrink;
 mod slot;
 pub mod tables;
 mod writer;
@@ -64,6 +68,9 @@ pub struct DiskOptions {
     pub sync_interval: Duration,
     /// After a disk failure, how soon the writer first tries writing again (then doubling).
     pub resume_interval: Duration,
+    /// `--store-recover`: run redb's integrity check at open (it reads the whole file) and move
+    /// a damaged file aside to start an empty store, at open or when a write meets the damage.
+    pub recover: bool,
 }
 
 impl Default for DiskOptions {
@@ -77,6 +84,7 @@ impl Default for DiskOptions {
             cache_bytes: 64 << 20,
             sync_interval: Duration::from_secs(1),
             resume_interval: Duration::from_secs(5),
+            recover: false,
         }
     }
 }
@@ -144,6 +152,17 @@ pub fn open_database(dir: &Path) -> Result<Database, StoreError> {
 
 /// [`open_database`] with a page cache of `cache_bytes`.
 pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+    open_database_checked(dir, cache_bytes, false)
+}
+
+/// [`open_database_with`], running redb's integrity check (every page's checksum) on an
+/// existing file when `check` is set: damage a plain open would not read (a page only a write
+/// visits) is then an open error, [`StoreError::Unopenable`], instead of a write failing later.
+pub fn open_database_checked(
+    dir: &Path,
+    cache_bytes: usize,
+    check: bool,
+) -> Result<Database, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
         path: dir.display().to_string(),
         msg: e.to_string(),
@@ -155,6 +174,7 @@ pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, St
     contain("open", || {
         let db = Database::builder()
             .set_cache_size(cache_bytes)
+            .set_check_integrity_on_open(check)
             .create(&path)
             .map_err(|e| match redb::Error::from(e) {
                 // Not a redb header, or a header that points past the end of the file.
@@ -285,9 +305,32 @@ fn load_index(db: &Database) -> Result<DiskIndex, StoreError> {
 impl RedbTier {
     /// Opens the store in `dir` and starts its writer thread.
     /// A file that cannot be opened because it is damaged is [`StoreError::Unopenable`].
+    /// With `opts.recover`, a damaged file (found by redb's integrity check, or reading the
+    /// index) is moved aside and an empty store opened instead, saying so on stderr.
     pub fn open(dir: &Path, opts: DiskOptions) -> Result<RedbTier, StoreError> {
         let budgets = opts.resolve_budgets(dir)?;
-        let db = open_database_with(dir, opts.cache_bytes)?;
+        match Self::open_file(dir, opts, budgets, opts.recover) {
+            Err(e) if e.is_damaged() && opts.recover => {
+                let to = crate::maintenance::move_aside(dir)?;
+                eprintln!(
+                    "memoria: the store file was damaged ({}); --store-recover moved it to {} \
+                     and starts with an empty store",
+                    e.damage(),
+                    to.display()
+                );
+                Self::open_file(dir, opts, budgets, false)
+            }
+            r => r,
+        }
+    }
+
+    fn open_file(
+        dir: &Path,
+        opts: DiskOptions,
+        budgets: (u64, u64),
+        check: bool,
+    ) -> Result<RedbTier, StoreError> {
+        let db = open_database_checked(dir, opts.cache_bytes, check)?;
         let reopen = ReopenFile {
             dir: dir.to_path_buf(),
             cache_bytes: opts.cache_bytes,
@@ -338,6 +381,10 @@ impl RedbTier {
             sync_interval: opts.sync_interval,
             last_durable: Instant::now().into(),
             undurable: Vec::new().into(),
+            churn: 0.into(),
+            trim: 0.into(),
+            settled: 0.into(),
+            recover: opts.recover,
         };
         let resumer = Resumer::new(reopen, opts.resume_interval);
         let (tx, rx) = channel();
@@ -651,6 +698,14 @@ impl Tier for RedbTier {
 #[cfg(test)]
 #[path = "fault_tests.rs"]
 mod fault_tests;
+
+#[cfg(test)]
+#[path = "file_budget_tests.rs"]
+mod file_budget_tests;
+
+#[cfg(test)]
+#[path = "damage_tests.rs"]
+mod damage_tests;
 
 #[cfg(test)]
 mod create_tests {

@@ -5,7 +5,7 @@
 //! a full disk), takes the handle from the readers, closes the file, reopens it (redb recovers
 //! the last commit), reconciles its in-memory index with what the file holds (a failed commit
 //! may have reached the disk after all) and clears the failure. A damaged file is not retried:
-//! that is `memoria store repair`'s job, offline.
+//! that is `memoria store repair`'s job, offline, or `--store-recover`'s (`fresh.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,6 +92,11 @@ impl Resumer {
         self.next = Some(later(now, step));
         self.shift = (self.shift + 1).min(MAX_BACKOFF_SHIFT);
         true
+    }
+
+    /// Opens the database again (see [`Reopen::reopen`]).
+    pub fn reopen(&self) -> Result<Database, StoreError> {
+        self.reopen.reopen()
     }
 
     fn reset(&mut self) {

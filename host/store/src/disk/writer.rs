@@ -10,7 +10,12 @@
 //! same transaction; the queue gauges drop as soon as a message is taken. After a disk failure
 //! (full, I/O error) the writer stops writing: it drops blocks (counted) and answers saves and
 //! flushes with that failure while reads go on, and it resumes once the disk takes writes again
-//! (see `resume.rs`); a damaged file stops it for good.
+//! (see `resume.rs`); a damaged file stops it for good, unless the tier was opened with
+//! `recover`: then the file is moved aside and the writer goes on with an empty one
+//! (`fresh.rs`). Cache blocks written or evicted since the last durable commit are bounded by
+//! one batch's bytes (past it the commit is made durable: redb can reuse the pages a commit
+//! without fsync frees only after a durable one), and after every batch the file's real size is
+//! checked against the budget (`shrink.rs`).
 
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
@@ -22,7 +27,9 @@ use std::time::{Duration, Instant};
 use memoria_kv::BlockHash;
 use redb::{Durability, ReadableTable, WriteTransaction};
 
-use super::budget::{batch_bytes, block_target};
+use super::budget::{
+    MIN_BUDGET, batch_bytes, block_target, charge, file_limit, next_growth, room_in_file,
+};
 use super::index::DiskIndex;
 use super::resume::Resumer;
 use super::slot::DbSlot;
@@ -130,6 +137,15 @@ pub(crate) struct Writer {
     /// Blocks committed without fsync since then (forgotten too if a later commit fails:
     /// the file may have lost them).
     pub undurable: RefCell<Vec<BlockHash>>,
+    /// Charged bytes of cache blocks written, evicted or removed since the last durable commit.
+    pub churn: Cell<u64>,
+    /// Bytes the cache blocks' target is lowered by, learned when the file passed its limit.
+    pub trim: Cell<u64>,
+    /// The file's size after the last attempt to bring it back within its limit that fell
+    /// short (0: none): the next attempt waits until the file grows past it.
+    pub settled: Cell<u64>,
+    /// Move a damaged file aside and go on with an empty one (`--store-recover`).
+    pub recover: bool,
 }
 
 impl Writer {
@@ -169,12 +185,14 @@ impl Writer {
                 }
             }
             self.process(batch);
+            self.hold_file();
+            self.start_fresh_if_damaged(&resume);
         }
         // Whatever was committed without fsync is made durable before the file closes.
         self.process(vec![Msg::Flush(Box::new(|_| {}))]);
     }
 
-    fn process(&self, batch: Vec<Msg>) {
+    pub(crate) fn process(&self, batch: Vec<Msg>) {
         let started = Instant::now();
         let mut acks = Vec::new();
         let mut ops = Vec::with_capacity(batch.len());
@@ -205,9 +223,10 @@ impl Writer {
             }
         }
         let mut written = Written::default();
-        let durable = !acks.is_empty() || self.last_durable.get().elapsed() >= self.sync_interval;
+        let asked = !acks.is_empty() || self.last_durable.get().elapsed() >= self.sync_interval;
         let db = self.db.get();
-        let result = match (failure(&self.failed), db) {
+        // Whether the commit was durable.
+        let result: Result<bool, StoreError> = match (failure(&self.failed), db) {
             (Some(f), _) => {
                 self.drop_ops(&ops);
                 Err(f)
@@ -218,21 +237,25 @@ impl Writer {
             }
             (None, Some(db)) => contain("write", || {
                 let mut txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
+                self.apply(&txn, ops, &mut written)?;
+                // Past a batch of churn, the pages it freed are made reusable.
+                let durable = asked || self.churn.get() >= batch_bytes(self.budget);
                 if !durable {
                     txn.set_durability(Durability::None).db("set durability")?;
                 }
-                self.apply(&txn, ops, &mut written)?;
-                txn.into_inner().commit().db("commit")
+                txn.into_inner().commit().db("commit")?;
+                Ok(durable)
             }),
         };
         let micros = started.elapsed().as_micros() as u64;
         match &result {
-            Ok(()) => {
+            Ok(durable) => {
                 TierStats::add(&self.stats.commits, 1);
-                if durable {
+                if *durable {
                     TierStats::add(&self.stats.durable_commits, 1);
                     self.last_durable.set(Instant::now());
                     self.undurable.borrow_mut().clear();
+                    self.churn.set(0);
                 } else {
                     self.undurable.borrow_mut().extend(&written.hashes);
                 }
@@ -262,14 +285,14 @@ impl Writer {
         self.publish();
         for ack in acks {
             ack(match &result {
-                Ok(()) => Ok(()),
+                Ok(_) => Ok(()),
                 Err(e) => Err(e.duplicate()),
             });
         }
     }
 
     /// Records the failure that stops the writer (the first one), and says so once.
-    fn fail(&self, e: &StoreError) {
+    pub(crate) fn fail(&self, e: &StoreError) {
         if !(e.is_disk_failure() || e.is_damaged()) {
             TierStats::add(&self.stats.write_errors, 1);
             return;
@@ -277,8 +300,16 @@ impl Writer {
         TierStats::add(&self.stats.write_errors, 1);
         let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
+            let recover = if !e.is_damaged() {
+                ""
+            } else if self.recover {
+                " (--store-recover: moving it aside)"
+            } else {
+                "; or restart `memoria serve` with --store-recover to move it aside and write to \
+                 an empty store"
+            };
             eprintln!(
-                "memoria: the store {} stopped writing: {e}",
+                "memoria: the store {} stopped writing: {e}{recover}",
                 self.path.display()
             );
             *f = Some(e.duplicate());
@@ -349,7 +380,9 @@ impl Writer {
                     continue;
                 }
                 Msg::Remove(h) => {
-                    blocks.remove(h.0).db("remove block")?;
+                    if let Some(v) = blocks.remove(h.0).db("remove block")? {
+                        self.add_churn(v.value().len() as u64);
+                    }
                     bix.remove(h.0).db("remove block index")?;
                     self.index().remove(&h);
                     continue;
@@ -365,8 +398,8 @@ impl Writer {
                 Msg::Session { .. } | Msg::Hot { .. } | Msg::Flush(_) => continue,
             };
             let len = encoded.len() as u64;
-            let target = block_target(self.budget, self.index().saves_charged);
-            if super::budget::charge(len) > target {
+            let target = self.block_target(self.index().saves_charged);
+            if charge(len) > target {
                 self.index().dequeue(&hash);
                 TierStats::add(&self.stats.dropped, 1);
                 continue;
@@ -378,17 +411,20 @@ impl Writer {
             bix.insert(hash.0, (len, stamp)).db("write block index")?;
             written.hashes.push(hash);
             written.bytes += len;
+            self.add_churn(len);
         }
         loop {
             let victim = {
                 let ix = self.index();
-                if ix.charged <= block_target(self.budget, ix.saves_charged) {
+                if ix.charged <= self.block_target(ix.saves_charged) {
                     break;
                 }
                 ix.oldest()
             };
             let Some(h) = victim else { break };
-            blocks.remove(h.0).db("evict block")?;
+            if let Some(v) = blocks.remove(h.0).db("evict block")? {
+                self.add_churn(v.value().len() as u64);
+            }
             bix.remove(h.0).db("evict block index")?;
             self.index().remove(&h);
             TierStats::add(&self.stats.evictions, 1);
@@ -396,6 +432,22 @@ impl Writer {
         let clock = self.index().clock;
         meta.insert(CLOCK_KEY, clock).db("write clock")?;
         Ok(())
+    }
+
+    /// Charged bytes cache blocks may hold with `saves` bytes of saves: the budget's share, at
+    /// most what fits in the file when its next growth would pass the limit (redb doubles a
+    /// file it grows), lowered by what the file taught (`trim`).
+    pub(crate) fn block_target(&self, saves: u64) -> u64 {
+        let mut t = block_target(self.budget, saves);
+        let file = self.stats.file_bytes.load(Relaxed);
+        if self.budget >= MIN_BUDGET && next_growth(file) > file_limit(self.budget) {
+            t = t.min(room_in_file(file, self.budget, saves));
+        }
+        t.saturating_sub(self.trim.get())
+    }
+
+    fn add_churn(&self, len: u64) {
+        self.churn.set(self.churn.get().saturating_add(charge(len)));
     }
 
     pub(crate) fn publish(&self) {
