@@ -82,7 +82,10 @@ mod tests {
             reference(&mut y);
             assert_eq!(x, y, "n={n}");
         }
-        let (mut a, mut b) = ([f32::NAN, 1.0, 3.0].repeat(7), [f32::NAN, 1.0, 3.0].repeat(7));
+        let (mut a, mut b) = (
+            [f32::NAN, 1.0, 3.0].repeat(7),
+            [f32::NAN, 1.0, 3.0].repeat(7),
+        );
         softmax_in_place(&mut a);
         reference(&mut b);
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
