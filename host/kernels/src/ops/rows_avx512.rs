@@ -103,18 +103,21 @@ pub(super) unsafe fn dot_rows_f16(
 /// Columns of a V sum kept in registers per pass over the rows.
 const AXPY_COLS: usize = 8 * 16;
 
-/// One pass of [`axpy_rows_f16`] over `V` vectors (16 columns each) at column `d`.
+/// One pass of a V sum over `V` vectors (16 columns each) at column `d`: `load(row j's first
+/// column)` gives 16 columns as f32 (an f16 row is converted, an f32 row loaded).
 ///
 /// # Safety
-/// As [`axpy_rows_f16`], with `d + 16·V <= acc.len()`.
+/// As [`axpy_rows_f16`] / [`axpy_rows_f32`], with `d + 16·V <= acc.len()`; `load(ptr)` reads
+/// 16 elements at `ptr`.
 #[inline(always)]
-unsafe fn axpy_pass_f16<const V: usize>(
+unsafe fn axpy_pass<const V: usize, T>(
     acc: &mut [f32],
     p: &[f32],
-    rows: &[f16],
+    rows: &[T],
     stride: usize,
     off: usize,
     d: usize,
+    load: impl Fn(*const T) -> __m512,
 ) {
     // SAFETY: d + 16V <= acc.len(); row j's columns off + d .. off + d + 16V lie inside rows.
     unsafe {
@@ -126,8 +129,7 @@ unsafe fn axpy_pass_f16<const V: usize>(
             let pv = _mm512_set1_ps(pj);
             let base = rows.as_ptr().add(j * stride + off + d);
             for (v, slot) in a.iter_mut().enumerate() {
-                let x = _mm512_cvtph_ps(_mm256_loadu_si256(base.add(16 * v).cast()));
-                *slot = _mm512_add_ps(*slot, _mm512_mul_ps(pv, x));
+                *slot = _mm512_add_ps(*slot, _mm512_mul_ps(pv, load(base.add(16 * v))));
             }
         }
         for (v, slot) in a.iter().enumerate() {
@@ -136,61 +138,48 @@ unsafe fn axpy_pass_f16<const V: usize>(
     }
 }
 
-/// One pass of [`axpy_rows_f32`] over `V` vectors at column `d`.
+/// Sixteen f16 at `ptr` as f32.
 ///
 /// # Safety
-/// As [`axpy_rows_f32`], with `d + 16·V <= acc.len()`.
+/// 16 readable f16 at `ptr`; avx512f + f16c.
 #[inline(always)]
-unsafe fn axpy_pass_f32<const V: usize>(
-    acc: &mut [f32],
-    p: &[f32],
-    rows: &[f32],
-    stride: usize,
-    off: usize,
-    d: usize,
-) {
-    // SAFETY: as in axpy_pass_f16.
-    unsafe {
-        let mut a = [_mm512_setzero_ps(); V];
-        for (v, slot) in a.iter_mut().enumerate() {
-            *slot = _mm512_loadu_ps(acc.as_ptr().add(d + 16 * v));
-        }
-        for (j, &pj) in p.iter().enumerate() {
-            let pv = _mm512_set1_ps(pj);
-            let base = rows.as_ptr().add(j * stride + off + d);
-            for (v, slot) in a.iter_mut().enumerate() {
-                let x = _mm512_loadu_ps(base.add(16 * v));
-                *slot = _mm512_add_ps(*slot, _mm512_mul_ps(pv, x));
-            }
-        }
-        for (v, slot) in a.iter().enumerate() {
-            _mm512_storeu_ps(acc.as_mut_ptr().add(d + 16 * v), *slot);
-        }
-    }
+unsafe fn load_f16(ptr: *const f16) -> __m512 {
+    // SAFETY: the caller's contract.
+    unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(ptr.cast())) }
 }
 
-/// Runs `pass::<V>` over the 16-column vectors of `width` columns, at most 8 per pass; returns
-/// the first column left (fewer than 16).
+/// Sixteen f32 at `ptr`.
+///
+/// # Safety
+/// 16 readable f32 at `ptr`; avx512f.
+#[inline(always)]
+unsafe fn load_f32(ptr: *const f32) -> __m512 {
+    // SAFETY: the caller's contract.
+    unsafe { _mm512_loadu_ps(ptr) }
+}
+
+/// Runs [`axpy_pass`] over the 16-column vectors of `width` columns, at most 8 per pass, rows
+/// read by `$load`; returns the first column left (fewer than 16).
 macro_rules! axpy_passes {
-    ($pass:ident, $acc:expr, $p:expr, $rows:expr, $stride:expr, $off:expr) => {{
+    ($load:expr, $acc:expr, $p:expr, $rows:expr, $stride:expr, $off:expr) => {{
         let width = $acc.len();
         let mut d = 0;
         while d + AXPY_COLS <= width {
             // SAFETY: d + 128 <= width; the rest is the caller's contract.
-            unsafe { $pass::<8>($acc, $p, $rows, $stride, $off, d) };
+            unsafe { axpy_pass::<8, _>($acc, $p, $rows, $stride, $off, d, $load) };
             d += AXPY_COLS;
         }
         let left = (width - d) / 16;
         // SAFETY: d + 16·left <= width.
         unsafe {
             match left {
-                1 => $pass::<1>($acc, $p, $rows, $stride, $off, d),
-                2 => $pass::<2>($acc, $p, $rows, $stride, $off, d),
-                3 => $pass::<3>($acc, $p, $rows, $stride, $off, d),
-                4 => $pass::<4>($acc, $p, $rows, $stride, $off, d),
-                5 => $pass::<5>($acc, $p, $rows, $stride, $off, d),
-                6 => $pass::<6>($acc, $p, $rows, $stride, $off, d),
-                7 => $pass::<7>($acc, $p, $rows, $stride, $off, d),
+                1 => axpy_pass::<1, _>($acc, $p, $rows, $stride, $off, d, $load),
+                2 => axpy_pass::<2, _>($acc, $p, $rows, $stride, $off, d, $load),
+                3 => axpy_pass::<3, _>($acc, $p, $rows, $stride, $off, d, $load),
+                4 => axpy_pass::<4, _>($acc, $p, $rows, $stride, $off, d, $load),
+                5 => axpy_pass::<5, _>($acc, $p, $rows, $stride, $off, d, $load),
+                6 => axpy_pass::<6, _>($acc, $p, $rows, $stride, $off, d, $load),
+                7 => axpy_pass::<7, _>($acc, $p, $rows, $stride, $off, d, $load),
                 _ => {}
             }
         }
@@ -211,7 +200,9 @@ pub(super) unsafe fn axpy_rows_f16(
     stride: usize,
     off: usize,
 ) -> usize {
-    axpy_passes!(axpy_pass_f16, acc, p, rows, stride, off)
+    // SAFETY: this function's features; axpy_pass reads 16 elements per call.
+    let load = |x| unsafe { load_f16(x) };
+    axpy_passes!(load, acc, p, rows, stride, off)
 }
 
 /// As [`super::rows::axpy_rows_f32`]; returns the first column not done.
@@ -226,7 +217,9 @@ pub(super) unsafe fn axpy_rows_f32(
     stride: usize,
     off: usize,
 ) -> usize {
-    axpy_passes!(axpy_pass_f32, acc, p, rows, stride, off)
+    // SAFETY: this function's features; axpy_pass reads 16 elements per call.
+    let load = |x| unsafe { load_f32(x) };
+    axpy_passes!(load, acc, p, rows, stride, off)
 }
 
 /// Rounds every element of `x` to the nearest f16 (ties to even) and back, as
