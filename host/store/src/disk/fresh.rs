@@ -12,16 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::resume::Resumer;
-use super::slot::sole_owner;
+use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Writer, failure};
 use super::{close_quietly, load_index};
 use crate::guard::contain;
 use crate::maintenance::move_aside;
 use crate::stats::TierStats;
-
-/// How long readers may keep the damaged handle before it is left to them (the file is renamed
-/// under it either way).
-const READER_PATIENCE: Duration = Duration::from_secs(1);
 
 impl Writer {
     /// Starts an empty file when the writer stopped on a damaged one and `recover` is set.

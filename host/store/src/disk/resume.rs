@@ -14,15 +14,12 @@ use std::time::{Duration, Instant};
 use redb::Database;
 
 use super::budget::{batch_bytes, free_bytes};
-use super::slot::sole_owner;
+use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Writer, failure};
 use super::{close_quietly, load_index, open_database_with};
 use crate::error::StoreError;
 use crate::guard::contain;
 use crate::stats::TierStats;
-
-/// How long a reader may keep the old handle before the reopen is put off to the next try.
-const READER_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The most the retry interval doubles to.
 const MAX_BACKOFF_SHIFT: u32 = 6;

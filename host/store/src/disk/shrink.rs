@@ -17,7 +17,7 @@ use redb::CompactionError;
 
 use super::budget::{MIN_BUDGET, file_limit, next_growth};
 use super::close_quietly;
-use super::slot::sole_owner;
+use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Msg, Writer, failure};
 use crate::error::{DbResult, StoreError};
 use crate::guard::contain;
@@ -25,8 +25,6 @@ use crate::stats::TierStats;
 
 /// Evict-and-compact rounds one attempt makes at most.
 const ROUNDS: usize = 4;
-/// How long readers may keep the handle before a compaction is put off.
-const READER_PATIENCE: Duration = Duration::from_secs(1);
 /// `compact` calls per round at most (each moves what it can towards the file's start).
 const PASSES: usize = 8;
 

@@ -34,6 +34,10 @@ impl DbSlot {
     }
 }
 
+/// How long the writer waits for readers to let go of the file's handle before it reopens,
+/// compacts or replaces the file (`resume.rs`, `shrink.rs`, `fresh.rs`).
+pub(crate) const READER_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Waits up to `patience` for the readers still holding `db` to finish, and returns the only
 /// handle left; gives `db` back when some reader holds it longer.
 pub(crate) fn sole_owner(db: Arc<Database>, patience: Duration) -> Result<Database, Arc<Database>> {
