@@ -9,7 +9,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::resume::Resumer;
 use super::slot::{READER_PATIENCE, sole_owner};

@@ -11,7 +11,6 @@
 //! budgets under [`MIN_BUDGET`] are not held (the file starts near 1 MiB).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use redb::CompactionError;
 
