@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::chat_check::{Checked, check};
 use super::run::{self, Plan, SseFormat};
 use super::schema::ChatRequest;
+use super::tool_stream::ToolChunks;
 use super::{Ctx, response_id, unix_now, usage_json};
 use super::{logprobs, params, structured, tools};
 use crate::body::{Response, ok_json};
@@ -71,22 +72,17 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let id = response_id("chatcmpl");
     let created = unix_now();
     let model = ctx.model_id().to_string();
-    let fmt = ChatChunks {
-        id: id.clone(),
-        created,
-        model: model.clone(),
-        tok: tok.clone(),
-        top_logprobs: top_logprobs.filter(|_| tool_plan.is_none()),
-    };
+    let top_logprobs = top_logprobs.filter(|_| tool_plan.is_none());
+    let fmt = ChatChunks::new(&id, created, &model, tok.clone(), top_logprobs);
     if tool_plan.is_some() {
-        // Tool calls are whole JSON: answered (or streamed) once complete.
+        if stream {
+            // Calls stream as they are written: a call's name once whole, its arguments piece by piece.
+            let fmt = ToolChunks::new(fmt, running.choices());
+            return Ok(running.sse(Box::new(fmt), include_usage, permit));
+        }
         let (done, usage) = running.collect().await?;
         drop(permit);
-        let answers = tool_answers(&id, done);
-        if stream {
-            return Ok(tool_stream(&fmt, &answers, include_usage.then_some(&usage)));
-        }
-        let choices: Vec<Value> = answers
+        let choices: Vec<Value> = tool_answers(&id, done)
             .into_iter()
             .enumerate()
             .map(|(i, (message, finish))| {
@@ -159,47 +155,9 @@ fn tool_answers(id: &str, done: Vec<run::Finished>) -> Vec<(Value, &'static str)
         .collect()
 }
 
-/// The finished tool answers as a stream: role, the content or `tool_calls` delta, finish.
-fn tool_stream(
-    fmt: &ChatChunks,
-    answers: &[(Value, &'static str)],
-    usage: Option<&Usage>,
-) -> Response {
-    let mut chunks = Vec::new();
-    for (i, (message, finish)) in answers.iter().enumerate() {
-        chunks.push(fmt.chunk(
-            i,
-            json!({"role": "assistant", "content": ""}),
-            Value::Null,
-            Value::Null,
-        ));
-        let delta = match message.get("tool_calls").and_then(Value::as_array) {
-            Some(calls) => {
-                let calls: Vec<Value> = calls
-                    .iter()
-                    .enumerate()
-                    .map(|(k, c)| {
-                        let mut c = c.clone();
-                        c["index"] = json!(k);
-                        c
-                    })
-                    .collect();
-                json!({"tool_calls": calls})
-            }
-            None => json!({"content": message["content"]}),
-        };
-        chunks.push(fmt.chunk(i, delta, Value::Null, Value::Null));
-        chunks.push(fmt.chunk(i, json!({}), Value::Null, json!(finish)));
-    }
-    if let Some(u) = usage {
-        chunks.push(SseFormat::usage(fmt, u));
-    }
-    run::sse_all(&chunks)
-}
-
 /// Chunks of a streamed chat completion.
-struct ChatChunks {
-    id: String,
+pub(super) struct ChatChunks {
+    pub(super) id: String,
     created: u64,
     model: String,
     tok: Arc<Tokenizer>,
@@ -207,7 +165,29 @@ struct ChatChunks {
 }
 
 impl ChatChunks {
-    fn chunk(&self, index: usize, delta: Value, logprobs: Value, finish: Value) -> Value {
+    pub(super) fn new(
+        id: &str,
+        created: u64,
+        model: &str,
+        tok: Arc<Tokenizer>,
+        top_logprobs: Option<usize>,
+    ) -> Self {
+        Self {
+            id: id.to_string(),
+            created,
+            model: model.to_string(),
+            tok,
+            top_logprobs,
+        }
+    }
+
+    pub(super) fn chunk(
+        &self,
+        index: usize,
+        delta: Value,
+        logprobs: Value,
+        finish: Value,
+    ) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -229,14 +209,14 @@ impl SseFormat for ChatChunks {
         ))
     }
 
-    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Value {
+    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Option<Value> {
         let lp = match self.top_logprobs {
             Some(k) => {
                 json!({"content": logprobs::chat_content(&self.tok, lps, k), "refusal": null})
             }
             None => Value::Null,
         };
-        self.chunk(index, json!({"content": text}), lp, Value::Null)
+        Some(self.chunk(index, json!({"content": text}), lp, Value::Null))
     }
 
     fn finish(&mut self, index: usize, reason: &str) -> Value {

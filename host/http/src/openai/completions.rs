@@ -189,12 +189,12 @@ impl SseFormat for CompletionChunks {
         (!echo.is_empty()).then(|| self.chunk(index, echo, Value::Null, Value::Null))
     }
 
-    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Value {
+    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Option<Value> {
         let lp = match (self.k, self.offsets.get_mut(index)) {
             (Some(k), Some(legacy)) => legacy.block(&self.tok, lps, k),
             _ => Value::Null,
         };
-        self.chunk(index, text, lp, Value::Null)
+        Some(self.chunk(index, text, lp, Value::Null))
     }
 
     fn finish(&mut self, index: usize, reason: &str) -> Value {

@@ -20,6 +20,8 @@ mod run;
 mod schema;
 pub mod structured;
 pub mod tokenize;
+mod tool_scan;
+mod tool_stream;
 mod tools;
 
 use std::sync::Arc;

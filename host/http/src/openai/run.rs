@@ -298,6 +298,11 @@ impl Running {
         Ok((out, usage))
     }
 
+    /// How many choices are generating.
+    pub fn choices(&self) -> usize {
+        self.choices
+    }
+
     /// Streams the generations as server-sent events formatted by `fmt`, ending with
     /// `data: [DONE]`. The admission `permit` is released when the stream ends. Log-probs of
     /// tokens whose text is held back (an incomplete character, a possible stop string) go with
@@ -346,9 +351,11 @@ impl Running {
                         if text.is_empty() {
                             continue;
                         }
-                        let c = send(fmt.delta(i, &text, held));
+                        let Some(c) = fmt.delta(i, &text, held) else {
+                            continue;
+                        };
                         held.clear();
-                        c
+                        send(c)
                     }
                     Some(Event::Done {
                         reason,
@@ -360,7 +367,9 @@ impl Running {
                         left -= 1;
                         let mut out = String::new();
                         if !text_tail.is_empty() || !held.is_empty() {
-                            out.push_str(&format!("data: {}\n\n", fmt.delta(i, &text_tail, held)));
+                            if let Some(c) = fmt.delta(i, &text_tail, held) {
+                                out.push_str(&format!("data: {c}\n\n"));
+                            }
                             held.clear();
                         }
                         out.push_str(&format!("data: {}\n\n", fmt.finish(i, reason.as_str())));
@@ -411,25 +420,13 @@ fn event_stream(body: memoria_runtime::HttpBody) -> Response {
 }
 
 /// Formats the chunks of one streaming response; `index` is the choice's.
-/// A complete answer as an event stream: every chunk, then `[DONE]`.
-pub fn sse_all(chunks: &[Value]) -> Response {
-    let mut text = String::new();
-    for c in chunks {
-        text.push_str(&format!("data: {c}\n\n"));
-    }
-    text.push_str("data: [DONE]\n\n");
-    let (tx, body) = ChannelBody::channel(1);
-    tokio::spawn(async move {
-        let _ = tx.send(Bytes::from(text)).await;
-    });
-    event_stream(body)
-}
-
 pub trait SseFormat: Send + 'static {
     /// A chunk sent before any token (chat: the assistant role; completions: the echo).
     fn first(&mut self, index: usize) -> Option<Value>;
-    /// A chunk carrying text and the log-probs of the tokens it completes.
-    fn delta(&mut self, index: usize, text: &str, logprobs: &[TokenLogprobs]) -> Value;
+    /// A chunk carrying text and the log-probs of the tokens it completes; `None` when the text
+    /// shows nothing yet (a tool answer's JSON before a name or argument is readable): the
+    /// log-probs then wait for the next chunk.
+    fn delta(&mut self, index: usize, text: &str, logprobs: &[TokenLogprobs]) -> Option<Value>;
     /// The chunk with `finish_reason`.
     fn finish(&mut self, index: usize, reason: &str) -> Value;
     /// The usage chunk (`stream_options.include_usage`).

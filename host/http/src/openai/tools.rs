@@ -9,6 +9,7 @@ use memoria_constrain::ResponseFormat;
 use memoria_model::chat::ChatMessage;
 use serde_json::{Value, json};
 
+use super::tool_scan::{self, Scan};
 use crate::error::ApiError;
 
 /// At most this many calls in one answer (one when `parallel_tool_calls` is false).
@@ -216,65 +217,39 @@ pub enum Answer {
     Text(String),
 }
 
-/// Parses a finished answer: tool calls in OpenAI's shape (ids from `id_base`), or the direct
-/// response. A direct response cut short by the token budget is still its text (what was
-/// written of the string); `None` when the text is neither (calls cut short).
-pub fn parse_answer(text: &str, id_base: &str) -> Option<Answer> {
-    let Ok(v) = serde_json::from_str::<Value>(text) else {
-        return partial_response(text).map(Answer::Text);
-    };
-    if let Some(r) = v.get("response").and_then(Value::as_str) {
-        return Some(Answer::Text(r.to_string()));
-    }
-    let calls = v.get("tool_calls")?.as_array()?;
-    Some(Answer::Calls(
-        calls
-            .iter()
-            .enumerate()
-            .map(|(k, c)| {
-                json!({
-                    "id": format!("call_{id_base}_{k}"),
-                    "type": "function",
-                    "function": {
-                        "name": c.get("name").and_then(Value::as_str).unwrap_or(""),
-                        "arguments": c.get("arguments").map_or_else(|| "{}".into(), Value::to_string),
-                    },
-                })
-            })
-            .collect(),
-    ))
+/// The id of call `k` of the choice whose calls are numbered from `id_base` (the same in a
+/// streamed and a whole answer).
+pub fn call_id(id_base: &str, k: usize) -> String {
+    format!("call_{id_base}_{k}")
 }
 
-/// The text of `{"response": "...` when generation stopped inside the string: the written part
-/// of the string, decoded (an escape cut in half is dropped).
-fn partial_response(text: &str) -> Option<String> {
-    let rest = text.trim_start().strip_prefix('{')?.trim_start();
-    let rest = rest.strip_prefix(r#""response""#)?.trim_start();
-    let rest = rest.strip_prefix(':')?.trim_start();
-    let body = rest.strip_prefix('"')?;
-    let mut end = body.len();
-    let mut escaped = false;
-    for (i, c) in body.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '"' => {
-                end = i;
-                break;
-            }
-            _ => {}
-        }
+/// One call in OpenAI's shape; `arguments` is the raw JSON text the model wrote.
+pub fn call_json(id_base: &str, k: usize, name: &str, arguments: &str) -> Value {
+    json!({
+        "id": call_id(id_base, k),
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    })
+}
+
+/// Parses a finished answer: tool calls in OpenAI's shape (ids from `id_base`, arguments as
+/// written), or the direct response. A direct response cut short by the token budget is still
+/// its text (what was written of the string); `None` when the text is neither (calls cut short).
+pub fn parse_answer(text: &str, id_base: &str) -> Option<Answer> {
+    match tool_scan::scan(text) {
+        Scan::Response { text, .. } => Some(Answer::Text(text)),
+        Scan::Calls {
+            calls,
+            closed: true,
+        } => Some(Answer::Calls(
+            calls
+                .iter()
+                .enumerate()
+                .map(|(k, c)| call_json(id_base, k, c.name.as_deref().unwrap_or(""), c.arguments))
+                .collect(),
+        )),
+        _ => None,
     }
-    let mut body = &body[..end];
-    // An escape cut in half (`\`, `\u00`) is at most 5 bytes from the end.
-    for _ in 0..6 {
-        if let Ok(s) = serde_json::from_str::<String>(&format!("\"{body}\"")) {
-            return Some(s);
-        }
-        let cut = body.char_indices().last()?.0;
-        body = &body[..cut];
-    }
-    None
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! interface. Each round, N clients send one streaming chat request at once, all sharing a system
 //! prompt of about `--system-tokens` tokens with a distinct question of about
 //! `--question-tokens`; it reports wall time, throughput, time to first token (p50/p99), the
-//! state-cache hit rate from `usage.prompt_tokens_details.cached_tokens`, 429s and errors.
+//! state-cache hit rate from `usage.prompt_tokens_details.cached_tokens`, each stream's decode
+//! rate after its first token (median), 429s and errors. `--response-format` sends the same
+//! `response_format` with every request (constrained decoding's cost, run beside a run without).
 //! Invariants: it only ever connects to a loopback address; every request has a deadline.
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -43,6 +45,10 @@ pub struct ServeBenchArgs {
     /// Deadline of one request, seconds.
     #[arg(long = "timeout-s", default_value_t = 600)]
     timeout_s: u64,
+    /// A `response_format` object sent with every request, as JSON text or `@FILE`
+    /// (e.g. `{"type":"json_object"}`).
+    #[arg(long = "response-format")]
+    response_format: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -53,6 +59,8 @@ pub struct ServeBenchArgs {
 struct Outcome {
     status: u16,
     ttft_s: Option<f64>,
+    /// Seconds from sending to the last event.
+    end_s: f64,
     prompt_tokens: u64,
     cached_tokens: u64,
     completion_tokens: u64,
@@ -64,11 +72,16 @@ pub fn main(a: ServeBenchArgs) -> anyhow::Result<()> {
         bail!("--clients must be 1..=1024 and --rounds 1..=100");
     }
     let addr = loopback_addr(&a.url)?;
+    let format = a
+        .response_format
+        .as_deref()
+        .map(response_format)
+        .transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(run(a, addr))
+    rt.block_on(run(a, addr, format))
 }
 
 /// The socket address of `http://HOST:PORT`, refused unless it is a loopback address.
@@ -87,7 +100,21 @@ fn loopback_addr(url: &str) -> anyhow::Result<SocketAddr> {
     Ok(addr)
 }
 
-async fn run(a: ServeBenchArgs, addr: SocketAddr) -> anyhow::Result<()> {
+/// The `--response-format` argument: JSON text or `@FILE`, an object with a `type`.
+fn response_format(arg: &str) -> anyhow::Result<Value> {
+    let text = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("--response-format: reading {path}"))?,
+        None => arg.to_string(),
+    };
+    let v: Value = serde_json::from_str(&text).context("--response-format is not JSON")?;
+    if !v.get("type").is_some_and(Value::is_string) {
+        bail!("--response-format: an object with a \"type\" (json_object or json_schema)");
+    }
+    Ok(v)
+}
+
+async fn run(a: ServeBenchArgs, addr: SocketAddr, format: Option<Value>) -> anyhow::Result<()> {
     let key = a.api_key.clone();
     let system = sized_text(addr, key.as_deref(), a.system_tokens, 0).await?;
     let mut rounds = Vec::new();
@@ -101,13 +128,16 @@ async fn run(a: ServeBenchArgs, addr: SocketAddr) -> anyhow::Result<()> {
         let tasks: Vec<_> = questions
             .into_iter()
             .map(|q| {
-                let body = json!({
+                let mut body = json!({
                     "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
                     "max_tokens": a.max_tokens,
                     "temperature": 0,
                     "stream": true,
                     "stream_options": {"include_usage": true},
                 });
+                if let Some(f) = &format {
+                    body["response_format"] = f.clone();
+                }
                 let key = key.clone();
                 let deadline = Duration::from_secs(a.timeout_s);
                 tokio::spawn(async move {
@@ -135,6 +165,7 @@ async fn run(a: ServeBenchArgs, addr: SocketAddr) -> anyhow::Result<()> {
         "system_tokens": a.system_tokens,
         "question_tokens": a.question_tokens,
         "max_tokens": a.max_tokens,
+        "response_format": format,
         "rounds": rounds,
         "server_state_cache": stats.as_ref().and_then(|s| s.get("state_cache")).cloned(),
     });
@@ -146,15 +177,16 @@ async fn run(a: ServeBenchArgs, addr: SocketAddr) -> anyhow::Result<()> {
             a.clients, a.system_tokens, a.question_tokens, a.max_tokens
         );
         println!(
-            "round   wall_s   req/s   gen_tok/s  ttft_p50_s  ttft_p99_s  hit_rate  ok  429  errors"
+            "round   wall_s   req/s   gen_tok/s  decode_tok/s  ttft_p50_s  ttft_p99_s  hit_rate  ok  429  errors"
         );
         for r in &rounds {
             println!(
-                "{:>5} {:>8.2} {:>7.2} {:>11.1} {:>11.3} {:>11.3} {:>9.3} {:>3} {:>4} {:>7}",
+                "{:>5} {:>8.2} {:>7.2} {:>11.1} {:>13.1} {:>11.3} {:>11.3} {:>9.3} {:>3} {:>4} {:>7}",
                 r["round"],
                 f(&r["wall_s"]),
                 f(&r["requests_per_s"]),
                 f(&r["completion_tokens_per_s"]),
+                f(&r["decode_tokens_per_s_p50"]),
                 f(&r["ttft_p50_s"]),
                 f(&r["ttft_p99_s"]),
                 f(&r["hit_rate"]),
@@ -192,6 +224,17 @@ fn summarise(round: usize, wall_s: f64, outs: &[Outcome]) -> Value {
             ttft[((ttft.len() - 1) as f64 * p).round() as usize]
         }
     };
+    // Each stream's rate after its first token: the tokens that followed over the time they took.
+    let mut decode: Vec<f64> = ok
+        .iter()
+        .filter_map(|o| {
+            let after = o.end_s - o.ttft_s?;
+            (o.completion_tokens > 1 && after > 0.0)
+                .then(|| (o.completion_tokens - 1) as f64 / after)
+        })
+        .collect();
+    decode.sort_by(f64::total_cmp);
+    let decode_p50 = decode.get(decode.len() / 2).copied().unwrap_or(0.0);
     let prompt: u64 = ok.iter().map(|o| o.prompt_tokens).sum();
     let cached: u64 = ok.iter().map(|o| o.cached_tokens).sum();
     let completion: u64 = ok.iter().map(|o| o.completion_tokens).sum();
@@ -203,6 +246,7 @@ fn summarise(round: usize, wall_s: f64, outs: &[Outcome]) -> Value {
         "errors": errors,
         "requests_per_s": ok.len() as f64 / wall_s.max(1e-9),
         "completion_tokens_per_s": completion as f64 / wall_s.max(1e-9),
+        "decode_tokens_per_s_p50": decode_p50,
         "ttft_p50_s": pct(0.5),
         "ttft_p99_s": pct(0.99),
         "prompt_tokens": prompt,
@@ -362,8 +406,9 @@ async fn chat(addr: SocketAddr, key: Option<&str>, body: Value) -> anyhow::Resul
     if !done && out.error.is_none() {
         out.error = Some("the stream ended without [DONE]".into());
     }
+    out.end_s = started.elapsed().as_secs_f64();
     if out.ttft_s.is_none() {
-        out.ttft_s = Some(started.elapsed().as_secs_f64());
+        out.ttft_s = Some(out.end_s);
     }
     Ok(out)
 }
