@@ -17,6 +17,7 @@ mod hostcalls;
 mod kernels;
 mod kv;
 mod logprobs;
+mod prompt_logprobs;
 mod public_bench;
 mod public_prefixes;
 mod pull;

@@ -3,7 +3,8 @@ of the API applications send beyond messages and max_tokens.
 
 Usage: python3 openai_api.py BASE_URL MODEL_FILE_NAME (features|invariance)
   features:   validation as OpenAI does (404 model_not_found, 400s), logit_bias forcing and
-              banning, logprobs shapes (chat and completions, plain and streamed), n=4 from one
+              banning, logprobs shapes (chat and completions, plain and streamed; `echo` with
+              `logprobs` scoring the prompt), n=4 from one
               prompt computation, best_of, prompt arrays.
   invariance: a request with logit_bias and logprobs gives identical tokens and log-probs alone
               and among 15 concurrent others.
@@ -216,6 +217,42 @@ def completion_logprobs(client, model):
     print("completion logprobs ok")
 
 
+def echo_logprobs(client, base, model):
+    """`echo` with `logprobs`: the prompt's tokens come first (the first without a log-prob), and
+    a greedy continuation's log-probs, scored back as part of a prompt, are the same numbers."""
+    prompt = "The three primary colours are"
+    gen = json.loads(client.completions.with_raw_response.create(
+        model=model, prompt=prompt, max_tokens=6, temperature=0, logprobs=2).http_response.text)
+    gen = gen["choices"][0]
+    full = prompt + gen["text"]
+    body = json.loads(client.completions.with_raw_response.create(
+        model=model, prompt=full, max_tokens=1, temperature=0, logprobs=2, echo=True).http_response.text)
+    c, n_prompt = body["choices"][0], len(token_ids(base, full))
+    lp = c["logprobs"]
+    assert c["text"].startswith(full), c
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == n_prompt + 1, lp
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+    assert "".join(lp["tokens"][:n_prompt]) == full, lp["tokens"]
+    assert lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0, lp
+    k = len(gen["logprobs"]["tokens"])
+    assert lp["tokens"][n_prompt - k:n_prompt] == gen["logprobs"]["tokens"], (lp, gen)
+    assert lp["token_logprobs"][n_prompt - k:n_prompt] == gen["logprobs"]["token_logprobs"], (lp, gen)
+    for tok, l, top in zip(lp["tokens"][1:], lp["token_logprobs"][1:], lp["top_logprobs"][1:]):
+        assert top[tok] == l and 2 <= len(top) <= 3, (tok, l, top)
+    # Nothing of a scored prompt comes from the cache (a cached token has no logits).
+    assert (body["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0) == 0, body["usage"]
+    streamed = {"tokens": [], "token_logprobs": [], "text_offset": []}
+    for chunk in client.completions.create(model=model, prompt=full, max_tokens=1, temperature=0,
+                                           logprobs=2, echo=True, stream=True):
+        for ch in chunk.choices:
+            if ch.logprobs is not None and ch.logprobs.tokens:
+                for key in streamed:
+                    streamed[key].extend(getattr(ch.logprobs, key))
+    for key in streamed:
+        assert streamed[key] == lp[key], (key, streamed[key], lp[key])
+    print("echo logprobs ok")
+
+
 def n_choices(client, base, model):
     system = "You are a helpful assistant who answers in one sentence. " * 4
     msgs = [{"role": "system", "content": system}, {"role": "user", "content": "Describe the sea."}]
@@ -346,6 +383,7 @@ def main():
         logit_bias(client, base, model)
         chat_logprobs(client, model)
         completion_logprobs(client, model)
+        echo_logprobs(client, base, model)
         n_choices(client, base, model)
         prompt_arrays(client, model)
     elif mode == "invariance":

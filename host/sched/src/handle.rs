@@ -218,6 +218,24 @@ impl EngineHandle {
             .await
     }
 
+    /// Computes a new session's appended tokens with logits after each one (nothing taken from
+    /// the cache) and returns the log-probs of every token after the first, with `top`
+    /// alternatives each (≤ 20); the session then holds the prompt as after [`Self::prefill`].
+    pub async fn score(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        top: usize,
+    ) -> Result<Vec<crate::sampling::TokenLogprobs>, EngineError> {
+        self.call("score", |reply| Command::Score {
+            ns,
+            session,
+            top,
+            reply,
+        })
+        .await
+    }
+
     /// A new session sharing every block of `session` (nothing copied).
     pub async fn fork(
         &self,

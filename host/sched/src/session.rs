@@ -94,6 +94,17 @@ pub(crate) enum Job {
     /// Compute every pending token (none taken from the cache: each one's final hidden state
     /// is pooled) and reply with the embedding.
     Embed(Box<Embedding>),
+    /// Compute every pending token (none taken from the cache) with logits and reply with the
+    /// log-probs of each token after the first (the prompt's log-probs).
+    Score(Box<Scoring>),
+}
+
+/// Prompt log-probs in progress: those of the tokens computed so far and where they go.
+pub(crate) struct Scoring {
+    /// Alternatives per token.
+    pub top: usize,
+    pub out: Vec<crate::sampling::TokenLogprobs>,
+    pub reply: crate::engine::Reply<Vec<crate::sampling::TokenLogprobs>>,
 }
 
 /// An embedding in progress: the pooled rows so far and where the vector goes.

@@ -67,6 +67,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             constraint,
             ..params::generate_params(sampling, budget, stop, ignore_eos)
         },
+        score: None,
     };
     let running = run::start(&ctx, "chat", plan, stream).await?;
     let id = response_id("chatcmpl");

@@ -63,12 +63,6 @@ pub(crate) fn check(req: CompletionRequest, tok: &Tokenizer) -> Result<Checked, 
         k => k.map(|k| usize::try_from(k).unwrap_or(0)),
     };
     let echo = req.echo.unwrap_or(false);
-    if echo && k.is_some() {
-        return Err(ApiError::invalid(
-            "echo",
-            "`echo` with `logprobs` (log-probs of the prompt) is not supported",
-        ));
-    }
     if echo && suffix.is_some() {
         return Err(ApiError::invalid(
             "echo",

@@ -1,7 +1,9 @@
 //! `POST /v1/completions`: a text prompt (tokenized as llama-server does: BOS per the model,
 //! special tokens parsed) or token ids, or a list of either (each prompt its own choices, in
 //! order); `n` choices per prompt, or the `n` best of `best_of` by cumulative log-prob; `echo`
-//! prepends the prompt text; `logprobs: k` answers OpenAI's legacy log-probs object.
+//! prepends the prompt text; `logprobs: k` answers OpenAI's legacy log-probs object (with
+//! `echo`, the prompt's tokens too, computed whole: nothing of such a prompt comes from the
+//! cache, since a cached token has no logits).
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
 use super::completion_check::{Checked, check};
-use super::logprobs::Legacy;
+use super::logprobs::{Legacy, echoed_prompt, joined};
 use super::run::{self, Finished, Plan, SseFormat};
 use super::schema::CompletionRequest;
 use super::{Ctx, response_id, unix_now, usage_json};
@@ -72,8 +74,14 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     for ((_, b), share) in planned.iter_mut().zip(budgets) {
         *b = share;
     }
+    let score = k.filter(|_| echo);
+    let echoed_ids: Vec<Vec<u32>> = match score {
+        Some(_) => planned.iter().map(|(ids, _)| ids.clone()).collect(),
+        None => Vec::new(),
+    };
     let permit = ctx.admit().await?;
     let plan = Plan {
+        score,
         prompts: planned,
         n: best_of,
         params: GenerateParams {
@@ -82,7 +90,16 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         },
     };
     let running = run::start(&ctx, "completions", plan, stream).await?;
+    let prompt_blocks: Vec<Value> = match score {
+        Some(k) => echoed_ids
+            .iter()
+            .zip(&running.prompt_logprobs)
+            .map(|(ids, lps)| echoed_prompt(&tok, ids, lps, k))
+            .collect(),
+        None => Vec::new(),
+    };
     let mut fmt = CompletionChunks {
+        prompt_blocks,
         id: response_id("cmpl"),
         created: unix_now(),
         model: ctx.model_id().to_string(),
@@ -106,7 +123,13 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             let index = choices.len();
             let echo = fmt.echoes.get(p).cloned().flatten().unwrap_or_default();
             let lp = match k {
-                Some(k) => Legacy::after(&echo).block(&fmt.tok, &f.logprobs, k),
+                Some(k) => {
+                    let generated = Legacy::after(&echo).block(&fmt.tok, &f.logprobs, k);
+                    match fmt.prompt_blocks.get(p) {
+                        Some(prompt) => joined(prompt.clone(), generated),
+                        None => generated,
+                    }
+                }
                 None => Value::Null,
             };
             choices.push(json!({
@@ -156,6 +179,8 @@ struct CompletionChunks {
     model: String,
     /// Each prompt's echoed text.
     echoes: Vec<Option<String>>,
+    /// Each prompt's log-probs object (`echo` with `logprobs`).
+    prompt_blocks: Vec<Value>,
     per_prompt: usize,
     tok: Arc<Tokenizer>,
     k: Option<usize>,
@@ -186,7 +211,13 @@ impl CompletionChunks {
 impl SseFormat for CompletionChunks {
     fn first(&mut self, index: usize) -> Option<Value> {
         let echo = self.echo(index);
-        (!echo.is_empty()).then(|| self.chunk(index, echo, Value::Null, Value::Null))
+        let prompt = self
+            .prompt_blocks
+            .get(index / self.per_prompt.max(1))
+            .cloned()
+            .unwrap_or(Value::Null);
+        (!echo.is_empty() || !prompt.is_null())
+            .then(|| self.chunk(index, echo, prompt, Value::Null))
     }
 
     fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Option<Value> {

@@ -1,6 +1,8 @@
 //! Log-probabilities in OpenAI's two JSON shapes: chat's `logprobs.content[]` entries
 //! (`token`, `logprob`, `bytes`, `top_logprobs`) and the legacy completions object (`tokens`,
-//! `token_logprobs`, `top_logprobs`, `text_offset`). Token strings are the token's bytes as UTF-8
+//! `token_logprobs`, `top_logprobs`, `text_offset`), the latter also for an echoed prompt
+//! (`echo` with `logprobs`: the prompt's tokens first, the first one without a log-prob, as
+//! OpenAI answers; a leading BOS, which the echoed text does not show, left out). Token strings are the token's bytes as UTF-8
 //! (lossy for a token that ends inside a character; `bytes` keeps the exact bytes). A log-prob
 //! of -inf (a token the model rules out) is written as -9999.0, as OpenAI does, since JSON has
 //! no infinity.
@@ -85,6 +87,42 @@ impl Legacy {
             "text_offset": offsets,
         })
     }
+}
+
+/// The legacy object of an echoed prompt `ids` whose tokens after the first have log-probs
+/// `lps` (`lps[j]` is `ids[j + 1]`'s), offsets from 0.
+pub fn echoed_prompt(tok: &Tokenizer, ids: &[u32], lps: &[TokenLogprobs], k: usize) -> Value {
+    let mut legacy = Legacy::default();
+    let rest = legacy.block(tok, lps, k);
+    let Some(&first) = ids.first().filter(|&&id| tok.bos() != Some(id)) else {
+        return rest;
+    };
+    let (text, _) = piece(tok, first);
+    let head = json!({
+        "tokens": [text],
+        "token_logprobs": [null],
+        "top_logprobs": [null],
+        "text_offset": [0],
+    });
+    // The rest's offsets follow the first token's text.
+    let shift = text.chars().count();
+    let mut rest = rest;
+    if let Some(offsets) = rest["text_offset"].as_array_mut() {
+        for o in offsets {
+            *o = json!(o.as_u64().unwrap_or(0) + shift as u64);
+        }
+    }
+    joined(head, rest)
+}
+
+/// Two legacy objects as one (the second's tokens after the first's).
+pub fn joined(mut a: Value, b: Value) -> Value {
+    for field in ["tokens", "token_logprobs", "top_logprobs", "text_offset"] {
+        if let (Some(x), Some(y)) = (a[field].as_array_mut(), b[field].as_array()) {
+            x.extend(y.iter().cloned());
+        }
+    }
+    a
 }
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ pub struct Plan {
     pub n: usize,
     /// Parameters of choice 0 (but the prompt's `max_tokens`); choice `j` gets `seed + j`.
     pub params: GenerateParams,
+    /// Prompt log-probs with this many alternatives (`echo` with `logprobs`): each prompt is
+    /// computed whole, nothing taken from the cache.
+    pub score: Option<usize>,
 }
 
 /// One merged event: the choice it belongs to and the event (None: the engine stopped sending).
@@ -45,6 +48,8 @@ type Tagged = (usize, Option<Event>);
 
 /// Generations that have started.
 pub struct Running {
+    /// Each prompt's log-probs (token 2 onwards) when the plan asked for them.
+    pub prompt_logprobs: Vec<Vec<TokenLogprobs>>,
     rx: mpsc::UnboundedReceiver<Tagged>,
     _registered: Vec<SessionGuard>,
     nsm: Arc<NsMetrics>,
@@ -128,6 +133,7 @@ pub async fn start(
     let mut cached_before_fork = 0;
     let mut own_prompt = Vec::new();
     let base_seed = plan.params.sampling.seed;
+    let mut prompt_logprobs = Vec::new();
     for (prompt, max_tokens) in plan.prompts {
         let open = |id| CloseOnDrop {
             engine: engine.clone(),
@@ -140,8 +146,13 @@ pub async fn start(
         let first = engine.open(ns.id, ns.salt).await?;
         let mut sessions = vec![open(first)];
         engine.append(ns.id, first, prompt).await?;
+        if let Some(k) = plan.score {
+            prompt_logprobs.push(engine.score(ns.id, first, k).await?);
+        }
         if n > 1 {
-            engine.prefill(ns.id, first).await?;
+            if plan.score.is_none() {
+                engine.prefill(ns.id, first).await?;
+            }
             cached_before_fork += engine.info(ns.id, first).await?.cached_tokens;
             for _ in 1..n {
                 sessions.push(open(engine.fork(ns.id, first).await?));
@@ -164,6 +175,7 @@ pub async fn start(
     }
     let choices = own_prompt.len();
     Ok(Running {
+        prompt_logprobs,
         rx,
         _registered: registered,
         nsm: ctx.nsm.clone(),

@@ -15,7 +15,10 @@ pub(crate) struct Planned {
     pub n: usize,
     /// Position of the chunk's first token.
     pub start: usize,
+    /// Logits after the chunk's last token (it ends the pending tokens).
     pub logits: bool,
+    /// Logits after every token (prompt log-probs).
+    pub every_row: bool,
 }
 
 #[derive(Default)]

@@ -78,6 +78,12 @@ pub(crate) enum Command {
         session: SessionId,
         reply: Reply<Vec<f32>>,
     },
+    Score {
+        ns: NamespaceId,
+        session: SessionId,
+        top: usize,
+        reply: Reply<Vec<crate::sampling::TokenLogprobs>>,
+    },
     Fork {
         ns: NamespaceId,
         session: SessionId,
@@ -176,6 +182,7 @@ impl Command {
             Command::Append { .. } => "append",
             Command::Generate { .. } => "generate",
             Command::Prefill { .. } => "prefill",
+            Command::Score { .. } => "score",
             Command::Fork { .. } => "fork",
             Command::Truncate { .. } => "truncate",
             Command::Close { .. } => "close",
@@ -200,6 +207,7 @@ impl Command {
             Command::Append { session, .. }
             | Command::Generate { session, .. }
             | Command::Prefill { session, .. }
+            | Command::Score { session, .. }
             | Command::Fork { session, .. }
             | Command::Truncate { session, .. }
             | Command::Close { session, .. }
@@ -235,6 +243,7 @@ impl Command {
             Command::Append { reply, .. } => reply.send(Err(err)),
             Command::Generate { events, .. } => events.send(Event::Error(err.to_string())).is_ok(),
             Command::Prefill { reply, .. } | Command::Embed { reply, .. } => reply.send(Err(err)),
+            Command::Score { reply, .. } => reply.send(Err(err)),
             Command::Truncate { reply, .. }
             | Command::Close { reply, .. }
             | Command::Save { reply, .. } => reply.send(Err(err)),

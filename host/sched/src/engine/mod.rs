@@ -11,6 +11,7 @@ mod guard;
 mod persist;
 mod public;
 mod reply;
+mod score;
 mod sizing;
 mod step;
 pub(crate) mod supervisor;
@@ -181,6 +182,12 @@ impl Engine {
                 }
             }
             Command::Prefill { ns, session, reply } => self.start_prefill(ns, session, reply),
+            Command::Score {
+                ns,
+                session,
+                top,
+                reply,
+            } => self.start_score(ns, session, top, reply),
             Command::Fork { ns, session, reply } => {
                 let _ = reply.send(self.fork(ns, session));
             }
@@ -567,6 +574,9 @@ impl Engine {
                 }
                 Some(Job::Embed(e)) => {
                     let _ = e.reply.send(Err(EngineError::Cancelled));
+                }
+                Some(Job::Score(sc)) => {
+                    let _ = sc.reply.send(Err(EngineError::Cancelled));
                 }
                 None => {}
             }

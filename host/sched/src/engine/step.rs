@@ -18,6 +18,9 @@ use crate::generate::StopReason;
 use crate::paged::PagedKv;
 use crate::session::{Event, Job, SessionId, WarmInfo};
 
+/// Tokens per step of a session computing prompt log-probs (each keeps a row of logits).
+const SCORE_CHUNK: usize = 64;
+
 impl Engine {
     pub(crate) fn step(&mut self) {
         // Taken out while in use (a panic loses them; the next step starts empty).
@@ -45,7 +48,7 @@ impl Engine {
                         token,
                         pos: p.start + j,
                         seq: i,
-                        logits: p.logits && j + 1 == p.n,
+                        logits: p.every_row || (p.logits && j + 1 == p.n),
                     }),
             );
         }
@@ -86,6 +89,13 @@ impl Engine {
             };
             let seq = s.seq;
             let embedding = s.embedding();
+            if p.every_row {
+                // Each row but the prompt's last scores the token after it.
+                let scored = p.n - usize::from(p.logits);
+                let rows = &logits[row * n_vocab..(row + scored) * n_vocab];
+                row += scored;
+                Self::score_rows(s, rows, n_vocab, self.tok.n_vocab());
+            }
             let committed = self.pool.commit(seq, &s.pending[..p.n]);
             s.pending.drain(..p.n);
             if let Err(e) = committed {
@@ -176,11 +186,17 @@ impl Engine {
                 }
                 embed_budget -= n;
                 n
+            } else if matches!(s.job, Some(Job::Score(_))) {
+                // Every row keeps a logits row: chunks stay small so the step's logits buffer
+                // (kept across steps) does too.
+                s.pending.len().min(budget).min(SCORE_CHUNK)
             } else {
                 s.pending.len().min(budget)
             };
-            // An embedding pools hidden states and needs no logits.
+            // An embedding pools hidden states and needs no logits; prompt log-probs need
+            // every row's.
             let logits = n == s.pending.len() && !embedding;
+            let every_row = matches!(s.job, Some(Job::Score(_)));
             match self.pool.reserve_positions(s.seq, n) {
                 Ok(start) => {
                     budget -= n;
@@ -189,6 +205,7 @@ impl Engine {
                         n,
                         start,
                         logits,
+                        every_row,
                     });
                 }
                 Err(e) => self.fail_job(id, e.into()),
@@ -248,7 +265,7 @@ impl Engine {
         match &mut s.job {
             Some(Job::Generate(g)) => g.usage.cached_tokens += hit,
             Some(Job::Warm(w)) => w.cached_tokens += hit,
-            Some(Job::Prefill(_) | Job::Embed(_)) | None => {}
+            Some(Job::Prefill(_) | Job::Embed(_) | Job::Score(_)) | None => {}
         }
         Ok(())
     }
@@ -318,6 +335,12 @@ impl Engine {
                 if let Some(Job::Prefill(reply)) = s.job.take() {
                     s.last_used = Instant::now();
                     let _ = reply.send(Ok(logits.to_vec()));
+                }
+            }
+            Some(Job::Score(_)) if s.pending.is_empty() => {
+                if let Some(Job::Score(sc)) = s.job.take() {
+                    s.last_used = Instant::now();
+                    let _ = sc.reply.send(Ok(sc.out));
                 }
             }
             _ => {}
@@ -421,6 +444,9 @@ impl Engine {
             Some(Job::Embed(e)) => {
                 let _ = e.reply.send(Err(err));
                 self.close_session(id);
+            }
+            Some(Job::Score(sc)) => {
+                let _ = sc.reply.send(Err(err));
             }
             None => {}
         }

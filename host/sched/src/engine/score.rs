@@ -1,0 +1,73 @@
+//! Prompt log-probs (OpenAI's `echo` with `logprobs`): a session's pending tokens computed with
+//! logits after every token, none taken from the cache (a cached token has no logits), each
+//! row scoring the token after it. The rows come from the same batched forward pass as
+//! everyone's, so the figures do not depend on the batch. After the reply the session holds
+//! the prompt and the last token's logits, as after a prefill: a generation or fork follows.
+
+use std::time::Instant;
+
+use memoria_kv::NamespaceId;
+
+use super::{Engine, Reply};
+use crate::EngineError;
+use crate::sampling::{TokenLogprobs, logprobs};
+use crate::session::{Job, Scoring, Session, SessionId};
+
+impl Engine {
+    /// Starts scoring a new session's appended tokens with `top` alternatives each.
+    pub(super) fn start_score(
+        &mut self,
+        ns: NamespaceId,
+        id: SessionId,
+        top: usize,
+        reply: Reply<Vec<TokenLogprobs>>,
+    ) {
+        let seq = match self.session(ns, id) {
+            Ok(s) if s.job.is_some() => {
+                let _ = reply.send(Err(EngineError::Busy(id)));
+                return;
+            }
+            Ok(s) => s.seq,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let computed = self.pool.seq_len(seq).unwrap_or(0);
+        let Some(s) = self.sessions.get_mut(&id) else {
+            let _ = reply.send(Err(EngineError::NotFound(id)));
+            return;
+        };
+        if computed > 0 || s.pending.is_empty() {
+            let _ = reply.send(Err(EngineError::InvalidArgument(
+                "prompt log-probs need a new session with appended tokens".into(),
+            )));
+            return;
+        }
+        // Not fresh: the first compute takes nothing from the cache.
+        s.fresh = false;
+        s.job = Some(Job::Score(Box::new(Scoring {
+            top,
+            out: Vec::with_capacity(s.pending.len().saturating_sub(1)),
+            reply,
+        })));
+        s.queued_at = Instant::now();
+    }
+
+    /// Scores the tokens after each of `rows` (one logits row of `n_vocab` per computed token,
+    /// from the first pending one; the tokenizer's `vocab` ids are the ones that count).
+    pub(super) fn score_rows(s: &mut Session, rows: &[f32], n_vocab: usize, vocab: usize) {
+        let Some(Job::Score(sc)) = &mut s.job else {
+            return;
+        };
+        let width = vocab.min(n_vocab);
+        for (j, row) in rows.chunks_exact(n_vocab.max(1)).enumerate() {
+            let Some(&next) = s.pending.get(j + 1) else {
+                break;
+            };
+            if let Some(lp) = logprobs(&row[..width], next, sc.top) {
+                sc.out.push(lp);
+            }
+        }
+    }
+}
