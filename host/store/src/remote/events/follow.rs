@@ -48,8 +48,7 @@ impl Follower {
         endpoint
             .validate()
             .map_err(|e| e.replace("store.remote.url", "--events"))?;
-        super::super::keys::check_label(key_prefix)
-            .map_err(|e| format!("--events-prefix: {e}"))?;
+        super::super::keys::check_label(key_prefix).map_err(|e| format!("--events-prefix: {e}"))?;
         Ok(Follower {
             connector: Connector::new(&endpoint, timeout)?,
             link: None,
@@ -66,7 +65,9 @@ impl Follower {
                 .map_err(|e| format!("connecting: {e}"))?;
             self.link = Some(c);
         }
-        self.link.as_mut().ok_or_else(|| "no connection".to_string())
+        self.link
+            .as_mut()
+            .ok_or_else(|| "no connection".to_string())
     }
 
     async fn query(&mut self, cmd: redis::Cmd) -> Result<Value, String> {
@@ -86,7 +87,11 @@ impl Follower {
         let mut cursor = "0".to_string();
         for _ in 0..MAX_SCAN_ROUNDS {
             let mut c = redis::cmd("SCAN");
-            c.arg(&cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(256);
+            c.arg(&cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(256);
             let (next, batch) = scan_reply(&self.query(c).await?).ok_or("a bad SCAN reply")?;
             keys.extend(batch);
             cursor = next;
@@ -181,8 +186,14 @@ mod tests {
     #[test]
     fn scan_replies_are_checked() {
         let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let ok = Value::Array(vec![b("17"), Value::Array(vec![b("m:host:a"), Value::Int(1)])]);
-        assert_eq!(scan_reply(&ok), Some(("17".into(), vec!["m:host:a".into()])));
+        let ok = Value::Array(vec![
+            b("17"),
+            Value::Array(vec![b("m:host:a"), Value::Int(1)]),
+        ]);
+        assert_eq!(
+            scan_reply(&ok),
+            Some(("17".into(), vec!["m:host:a".into()]))
+        );
         for bad in [
             Value::Nil,
             Value::Array(vec![b("-1"), Value::Array(vec![])]),

@@ -295,7 +295,10 @@ mod tests {
     }
 
     fn entry(id: &str, fields: &[(&str, &str)]) -> Value {
-        let f = fields.iter().flat_map(|(k, v)| [bulk(k), bulk(v)]).collect();
+        let f = fields
+            .iter()
+            .flat_map(|(k, v)| [bulk(k), bulk(v)])
+            .collect();
         Value::Array(vec![bulk(id), Value::Array(f)])
     }
 
@@ -329,7 +332,10 @@ mod tests {
             parse_entries(&Value::Array(vec![entry("6-1", &pairs)])).events,
             vec![cleared]
         );
-        assert_eq!(parse_hex(hex(&BlockHash([7; 32])).as_bytes()), Some(BlockHash([7; 32])));
+        assert_eq!(
+            parse_hex(hex(&BlockHash([7; 32])).as_bytes()),
+            Some(BlockHash([7; 32]))
+        );
     }
 
     #[test]
@@ -365,7 +371,10 @@ mod tests {
         let mut entries: Vec<Value> = bad_sets.iter().map(|s| entry("1-0", s)).collect();
         entries.push(Value::Int(3));
         entries.push(Value::Array(vec![bulk("nope"), Value::Array(vec![])]));
-        entries.push(Value::Array(vec![bulk("2-0"), Value::Array(vec![bulk("odd")])]));
+        entries.push(Value::Array(vec![
+            bulk("2-0"),
+            Value::Array(vec![bulk("odd")]),
+        ]));
         entries.push(entry("9-9", &good));
         let n = entries.len() as u64;
         let read = parse_entries(&Value::Array(entries));
@@ -375,7 +384,10 @@ mod tests {
         let too_many = vec![hex(&BlockHash([0; 32])); MAX_ENTRY_HASHES + 1].join(",");
         let mut s = good.clone();
         s[4].1 = &too_many;
-        assert_eq!(parse_entries(&Value::Array(vec![entry("1-1", &s)])).skipped, 1);
+        assert_eq!(
+            parse_entries(&Value::Array(vec![entry("1-1", &s)])).skipped,
+            1
+        );
         assert_eq!(parse_entries(&Value::Okay).skipped, 1);
         assert_eq!(parse_entries(&Value::Nil), StreamRead::default());
     }

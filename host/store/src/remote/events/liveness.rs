@@ -50,7 +50,12 @@ mod tests {
             b"{\"addr\":\"h\",\"load\":-1,\"epoch\":1}",
             b"{\"addr\":\"h\",\"load\":1,\"epoch\":1,\"tokens\":[1]}",
         ] {
-            assert_eq!(Liveness::parse(bad), None, "{}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                Liveness::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }
