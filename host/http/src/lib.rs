@@ -15,6 +15,7 @@ mod components;
 mod error;
 mod framing;
 mod metrics;
+mod observe;
 mod openai;
 mod preface;
 mod router;
@@ -24,6 +25,7 @@ mod state;
 mod ui;
 
 pub use error::ApiError;
+pub use observe::PromptObserver;
 pub use openai::prompt::{chat_tokens, request_tokens};
 pub use server::{Server, ShutdownReport, shutdown_signal};
 pub use state::{AppState, HttpConfig, Reloader, ServerParts};

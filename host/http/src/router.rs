@@ -88,7 +88,7 @@ async fn dispatch(
                 Ok(ns) => ns,
                 Err(e) => return (route_name(&path), Err(e)),
             };
-            openai_route(state, ns, req, &path, started).await
+            openai_route(state, ns, req, ("", &path), started).await
         }
         _ => (
             "unknown",
@@ -161,12 +161,13 @@ fn health(state: &AppState) -> Response {
     }
 }
 
-/// The OpenAI routes in namespace `ns`; `path` starts with `/v1/` (or is a tokenize route).
+/// The OpenAI routes in namespace `ns`; `path` starts with `/v1/` (or is a tokenize route),
+/// `label` is the route label (`""`, or the namespace of `/ns/{namespace}/...`).
 async fn openai_route(
     state: Arc<AppState>,
     ns: Arc<Namespace>,
     req: Request,
-    path: &str,
+    (label, path): (&str, &str),
     started: Instant,
 ) -> (&'static str, Result<Response, ApiError>) {
     let route = route_name(path);
@@ -186,12 +187,20 @@ async fn openai_route(
                 "tokenize" => openai::tokenize::tokenize(&state, &body),
                 "detokenize" => openai::tokenize::detokenize(&state, &body),
                 _ => {
-                    let ctx = Ctx::new(state.clone(), ns, started);
-                    match route {
-                        "chat" => openai::chat::handle(ctx, body).await,
-                        "completions" => openai::completions::handle(ctx, body).await,
-                        _ => openai::embeddings::handle(ctx, body).await,
+                    let observer = state.observer.clone();
+                    let ctx = Ctx::new(state.clone(), ns.clone(), started);
+                    let r = match route {
+                        "chat" => openai::chat::handle(ctx, body.clone()).await,
+                        "completions" => openai::completions::handle(ctx, body.clone()).await,
+                        _ => openai::embeddings::handle(ctx, body.clone()).await,
+                    };
+                    if let (Some(o), Ok(resp)) = (observer, &r)
+                        && matches!(route, "chat" | "completions")
+                        && resp.status().is_success()
+                    {
+                        o.served(&ns, label, path, &body);
                     }
+                    r
                 }
             },
         },
@@ -215,7 +224,7 @@ async fn tenant(
         return Ok(router.handle(ns, sub, req).await);
     }
     if sub.starts_with("/v1/") {
-        return openai_route(state, ns, req, &sub, started).await.1;
+        return openai_route(state, ns, req, (name, &sub), started).await.1;
     }
     Err(ApiError::not_found(format!(
         "namespace {name:?} has no component for {sub}; its OpenAI routes are under /ns/{name}/v1/"

@@ -92,6 +92,8 @@ pub struct ServerParts {
     pub hit_pad: Arc<memoria_tenant::HitPad>,
     /// The embeddings' padding estimate, shared with the components' runtime.
     pub embed_pad: Arc<memoria_tenant::HitPad>,
+    /// Told of every chat or completion answered 2xx (host events), if any.
+    pub observer: Option<Arc<dyn crate::PromptObserver>>,
 }
 
 /// Shared state of a running server.
@@ -114,6 +116,8 @@ pub struct AppState {
     /// The same padding for embeddings, with its own estimate (a vector costs what a forward
     /// pass over its tokens costs, not a first token).
     pub embed_pad: Arc<memoria_tenant::HitPad>,
+    /// Told of every chat or completion answered 2xx (host events), if any.
+    pub observer: Option<Arc<dyn crate::PromptObserver>>,
     pub started: Instant,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
@@ -121,6 +125,17 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Requests waiting on this host: the engine's queue plus every namespace's admission queue
+    /// (what `/stats` reports as `engine.queue_depth` and `admission[].queued`).
+    pub fn queue_depth(&self) -> u64 {
+        let engine = self.engine.stats().snapshot().queue_depth;
+        self.admission
+            .snapshot()
+            .iter()
+            .map(|(_, g)| u64::try_from(g.queued()).unwrap_or(u64::MAX))
+            .fold(engine, u64::saturating_add)
+    }
+
     /// Builds the shared state and applies each namespace's eviction policy to the engine.
     pub fn new(parts: ServerParts) -> AppState {
         apply_policies(&parts.engine, &parts.chat, &parts.tenants);
@@ -128,6 +143,7 @@ impl AppState {
             structured: Default::default(),
             hit_pad: parts.hit_pad,
             embed_pad: parts.embed_pad,
+            observer: parts.observer,
             engine: parts.engine,
             config: parts.config,
             chat: parts.chat,

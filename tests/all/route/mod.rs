@@ -4,6 +4,7 @@
 //! headers pass through; an SSE stream through the router is the host's stream; and the
 //! official `openai` Python client works against the router.
 
+mod events;
 mod router;
 
 use std::collections::BTreeSet;

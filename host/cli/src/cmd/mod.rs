@@ -10,6 +10,7 @@ pub mod pull;
 pub mod route;
 pub mod run;
 pub mod serve;
+mod serve_events;
 mod softmax;
 pub mod store;
 pub mod synth;

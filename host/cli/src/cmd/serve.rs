@@ -168,6 +168,10 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         max_connections: cfg.max_connections,
         status_page: cfg.status_page,
     };
+    let events = cfg
+        .events
+        .as_ref()
+        .map(|_| super::serve_events::Events::new());
     let reloader = a
         .config
         .clone()
@@ -182,6 +186,9 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         store: store.clone(),
         hit_pad,
         embed_pad,
+        observer: events
+            .clone()
+            .map(|e| e as Arc<dyn memoria_http::PromptObserver>),
     };
     let rt = super::server_runtime()?;
     rt.block_on(async move {
@@ -195,6 +202,14 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
             h.clone().spawn_saver();
         }
         let addr = server.local_addr()?;
+        if let (Some(e), Some(settings), Some(remote)) = (&events, &cfg.events, &cfg.remote) {
+            e.start(
+                remote,
+                settings.complete(addr),
+                server.state().clone(),
+                cfg.block_tokens,
+            )?;
+        }
         println!("memoria: listening on http://{addr}");
         eprintln!(
             "memoria: {} namespaces, context {max_context} tokens, K/V pool {} MiB; Ctrl-C or SIGTERM stops",

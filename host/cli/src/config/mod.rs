@@ -5,6 +5,7 @@
 //! a bare `memoria serve` is a single-user host with one shared namespace.
 
 pub mod cache;
+pub mod events;
 pub mod file;
 pub mod remote;
 
@@ -92,6 +93,8 @@ pub struct ServeConfig {
     pub store_max_saves_bytes: Option<u64>,
     /// `[store.remote]` / `--remote`: the shared tier (None: none).
     pub remote: Option<memoria_store::RemoteOptions>,
+    /// `[store.remote] events = true`: host events (None: off).
+    pub events: Option<events::EventsSettings>,
     /// Namespaces in id order (the default one first).
     pub namespaces: Vec<(String, NamespaceSpec)>,
     /// `[cache] target_hit_rate` (see `cache`).
@@ -162,6 +165,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         o.remote.as_deref(),
         &o.remote_cluster,
     )?;
+    let events = events::resolve(raw.store.remote.as_ref(), remote.as_ref())?;
     let components_dir = s
         .components_dir
         .clone()
@@ -222,6 +226,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         store_ram,
         store_max_saves_bytes,
         remote,
+        events,
         namespaces,
         target_hit_rate: cache::target_hit_rate(c.target_hit_rate)?,
         auto_pin: cache::auto_pin(c.auto_pin)?,

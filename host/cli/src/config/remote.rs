@@ -19,6 +19,12 @@ pub struct RawRemote {
     pub timeout_ms: Option<u64>,
     pub max_inflight_bytes: Option<usize>,
     pub write: Option<String>,
+    /// Publish host events for `memoria route --events` (see `config::events`).
+    pub events: Option<bool>,
+    pub advertise: Option<String>,
+    pub host_id: Option<String>,
+    pub events_maxlen: Option<u64>,
+    pub liveness_ttl_s: Option<u64>,
 }
 
 /// Where the data lives: a flag (`--remote URL` or `--remote-cluster URL,...`, not both) wins

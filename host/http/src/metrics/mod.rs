@@ -5,6 +5,7 @@
 
 mod cache_view;
 mod components;
+mod events;
 mod histogram;
 pub mod memory;
 mod remote;

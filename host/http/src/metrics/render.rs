@@ -470,6 +470,7 @@ fn render_server(o: &mut Out, state: &AppState) {
     }
     super::components::render(o, state);
     super::remote::render(o, state);
+    super::events::render(o, state);
     super::store::render(o, state);
     super::memory::render(o, state);
     o.family(

@@ -102,6 +102,7 @@ pub fn stats_json(state: &AppState) -> Value {
         "namespaces": namespaces,
         "components": super::components::json(state),
         "remote": super::remote::json(state),
+        "events": super::events::json(state),
         "tiers": super::tiers::json(state),
         "memory": super::memory::json(state),
         "limits": super::tiers::limits(state),

@@ -14,6 +14,7 @@
 
 pub mod breaker;
 mod endpoint;
+pub mod events;
 pub mod keys;
 mod link;
 mod options;

@@ -34,6 +34,16 @@ pub fn routing_key(label: &str, block_tokens: usize, tokens: Option<&[u32]>) -> 
     }
 }
 
+/// Most blocks of a prompt matched against the hosts' events (the hosts announce as many).
+pub const MAX_CHAIN_BLOCKS: usize = 4096;
+
+/// The routing keys of every full block of `tokens` (at most [`MAX_CHAIN_BLOCKS`]), to match
+/// against what hosts announced (`--events`); its first key is [`routing_key`]'s when the prompt
+/// has a full block.
+pub fn routing_chain(label: &str, block_tokens: usize, tokens: &[u32]) -> Vec<BlockHash> {
+    route_chain(label, block_tokens, tokens, MAX_CHAIN_BLOCKS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +72,7 @@ mod tests {
         assert_eq!(n, 0);
         assert_ne!(s, routing_key("", 16, Some(&long[..6])).0);
         assert_eq!(routing_key("", 16, None), routing_key("", 16, Some(&[])));
+        let chain = routing_chain("", 16, &long);
+        assert_eq!((chain.len(), chain[0]), (2, a));
     }
 }

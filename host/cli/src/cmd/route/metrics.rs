@@ -6,6 +6,7 @@ use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::events::EventCounters;
 use super::table::Table;
 
 /// Router-wide counters.
@@ -17,6 +18,10 @@ pub struct Counters {
     pub unavailable: AtomicU64,
     /// Requests a backend accepted but did not answer (502/504).
     pub upstream_errors: AtomicU64,
+    /// Requests sent to a backend that announced a prefix of the prompt (`--events`).
+    pub by_prefix: AtomicU64,
+    /// Requests sent by rendezvous hashing (no events, or no host announced the prefix).
+    pub by_rendezvous: AtomicU64,
 }
 
 /// `s` as a label value (backslash, quote and newline escaped).
@@ -35,9 +40,21 @@ type Series = (
 );
 
 /// The exposition.
-pub fn render(table: &Table, c: &Counters) -> String {
+pub fn render(table: &Table, c: &Counters, events: Option<&EventCounters>) -> String {
     let mut out = String::new();
-    let per_backend: [Series; 9] = [
+    let per_backend: [Series; 11] = [
+        (
+            "memoria_route_backend_live",
+            "gauge",
+            "1 while the backend has a liveness key (always 1 without --events).",
+            |b| u64::from(b.live.load(Relaxed)),
+        ),
+        (
+            "memoria_route_backend_prefix_keys",
+            "gauge",
+            "Routing keys the backend announced in its events (its current epoch).",
+            |b| b.keys.lock().map_or(0, |k| k.len() as u64),
+        ),
         (
             "memoria_route_requests_total",
             "counter",
@@ -121,6 +138,44 @@ pub fn render(table: &Table, c: &Counters) -> String {
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
             v.load(Relaxed)
         );
+    }
+    let name = "memoria_route_choices_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Requests sent, by why the backend was chosen.\n# TYPE {name} counter"
+    );
+    for (reason, v) in [("prefix", &c.by_prefix), ("rendezvous", &c.by_rendezvous)] {
+        let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {}", v.load(Relaxed));
+    }
+    if let Some(e) = events {
+        for (name, help, v) in [
+            (
+                "memoria_route_events_applied_total",
+                "Host events applied to the routing table.",
+                &e.applied,
+            ),
+            (
+                "memoria_route_events_skipped_total",
+                "Stream entries or liveness values that did not parse (skipped).",
+                &e.skipped,
+            ),
+            (
+                "memoria_route_events_errors_total",
+                "Event-following rounds a Redis command failed in.",
+                &e.errors,
+            ),
+            (
+                "memoria_route_events_unknown_hosts_total",
+                "Live hosts seen whose address is no --backend.",
+                &e.unknown_hosts,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                v.load(Relaxed)
+            );
+        }
     }
     out
 }

@@ -7,17 +7,24 @@
 //! meet on one host and one hot host is not flooded. Backends failing `/health` leave the table;
 //! a refused connection marks one down and the request goes to the next-ranked.
 //!
+//! With `--events redis://...` the hosts' events (`memoria_store::remote::events`) say which
+//! routing keys each holds: a request goes to the host holding the longest prefix of its chain
+//! (all blocks), weighted by load, and only hosts whose liveness key exists are routable.
+//!
 //! Module map: `key` (request → routing key), `rank` (rendezvous ranking), `table` (backends
-//! and their state), `poll` (health and load), `upstream` (hyper client), `proxy` (one
-//! request), `headers`, `body`, `metrics`, `listen` (the accept loop).
+//! and their state), `poll` (health and load), `events` and `prefix` (following host events),
+//! `upstream` (hyper client), `proxy` (one request), `headers`, `body`, `metrics`, `listen`
+//! (the accept loop).
 
 mod body;
+mod events;
 mod headers;
 mod key;
 mod listen;
 mod metrics;
 mod poll;
 mod pool;
+mod prefix;
 mod proxy;
 mod rank;
 mod table;
@@ -73,6 +80,14 @@ pub struct RouteArgs {
     /// Connections served at once.
     #[arg(long = "max-connections", default_value_t = 1024)]
     max_connections: usize,
+    /// The hosts' events server (their `[store.remote] url` with `events = true`), e.g.
+    /// redis://10.0.0.9:6379: route to the host holding the longest prefix of the prompt, and
+    /// only to hosts whose liveness key exists. Without it: rendezvous on the first block.
+    #[arg(long)]
+    events: Option<String>,
+    /// The hosts' `[store.remote] key_prefix`.
+    #[arg(long = "events-prefix", default_value = "memoria")]
+    events_prefix: String,
 }
 
 /// Seconds a client has to send a request head, and then its body (serve's defaults).
@@ -129,10 +144,25 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
     let tokenizer = Tokenizer::from_gguf(&file)
         .with_context(|| format!("reading the tokenizer of {}", a.model.display()))?;
     let chat = super::serve::chat_template_for(a.chat_template.as_deref(), &file, &tokenizer)?;
+    let follower = a
+        .events
+        .as_deref()
+        .map(|url| {
+            memoria_store::remote::events::Follower::new(
+                url,
+                &a.events_prefix,
+                Duration::from_millis(a.poll_ms.clamp(200, 2000)),
+            )
+        })
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let table = Arc::new(Table {
         backends,
         load_scale: a.load_scale,
     });
+    let event_counters = follower
+        .as_ref()
+        .map(|_| Arc::new(events::EventCounters::default()));
     let route = Arc::new(proxy::Route {
         table: table.clone(),
         tokenizer: Arc::new(tokenizer),
@@ -145,6 +175,7 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
             response_timeout: Duration::from_secs(a.timeout_s),
         },
         counters: metrics::Counters::default(),
+        events: event_counters.clone(),
     });
     let interval = Duration::from_millis(a.poll_ms);
     let poll_cfg = poll::PollConfig {
@@ -165,12 +196,20 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
             .with_context(|| format!("binding {addr}"))?;
         poll::poll_all(&table, &poll_cfg).await;
         poll::spawn(table.clone(), poll_cfg);
+        if let (Some(mut f), Some(c)) = (follower, event_counters) {
+            events::round(&mut f, &table, &c).await;
+            events::spawn(f, table.clone(), c, interval);
+        }
         println!("memoria: listening on http://{}", listener.local_addr()?);
         eprintln!(
-            "memoria route: {} backends ({} up), block {} tokens; Ctrl-C or SIGTERM stops",
+            "memoria route: {} backends ({} up), block {} tokens, {}; Ctrl-C or SIGTERM stops",
             table.backends.len(),
             table.up_count(),
-            a.block_tokens
+            a.block_tokens,
+            match &a.events {
+                Some(u) => format!("events from {u}"),
+                None => "rendezvous on the first block".to_string(),
+            }
         );
         let drained =
             listen::run(listener, route, listen_cfg, memoria_http::shutdown_signal()).await;

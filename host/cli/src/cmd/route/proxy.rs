@@ -42,6 +42,8 @@ pub struct Route {
     pub block_tokens: usize,
     pub limits: Limits,
     pub counters: Counters,
+    /// With `--events`: the follower's counters.
+    pub events: Option<Arc<super::events::EventCounters>>,
 }
 
 /// Serves one request; never fails (errors become responses).
@@ -54,7 +56,7 @@ pub async fn handle(
         "/metrics" => body::whole(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(&route.table, &route.counters),
+            metrics::render(&route.table, &route.counters, route.events.as_deref()),
         ),
         _ => proxy(route, req).await,
     };
@@ -87,7 +89,7 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
         Ok(b) => b,
         Err(e) => return e.response(limits.max_body_bytes),
     };
-    let (routing_key, prefix_blocks) =
+    let (routing_key, first_blocks, chain) =
         routing_key(&route, &parts.method, parts.uri.path(), &bytes).await;
     let Ok(uri) = parts
         .uri
@@ -99,10 +101,21 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
     };
     let forwarded = super::headers::end_to_end(&parts.headers, true);
     let table = &route.table;
-    for (attempt, i) in table.rank(&routing_key).into_iter().enumerate() {
+    let (order, matched) = match &route.events {
+        Some(_) => {
+            let (order, matched) = table.rank_by_prefix(&routing_key, &chain);
+            (order, Some(matched))
+        }
+        None => (table.rank(&routing_key), None),
+    };
+    for (attempt, i) in order.into_iter().enumerate() {
         let Some(b) = table.backends.get(i) else {
             continue;
         };
+        // With events: the blocks this backend announced; without: the rendezvous key's.
+        let prefix_blocks = matched
+            .as_ref()
+            .map_or(first_blocks, |m| m.get(i).copied().unwrap_or(0));
         if attempt > 0 {
             route.counters.retries.fetch_add(1, Relaxed);
         }
@@ -155,6 +168,13 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
             }
         };
         b.requests.fetch_add(1, Relaxed);
+        let by_prefix = matched.is_some() && prefix_blocks > 0;
+        let reason = if by_prefix {
+            &route.counters.by_prefix
+        } else {
+            &route.counters.by_rendezvous
+        };
+        reason.fetch_add(1, Relaxed);
         return match result {
             Ok(resp) => respond(resp, &b.url, prefix_blocks, inflight, sender),
             Err(SendError::Failed(e)) => bad_gateway(&route, &format!("{}: {e}", b.url)),
@@ -181,14 +201,14 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
     r
 }
 
-/// The key and prefix-block count of a request (see `key::routing_key`); tokenizing runs off
-/// the async workers.
+/// The key and prefix-block count of a request (see `key::routing_key`), and with `--events`
+/// its whole routing chain; tokenizing runs off the async workers.
 async fn routing_key(
     route: &Arc<Route>,
     method: &Method,
     path: &str,
     bytes: &Bytes,
-) -> (memoria_kv::BlockHash, usize) {
+) -> (memoria_kv::BlockHash, usize, Vec<memoria_kv::BlockHash>) {
     let (label, api_path) = key::label_and_path(path);
     let tokens = if method == Method::POST {
         let (r, p, b) = (route.clone(), api_path.to_string(), bytes.clone());
@@ -201,7 +221,12 @@ async fn routing_key(
     } else {
         None
     };
-    key::routing_key(label, route.block_tokens, tokens.as_deref())
+    let (k, n) = key::routing_key(label, route.block_tokens, tokens.as_deref());
+    let chain = match (&route.events, tokens.as_deref()) {
+        (Some(_), Some(t)) => key::routing_chain(label, route.block_tokens, t),
+        _ => Vec::new(),
+    };
+    (k, n, chain)
 }
 
 fn bad_gateway(route: &Route, message: &str) -> Response<RouteBody> {

@@ -57,6 +57,39 @@ pub fn rank(key: &BlockHash, backends: &[Candidate<'_>], load_scale: f64) -> Vec
     scored.into_iter().map(|(_, _, i)| i).collect()
 }
 
+/// Backend indices best first when `matched[i]` leading blocks of the prompt are known to be
+/// on backend `i` (`--events`). With no match anywhere this is [`rank`]. Otherwise backends
+/// that are up come first, ordered by `(1 + matched) × weight(load)`, ties by the rendezvous
+/// score: the longest cached prefix wins while loads are equal, and a host holding `m` blocks
+/// loses its claim once its load passes about `m × load_scale` more than an idle host's, so a
+/// hot prefix cannot flood one host.
+pub fn rank_by_prefix(
+    key: &BlockHash,
+    backends: &[Candidate<'_>],
+    matched: &[usize],
+    load_scale: f64,
+) -> Vec<usize> {
+    let m = |i: usize| matched.get(i).copied().unwrap_or(0);
+    if !backends.iter().enumerate().any(|(i, b)| b.up && m(i) > 0) {
+        return rank(key, backends, load_scale);
+    }
+    let mut scored: Vec<(bool, f64, f64, usize)> = backends
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let value = (1.0 + m(i) as f64) * weight(b.load, load_scale);
+            (b.up, value, score(key, b.name, b.load, load_scale), i)
+        })
+        .collect();
+    scored.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(b.1.total_cmp(&a.1))
+            .then(b.2.total_cmp(&a.2))
+            .then(a.3.cmp(&b.3))
+    });
+    scored.into_iter().map(|(_, _, _, i)| i).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +150,36 @@ mod tests {
         }
         // Weights 1, 1, 1/4: the hot host keeps a share of 1/9 of all keys, a third of its 1/3.
         assert!(kept * 2 < had && kept * 5 > had, "kept {kept} of {had}");
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_until_its_load_outweighs_it() {
+        let idle = three([0; 3], [true; 3]);
+        for i in 0..200 {
+            // No match anywhere: plain rendezvous.
+            assert_eq!(
+                rank_by_prefix(&key(i), &idle, &[0, 0, 0], 8.0),
+                rank(&key(i), &idle, 8.0)
+            );
+            // The holder of the longest prefix first, then the shorter one.
+            let r = rank_by_prefix(&key(i), &idle, &[2, 0, 5], 8.0);
+            assert_eq!(&r[..2], &[2, 0]);
+        }
+        // 4 blocks held at load 16 (value 5/3) loses to 1 block held idle (value 2)...
+        let hot = three([0, 0, 16], [true; 3]);
+        assert_eq!(rank_by_prefix(&key(1), &hot, &[1, 0, 4], 8.0)[0], 0);
+        // ...but not at load 8 (value 5/2).
+        let warm = three([0, 0, 8], [true; 3]);
+        assert_eq!(rank_by_prefix(&key(1), &warm, &[1, 0, 4], 8.0)[0], 2);
+        // A holder that is down is a last resort; a match on it alone changes nothing.
+        let down = three([0; 3], [true, true, false]);
+        assert_eq!(
+            rank_by_prefix(&key(3), &down, &[0, 0, 9], 8.0),
+            rank(&key(3), &down, 8.0)
+        );
+        assert_eq!(rank_by_prefix(&key(3), &down, &[0, 1, 9], 8.0)[..2], [1, 0]);
+        // Fewer match counts than backends: the rest count as none.
+        assert_eq!(rank_by_prefix(&key(3), &idle, &[3], 8.0)[0], 0);
     }
 
     #[test]

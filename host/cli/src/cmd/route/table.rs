@@ -1,15 +1,16 @@
 //! The routing table: every backend with its health, polled queue depth, the router's own
 //! in-flight count, its idle connections and per-backend counters, all readable from any task.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
 use memoria_kv::BlockHash;
 
 use super::pool::IdlePool;
+use super::prefix::HostKeys;
 use super::rank::{self, Candidate};
 use super::upstream::Sender;
 
@@ -35,6 +36,10 @@ pub struct Backend {
     pub refused: AtomicU64,
     /// Idle connections to it, for the next request.
     pub pool: IdlePool,
+    /// With `--events`: its liveness key exists (without, always true).
+    pub live: AtomicBool,
+    /// With `--events`: the routing keys it announced (see `prefix`).
+    pub keys: Mutex<HostKeys>,
 }
 
 impl Backend {
@@ -66,6 +71,8 @@ impl Backend {
             requests: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             pool: IdlePool::default(),
+            live: AtomicBool::new(true),
+            keys: Mutex::new(HostKeys::default()),
         })
     }
 
@@ -86,24 +93,46 @@ pub struct Table {
     pub load_scale: f64,
 }
 
+impl Backend {
+    /// Answers its health poll and, with `--events`, has a liveness key.
+    pub fn routable(&self) -> bool {
+        self.up.load(Relaxed) && self.live.load(Relaxed)
+    }
+}
+
 impl Table {
-    /// Backend indices for `key`, best first (see [`rank::rank`]).
-    pub fn rank(&self, key: &BlockHash) -> Vec<usize> {
-        let c: Vec<Candidate<'_>> = self
-            .backends
+    fn candidates(&self) -> Vec<Candidate<'_>> {
+        self.backends
             .iter()
             .map(|b| Candidate {
                 name: &b.url,
-                up: b.up.load(Relaxed),
+                up: b.routable(),
                 load: b.load(),
             })
+            .collect()
+    }
+
+    /// Backend indices for `key`, best first (see [`rank::rank`]).
+    pub fn rank(&self, key: &BlockHash) -> Vec<usize> {
+        rank::rank(key, &self.candidates(), self.load_scale)
+    }
+
+    /// Backend indices for a prompt whose routing chain is `chain` (its first key `key`), best
+    /// first by the prefix each backend announced (see [`rank::rank_by_prefix`]), and how many
+    /// blocks of it each holds.
+    pub fn rank_by_prefix(&self, key: &BlockHash, chain: &[BlockHash]) -> (Vec<usize>, Vec<usize>) {
+        let matched: Vec<usize> = self
+            .backends
+            .iter()
+            .map(|b| b.keys.lock().map_or(0, |k| k.matched(chain)))
             .collect();
-        rank::rank(key, &c, self.load_scale)
+        let order = rank::rank_by_prefix(key, &self.candidates(), &matched, self.load_scale);
+        (order, matched)
     }
 
     /// How many backends are up.
     pub fn up_count(&self) -> usize {
-        self.backends.iter().filter(|b| b.up.load(Relaxed)).count()
+        self.backends.iter().filter(|b| b.routable()).count()
     }
 }
 
