@@ -288,11 +288,11 @@ fn print_table(r: &Value) {
     println!("  where         wall_s  ttft_p50_s  computed_tokens  prefix_computed_x  ok");
     for (name, x) in [("one host", one), ("route", cl)] {
         println!(
-            "  {:<10} {:>9.2} {:>11.3} {:>16} {:>18.2} {:>3}",
+            "  {:<10} {:>9.2} {:>11.3} {:>16.0} {:>18.2} {:>3}",
             name,
             f(&x["wall_s"]),
             f(&x["ttft_p50_s"]),
-            x["computed_tokens"],
+            f(&x["computed_tokens"]),
             f(&x["prefix_computations"]),
             x["ok"]
         );
