@@ -2,8 +2,11 @@
 //! llama-bench); with a subcommand, a workload benchmark (batched decoding, shared prefixes, ...).
 
 mod batched;
+mod client;
+mod cluster;
 mod model;
 mod prefix;
+mod procs;
 mod restart;
 mod serve;
 mod tokens;
@@ -23,6 +26,9 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Continuous batching of B sessions, like llama-batched-bench.
     Batched(batched::BatchedArgs),
+    /// The remote tier between hosts: TTFT of a prefix another host computed, the routed
+    /// shared-prompt round, decode with write-behind.
+    Cluster(cluster::ClusterArgs),
     /// Many concurrent sessions sharing a long prefix.
     Prefix(prefix::PrefixArgs),
     /// TTFT computed, hot and after a restart from the redb tier; store write cost.
@@ -35,6 +41,7 @@ pub fn main(a: BenchArgs) -> anyhow::Result<()> {
     match a.sub {
         None => model::main(a.model),
         Some(BenchCommand::Batched(b)) => batched::main(b),
+        Some(BenchCommand::Cluster(c)) => cluster::main(c),
         Some(BenchCommand::Prefix(p)) => prefix::main(p),
         Some(BenchCommand::Restart(r)) => restart::main(r),
         Some(BenchCommand::Serve(s)) => serve::main(s),
