@@ -27,6 +27,7 @@ mod pool;
 mod prefix;
 mod proxy;
 mod rank;
+mod recent;
 mod table;
 mod upstream;
 

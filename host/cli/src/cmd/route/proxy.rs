@@ -89,7 +89,7 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
         Ok(b) => b,
         Err(e) => return e.response(limits.max_body_bytes),
     };
-    let (routing_key, first_blocks, chain) =
+    let (routing_key, first_blocks, chain, prompt_blocks) =
         routing_key(&route, &parts.method, parts.uri.path(), &bytes).await;
     let Ok(uri) = parts
         .uri
@@ -101,21 +101,19 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
     };
     let forwarded = super::headers::end_to_end(&parts.headers, true);
     let table = &route.table;
-    let (order, matched) = match &route.events {
-        Some(_) => {
-            let (order, matched) = table.rank_by_prefix(&routing_key, &chain);
-            (order, Some(matched))
-        }
-        None => (table.rank(&routing_key), None),
-    };
+    let (order, matched) = table.rank_by_prefix(&routing_key, &chain);
     for (attempt, i) in order.into_iter().enumerate() {
         let Some(b) = table.backends.get(i) else {
             continue;
         };
-        // With events: the blocks this backend announced; without: the rendezvous key's.
-        let prefix_blocks = matched
-            .as_ref()
-            .map_or(first_blocks, |m| m.get(i).copied().unwrap_or(0));
+        // With events: the blocks this backend announced (or was sent lately); without: the
+        // rendezvous key's.
+        let held = matched.get(i).copied().unwrap_or(0);
+        let prefix_blocks = if route.events.is_some() {
+            held
+        } else {
+            first_blocks
+        };
         if attempt > 0 {
             route.counters.retries.fetch_add(1, Relaxed);
         }
@@ -168,7 +166,12 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
             }
         };
         b.requests.fetch_add(1, Relaxed);
-        let by_prefix = matched.is_some() && prefix_blocks > 0;
+        if first_blocks > 0 {
+            if let Ok(mut r) = b.recent.lock() {
+                r.note(routing_key, prompt_blocks, std::time::Instant::now());
+            }
+        }
+        let by_prefix = held > 0;
         let reason = if by_prefix {
             &route.counters.by_prefix
         } else {
@@ -201,14 +204,19 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
     r
 }
 
-/// The key and prefix-block count of a request (see `key::routing_key`), and with `--events`
-/// its whole routing chain; tokenizing runs off the async workers.
+/// The key and prefix-block count of a request (see `key::routing_key`), with `--events` its
+/// whole routing chain, and its full blocks; tokenizing runs off the async workers.
 async fn routing_key(
     route: &Arc<Route>,
     method: &Method,
     path: &str,
     bytes: &Bytes,
-) -> (memoria_kv::BlockHash, usize, Vec<memoria_kv::BlockHash>) {
+) -> (
+    memoria_kv::BlockHash,
+    usize,
+    Vec<memoria_kv::BlockHash>,
+    usize,
+) {
     let (label, api_path) = key::label_and_path(path);
     let tokens = if method == Method::POST {
         let (r, p, b) = (route.clone(), api_path.to_string(), bytes.clone());
@@ -226,7 +234,10 @@ async fn routing_key(
         (Some(_), Some(t)) => key::routing_chain(label, route.block_tokens, t),
         _ => Vec::new(),
     };
-    (k, n, chain)
+    let blocks = tokens
+        .as_deref()
+        .map_or(0, |t| t.len() / route.block_tokens.max(1));
+    (k, n, chain, blocks)
 }
 
 fn bad_gateway(route: &Route, message: &str) -> Response<RouteBody> {

@@ -12,6 +12,7 @@ use memoria_kv::BlockHash;
 use super::pool::IdlePool;
 use super::prefix::HostKeys;
 use super::rank::{self, Candidate};
+use super::recent::Recent;
 use super::upstream::Sender;
 
 /// One host behind the router.
@@ -40,6 +41,8 @@ pub struct Backend {
     pub live: AtomicBool,
     /// With `--events`: the routing keys it announced (see `prefix`).
     pub keys: Mutex<HostKeys>,
+    /// Prefixes this router sent it lately (see `recent`).
+    pub recent: Mutex<Recent>,
 }
 
 impl Backend {
@@ -73,6 +76,7 @@ impl Backend {
             pool: IdlePool::default(),
             live: AtomicBool::new(true),
             keys: Mutex::new(HostKeys::default()),
+            recent: Mutex::new(Recent::default()),
         })
     }
 
@@ -112,19 +116,20 @@ impl Table {
             .collect()
     }
 
-    /// Backend indices for `key`, best first (see [`rank::rank`]).
-    pub fn rank(&self, key: &BlockHash) -> Vec<usize> {
-        rank::rank(key, &self.candidates(), self.load_scale)
-    }
-
-    /// Backend indices for a prompt whose routing chain is `chain` (its first key `key`), best
-    /// first by the prefix each backend announced (see [`rank::rank_by_prefix`]), and how many
-    /// blocks of it each holds.
+    /// Backend indices for a prompt whose routing chain is `chain` (its first key `key`; the
+    /// chain is empty without `--events`), best first by the prefix each backend holds (see
+    /// [`rank::rank_by_prefix`]), and how many blocks of it each holds: what it announced or,
+    /// if more, what this router sent it lately under the same first key.
     pub fn rank_by_prefix(&self, key: &BlockHash, chain: &[BlockHash]) -> (Vec<usize>, Vec<usize>) {
+        let now = std::time::Instant::now();
         let matched: Vec<usize> = self
             .backends
             .iter()
-            .map(|b| b.keys.lock().map_or(0, |k| k.matched(chain)))
+            .map(|b| {
+                let announced = b.keys.lock().map_or(0, |k| k.matched(chain));
+                let routed = b.recent.lock().map_or(0, |r| r.matched(key, now));
+                announced.max(routed)
+            })
             .collect();
         let order = rank::rank_by_prefix(key, &self.candidates(), &matched, self.load_scale);
         (order, matched)
