@@ -133,6 +133,13 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
         };
         // Open from here while the host works on it (ranking weighs it).
         let inflight = Inflight::start(table.clone(), i);
+        // Held there from now on for the requests that follow (before the answer: a burst
+        // sharing the prefix must see it).
+        if first_blocks > 0 {
+            if let Ok(mut r) = b.recent.lock() {
+                r.note(routing_key, prompt_blocks, std::time::Instant::now());
+            }
+        }
         // A pooled connection first. One the host closed meanwhile fails without an answer
         // (before or while the request is written): the request goes again on a fresh one.
         let mut sent = None;
@@ -166,11 +173,6 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
             }
         };
         b.requests.fetch_add(1, Relaxed);
-        if first_blocks > 0 {
-            if let Ok(mut r) = b.recent.lock() {
-                r.note(routing_key, prompt_blocks, std::time::Instant::now());
-            }
-        }
         let by_prefix = held > 0;
         let reason = if by_prefix {
             &route.counters.by_prefix
