@@ -135,10 +135,10 @@ async fn proxy(route: Arc<Route>, req: Request<Incoming>) -> Response<RouteBody>
         let inflight = Inflight::start(table.clone(), i);
         // Held there from now on for the requests that follow (before the answer: a burst
         // sharing the prefix must see it).
-        if first_blocks > 0 {
-            if let Ok(mut r) = b.recent.lock() {
-                r.note(routing_key, prompt_blocks, std::time::Instant::now());
-            }
+        if first_blocks > 0
+            && let Ok(mut r) = b.recent.lock()
+        {
+            r.note(routing_key, prompt_blocks, std::time::Instant::now());
         }
         // A pooled connection first. One the host closed meanwhile fails without an answer
         // (before or while the request is written): the request goes again on a fresh one.
