@@ -13,6 +13,19 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
+/// The `data:` payload of the next complete server-sent event in `buf` (taken out of it);
+/// events without one are dropped; `None` until an event is complete.
+pub fn next_data(buf: &mut Vec<u8>) -> Option<String> {
+    while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+        let event: Vec<u8> = buf.drain(..end + 2).collect();
+        let line = String::from_utf8_lossy(&event);
+        if let Some(data) = line.trim().strip_prefix("data: ") {
+            return Some(data.to_string());
+        }
+    }
+    None
+}
+
 /// A host (or router) on the loopback interface.
 #[derive(Clone, Copy, Debug)]
 pub struct Client {
@@ -123,17 +136,12 @@ impl Client {
                 continue;
             };
             buf.extend_from_slice(&data);
-            while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = buf.drain(..end + 2).collect();
-                let line = String::from_utf8_lossy(&event);
-                let Some(data) = line.trim().strip_prefix("data: ") else {
-                    continue;
-                };
+            while let Some(data) = next_data(&mut buf) {
                 if data == "[DONE]" {
                     done = true;
                     continue;
                 }
-                let v: Value = serde_json::from_str(data).context("an SSE event is not JSON")?;
+                let v: Value = serde_json::from_str(&data).context("an SSE event is not JSON")?;
                 if let Some(e) = v.get("error") {
                     bail!("error event: {e}");
                 }

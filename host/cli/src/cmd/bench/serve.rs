@@ -376,17 +376,12 @@ async fn chat(addr: SocketAddr, key: Option<&str>, body: Value) -> anyhow::Resul
             continue;
         };
         buf.extend_from_slice(&data);
-        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = buf.drain(..end + 2).collect();
-            let line = String::from_utf8_lossy(&event);
-            let Some(data) = line.trim().strip_prefix("data: ") else {
-                continue;
-            };
+        while let Some(data) = super::client::next_data(&mut buf) {
             if data == "[DONE]" {
                 done = true;
                 continue;
             }
-            let v: Value = serde_json::from_str(data).context("an SSE chunk is not JSON")?;
+            let v: Value = serde_json::from_str(&data).context("an SSE chunk is not JSON")?;
             if let Some(e) = v.get("error") {
                 out.error = Some(e.to_string());
             }
