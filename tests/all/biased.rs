@@ -3,26 +3,17 @@
 //! its prompt was computed samples exactly what a fresh session with the same seed samples; the
 //! log-probs are the log-softmax of the raw logits, whatever the bias.
 
-use std::sync::Arc;
-
 use memoria_kv::{NamespaceId, NamespaceSalt};
-use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::{SamplingParams, TokenLogprobs, logprobs};
-use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, GenerationStream};
+use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream};
 
 use crate::shared;
 
 const NS: NamespaceId = NamespaceId(3);
 
 fn engine() -> EngineHandle {
-    let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model");
-    let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
-    let cfg = EngineConfig {
-        step_tokens: 128,
-        ..EngineConfig::default()
-    };
-    EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine")
+    shared::stories_engine(128)
 }
 
 /// Sampled at temperature 0.9 with seed `seed`, two biased tokens and 5 alternatives per token.

@@ -4,26 +4,17 @@
 //! among other sessions, with nothing taken from the cache; the session then generates what a
 //! plain prefill's session generates.
 
-use std::sync::Arc;
-
 use memoria_kv::{NamespaceId, NamespaceSalt};
-use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::{TokenLogprobs, logprobs};
-use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, GenerationStream};
+use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream};
 
 use crate::shared;
 
 const NS: NamespaceId = NamespaceId(5);
 
 fn engine() -> EngineHandle {
-    let model = Model::load(shared::path("models/stories260K-f32.gguf")).expect("model");
-    let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
-    let cfg = EngineConfig {
-        step_tokens: 128,
-        ..EngineConfig::default()
-    };
-    EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine")
+    shared::stories_engine(128)
 }
 
 fn prompt(tok: &Tokenizer) -> Vec<u32> {

@@ -65,3 +65,16 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("runtime")
 }
+
+/// An engine on stories260K with prefill steps of `step_tokens` (the engine-level tests').
+pub fn stories_engine(step_tokens: usize) -> memoria_sched::EngineHandle {
+    let model =
+        memoria_model::llama::Model::load(path("models/stories260K-f32.gguf")).expect("model");
+    let tok = memoria_model::tokenizer::Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
+    let cfg = memoria_sched::EngineConfig {
+        step_tokens,
+        ..memoria_sched::EngineConfig::default()
+    };
+    memoria_sched::EngineHandle::start(std::sync::Arc::new(model), std::sync::Arc::new(tok), cfg)
+        .expect("engine")
+}
