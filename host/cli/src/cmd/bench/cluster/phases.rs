@@ -36,19 +36,25 @@ pub async fn run(s: &Setup) -> anyhow::Result<Value> {
     }
     let prefix = prefix_phase(s, &clients[0], &clients[1]).await?;
     let round = round_phase(s, &hosts, &clients).await?;
-    // Decode on host A (remote on) against a host without the remote tier; the others go.
-    let a = hosts.swap_remove(0);
+    // Decode on two fresh hosts alike but for the remote tier (a host that served the phases
+    // above would carry a fuller pool and store): the others go first.
     drop(hosts);
+    let on = s.host("host-remote", true)?;
     let plain = s.host("host-plain", false)?;
-    let pc = Client::new(plain.addr, s.deadline);
-    pc.post(
-        COMPLETIONS,
-        &completion(&sized_text(&s.tok, 24, 9_998), 2, false),
-    )
-    .await
-    .context("warm-up")?;
-    let decode = decode_phase(s, &Client::new(a.addr, s.deadline), &pc).await?;
-    drop((a, plain));
+    let (oc, pc) = (
+        Client::new(on.addr, s.deadline),
+        Client::new(plain.addr, s.deadline),
+    );
+    for c in [&oc, &pc] {
+        c.post(
+            COMPLETIONS,
+            &completion(&sized_text(&s.tok, 24, 9_998), 2, false),
+        )
+        .await
+        .context("warm-up")?;
+    }
+    let decode = decode_phase(s, &oc, &pc).await?;
+    drop((on, plain));
     Ok(json!({
         "model": s.a.model,
         "hosts": s.a.hosts,
