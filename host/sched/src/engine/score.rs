@@ -22,28 +22,24 @@ impl Engine {
         top: usize,
         reply: Reply<Vec<TokenLogprobs>>,
     ) {
-        let seq = match self.session(ns, id) {
-            Ok(s) if s.job.is_some() => {
-                let _ = reply.send(Err(EngineError::Busy(id)));
-                return;
+        // Only a new session: a computed token has no logits left to score.
+        let checked = self.idle_session(ns, id).and_then(|s| {
+            let computed = self.pool.seq_len(s.seq).map_or(true, |n| n > 0);
+            if computed || s.pending.is_empty() {
+                Err(EngineError::InvalidArgument(
+                    "prompt log-probs need a new session with appended tokens".into(),
+                ))
+            } else {
+                Ok(())
             }
-            Ok(s) => s.seq,
+        });
+        let s = match checked.and_then(|()| self.session(ns, id)) {
+            Ok(s) => s,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
         };
-        let computed = self.pool.seq_len(seq).unwrap_or(0);
-        let Some(s) = self.sessions.get_mut(&id) else {
-            let _ = reply.send(Err(EngineError::NotFound(id)));
-            return;
-        };
-        if computed > 0 || s.pending.is_empty() {
-            let _ = reply.send(Err(EngineError::InvalidArgument(
-                "prompt log-probs need a new session with appended tokens".into(),
-            )));
-            return;
-        }
         // Not fresh: the first compute takes nothing from the cache.
         s.fresh = false;
         s.job = Some(Job::Score(Box::new(Scoring {

@@ -13,17 +13,39 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
-/// The `data:` payload of the next complete server-sent event in `buf` (taken out of it);
-/// events without one are dropped; `None` until an event is complete.
-pub fn next_data(buf: &mut Vec<u8>) -> Option<String> {
-    while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-        let event: Vec<u8> = buf.drain(..end + 2).collect();
-        let line = String::from_utf8_lossy(&event);
-        if let Some(data) = line.trim().strip_prefix("data: ") {
-            return Some(data.to_string());
+/// The `data:` payloads of a server-sent event stream, one at a time (events without one are
+/// skipped).
+pub struct SseReader {
+    body: Incoming,
+    buf: Vec<u8>,
+}
+
+impl SseReader {
+    pub fn new(body: Incoming) -> SseReader {
+        SseReader {
+            body,
+            buf: Vec::new(),
         }
     }
-    None
+
+    /// The next payload; `None` at the end of the body.
+    pub async fn next(&mut self) -> anyhow::Result<Option<String>> {
+        loop {
+            while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let line = String::from_utf8_lossy(&event);
+                if let Some(data) = line.trim().strip_prefix("data: ") {
+                    return Ok(Some(data.to_string()));
+                }
+            }
+            let Some(frame) = self.body.frame().await else {
+                return Ok(None);
+            };
+            if let Ok(data) = frame?.into_data() {
+                self.buf.extend_from_slice(&data);
+            }
+        }
+    }
 }
 
 /// A host (or router) on the loopback interface.
@@ -118,7 +140,7 @@ impl Client {
             .get("x-memoria-backend")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let mut body = resp.into_body();
+        let body = resp.into_body();
         if status != 200 {
             let bytes = body.collect().await?.to_bytes();
             bail!("HTTP {status}: {}", String::from_utf8_lossy(&bytes));
@@ -129,37 +151,31 @@ impl Client {
             ..Streamed::default()
         };
         let mut first = None;
-        let mut buf = Vec::new();
         let mut done = false;
-        while let Some(frame) = body.frame().await {
-            let Ok(data) = frame?.into_data() else {
+        let mut events = SseReader::new(body);
+        while let Some(data) = events.next().await? {
+            if data == "[DONE]" {
+                done = true;
                 continue;
-            };
-            buf.extend_from_slice(&data);
-            while let Some(data) = next_data(&mut buf) {
-                if data == "[DONE]" {
-                    done = true;
-                    continue;
-                }
-                let v: Value = serde_json::from_str(&data).context("an SSE event is not JSON")?;
-                if let Some(e) = v.get("error") {
-                    bail!("error event: {e}");
-                }
-                let choice = &v["choices"][0];
-                // A completion's event carries `text` (one per token, maybe empty); a chat's
-                // first event may carry only the role, so content counts once non-empty.
-                let piece = choice["text"].as_str().or_else(|| {
-                    choice["delta"]["content"]
-                        .as_str()
-                        .filter(|s| !s.is_empty())
-                });
-                if let Some(p) = piece {
-                    first.get_or_insert_with(|| started.elapsed().as_secs_f64());
-                    out.text.push_str(p);
-                }
-                if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                    out.usage = u.clone();
-                }
+            }
+            let v: Value = serde_json::from_str(&data).context("an SSE event is not JSON")?;
+            if let Some(e) = v.get("error") {
+                bail!("error event: {e}");
+            }
+            let choice = &v["choices"][0];
+            // A completion's event carries `text` (one per token, maybe empty); a chat's
+            // first event may carry only the role, so content counts once non-empty.
+            let piece = choice["text"].as_str().or_else(|| {
+                choice["delta"]["content"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+            });
+            if let Some(p) = piece {
+                first.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                out.text.push_str(p);
+            }
+            if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+                out.usage = u.clone();
             }
         }
         if !done {

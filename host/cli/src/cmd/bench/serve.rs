@@ -353,7 +353,7 @@ async fn request(
 /// One streaming chat request.
 async fn chat(addr: SocketAddr, key: Option<&str>, body: Value) -> anyhow::Result<Outcome> {
     let started = Instant::now();
-    let (status, mut body) =
+    let (status, body) =
         request(addr, key, "POST", "/v1/chat/completions", body.to_string()).await?;
     let mut out = Outcome {
         status,
@@ -369,33 +369,27 @@ async fn chat(addr: SocketAddr, key: Option<&str>, body: Value) -> anyhow::Resul
         }
         return Ok(out);
     }
-    let mut buf = Vec::new();
     let mut done = false;
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
+    let mut events = super::client::SseReader::new(body);
+    while let Some(data) = events.next().await? {
+        if data == "[DONE]" {
+            done = true;
             continue;
-        };
-        buf.extend_from_slice(&data);
-        while let Some(data) = super::client::next_data(&mut buf) {
-            if data == "[DONE]" {
-                done = true;
-                continue;
-            }
-            let v: Value = serde_json::from_str(&data).context("an SSE chunk is not JSON")?;
-            if let Some(e) = v.get("error") {
-                out.error = Some(e.to_string());
-            }
-            let content = &v["choices"][0]["delta"]["content"];
-            if out.ttft_s.is_none() && content.as_str().is_some_and(|s| !s.is_empty()) {
-                out.ttft_s = Some(started.elapsed().as_secs_f64());
-            }
-            if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                out.prompt_tokens = u["prompt_tokens"].as_u64().unwrap_or(0);
-                out.completion_tokens = u["completion_tokens"].as_u64().unwrap_or(0);
-                out.cached_tokens = u["prompt_tokens_details"]["cached_tokens"]
-                    .as_u64()
-                    .unwrap_or(0);
-            }
+        }
+        let v: Value = serde_json::from_str(&data).context("an SSE chunk is not JSON")?;
+        if let Some(e) = v.get("error") {
+            out.error = Some(e.to_string());
+        }
+        let content = &v["choices"][0]["delta"]["content"];
+        if out.ttft_s.is_none() && content.as_str().is_some_and(|s| !s.is_empty()) {
+            out.ttft_s = Some(started.elapsed().as_secs_f64());
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            out.prompt_tokens = u["prompt_tokens"].as_u64().unwrap_or(0);
+            out.completion_tokens = u["completion_tokens"].as_u64().unwrap_or(0);
+            out.cached_tokens = u["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0);
         }
     }
     if !done && out.error.is_none() {

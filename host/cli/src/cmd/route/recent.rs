@@ -29,7 +29,7 @@ impl Recent {
         if self.keys.insert(key, (now, blocks)).is_none() {
             self.order.push_back(key);
         }
-        while self.keys.len() > MAX_RECENT || self.order.len() > 2 * MAX_RECENT {
+        while self.keys.len() > MAX_RECENT {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
