@@ -309,7 +309,6 @@ proptest! {
                     && ids.iter().all(|&t| (t as usize) < tok.n_vocab())));
                 prop_assert!(1 <= c.n && c.n <= c.best_of);
                 prop_assert!(c.k.is_none_or(|k| k <= 5));
-                prop_assert!(!(c.echo && c.k.is_some()));
             }
             Err(e) => clean_refusal(&e)?,
         }
