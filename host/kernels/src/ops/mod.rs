@@ -9,12 +9,15 @@
 mod activation;
 mod attention;
 mod attention_split;
+mod attention_tile;
 mod gelu;
 mod norm;
 mod rope;
 mod rows;
 #[cfg(target_arch = "x86_64")]
 mod rows_avx512;
+#[cfg(target_arch = "x86_64")]
+mod rows_tile;
 mod softmax;
 
 pub use activation::{
@@ -22,6 +25,7 @@ pub use activation::{
 };
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
 pub use attention_split::{SplitScratch, attend_split};
+pub use attention_tile::{TILE_ROWS, TileScratch, attend_tile};
 pub use norm::rms_norm;
 pub use rope::{RopeStyle, RopeTables};
 pub use rows::{

@@ -1,0 +1,509 @@
+//! Attention of a tile of queries that read the same K/V head: consecutive tokens of one
+//! sequence (prefill) times the query heads of one K/V group (grouped-query attention, decode
+//! too). With an f16 cache each K and V row is converted once for the whole tile
+//! ([`super::rows_tile`]) instead of once per query head and token.
+//!
+//! Invariant: every query's output is bit-identical to [`attend`] for that token and head
+//! (same scores pair by pair, the same softmax over the same positions, the same V sums in
+//! ascending row order), so how tokens are tiled never changes a result; tests below check it
+//! against [`attend`] on causal ranges, windows, GQA groups, f16, f32 and quantized caches.
+
+use std::ops::Range;
+
+use half::f16;
+
+use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend, zeroed_scores};
+use super::rows::{axpy_rows_f16, dot_rows_f16, extend_f16, round_to_f16_in_place};
+use super::softmax::softmax_in_place;
+
+/// Most query rows (tokens × heads) one tile holds.
+pub const TILE_ROWS: usize = 16;
+
+/// Buffers of [`attend_tile`], reused between calls (no allocation once warmed up).
+#[derive(Debug, Default)]
+pub struct TileScratch {
+    scores: Vec<f32>,
+    q16: Vec<f16>,
+    qv: Vec<f32>,
+    row: Vec<f32>,
+    single: AttnScratch,
+    out: Vec<f32>,
+}
+
+impl TileScratch {
+    /// A zeroed output buffer of `n` floats for [`attend_tile`] (give it back with
+    /// [`TileScratch::put_out`] so the next call reuses it).
+    pub fn take_out(&mut self, n: usize) -> Vec<f32> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        out.resize(n, 0.0);
+        out
+    }
+
+    /// Keeps `out` for the next [`TileScratch::take_out`].
+    pub fn put_out(&mut self, out: Vec<f32>) {
+        self.out = out;
+    }
+}
+
+/// Attention of `keys.len()` tokens whose queries are the rows of `q` (`[tokens, n_heads ·
+/// head_dim]`), token `t` over the positions `keys[t]` of `kv`, for the query heads `heads`
+/// (which must read one K/V head when there is more than one token); writes
+/// `[tokens, heads.len() · head_dim]` into `out`. Each (token, head) result equals
+/// [`attend`]'s for that token and head, bit for bit.
+pub fn attend_tile(
+    q: &[f32],
+    keys: &[Range<usize>],
+    kv: &dyn KvRead,
+    shape: AttnShape,
+    heads: Range<usize>,
+    scratch: &mut TileScratch,
+    out: &mut [f32],
+) {
+    let (hd, qd) = (shape.head_dim, shape.n_heads * shape.head_dim);
+    let (n_tok, n_sel) = (keys.len(), heads.len());
+    assert_eq!(q.len(), n_tok * qd, "attention tile: query length");
+    assert_eq!(
+        out.len(),
+        n_tok * n_sel * hd,
+        "attention tile: output length"
+    );
+    if n_tok == 0 {
+        return;
+    }
+    assert!(
+        keys.iter().all(|k| k.start < k.end),
+        "attention tile: a query sees at least itself"
+    );
+    let group = shape.n_heads / shape.n_kv_heads.max(1);
+    let one_kv_head = n_sel > 0 && heads.start / group == (heads.end - 1) / group;
+    if !tiles_apply(kv, keys[0].start, hd) || !one_kv_head || n_tok * n_sel > TILE_ROWS {
+        for (t, range) in keys.iter().enumerate() {
+            let o = &mut out[t * n_sel * hd..(t + 1) * n_sel * hd];
+            let qt = &q[t * qd..(t + 1) * qd];
+            attend(
+                qt,
+                kv,
+                range.clone(),
+                shape,
+                heads.clone(),
+                &mut scratch.single,
+                o,
+            );
+        }
+        return;
+    }
+    let rows = Rows {
+        keys,
+        n_sel,
+        span_start: keys.iter().map(|k| k.start).min().unwrap_or(0),
+        span_end: keys.iter().map(|k| k.end).max().unwrap_or(0),
+    };
+    let span = rows.span_end - rows.span_start;
+    let TileScratch {
+        scores,
+        q16,
+        qv,
+        row,
+        ..
+    } = scratch;
+    zeroed_scores(scores, n_tok * n_sel * span);
+    q16.clear();
+    for t in 0..n_tok {
+        extend_f16(q16, &q[t * qd + heads.start * hd..t * qd + heads.end * hd]);
+    }
+    #[cfg(target_arch = "x86_64")]
+    super::rows_tile::expand_queries(q16, hd, qv);
+    let off = (heads.start / group) * hd;
+    let kv_dim = shape.n_kv_heads * hd;
+    let mut pos = rows.span_start;
+    while pos < rows.span_end {
+        let (run, len) = kv.key_run(pos);
+        let len = len.min(rows.span_end - pos);
+        let run = run.expand(row, kv_dim, len);
+        let KvRow::F16(k) = run else {
+            unreachable!("tiles only run over f16 rows (tiles_apply)")
+        };
+        let at = |r: usize| r * span + (pos - rows.span_start);
+        for_groups(&rows, pos, len, DOT_GROUP, |full| {
+            dot_full(full, qv, hd, k, kv_dim, off, len, scores, at)
+        });
+        for r in 0..n_tok * n_sel {
+            let sub = rows.part(r, pos, len);
+            if !sub.is_empty() && sub.len() < len {
+                let qr = &q16[r * hd..(r + 1) * hd];
+                let ks = &k[(sub.start - pos) * kv_dim..];
+                let dst = &mut scores[at(r) + sub.start - pos..][..sub.len()];
+                dot_rows_f16(qr, ks, kv_dim, off, dst);
+            }
+            if !sub.is_empty() {
+                for v in &mut scores[at(r) + sub.start - pos..][..sub.len()] {
+                    *v *= shape.scale;
+                }
+            }
+        }
+        pos += len;
+    }
+    for r in 0..n_tok * n_sel {
+        let own = rows.own(r, span);
+        softmax_in_place(&mut scores[own.clone()]);
+        round_to_f16_in_place(&mut scores[own]);
+    }
+    out.fill(0.0);
+    let mut pos = rows.span_start;
+    while pos < rows.span_end {
+        let (run, len) = kv.value_run(pos);
+        let len = len.min(rows.span_end - pos);
+        let run = run.expand(row, kv_dim, len);
+        let KvRow::F16(v) = run else {
+            unreachable!("tiles only run over f16 rows (tiles_apply)")
+        };
+        let p_at = |r: usize| r * span + (pos - rows.span_start);
+        for_groups(&rows, pos, len, AXPY_GROUP, |full| {
+            axpy_full(full, out, hd, scores, p_at, v, kv_dim, off, len)
+        });
+        for r in 0..n_tok * n_sel {
+            let sub = rows.part(r, pos, len);
+            if !sub.is_empty() && sub.len() < len {
+                let p = &scores[p_at(r) + sub.start - pos..][..sub.len()];
+                let vs = &v[(sub.start - pos) * kv_dim..];
+                axpy_rows_f16(&mut out[r * hd..(r + 1) * hd], p, vs, kv_dim, off);
+            }
+        }
+        pos += len;
+    }
+}
+
+/// Whether the tiles' f16 kernels serve this cache and head width; otherwise every query runs
+/// through [`attend`].
+fn tiles_apply(kv: &dyn KvRead, first: usize, hd: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::simd::{self, SimdLevel};
+        simd::level() == SimdLevel::Avx2
+            && simd::avx512_rows()
+            && super::rows_tile::fits(hd)
+            && matches!(kv.key(first), KvRow::F16(_))
+            && matches!(kv.value(first), KvRow::F16(_))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (kv, first, hd);
+        false
+    }
+}
+
+/// The query rows of a tile: row `r` is token `r / n_sel`, head `r % n_sel`.
+struct Rows<'a> {
+    keys: &'a [Range<usize>],
+    n_sel: usize,
+    span_start: usize,
+    span_end: usize,
+}
+
+impl Rows<'_> {
+    /// Positions of `pos..pos + len` that row `r` attends to.
+    fn part(&self, r: usize, pos: usize, len: usize) -> Range<usize> {
+        let k = &self.keys[r / self.n_sel];
+        let (a, b) = (k.start.max(pos), k.end.min(pos + len));
+        if a < b { a..b } else { pos..pos }
+    }
+
+    /// Row `r`'s own scores in a `[rows, span]` buffer.
+    fn own(&self, r: usize, span: usize) -> Range<usize> {
+        let k = &self.keys[r / self.n_sel];
+        let base = r * span;
+        base + (k.start - self.span_start)..base + (k.end - self.span_start)
+    }
+}
+
+/// Largest group of rows per dot-product call.
+#[cfg(target_arch = "x86_64")]
+const DOT_GROUP: usize = super::rows_tile::DOT_QUERIES;
+#[cfg(not(target_arch = "x86_64"))]
+const DOT_GROUP: usize = 1;
+/// Largest group of rows per V-sum call.
+#[cfg(target_arch = "x86_64")]
+const AXPY_GROUP: usize = super::rows_tile::AXPY_QUERIES;
+#[cfg(not(target_arch = "x86_64"))]
+const AXPY_GROUP: usize = 1;
+
+/// Calls `f` with the rows that attend to all of `pos..pos + len`, at most `max` at a time.
+fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, mut f: impl FnMut(&[usize])) {
+    let mut buf = [0usize; TILE_ROWS];
+    let mut n = 0;
+    for r in 0..rows.keys.len() * rows.n_sel {
+        if rows.part(r, pos, len).len() == len {
+            buf[n] = r;
+            n += 1;
+            if n == max {
+                f(&buf[..n]);
+                n = 0;
+            }
+        }
+    }
+    if n > 0 {
+        f(&buf[..n]);
+    }
+}
+
+/// Scores of the rows `full` against every row of the run `k` (`len` rows).
+#[allow(clippy::too_many_arguments)]
+fn dot_full(
+    full: &[usize],
+    qv: &[f32],
+    hd: usize,
+    k: &[f16],
+    stride: usize,
+    off: usize,
+    len: usize,
+    scores: &mut [f32],
+    at: impl Fn(usize) -> usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        assert!(
+            len == 0 || (len - 1) * stride + off + hd <= k.len(),
+            "tile: short run"
+        );
+        assert!(
+            full.iter()
+                .all(|&r| at(r) + len <= scores.len() && (r + 1) * 2 * hd <= qv.len())
+        );
+        macro_rules! call {
+            ($n:literal) => {{
+                let qp: [*const f32; $n] = std::array::from_fn(|i| qv[full[i] * 2 * hd..].as_ptr());
+                let ats: [usize; $n] = std::array::from_fn(|i| at(full[i]));
+                // SAFETY: tiles_apply checked avx512f + f16c and the width; bounds asserted above.
+                unsafe {
+                    super::rows_tile::dot_tile_f16::<$n>(qp, hd, k, stride, off, len, scores, ats)
+                }
+            }};
+        }
+        match full.len() {
+            1 => call!(1),
+            2 => call!(2),
+            3 => call!(3),
+            4 => call!(4),
+            5 => call!(5),
+            6 => call!(6),
+            7 => call!(7),
+            8 => call!(8),
+            n => unreachable!("dot group of {n} rows"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (full, qv, hd, k, stride, off, len, scores, at);
+        unreachable!("tiles only run on x86_64")
+    }
+}
+
+/// V sums of the rows `full` over every row of the run `v` (`len` rows).
+#[allow(clippy::too_many_arguments)]
+fn axpy_full(
+    full: &[usize],
+    out: &mut [f32],
+    hd: usize,
+    scores: &[f32],
+    p_at: impl Fn(usize) -> usize,
+    v: &[f16],
+    stride: usize,
+    off: usize,
+    len: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        assert!(
+            len == 0 || (len - 1) * stride + off + hd <= v.len(),
+            "tile: short run"
+        );
+        assert!(
+            full.iter()
+                .all(|&r| p_at(r) + len <= scores.len() && (r + 1) * hd <= out.len())
+        );
+        macro_rules! call {
+            ($n:literal) => {{
+                let acc: [usize; $n] = std::array::from_fn(|i| full[i] * hd);
+                let ps: [usize; $n] = std::array::from_fn(|i| p_at(full[i]));
+                // SAFETY: tiles_apply checked the features and width; bounds asserted above;
+                // rows in `full` are distinct, so their outputs do not overlap.
+                unsafe {
+                    super::rows_tile::axpy_tile_f16::<$n>(
+                        out.as_mut_ptr(),
+                        acc,
+                        scores.as_ptr(),
+                        ps,
+                        hd,
+                        v,
+                        stride,
+                        off,
+                        len,
+                    )
+                }
+            }};
+        }
+        match full.len() {
+            1 => call!(1),
+            2 => call!(2),
+            3 => call!(3),
+            4 => call!(4),
+            n => unreachable!("V group of {n} rows"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (full, out, hd, scores, p_at, v, stride, off, len);
+        unreachable!("tiles only run on x86_64")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache of f16 or f32 rows, read in runs that end at multiples of `run` positions.
+    struct Cache {
+        k: Vec<f32>,
+        v: Vec<f32>,
+        k16: Vec<f16>,
+        v16: Vec<f16>,
+        kv_dim: usize,
+        run: usize,
+        f32_rows: bool,
+    }
+
+    impl Cache {
+        fn new(n: usize, kv_dim: usize, run: usize, f32_rows: bool, seed: u32) -> Cache {
+            let val = |i: usize, s: u32| {
+                let h = (i as u32 ^ s).wrapping_mul(2_654_435_761).rotate_left(13);
+                (h % 2001) as f32 / 1000.0 - 1.0
+            };
+            let k: Vec<f32> = (0..n * kv_dim).map(|i| val(i, seed)).collect();
+            let v: Vec<f32> = (0..n * kv_dim).map(|i| val(i, seed ^ 0x55)).collect();
+            Cache {
+                k16: k.iter().map(|&x| f16::from_f32(x)).collect(),
+                v16: v.iter().map(|&x| f16::from_f32(x)).collect(),
+                k,
+                v,
+                kv_dim,
+                run,
+                f32_rows,
+            }
+        }
+
+        fn run_of<'a>(&self, pos: usize, f: &'a [f32], h: &'a [f16]) -> (KvRow<'a>, usize) {
+            let n = f.len() / self.kv_dim;
+            let end = (pos + self.run - pos % self.run).min(n);
+            let (a, b) = (pos * self.kv_dim, end * self.kv_dim);
+            if self.f32_rows {
+                (KvRow::F32(&f[a..b]), end - pos)
+            } else {
+                (KvRow::F16(&h[a..b]), end - pos)
+            }
+        }
+    }
+
+    fn one_row(run: KvRow<'_>, kv_dim: usize) -> KvRow<'_> {
+        match run {
+            KvRow::F32(r) => KvRow::F32(&r[..kv_dim]),
+            KvRow::F16(r) => KvRow::F16(&r[..kv_dim]),
+            other => other,
+        }
+    }
+
+    impl KvRead for Cache {
+        fn key(&self, pos: usize) -> KvRow<'_> {
+            one_row(self.key_run(pos).0, self.kv_dim)
+        }
+        fn value(&self, pos: usize) -> KvRow<'_> {
+            one_row(self.value_run(pos).0, self.kv_dim)
+        }
+        fn key_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+            self.run_of(pos, &self.k, &self.k16)
+        }
+        fn value_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+            self.run_of(pos, &self.v, &self.v16)
+        }
+    }
+
+    /// Every (token, head) of a tile equals [`attend`] alone, bit for bit.
+    #[test]
+    fn a_tile_equals_attention_query_by_query() {
+        let shapes = [
+            (4, 4, 64),
+            (6, 2, 64),
+            (4, 1, 32),
+            (2, 2, 48),
+            (2, 1, 36),
+            (2, 2, 256),
+        ];
+        for &(n_heads, n_kv_heads, head_dim) in &shapes {
+            for f32_rows in [false, true] {
+                let shape = AttnShape {
+                    n_heads,
+                    n_kv_heads,
+                    head_dim,
+                    scale: 0.125,
+                };
+                let kv_dim = n_kv_heads * head_dim;
+                let cache = Cache::new(90, kv_dim, 16, f32_rows, head_dim as u32);
+                let group = n_heads / n_kv_heads;
+                let qd = n_heads * head_dim;
+                for (first, n_tok, window) in
+                    [(0, 1, 0), (0, 5, 0), (37, 7, 0), (60, 9, 20), (3, 16, 5)]
+                {
+                    for g in 0..n_kv_heads {
+                        let heads = g * group..(g + 1) * group;
+                        let n_tok = n_tok.min(TILE_ROWS / group).max(1);
+                        let q: Vec<f32> = (0..n_tok * qd)
+                            .map(|i| ((i * 7919 % 1999) as f32 / 999.0 - 1.0) * 2.0)
+                            .collect();
+                        let keys: Vec<Range<usize>> = (0..n_tok)
+                            .map(|t| {
+                                let p = first + t;
+                                let lo = if window > 0 {
+                                    (p + 1).saturating_sub(window)
+                                } else {
+                                    0
+                                };
+                                lo..p + 1
+                            })
+                            .collect();
+                        let mut got = vec![0.0; n_tok * group * head_dim];
+                        attend_tile(
+                            &q,
+                            &keys,
+                            &cache,
+                            shape,
+                            heads.clone(),
+                            &mut TileScratch::default(),
+                            &mut got,
+                        );
+                        for (t, range) in keys.iter().enumerate() {
+                            let mut want = vec![0.0; group * head_dim];
+                            attend(
+                                &q[t * qd..(t + 1) * qd],
+                                &cache,
+                                range.clone(),
+                                shape,
+                                heads.clone(),
+                                &mut AttnScratch::default(),
+                                &mut want,
+                            );
+                            let have = &got[t * group * head_dim..(t + 1) * group * head_dim];
+                            let same = have
+                                .iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits());
+                            assert!(
+                                same,
+                                "shape {n_heads}/{n_kv_heads}/{head_dim} f32={f32_rows} token {t} of {n_tok} at {first} window {window}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
