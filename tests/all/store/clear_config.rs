@@ -108,10 +108,10 @@ fn issue_13_store_clear_names_a_configured_namespace() {
 
     let (none, _) = clear(&dir, &config, "beta");
     assert_eq!(none, Some(0), "beta (isolated) holds nothing");
-    // `default` is the shared namespace the server adds: it shares gamma's salt and blocks.
-    let (shared, note) = clear(&dir, &config, "default");
+    // `shared` is the default namespace the server adds: it shares gamma's salt and blocks.
+    let (shared, note) = clear(&dir, &config, "shared");
     assert_eq!(shared, Some(gamma));
-    assert!(note.contains("shared"), "{note}");
+    assert!(note.contains("is shared: its blocks"), "{note}");
     let (own, _) = clear(&dir, &config, "alpha");
     assert_eq!(own, Some(alpha));
     assert_eq!(blocks(&dir), 0);
