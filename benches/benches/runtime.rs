@@ -58,6 +58,9 @@ fn memoria_runtime() -> Runtime {
     ))
     .expect("spec");
     let tenants = Tenants::new(vec![("bench".into(), spec)]).expect("tenants");
+    engine
+        .register_namespaces(tenants.registry_table())
+        .expect("namespaces registered");
     Runtime::new(&tenants, engine, RuntimeConfig::default()).expect("runtime")
 }
 

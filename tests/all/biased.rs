@@ -3,7 +3,7 @@
 //! its prompt was computed samples exactly what a fresh session with the same seed samples; the
 //! log-probs are the log-softmax of the raw logits, whatever the bias.
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::{SamplingParams, TokenLogprobs, logprobs};
 use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream};
@@ -48,7 +48,7 @@ async fn run(
     prompt: Vec<u32>,
     params: GenerateParams,
 ) -> Vec<(u32, TokenLogprobs)> {
-    let id = e.open(NS, NamespaceSalt::derive(salt)).await.expect("open");
+    let id = crate::shared::open_salted(e, NS, salt).await;
     e.append(NS, id, prompt).await.expect("append");
     collect(e.generate(NS, id, params).expect("generate")).await
 }
@@ -112,10 +112,7 @@ fn a_fork_after_the_prompt_samples_what_a_fresh_session_samples() {
     rt.block_on(async {
         let p = prompt(&tok, 3);
         let fresh: Vec<_> = run(&e, "fresh", p.clone(), biased(8, 24)).await;
-        let src = e
-            .open(NS, NamespaceSalt::derive("fork"))
-            .await
-            .expect("open");
+        let src = crate::shared::open_salted(&e, NS, "fork").await;
         e.append(NS, src, p.clone()).await.expect("append");
         let logits = e.prefill(NS, src).await.expect("prefill");
         let fork = e.fork(NS, src).await.expect("fork");

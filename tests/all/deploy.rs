@@ -43,6 +43,8 @@ fn runtime(t: &Tenants, eng: &memoria_sched::EngineHandle, folder: &Path) -> Run
         cache_dir: Some(compiled),
         ..RuntimeConfig::default()
     };
+    eng.register_namespaces(t.registry_table())
+        .expect("namespaces registered");
     Runtime::new(t, eng.clone(), cfg).expect("runtime starts")
 }
 
@@ -201,6 +203,8 @@ async fn reload_reloads_configured_components_and_keeps_deployments() {
     std::fs::copy(guest("misbehave"), &file).expect("copy");
     let added = format!("{}\n", component_line(&guest("hello")));
     let t2 = tenants(&[("alpha", alpha.clone()), ("gamma", added)]);
+    eng.register_namespaces(t2.registry_table())
+        .expect("namespaces registered");
     rt.reload(&t2).expect("reloads");
     assert_eq!(text(&rt, "alpha", "/x").await, (200, "ok".into()));
     assert_eq!(

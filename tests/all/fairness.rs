@@ -56,7 +56,10 @@ fn runtime(share: Option<CpuShare>) -> Runtime {
         cpu_share: share,
         ..RuntimeConfig::default()
     };
-    Runtime::new(&tenants, engine(), cfg).expect("runtime loads the guests")
+    let eng = engine();
+    eng.register_namespaces(tenants.registry_table())
+        .expect("namespaces registered");
+    Runtime::new(&tenants, eng, cfg).expect("runtime loads the guests")
 }
 
 fn counters(rt: &Runtime, ns: &str) -> NsCountersSnapshot {

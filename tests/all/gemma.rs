@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::store::{StoreOptions, TierStack};
@@ -23,10 +23,6 @@ fn model() -> Arc<Model> {
 fn start(model: &Arc<Model>, cfg: EngineConfig) -> EngineHandle {
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     EngineHandle::start(model.clone(), Arc::new(tok), cfg).expect("engine")
-}
-
-fn salt(s: &str) -> NamespaceSalt {
-    NamespaceSalt::derive(s)
 }
 
 /// The token ids of the teacher-forcing sequences (BOS first), so no tokenizer is involved.
@@ -66,7 +62,7 @@ async fn run_one(
     prompt: &[u32],
     n: usize,
 ) -> (Vec<u32>, usize, Vec<f32>) {
-    let id = e.open(NS, salt(s)).await.expect("open");
+    let id = shared::open_salted(e, NS, s).await;
     e.append(NS, id, prompt.to_vec()).await.expect("append");
     let (tokens, cached) = tokens_of(&mut e.generate(NS, id, greedy(n)).expect("generate")).await;
     let logits = e.logits(NS, id).await.expect("logits").expect("last");
@@ -154,7 +150,7 @@ fn gemma3_cached_prefix_past_the_window_and_fork_change_nothing() {
             "logits from cache differ"
         );
 
-        let base = e.open(NS, salt("fork")).await.expect("open");
+        let base = shared::open_salted(&e, NS, "fork").await;
         e.append(NS, base, prompt.clone()).await.expect("append");
         let child = e.fork(NS, base).await.expect("fork");
         let mut a = e.generate(NS, base, greedy(8)).expect("gen");
@@ -190,7 +186,7 @@ fn gemma3_save_restart_restore_through_the_store_is_bit_identical() {
     let original = {
         let (e, _) = with_store();
         let l = rt.block_on(async {
-            let s = e.open(NS, salt("t")).await.expect("open");
+            let s = shared::open_salted(&e, NS, "t").await;
             e.append(NS, s, tokens.clone()).await.expect("append");
             let l = e.prefill(NS, s).await.expect("prefill");
             e.save(NS, s, "gemma-chat").await.expect("save");
@@ -201,10 +197,8 @@ fn gemma3_save_restart_restore_through_the_store_is_bit_identical() {
     };
     let (e, stack) = with_store();
     rt.block_on(async {
-        let r = e
-            .restore(NS, salt("t"), "gemma-chat")
-            .await
-            .expect("restore");
+        shared::register(&e, NS, "t");
+        let r = e.restore(NS, "gemma-chat").await.expect("restore");
         assert_eq!(e.tokens(NS, r).await.expect("tokens"), tokens);
         let l = e.prefill(NS, r).await.expect("prefill");
         assert_eq!(bits(&l), bits(&original));

@@ -57,6 +57,8 @@ fn generated_host_call_programs_never_hurt_the_host() {
         ("calm".to_string(), spec("hello")),
     ])
     .expect("tenants");
+    eng.register_namespaces(tenants.registry_table())
+        .expect("namespaces registered");
     let rt =
         Arc::new(Runtime::new(&tenants, eng.clone(), RuntimeConfig::default()).expect("runtime"));
     let mut runner = TestRunner::new(memoria_fuzz::config(48));

@@ -22,6 +22,7 @@ mod public_bench;
 mod public_prefixes;
 mod pull;
 mod route;
+mod salt_owner;
 mod sampling;
 mod serve;
 mod sessions;

@@ -4,7 +4,7 @@
 //! among other sessions, with nothing taken from the cache; the session then generates what a
 //! plain prefill's session generates.
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::{TokenLogprobs, logprobs};
 use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream};
@@ -38,7 +38,7 @@ async fn tokens(mut s: GenerationStream) -> Vec<u32> {
 }
 
 async fn score(e: &EngineHandle, salt: &str, p: &[u32]) -> Vec<TokenLogprobs> {
-    let id = e.open(NS, NamespaceSalt::derive(salt)).await.expect("open");
+    let id = crate::shared::open_salted(e, NS, salt).await;
     e.append(NS, id, p.to_vec()).await.expect("append");
     let lps = e.score(NS, id, 5).await.expect("score");
     e.close(NS, id).await.expect("close");
@@ -57,20 +57,14 @@ fn prompt_logprobs_are_teacher_forcing_alone_and_in_a_crowd() {
     let rt = shared::runtime();
     rt.block_on(async {
         // Warm the cache with the same prompt: scoring must not take it from there.
-        let warm = e
-            .open(NS, NamespaceSalt::derive("same"))
-            .await
-            .expect("open");
+        let warm = crate::shared::open_salted(&e, NS, "same").await;
         e.append(NS, warm, p.clone()).await.expect("append");
         e.prefill(NS, warm).await.expect("prefill");
         let alone = score(&e, "same", &p).await;
         assert_eq!(alone.len(), p.len() - 1);
         // Each position against a session prefilled to just before that token.
         for j in 1..p.len() {
-            let id = e
-                .open(NS, NamespaceSalt::derive("ref"))
-                .await
-                .expect("open");
+            let id = crate::shared::open_salted(&e, NS, "ref").await;
             e.append(NS, id, p[..j].to_vec()).await.expect("append");
             let logits = e.prefill(NS, id).await.expect("prefill");
             e.close(NS, id).await.expect("close");
@@ -81,10 +75,7 @@ fn prompt_logprobs_are_teacher_forcing_alone_and_in_a_crowd() {
         // Among generating sessions: the same bits.
         let mut others = Vec::new();
         for i in 0..6 {
-            let id = e
-                .open(NS, NamespaceSalt::derive("crowd"))
-                .await
-                .expect("open");
+            let id = crate::shared::open_salted(&e, NS, "crowd").await;
             let q = tok.encode(&format!("Tom had {i} cars and"), true, true);
             e.append(NS, id, q).await.expect("append");
             let mut params = GenerateParams::greedy(40);
@@ -99,17 +90,11 @@ fn prompt_logprobs_are_teacher_forcing_alone_and_in_a_crowd() {
         }
         assert!(crowd == alone, "prompt log-probs moved in a batch");
         // After scoring, the session generates what a plain session generates.
-        let id = e
-            .open(NS, NamespaceSalt::derive("gen"))
-            .await
-            .expect("open");
+        let id = crate::shared::open_salted(&e, NS, "gen").await;
         e.append(NS, id, p.clone()).await.expect("append");
         e.score(NS, id, 0).await.expect("score");
         let scored = tokens(e.generate(NS, id, GenerateParams::greedy(16)).expect("gen")).await;
-        let plain = e
-            .open(NS, NamespaceSalt::derive("gen2"))
-            .await
-            .expect("open");
+        let plain = crate::shared::open_salted(&e, NS, "gen2").await;
         e.append(NS, plain, p.clone()).await.expect("append");
         let want = tokens(
             e.generate(NS, plain, GenerateParams::greedy(16))

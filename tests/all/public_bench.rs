@@ -30,7 +30,8 @@ fn held_bytes(public: bool) -> (u64, usize) {
     let mut pool = BlockPool::new(l, 4096 * l.block_bytes().expect("layout")).expect("pool");
     let fp = ModelFingerprint::of(b"public-prefix-bench");
     let system: Vec<u32> = (0..SYSTEM_TOKENS).map(|i| 1000 + i).collect();
-    let common = pool.root_hash(&fp, &memoria_tenant::Isolation::common_salt());
+    let registry = memoria_tenant::Tenants::default().registry_table();
+    let common = pool.root_hash(&fp, &registry.common_salt().expect("common salt"));
     let chain = Arc::new(PublicChain::new(
         common,
         l.block_tokens,

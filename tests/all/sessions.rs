@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memoria_kernels::GgmlType;
-use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
+use memoria_kv::{NamespaceId, PinLevel};
 use memoria_model::gguf::GgufFile;
 use memoria_model::llama::Model;
 use memoria_model::synth::{self, SynthSpec};
@@ -38,10 +38,6 @@ fn synthetic(ty: GgmlType) -> Model {
 }
 
 const NS: NamespaceId = NamespaceId(1);
-
-fn salt(label: &str) -> NamespaceSalt {
-    NamespaceSalt::derive(label)
-}
 
 fn greedy(max_tokens: usize, close: bool) -> GenerateParams {
     GenerateParams {
@@ -91,7 +87,7 @@ async fn run_one(
     prompt: &[u32],
     n: usize,
 ) -> (Output, Vec<f32>, SessionId) {
-    let id = e.open(ns, salt(s)).await.expect("open");
+    let id = shared::open_salted(e, ns, s).await;
     e.append(ns, id, prompt.to_vec()).await.expect("append");
     let mut stream = e.generate(ns, id, greedy(n, false)).expect("generate");
     let out = collect(&mut stream).await;
@@ -225,7 +221,7 @@ fn cached_prefix_and_fork_change_nothing_but_speed() {
         assert!(first_logits == second_logits, "logits from cache differ");
 
         // Fork a session that has only its prompt, and generate on both sides.
-        let base = e.open(NS, salt("fork")).await.expect("open");
+        let base = shared::open_salted(&e, NS, "fork").await;
         e.append(NS, base, prompt.clone()).await.expect("append");
         let child = e.fork(NS, base).await.expect("fork");
         let mut a = e.generate(NS, base, greedy(32, false)).expect("gen");
@@ -259,8 +255,9 @@ fn sixteen_sessions_with_a_common_prefix_hold_one_copy() {
     );
     let block_tokens = 16;
     shared::runtime().block_on(async {
+        shared::register(&e, NS, "s");
         let info = e
-            .warm(NS, salt("s"), prefix.clone(), PinLevel::Priority(1), None)
+            .warm(NS, prefix.clone(), PinLevel::Priority(1), None)
             .await
             .expect("warm");
         assert_eq!(info.tokens, prefix.len());
@@ -270,7 +267,7 @@ fn sixteen_sessions_with_a_common_prefix_hold_one_copy() {
                 let mut p = prefix.clone();
                 p.extend(tok.encode(&format!(" Then {i} frogs jumped."), false, false));
                 tokio::spawn(async move {
-                    let id = e.open(NS, salt("s")).await.expect("open");
+                    let id = e.open(NS).await.expect("open");
                     e.append(NS, id, p).await.expect("append");
                     let out =
                         collect(&mut e.generate(NS, id, greedy(4, false)).expect("gen")).await;
@@ -336,7 +333,7 @@ fn dropping_the_stream_cancels_and_frees_blocks() {
     let prompt = tok.encode("Once upon a time", true, true);
     shared::runtime().block_on(async {
         let baseline = e.pool_stats().snapshot().total.blocks_used;
-        let id = e.open(NS, salt("c")).await.expect("open");
+        let id = shared::open_salted(&e, NS, "c").await;
         e.append(NS, id, prompt).await.expect("append");
         let mut stream = e.generate(NS, id, greedy(400, true)).expect("gen");
         for _ in 0..3 {
@@ -388,13 +385,13 @@ fn a_long_prefill_does_not_starve_decoding_sessions() {
     });
     let tok = e.tokenizer().clone();
     shared::runtime().block_on(async {
-        let a = e.open(NS, salt("f")).await.expect("open");
+        let a = shared::open_salted(&e, NS, "f").await;
         e.append(NS, a, tok.encode("Once upon a time", true, true))
             .await
             .expect("append");
         let mut sa = e.generate(NS, a, greedy(200, false)).expect("gen");
         assert!(matches!(sa.next().await, Some(Event::Token { .. })));
-        let b = e.open(NS, salt("f2")).await.expect("open");
+        let b = shared::open_salted(&e, NS, "f2").await;
         let long = tok.encode(
             &"The sun was hot and the sky was blue. ".repeat(30),
             true,

@@ -78,3 +78,35 @@ pub fn stories_engine(step_tokens: usize) -> memoria_sched::EngineHandle {
     memoria_sched::EngineHandle::start(std::sync::Arc::new(model), std::sync::Arc::new(tok), cfg)
         .expect("engine")
 }
+
+/// Registers `ns` with `e` keyed by the salt derived from `label` (replacing its entry) and
+/// opens a session in it. Engine tests that compare caches give runs their own salts this way;
+/// the registry is the only place a salt is kept, so the entry must be in place before `open`.
+pub async fn open_salted(
+    e: &memoria_sched::EngineHandle,
+    ns: memoria_kv::NamespaceId,
+    label: &str,
+) -> memoria_sched::SessionId {
+    register(e, ns, label);
+    e.open(ns).await.expect("open")
+}
+
+/// Registers `ns` with `e`, keyed by the salt derived from `label`.
+pub fn register(e: &memoria_sched::EngineHandle, ns: memoria_kv::NamespaceId, label: &str) {
+    e.namespaces().insert(memoria_kv::NamespaceEntry::new(
+        ns,
+        label,
+        memoria_kv::NamespaceSalt::derive(label),
+    ));
+}
+
+/// Registers `ns` with `e` under the public `label`, keyed by `salt` (replacing its entry).
+pub fn register_salt(
+    e: &memoria_sched::EngineHandle,
+    ns: memoria_kv::NamespaceId,
+    label: &str,
+    salt: memoria_kv::NamespaceSalt,
+) {
+    e.namespaces()
+        .insert(memoria_kv::NamespaceEntry::new(ns, label, salt));
+}

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, Usage};
@@ -20,7 +20,7 @@ async fn one_shot(
     prompt: &[u32],
     n: usize,
 ) -> (Vec<u32>, Usage, Vec<f32>) {
-    let id = e.open(NS, NamespaceSalt::derive(salt)).await.expect("open");
+    let id = crate::shared::open_salted(e, NS, salt).await;
     e.append(NS, id, prompt.to_vec()).await.expect("append");
     let mut stream = e.generate(NS, id, GenerateParams::greedy(n)).expect("gen");
     let mut tokens = Vec::new();

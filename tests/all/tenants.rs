@@ -58,6 +58,8 @@ fn runtime(namespaces: &[(&str, &str, &str)]) -> (Runtime, EngineHandle) {
         .collect();
     let tenants = Tenants::new(specs).expect("tenants");
     let eng = engine();
+    eng.register_namespaces(tenants.registry_table())
+        .expect("namespaces registered");
     let rt = Runtime::new(&tenants, eng.clone(), RuntimeConfig::default())
         .expect("runtime loads the guests");
     (rt, eng)
@@ -436,14 +438,10 @@ fn example_tenants_toml_defines_the_four_namespaces() {
         let keys: Vec<&str> = n.spec.components.keys().map(String::as_str).collect();
         assert_eq!(keys, ["agent", "chat", "classify"], "{ns}");
     }
-    assert_ne!(
-        tenants.get("alpha").map(|n| n.salt),
-        tenants.get("beta").map(|n| n.salt)
-    );
-    assert_eq!(
-        tenants.get("gamma").map(|n| n.salt),
-        tenants.get("delta").map(|n| n.salt)
-    );
+    let table = tenants.registry_table();
+    let salt = |ns: &str| tenants.get(ns).and_then(|n| table.salt(n.id));
+    assert_ne!(salt("alpha"), salt("beta"));
+    assert_eq!(salt("gamma"), salt("delta"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -477,15 +475,12 @@ async fn guests_get_embeddings_of_the_model_width_from_the_engines_cache() {
     );
     let computed = eng.stats().snapshot().embeddings;
     assert_eq!(computed, 2);
-    let hits = eng
-        .embed(alpha.id, alpha.salt, &texts)
-        .await
-        .expect("embed");
+    let hits = eng.embed(alpha.id, &texts).await.expect("embed");
     assert!(
         hits.iter().all(|e| e.cached),
         "alpha's guest filled the cache"
     );
-    let misses = eng.embed(beta.id, beta.salt, &texts).await.expect("embed");
+    let misses = eng.embed(beta.id, &texts).await.expect("embed");
     assert!(
         misses.iter().all(|e| !e.cached),
         "isolated beta never hits alpha's"
@@ -518,6 +513,8 @@ async fn named_sessions_survive_a_restart_with_a_durable_store() {
             durable_sessions: true,
             ..RuntimeConfig::default()
         };
+        eng.register_namespaces(tenants.registry_table())
+            .expect("namespaces registered");
         let rt = Runtime::new(&tenants, eng.clone(), cfg).expect("runtime");
         let r = json(&rt, "alpha", "/agent", turn).await;
         assert_eq!(r["restored"], round == 1, "round {round}: {r}");
@@ -577,6 +574,8 @@ async fn compiled_components_are_cached_on_disk_and_reused() {
         cache_dir: Some(dir.clone()),
         ..RuntimeConfig::default()
     };
+    eng.register_namespaces(tenants.registry_table())
+        .expect("namespaces registered");
     let first = Runtime::new(&tenants, eng.clone(), cfg.clone()).expect("compiles");
     drop(first);
     let cached = std::fs::read_dir(&dir).expect("list").filter(|e| {
@@ -734,7 +733,10 @@ async fn padded_groups_hold_back_and_hide_component_hits() {
         ("d".to_string(), spec("h", off)),
     ];
     let tenants = Tenants::new(specs).expect("tenants");
-    let rt = Runtime::new(&tenants, engine(), RuntimeConfig::default()).expect("runtime");
+    let eng = engine();
+    eng.register_namespaces(tenants.registry_table())
+        .expect("namespaces registered");
+    let rt = Runtime::new(&tenants, eng, RuntimeConfig::default()).expect("runtime");
     let message = |i: usize| {
         format!(
             r#"{{"message": "Tell me story number {i} about Lily, Tim, the big red ball and the little dog in the park."}}"#

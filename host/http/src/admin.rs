@@ -130,13 +130,7 @@ async fn warm(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
     let pin = req.priority.map_or(PinLevel::Pinned, PinLevel::Priority);
     let info = state
         .engine
-        .warm(
-            ns.id,
-            ns.salt,
-            tokens,
-            pin,
-            req.ttl_s.map(Duration::from_secs),
-        )
+        .warm(ns.id, tokens, pin, req.ttl_s.map(Duration::from_secs))
         .await?;
     Ok(ok_json(&json!({
         "namespace": ns.name,
@@ -252,7 +246,7 @@ async fn save(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
     let tokens = prefix_tokens(state, req.text, req.messages)?;
     let n = tokens.len();
     let engine = &state.engine;
-    let id = engine.open(ns.id, ns.salt).await?;
+    let id = engine.open(ns.id).await?;
     let result = async {
         engine.append(ns.id, id, tokens).await?;
         engine.prefill(ns.id, id).await?;
@@ -276,7 +270,7 @@ async fn restore(state: &AppState, body: &Bytes) -> Result<Response, ApiError> {
     }
     let ns = named_namespace(state, req.namespace)?;
     let engine = &state.engine;
-    let id = engine.restore(ns.id, ns.salt, &req.name).await?;
+    let id = engine.restore(ns.id, &req.name).await?;
     let result = async {
         engine.prefill(ns.id, id).await?;
         engine.info(ns.id, id).await

@@ -136,9 +136,9 @@ impl AppState {
             .fold(engine, u64::saturating_add)
     }
 
-    /// Builds the shared state and applies each namespace's eviction policy to the engine.
+    /// Builds the shared state and registers the namespaces with the engine.
     pub fn new(parts: ServerParts) -> AppState {
-        apply_policies(&parts.engine, &parts.chat, &parts.tenants);
+        register_namespaces(&parts.engine, &parts.chat, &parts.tenants);
         AppState {
             structured: Default::default(),
             hit_pad: parts.hit_pad,
@@ -171,7 +171,7 @@ impl AppState {
     /// Replaces the namespaces (after [`AppState::check_tenants`]).
     pub fn replace_tenants(&self, new: Arc<Tenants>) -> Result<(), String> {
         self.check_tenants(&new)?;
-        apply_policies(&self.engine, &self.chat, &new);
+        register_namespaces(&self.engine, &self.chat, &new);
         *self.tenants.write().unwrap_or_else(|e| e.into_inner()) = new;
         Ok(())
     }
@@ -223,16 +223,17 @@ impl AppState {
     }
 }
 
-fn apply_policies(engine: &EngineHandle, chat: &ChatTemplate, tenants: &Tenants) {
+/// Registers the namespaces with the engine (the registry table: ids, labels, salts,
+/// priorities, caps), then each namespace's public prefixes, by id.
+fn register_namespaces(engine: &EngineHandle, chat: &ChatTemplate, tenants: &Tenants) {
+    let _ = engine.register_namespaces(tenants.registry_table());
     for ns in tenants.iter() {
-        let _ =
-            engine.set_namespace_policy(ns.id, ns.spec.limits.priority, ns.spec.limits.max_blocks);
         // Public prefixes, as the token forms they take in rendered prompts (none clears).
         let forms = ns
             .public_prefixes
             .iter()
             .flat_map(|t| memoria_sched::public::prefix_tokens(engine.tokenizer(), chat, t))
             .collect();
-        let _ = engine.set_public_prefixes(ns.id, memoria_tenant::Isolation::common_salt(), forms);
+        let _ = engine.set_public_prefixes(ns.id, forms);
     }
 }

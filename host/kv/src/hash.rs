@@ -53,9 +53,16 @@ pub struct BlockHash(pub [u8; 32]);
 pub struct ModelFingerprint(pub [u8; 32]);
 
 /// Per-namespace salt: namespaces with equal salts share cached blocks, others never do.
-/// The host derives it from configuration, never from a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The host derives it from configuration, never from a request, and keeps it in the namespace
+/// registry (`registry`); its `Debug` is redacted so it cannot reach a log.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NamespaceSalt(pub [u8; 32]);
+
+impl fmt::Debug for NamespaceSalt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NamespaceSalt(..)")
+    }
+}
 
 impl ModelFingerprint {
     /// Fingerprint of arbitrary identifying bytes (BLAKE3 of them).

@@ -32,6 +32,7 @@
 
 pub mod advisor;
 pub mod hash;
+pub mod registry;
 pub mod route_key;
 
 mod arena;
@@ -59,6 +60,7 @@ pub use meta::{BlockState, PinLevel};
 pub use misses::{LostTier, MissReason, MissSnapshot};
 pub use pool::{BlockInfo, BlockPool, HotChain};
 pub use public::{PublicChain, chain_step, context_chain};
+pub use registry::{NamespaceEntry, NamespaceTable, Namespaces};
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
 pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};
 

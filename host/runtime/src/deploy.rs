@@ -166,7 +166,7 @@ impl Inner {
             let rt = match old {
                 Some(e)
                     if e.rt.ns.id == ns.id
-                        && e.rt.ns.salt == ns.salt
+                        && e.rt.ns.spec.isolation == ns.spec.isolation
                         && e.rt.ns.spec.limits == ns.spec.limits =>
                 {
                     e.rt.clone()

@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use memoria_kv::{
-    BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PinLevel, PoolStats,
+    BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
+    PinLevel, PoolStats,
 };
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
@@ -40,6 +41,9 @@ pub struct EngineHandle {
     stats: Arc<EngineStats>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
     remote: Arc<RemoteReads>,
+    /// The namespace registry: every namespace's salt, label and policy, by id (shared with the
+    /// engine thread and the tier stack).
+    namespaces: Arc<Namespaces>,
     /// Embeddings by namespace salt and tokens (see `embed`).
     embeddings: Arc<EmbedCache>,
 }
@@ -90,7 +94,16 @@ impl EngineHandle {
         let health = Arc::new(Health::new(pool.stats()));
         let stats = Arc::new(EngineStats::default());
         let fingerprint = ModelFingerprint(model.fingerprint());
-        let remote = Arc::new(RemoteReads::new(cfg.store.clone(), fingerprint, layout));
+        let namespaces = cfg
+            .store
+            .as_ref()
+            .map_or_else(Arc::default, |s| s.namespaces().clone());
+        let remote = Arc::new(RemoteReads::new(
+            cfg.store.clone(),
+            fingerprint,
+            layout,
+            namespaces.clone(),
+        ));
         let embeddings = Arc::new(EmbedCache::new(cfg.embed_cache_entries));
         let bp = Blueprint {
             model: model.clone(),
@@ -99,8 +112,9 @@ impl EngineHandle {
             fingerprint,
             layout,
             stats: stats.clone(),
+            namespaces: namespaces.clone(),
         };
-        let engine = bp.engine(pool, 1, Default::default(), Default::default());
+        let engine = bp.engine(pool, 1, Default::default());
         let (tx, rx) = channel();
         let h = health.clone();
         let thread = std::thread::Builder::new()
@@ -115,8 +129,31 @@ impl EngineHandle {
             stats,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
             remote,
+            namespaces,
             embeddings,
         })
+    }
+
+    /// The namespace registry (the one holder of every namespace's salt).
+    pub fn namespaces(&self) -> &Arc<Namespaces> {
+        &self.namespaces
+    }
+
+    /// Registers the host's namespaces (at start and on every configuration reload): replaces
+    /// the registry's table and applies each namespace's priority and block cap to the pool.
+    /// Commands name namespaces by id afterwards; one not in the table is refused.
+    pub fn register_namespaces(&self, table: NamespaceTable) -> Result<(), EngineError> {
+        self.namespaces.register(table);
+        self.tx
+            .send(Command::Registered)
+            .map_err(|_| EngineError::Stopped)
+    }
+
+    /// The registered salt of `ns`.
+    fn salt(&self, ns: NamespaceId) -> Result<NamespaceSalt, EngineError> {
+        self.namespaces
+            .salt(ns)
+            .ok_or_else(|| EngineError::Internal(format!("namespace {ns} is not registered")))
     }
 
     /// The model's tokenizer.
@@ -157,17 +194,13 @@ impl EngineHandle {
         rx.await.map_err(|_| EngineError::Stopped)?
     }
 
-    /// Opens an empty session in `ns`, whose cached blocks are keyed with `salt` (derived by the
-    /// host from configuration, never from a request).
-    pub async fn open(
-        &self,
-        ns: NamespaceId,
-        salt: NamespaceSalt,
-    ) -> Result<SessionId, EngineError> {
+    /// Opens an empty session in `ns` (registered; its cached blocks are keyed with the
+    /// registry's salt for it).
+    pub async fn open(&self, ns: NamespaceId) -> Result<SessionId, EngineError> {
         let id = self
-            .call("open", |reply| Command::Open { ns, salt, reply })
+            .call("open", |reply| Command::Open { ns, reply })
             .await?;
-        self.remote.opened(id, ns, salt);
+        self.remote.opened(id, ns);
         Ok(id)
     }
 
@@ -303,15 +336,13 @@ impl EngineHandle {
     pub async fn warm(
         &self,
         ns: NamespaceId,
-        salt: NamespaceSalt,
         tokens: Vec<u32>,
         pin: PinLevel,
         ttl: Option<Duration>,
     ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(ns, salt, &tokens).await;
+        self.remote.prefetch(ns, &tokens).await;
         self.call("warm", |reply| Command::Warm {
             ns,
-            salt,
             tokens,
             pin,
             ttl,
@@ -325,14 +356,12 @@ impl EngineHandle {
     pub async fn rewarm(
         &self,
         ns: NamespaceId,
-        salt: NamespaceSalt,
         tokens: Vec<u32>,
         count: f64,
     ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(ns, salt, &tokens).await;
+        self.remote.prefetch(ns, &tokens).await;
         self.call("rewarm", |reply| Command::Rewarm {
             ns,
-            salt,
             tokens,
             count,
             reply,
@@ -372,23 +401,17 @@ impl EngineHandle {
         .await
     }
 
-    /// Opens a new session holding the tokens saved under `name` in `ns` (whose salt must be
-    /// `salt`, as when it was saved). Its next compute reuses the blocks the tiers still hold
+    /// Opens a new session holding the tokens saved under `name` in `ns` (under the salt the
+    /// registry holds for `ns`, as when it was saved). Its next compute reuses the blocks the tiers still hold
     /// and recomputes the rest, so its next-token logits are bit-identical to the original's.
     /// A save this host's disk does not hold is looked up in the remote tier (any host's save
     /// of the namespace), here on the caller's task, and its blocks prefetched, so the engine
     /// thread never waits on the network.
-    pub async fn restore(
-        &self,
-        ns: NamespaceId,
-        salt: NamespaceSalt,
-        name: &str,
-    ) -> Result<SessionId, EngineError> {
+    pub async fn restore(&self, ns: NamespaceId, name: &str) -> Result<SessionId, EngineError> {
         let restore = |record| {
             let name = name.to_string();
             self.call("restore", move |reply| Command::Restore {
                 ns,
-                salt,
                 name,
                 record,
                 reply,
@@ -396,48 +419,28 @@ impl EngineHandle {
         };
         match restore(None).await {
             Err(EngineError::NoSavedSession(missing)) => {
-                let Some(rec) = self.remote.load_session(&salt, name).await? else {
+                let Some(rec) = self.remote.load_session(ns, name).await? else {
                     return Err(EngineError::NoSavedSession(missing));
                 };
-                self.remote.prefetch(ns, salt, &rec.tokens).await;
+                self.remote.prefetch(ns, &rec.tokens).await;
                 restore(Some(Box::new(rec))).await
             }
             r => r,
         }
     }
 
-    /// Sets a namespace's eviction priority and block cap.
-    pub fn set_namespace_policy(
-        &self,
-        ns: NamespaceId,
-        priority: i32,
-        max_blocks: Option<usize>,
-    ) -> Result<(), EngineError> {
-        self.tx
-            .send(Command::SetNamespacePolicy {
-                ns,
-                priority,
-                max_blocks,
-            })
-            .map_err(|_| EngineError::Stopped)
-    }
-
     /// Sets a namespace's public prefixes (token sequences from a prompt's start, as
     /// [`crate::public::prefix_tokens`] makes them; empty: none), whose whole blocks are keyed
-    /// under `common` (the shared namespaces' salt). Applies to sessions opened afterwards.
+    /// under the registry's common salt (the shared namespaces'). Applies to sessions opened
+    /// afterwards.
     pub fn set_public_prefixes(
         &self,
         ns: NamespaceId,
-        common: NamespaceSalt,
         prefixes: Vec<Vec<u32>>,
     ) -> Result<(), EngineError> {
-        self.remote.set_public(ns, common, &prefixes);
+        self.remote.set_public(ns, &prefixes);
         self.tx
-            .send(Command::SetPublicPrefixes {
-                ns,
-                common,
-                prefixes,
-            })
+            .send(Command::SetPublicPrefixes { ns, prefixes })
             .map_err(|_| EngineError::Stopped)
     }
 

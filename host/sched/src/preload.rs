@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
+use memoria_kv::{NamespaceId, PinLevel};
 
 use crate::EngineError;
 use crate::handle::EngineHandle;
@@ -14,9 +14,8 @@ use crate::session::WarmInfo;
 /// Prefixes to warm for one namespace.
 #[derive(Clone, Debug)]
 pub struct Preload {
+    /// The namespace, as registered with the engine.
     pub ns: NamespaceId,
-    /// The namespace's salt (from configuration).
-    pub salt: NamespaceSalt,
     pub texts: Vec<String>,
     pub pin: PinLevel,
     /// How long the pin lasts (`None`: until unpinned).
@@ -32,7 +31,7 @@ pub async fn preload(
     for e in entries {
         for text in &e.texts {
             let tokens = engine.tokenizer().encode(text, true, true);
-            out.push(engine.warm(e.ns, e.salt, tokens, e.pin, e.ttl).await?);
+            out.push(engine.warm(e.ns, tokens, e.pin, e.ttl).await?);
         }
     }
     Ok(out)

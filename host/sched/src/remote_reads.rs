@@ -4,14 +4,15 @@
 //! blocks that the engine's prefix match then copies in. So the engine thread never waits on
 //! the network, and other sessions keep decoding meanwhile. A namespace with public prefixes
 //! (`set_public`, given the same prefixes as the engine) has its chain hashed as the pool
-//! hashes it, so the leading public blocks are found under the common salt. Invariant: only
+//! hashes it, so the leading public blocks are found under the common salt. Salts are looked up
+//! by namespace id in the registry at each prefetch, never kept here. Invariant: only
 //! sessions opened through this handle and not yet given tokens are prefetched (their context
 //! starts at the chain's root); with no remote tier every method is a no-op.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PublicChain};
+use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain};
 use memoria_store::{SessionRecord, TierStack};
 
 use crate::EngineError;
@@ -25,15 +26,22 @@ pub(crate) struct RemoteReads {
     stack: Option<Arc<TierStack>>,
     model: ModelFingerprint,
     layout: KvLayout,
-    fresh: Mutex<HashMap<SessionId, (NamespaceId, NamespaceSalt)>>,
-    /// Each namespace's public prefixes, with the common salt they are keyed under.
-    public: RwLock<HashMap<NamespaceId, (Arc<PublicChain>, NamespaceSalt)>>,
+    namespaces: Arc<Namespaces>,
+    fresh: Mutex<HashMap<SessionId, NamespaceId>>,
+    /// Each namespace's public prefixes (keyed under the registry's common salt).
+    public: RwLock<HashMap<NamespaceId, Arc<PublicChain>>>,
 }
 
 impl RemoteReads {
-    pub fn new(stack: Option<Arc<TierStack>>, model: ModelFingerprint, layout: KvLayout) -> Self {
+    pub fn new(
+        stack: Option<Arc<TierStack>>,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        namespaces: Arc<Namespaces>,
+    ) -> Self {
         RemoteReads {
             stack: stack.filter(|s| s.remote().is_some()),
+            namespaces,
             model,
             layout,
             fresh: Mutex::new(HashMap::new()),
@@ -41,15 +49,15 @@ impl RemoteReads {
         }
     }
 
-    fn fresh(&self) -> MutexGuard<'_, HashMap<SessionId, (NamespaceId, NamespaceSalt)>> {
+    fn fresh(&self) -> MutexGuard<'_, HashMap<SessionId, NamespaceId>> {
         self.fresh.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records `ns`'s public prefixes (empty: none), compiled as the engine compiles them.
-    pub fn set_public(&self, ns: NamespaceId, common: NamespaceSalt, prefixes: &[Vec<u32>]) {
-        if self.stack.is_none() {
+    pub fn set_public(&self, ns: NamespaceId, prefixes: &[Vec<u32>]) {
+        let (Some(_), Some(common)) = (&self.stack, self.namespaces.common_salt()) else {
             return;
-        }
+        };
         let b = self.layout.block_tokens;
         let root = BlockHash::root(&self.model, self.layout.elem, b, &common);
         let chain = PublicChain::new(root, b, prefixes);
@@ -57,11 +65,11 @@ impl RemoteReads {
         if chain.is_empty() {
             g.remove(&ns);
         } else {
-            g.insert(ns, (Arc::new(chain), common));
+            g.insert(ns, Arc::new(chain));
         }
     }
 
-    pub fn opened(&self, id: SessionId, ns: NamespaceId, salt: NamespaceSalt) {
+    pub fn opened(&self, id: SessionId, ns: NamespaceId) {
         if self.stack.is_some() {
             let mut g = self.fresh();
             if g.len() >= MAX_FRESH
@@ -69,7 +77,7 @@ impl RemoteReads {
             {
                 g.remove(&old);
             }
-            g.insert(id, (ns, salt));
+            g.insert(id, ns);
         }
     }
 
@@ -82,30 +90,31 @@ impl RemoteReads {
     /// Prefetches `tokens` if `id` is a fresh session (once).
     pub async fn before_append(&self, id: SessionId, tokens: &[u32]) {
         let fresh = self.fresh().remove(&id);
-        if let Some((ns, salt)) = fresh {
-            self.prefetch(ns, salt, tokens).await;
+        if let Some(ns) = fresh {
+            self.prefetch(ns, tokens).await;
         }
     }
 
-    /// The session saved as `name` in the remote tier under `salt` (see
+    /// The session saved as `name` in the remote tier by namespace `ns` (see
     /// `TierStack::load_session_remote`); `Ok(None)` without a remote tier.
     pub async fn load_session(
         &self,
-        salt: &NamespaceSalt,
+        ns: NamespaceId,
         name: &str,
     ) -> Result<Option<SessionRecord>, EngineError> {
-        match &self.stack {
-            Some(s) => s
-                .load_session_remote(salt, name)
+        match (&self.stack, self.namespaces.salt(ns)) {
+            (Some(s), Some(salt)) => s
+                .load_session_remote(&salt, name)
                 .await
                 .map_err(EngineError::Store),
-            None => Ok(None),
+            _ => Ok(None),
         }
     }
 
     /// Prefetches a context of namespace `ns` that starts at the chain's root.
-    pub async fn prefetch(&self, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]) {
-        if let Some(s) = &self.stack {
+    pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) {
+        let table = self.namespaces.snapshot();
+        if let (Some(s), Some(salt)) = (&self.stack, table.salt(ns)) {
             let public = self
                 .public
                 .read()
@@ -114,7 +123,8 @@ impl RemoteReads {
                 .cloned();
             let public = public
                 .as_ref()
-                .map(|(chain, common)| (chain.as_ref(), *common));
+                .zip(table.common_salt())
+                .map(|(chain, common)| (chain.as_ref(), common));
             s.prefetch_remote(self.model, self.layout, salt, public, tokens)
                 .await;
         }

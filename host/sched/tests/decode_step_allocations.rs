@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use memoria_kernels::GgmlType;
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceSalt};
 use memoria_model::gguf::GgufFile;
 use memoria_model::llama::Model;
 use memoria_model::synth::{self, SynthSpec};
@@ -139,6 +139,11 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
         .expect("engine");
+    engine.namespaces().insert(NamespaceEntry::new(
+        NS,
+        "allocations",
+        NamespaceSalt::derive("allocations"),
+    ));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -146,10 +151,7 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
     let mut streams: Vec<GenerationStream> = rt.block_on(async {
         let mut streams = Vec::new();
         for i in 0..SESSIONS {
-            let id = engine
-                .open(NS, NamespaceSalt::derive("allocations"))
-                .await
-                .expect("open");
+            let id = engine.open(NS).await.expect("open");
             // Distinct prompts of different lengths: no shared blocks, ragged contexts.
             let prompt: Vec<u32> = (0..20 + 3 * i as u32)
                 .map(|j| 300 + (j * 7 + i as u32 * 13) % 200)

@@ -33,7 +33,8 @@ pub struct StoreStats {
     pub sessions: u64,
     /// Model fingerprint (hex) -> description.
     pub models: BTreeMap<String, String>,
-    /// Namespace salt (hex, first 16 digits) -> (blocks, encoded bytes).
+    /// Namespace tag (16 hex digits of a one-way digest of its salt, never the salt) ->
+    /// (blocks, encoded bytes).
     pub namespaces: BTreeMap<String, (u64, u64)>,
     /// Encoding name -> blocks.
     pub encodings: BTreeMap<String, u64>,
@@ -79,8 +80,9 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// A stable public tag for the blocks of one salt: the salt itself never leaves the host.
 fn salt_label(s: &NamespaceSalt) -> String {
-    hex(&s.0[..8])
+    hex(&blake3::derive_key("memoria store stats namespace tag v1", &s.0)[..8])
 }
 
 fn not_a_store(dir: &Path) -> StoreError {

@@ -5,13 +5,13 @@
 //! tokens); a value that fails is removed from its tier and counted, and the read is a miss;
 //! blocks that were served lossily are never written to disk as if exact.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use memoria_kv::{
-    BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, NamespaceSalt, SourceMiss,
-    TierSink, TierSource,
+    BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
+    SourceMiss, TierSink, TierSource,
 };
 
 use crate::codec::{self, BlockIdentity, Encoding, Expect};
@@ -39,7 +39,9 @@ pub struct TierStack {
     cold: Option<ColdTier>,
     disk: Option<RedbTier>,
     cold_encoding: Encoding,
-    salts: Mutex<HashMap<NamespaceId, NamespaceSalt>>,
+    /// The host's namespace registry (the engine registers it; demoted blocks carry the salt
+    /// looked up here by namespace id).
+    namespaces: Arc<Namespaces>,
     lossy_served: Mutex<HashSet<BlockHash>>,
     /// Evicted blocks on their way to the cold tier (see `demote_queue`).
     pending: Pending,
@@ -85,7 +87,7 @@ impl TierStack {
             cold,
             disk,
             cold_encoding: opts.cold_lossy.map_or(Encoding::Lz4, |l| l.encoding()),
-            salts: Mutex::new(HashMap::new()),
+            namespaces: Arc::default(),
             lossy_served: Mutex::new(HashSet::new()),
             pending: Pending::default(),
             remote: None,
@@ -120,14 +122,15 @@ impl TierStack {
         }
     }
 
-    /// Records the salt of a namespace, so blocks it demotes carry it.
-    pub fn register_namespace(&self, ns: NamespaceId, salt: NamespaceSalt) {
-        lock(&self.salts).insert(ns, salt);
+    /// The namespace registry this stack reads salts and labels from (the engine started on
+    /// the stack registers its namespaces here).
+    pub fn namespaces(&self) -> &Arc<Namespaces> {
+        &self.namespaces
     }
 
-    /// The salt registered for `ns`.
-    pub fn salt_of(&self, ns: NamespaceId) -> Option<NamespaceSalt> {
-        lock(&self.salts).get(&ns).copied()
+    /// The salt of namespace `ns`, looked up in the registry.
+    fn salt_of(&self, ns: NamespaceId) -> Option<NamespaceSalt> {
+        self.namespaces.salt(ns)
     }
 
     /// Records a model in the store's `models` table.

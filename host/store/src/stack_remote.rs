@@ -1,4 +1,4 @@
-//! The [`TierStack`]'s side of the remote tier: labels per namespace salt, the async prefetch
+//! The [`TierStack`]'s side of the remote tier: labels per namespace (from the registry), the async prefetch
 //! a request awaits before the engine schedules it (remote values verified, decoded and staged
 //! in RAM), the staged blocks the engine thread's fetch consumes (a memory copy, no network),
 //! and write-behind offers of sealed and evicted blocks. Invariants: a staged block was
@@ -56,7 +56,6 @@ impl SessionWrite {
 /// The remote tier as the stack holds it.
 pub(crate) struct RemoteLink {
     pub tier: Arc<RemoteTier>,
-    labels: Mutex<HashMap<NamespaceSalt, String>>,
     staged: Mutex<Staged>,
 }
 
@@ -68,16 +67,8 @@ impl RemoteLink {
     pub fn new(tier: Arc<RemoteTier>) -> Self {
         RemoteLink {
             tier,
-            labels: Mutex::new(HashMap::new()),
             staged: Mutex::new(Staged::default()),
         }
-    }
-
-    fn label(&self, salt: &NamespaceSalt) -> String {
-        lock(&self.labels)
-            .get(salt)
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_LABEL.to_string())
     }
 
     fn stage(&self, hash: BlockHash, block: StagedBlock) {
@@ -127,12 +118,13 @@ impl RemoteLink {
         true
     }
 
-    /// Offers a block for writing (per the write mode; not once the server has it).
-    pub fn offer(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
+    /// Offers a block for writing (per the write mode; not once the server has it) under
+    /// `label`, its namespace's public label.
+    pub fn offer(&self, label: &str, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
         if !self.tier.should_write(&identity.hash) {
             return;
         }
-        let key = self.tier.key(&self.label(&identity.salt), &identity.hash);
+        let key = self.tier.key(label, &identity.hash);
         self.tier.put(key, identity, tokens, data);
     }
 }
@@ -150,14 +142,16 @@ impl TierStack {
         self.remote.as_ref().map(|r| &r.tier)
     }
 
-    /// Names the namespace(s) keyed with `salt` in remote keys (`[A-Za-z0-9._-]`, 1..=64
-    /// bytes); unregistered salts use [`DEFAULT_LABEL`]. The label is public; the salt is not.
-    pub fn register_label(&self, salt: NamespaceSalt, label: &str) -> Result<(), String> {
-        keys::check_label(label)?;
-        if let Some(r) = &self.remote {
-            lock(&r.labels).insert(salt, label.to_string());
-        }
-        Ok(())
+    /// The remote-key label of the namespace(s) keyed with `salt`: their registered label
+    /// (`[A-Za-z0-9._-]`, 1..=64 bytes), else [`DEFAULT_LABEL`]. The label is public; the salt
+    /// is not.
+    pub(crate) fn label(&self, salt: &NamespaceSalt) -> String {
+        self.namespaces()
+            .snapshot()
+            .label_of_salt(salt)
+            .filter(|l| keys::check_label(l).is_ok())
+            .unwrap_or(DEFAULT_LABEL)
+            .to_string()
     }
 
     /// The remote write of a saved session, to send once the caller is ready (after the disk
@@ -170,7 +164,7 @@ impl TierStack {
         let r = self.remote.as_ref()?;
         Some(SessionWrite {
             tier: r.tier.clone(),
-            key: r.tier.session_key(&r.label(&record.salt), name),
+            key: r.tier.session_key(&self.label(&record.salt), name),
             value: record.encode_shared(),
         })
     }
@@ -188,7 +182,7 @@ impl TierStack {
         let Some(r) = &self.remote else {
             return Ok(None);
         };
-        let key = r.tier.session_key(&r.label(salt), name);
+        let key = r.tier.session_key(&self.label(salt), name);
         let found = r.tier.get_many(vec![key.clone()], false).await;
         match found.into_iter().next() {
             Some(Lookup::Value(bytes)) => match SessionRecord::decode_shared(&bytes, salt) {
@@ -207,7 +201,7 @@ impl TierStack {
 
     pub(crate) fn remote_offer(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
         if let Some(r) = &self.remote {
-            r.offer(identity, tokens, data);
+            r.offer(&self.label(&identity.salt), identity, tokens, data);
         }
     }
 
@@ -263,8 +257,8 @@ impl TierStack {
             .take(fit)
             .collect();
         // Block i's root and remote label: the common ones for the leading public run.
-        let label = r.label(&salt);
-        let common_label = common.map(|(_, c)| r.label(&c));
+        let label = self.label(&salt);
+        let common_label = common.map(|(_, c)| self.label(&c));
         let key_of = |i: usize| match (&common_label, common) {
             (Some(l), Some((croot, _))) if i < n_public => (l.as_str(), croot),
             _ => (label.as_str(), root),

@@ -374,7 +374,8 @@ fn evictions_handed_to_the_demotion_thread_are_never_a_miss() {
     let salt = NamespaceSalt::derive("q");
     let (root, blocks) = chain(&salt);
     let st = Arc::new(TierStack::in_memory(StoreOptions::default()));
-    st.register_namespace(NamespaceId(3), salt);
+    st.namespaces()
+        .insert(memoria_kv::NamespaceEntry::new(NamespaceId(3), "q", salt));
     let mut sink = st.sink(MODEL, layout());
     let tokens = all_tokens(&blocks);
     for round in 0..50 {

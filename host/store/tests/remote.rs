@@ -39,7 +39,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
     let salt = NamespaceSalt::derive("shared-test");
     let t = tokens(5 * B + 3, 1);
     let a = host(opts(&srv));
-    a.register_label(salt, "shared").unwrap();
+    register_label(&a, salt, "shared");
     let chain = seal(&a, salt, &t);
     assert_eq!(a.remote().unwrap().snapshot().writes, 5);
     let mut keys = all_keys(&srv);
@@ -51,7 +51,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
     );
 
     let b = host(opts(&srv));
-    b.register_label(salt, "shared").unwrap();
+    register_label(&b, salt, "shared");
     assert_eq!(
         restore(&b, salt, &t),
         0,
@@ -92,10 +92,10 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     );
     let t = tokens(4 * B, 3);
     let a = host(opts(&srv));
-    a.register_label(sa, "team-a").unwrap();
+    register_label(&a, sa, "team-a");
     seal(&a, sa, &t);
     let b = host(opts(&srv));
-    b.register_label(sb, "team-b").unwrap();
+    register_label(&b, sb, "team-b");
     assert_eq!(
         rt().block_on(b.prefetch_remote(MODEL, layout(), sb, None, &t)),
         0
@@ -109,7 +109,7 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     );
     // Even a host that labels its namespace like A's cannot read A's blocks with its salt.
     let c = host(opts(&srv));
-    c.register_label(sb, "team-a").unwrap();
+    register_label(&c, sb, "team-a");
     assert_eq!(
         rt().block_on(c.prefetch_remote(MODEL, layout(), sb, None, &t)),
         0

@@ -46,7 +46,7 @@ fn blocks_spread_over_the_three_nodes_and_come_back_in_order() {
     let salt = NamespaceSalt::derive("cluster-spread");
     let t = tokens(200 * B + 5, 1);
     let a = host(opts(&c));
-    a.register_label(salt, "shared").unwrap();
+    register_label(&a, salt, "shared");
     let chain = seal(&a, salt, &t);
     let s = a.remote().unwrap().snapshot();
     assert_eq!((s.writes, s.write_errors, s.writes_dropped), (200, 0, 0));
@@ -68,7 +68,7 @@ fn blocks_spread_over_the_three_nodes_and_come_back_in_order() {
 
     // Another host restores all 200 in order, bit-exact, in ceil(200 / 64) MGET runs.
     let b = host(opts(&c));
-    b.register_label(salt, "shared").unwrap();
+    register_label(&b, salt, "shared");
     let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t));
     assert_eq!(staged, 200);
     assert_eq!(restore(&b, salt, &t), 200);

@@ -1,9 +1,11 @@
 //! Isolation policy of a namespace and the K/V hash salt it implies: `shared` namespaces use the
-//! common salt, `isolated` ones a salt of their own, `group:NAME` one salt per group.
+//! common salt, `isolated` ones a salt of their own, `group:NAME` one salt per group. The salts
+//! are derived here only, to fill the host's namespace registry ([`crate::Tenants::registry_table`],
+//! [`standalone`]); nothing else derives one.
 
 use std::fmt;
 
-use memoria_kv::NamespaceSalt;
+use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceSalt};
 use serde::{Deserialize, Deserializer};
 
 /// Who may share cached K/V blocks with a namespace.
@@ -32,18 +34,60 @@ impl Isolation {
     }
 
     /// The common salt: `shared` namespaces' blocks, and public prefixes' blocks.
-    pub fn common_salt() -> NamespaceSalt {
+    pub(crate) fn common_salt() -> NamespaceSalt {
         NamespaceSalt::derive("memoria salt v1 shared")
     }
 
     /// The salt for namespace `ns` under this policy (stable across hosts and restarts).
-    pub fn salt(&self, ns: &str) -> NamespaceSalt {
+    pub(crate) fn salt(&self, ns: &str) -> NamespaceSalt {
         match self {
             Isolation::Shared => Self::common_salt(),
             Isolation::Isolated => NamespaceSalt::derive(&format!("memoria salt v1 isolated:{ns}")),
             Isolation::Group(g) => NamespaceSalt::derive(&format!("memoria salt v1 group:{g}")),
         }
     }
+}
+
+impl Isolation {
+    /// The public label of namespace `ns` under this policy in remote keys: `shared`, the
+    /// isolated namespace's name, or `group.NAME`, with characters outside `[A-Za-z0-9._-]`
+    /// replaced by `_` and at most [`MAX_LABEL`] bytes.
+    pub fn label(&self, ns: &str) -> String {
+        let raw = match self {
+            Isolation::Shared => "shared".to_string(),
+            Isolation::Isolated => ns.to_string(),
+            Isolation::Group(g) => format!("group.{g}"),
+        };
+        let mut l: String = raw
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(MAX_LABEL)
+            .collect();
+        if l.is_empty() {
+            l.push('_');
+        }
+        l
+    }
+}
+
+/// Longest public label, in bytes (the remote tier's key limit).
+pub const MAX_LABEL: usize = 64;
+
+/// The registry entry of the one namespace a single-process tool serves (`memoria run`, the
+/// benches, the crash-test child): id `id`, keyed by the salt derived from `label`, which is
+/// also its public label.
+pub fn standalone(id: NamespaceId, label: &str) -> NamespaceEntry {
+    NamespaceEntry::new(
+        id,
+        Isolation::Shared.label(label),
+        NamespaceSalt::derive(label),
+    )
 }
 
 impl fmt::Display for Isolation {
@@ -82,5 +126,14 @@ mod tests {
         );
         assert!(Isolation::parse("group:").is_err());
         assert!(Isolation::parse("open").is_err());
+    }
+
+    #[test]
+    fn labels_follow_the_policy_and_fit_remote_keys() {
+        assert_eq!(Isolation::Shared.label("a"), "shared");
+        assert_eq!(Isolation::Isolated.label("team-a"), "team-a");
+        let g = Isolation::Group("x y".into());
+        assert_eq!(g.label("a"), "group.x_y");
+        assert_eq!(Isolation::Group("é".repeat(70)).label("a").len(), MAX_LABEL);
     }
 }

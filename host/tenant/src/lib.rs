@@ -2,7 +2,8 @@
 //! K/V hash salt), API keys, quotas and component limits, as plain validated data.
 //!
 //! Invariants: a namespace's salt and id are derived here from configuration only, never from a
-//! request; API keys are kept as blake3 digests and looked up by digest.
+//! request, and the salt goes straight into the registry table the engine owns
+//! ([`Tenants::registry_table`]); API keys are kept as blake3 digests and looked up by digest.
 
 mod hit_pad;
 mod hit_timing;
@@ -13,7 +14,7 @@ mod registry;
 
 pub use hit_pad::{BUCKET, HitPad, MAX_PAD};
 pub use hit_timing::HitTiming;
-pub use isolation::Isolation;
+pub use isolation::{Isolation, MAX_LABEL, standalone};
 pub use limits::Limits;
 pub use public::{MAX_PUBLIC_PREFIX_BYTES, MAX_PUBLIC_PREFIXES, PrefixFile, PublicPrefix};
 pub use registry::{Namespace, NamespaceSpec, Tenants};

@@ -1,10 +1,11 @@
-//! The validated set of namespaces: ids, salts, key digests, and look-ups by name and by key.
+//! The validated set of namespaces: ids, key digests, look-ups by name and by key, and the
+//! namespace registry table they give the engine (where each salt is derived, once).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceTable};
 use serde::Deserialize;
 
 use crate::{HitTiming, Isolation, Limits, PublicPrefix, TenantError};
@@ -53,12 +54,12 @@ fn default_isolation() -> Isolation {
     Isolation::Isolated
 }
 
-/// A validated namespace with its host-derived id and salt.
+/// A validated namespace with its host-derived id (its salt lives in the registry table only,
+/// see [`Tenants::registry_table`]).
 #[derive(Debug)]
 pub struct Namespace {
     pub id: NamespaceId,
     pub name: String,
-    pub salt: NamespaceSalt,
     pub spec: NamespaceSpec,
     /// The texts of `spec.public_prefixes`, read at configuration load.
     pub public_prefixes: Vec<String>,
@@ -105,7 +106,6 @@ impl Tenants {
             let ns = Arc::new(Namespace {
                 public_prefixes,
                 id: NamespaceId(u32::try_from(i + 1).unwrap_or(u32::MAX)),
-                salt: spec.isolation.salt(&name),
                 name: name.clone(),
                 spec,
             });
@@ -153,9 +153,26 @@ impl Tenants {
     pub fn is_empty(&self) -> bool {
         self.ordered.is_empty()
     }
+
+    /// The namespace registry table to register with the engine: each namespace's id, public
+    /// label, salt (derived from its isolation policy and name), priority and block cap, and
+    /// the common salt public prefixes are keyed under.
+    pub fn registry_table(&self) -> NamespaceTable {
+        NamespaceTable::new(
+            Some(Isolation::common_salt()),
+            self.ordered.iter().map(|ns| ns.registry_entry()),
+        )
+    }
 }
 
 impl Namespace {
+    /// This namespace's registry entry.
+    pub fn registry_entry(&self) -> NamespaceEntry {
+        let iso = &self.spec.isolation;
+        NamespaceEntry::new(self.id, iso.label(&self.name), iso.salt(&self.name))
+            .with_policy(self.spec.limits.priority, self.spec.limits.max_blocks)
+    }
+
     /// Whether `key` is one of this namespace's keys.
     pub fn accepts_key(&self, key: &str) -> bool {
         let d = key_digest(key);
@@ -188,14 +205,17 @@ mod tests {
             Some("alpha")
         );
         assert!(t.by_key("nope-nope-nope").is_none());
-        assert_eq!(
-            t.get("gamma").map(|n| n.salt),
-            t.get("delta").map(|n| n.salt)
-        );
-        assert_ne!(
-            t.get("alpha").map(|n| n.salt),
-            t.get("gamma").map(|n| n.salt)
-        );
+        let table = t.registry_table();
+        let salt = |name: &str| t.get(name).and_then(|n| table.salt(n.id));
+        assert_eq!(salt("gamma"), salt("delta"));
+        assert!(salt("gamma").is_some());
+        assert_ne!(salt("alpha"), salt("gamma"));
+        assert_eq!(salt("alpha"), Some(Isolation::Isolated.salt("alpha")));
+        let alpha = t.get("alpha").and_then(|n| table.get(n.id));
+        assert_eq!(alpha.map(|e| e.label.as_str()), Some("alpha"));
+        let gamma = t.get("gamma").and_then(|n| table.get(n.id));
+        assert_eq!(gamma.map(|e| e.label.as_str()), Some("group.shared"));
+        assert_eq!(table.common_salt(), Some(Isolation::common_salt()));
         assert!(t.get("alpha").is_some_and(|n| n.accepts_key("alpha-key-1")));
         assert!(t.get("gamma").is_some_and(|n| n.spec.pads_hits()));
         assert!(!t.get("alpha").is_some_and(|n| n.spec.pads_hits()));

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::store::{StoreOptions, TierStack, maintenance};
@@ -110,13 +110,17 @@ fn restore_some(dir: &std::path::Path, acked: &[String]) {
         .enable_all()
         .build()
         .expect("rt");
-    let (ns, salt) = (NamespaceId(0), NamespaceSalt::derive("memoria-cli"));
+    let ns = NamespaceId(0);
+    for e in [&with_store, &plain] {
+        e.namespaces()
+            .insert(memoria_tenant::standalone(ns, "memoria-cli"));
+    }
     rt.block_on(async {
         for name in acked.iter().rev().take(3) {
-            let restored = with_store.restore(ns, salt, name).await.expect("restore");
+            let restored = with_store.restore(ns, name).await.expect("restore");
             let tokens = with_store.tokens(ns, restored).await.expect("tokens");
             let got = with_store.prefill(ns, restored).await.expect("prefill");
-            let s = plain.open(ns, salt).await.expect("open");
+            let s = plain.open(ns).await.expect("open");
             plain.append(ns, s, tokens).await.expect("append");
             let want = plain.prefill(ns, s).await.expect("prefill");
             assert_eq!(

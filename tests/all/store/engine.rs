@@ -5,13 +5,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
+use memoria_kv::{NamespaceId, PinLevel};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::store::{StoreOptions, TierStack};
 use memoria_sched::{EngineConfig, EngineHandle, Preload, preload};
 
 use super::{model, temp_store};
+use crate::shared::{open_salted, register};
 
 fn start(dir: &Path) -> (EngineHandle, Arc<TierStack>) {
     let m = Model::load(model()).expect("model");
@@ -42,14 +43,15 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// Opens a session in `ns`/`salt` on `tokens` and prefills it: (session, logits).
+/// Registers `ns` keyed by the salt of `label`, opens a session in it on `tokens` and
+/// prefills it: (session, logits).
 async fn compute(
     e: &EngineHandle,
     ns: NamespaceId,
-    salt: NamespaceSalt,
+    label: &str,
     tokens: &[u32],
 ) -> (memoria_sched::SessionId, Vec<f32>) {
-    let s = e.open(ns, salt).await.expect("open");
+    let s = open_salted(e, ns, label).await;
     e.append(ns, s, tokens.to_vec()).await.expect("append");
     let l = e.prefill(ns, s).await.expect("prefill");
     (s, l)
@@ -58,10 +60,7 @@ async fn compute(
 #[test]
 fn an_isolated_namespace_never_receives_another_namespaces_stored_blocks() {
     let dir = temp_store("isolation");
-    let (a, b) = (
-        (NamespaceId(1), NamespaceSalt::derive("tenant-a")),
-        (NamespaceId(2), NamespaceSalt::derive("tenant-b")),
-    );
+    let (a, b) = ((NamespaceId(1), "tenant-a"), (NamespaceId(2), "tenant-b"));
     let tokens = prompt(70);
     let rt = rt();
     let want = {
@@ -98,7 +97,7 @@ fn an_isolated_namespace_never_receives_another_namespaces_stored_blocks() {
 #[test]
 fn save_and_restore_give_bit_identical_logits_in_process_and_after_a_restart() {
     let dir = temp_store("save-restore");
-    let (ns, salt) = (NamespaceId(7), NamespaceSalt::derive("tenant-s"));
+    let (ns, salt) = (NamespaceId(7), "tenant-s");
     let tokens = prompt(83);
     let rt = rt();
     let original = {
@@ -107,19 +106,20 @@ fn save_and_restore_give_bit_identical_logits_in_process_and_after_a_restart() {
             let (s, l) = compute(&e, ns, salt, &tokens).await;
             e.save(ns, s, "chat-1").await.expect("save");
             // Same engine: the restored session matches without touching the original.
-            let r = e.restore(ns, salt, "chat-1").await.expect("restore");
+            let r = e.restore(ns, "chat-1").await.expect("restore");
             assert_ne!(r, s);
             assert_eq!(e.tokens(ns, r).await.expect("tokens"), tokens);
             let lr = e.prefill(ns, r).await.expect("prefill");
             assert_eq!(bits(&lr), bits(&l));
-            // Wrong namespace or salt, unknown name: clear errors, nothing restored.
-            assert!(e.restore(NamespaceId(8), salt, "chat-1").await.is_err());
-            assert!(
-                e.restore(ns, NamespaceSalt::derive("x"), "chat-1")
-                    .await
-                    .is_err()
-            );
-            let err = e.restore(ns, salt, "nope").await.expect_err("missing");
+            // Wrong or unregistered namespace, another salt, unknown name: clear errors,
+            // nothing restored.
+            assert!(e.restore(NamespaceId(8), "chat-1").await.is_err());
+            register(&e, NamespaceId(8), salt);
+            assert!(e.restore(NamespaceId(8), "chat-1").await.is_err());
+            register(&e, ns, "x");
+            assert!(e.restore(ns, "chat-1").await.is_err());
+            register(&e, ns, salt);
+            let err = e.restore(ns, "nope").await.expect_err("missing");
             assert!(err.to_string().contains("no saved session"), "{err}");
             assert!(e.save(ns, s, "").await.is_err());
             l
@@ -129,8 +129,9 @@ fn save_and_restore_give_bit_identical_logits_in_process_and_after_a_restart() {
     };
     let (e, stack) = start(&dir);
     rt.block_on(async {
+        register(&e, ns, salt);
         let r = e
-            .restore(ns, salt, "chat-1")
+            .restore(ns, "chat-1")
             .await
             .expect("restore after restart");
         let l = e.prefill(ns, r).await.expect("prefill");
@@ -151,7 +152,7 @@ fn saving_needs_a_store_and_preload_pins_configured_prefixes() {
     let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
     let e = EngineHandle::start(Arc::new(m), Arc::new(t), EngineConfig::default()).expect("engine");
     let rt = rt();
-    let (ns, salt) = (NamespaceId(1), NamespaceSalt::derive("p"));
+    let (ns, salt) = (NamespaceId(1), "p");
     rt.block_on(async {
         let (s, _) = compute(&e, ns, salt, &prompt(20)).await;
         let err = e.save(ns, s, "x").await.expect_err("no store");
@@ -159,7 +160,6 @@ fn saving_needs_a_store_and_preload_pins_configured_prefixes() {
         let text = "Once upon a time there was a little girl who loved her dog very much and";
         let entries = [Preload {
             ns,
-            salt,
             texts: vec![text.to_string()],
             pin: PinLevel::Pinned,
             ttl: None,

@@ -6,6 +6,7 @@
 //! tests spawn the CLI; the rest run engines in-process.
 
 mod bench_cluster;
+mod clear_config;
 mod corrupt_serve;
 mod crash;
 mod damage;

@@ -174,8 +174,9 @@ fn store_cli_reports_compacts_and_clears_by_namespace() {
         "--store",
         s(&dir),
     ]);
-    let v: Value = serde_json::from_slice(&other.stdout).expect("json");
-    assert_eq!(v["blocks"], 0);
+    // A name no configuration or tool gives a namespace is refused, naming it (issue 13).
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains("\"someone-else\""));
     let ours = memoria(&[
         "store",
         "clear",

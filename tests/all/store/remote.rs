@@ -69,7 +69,8 @@ pub(super) fn bits(v: &[f32]) -> Vec<u32> {
 /// vector, then the whole context.
 fn answer(e: &EngineHandle, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]) -> Vec<u32> {
     rt().block_on(async {
-        let s = e.open(ns, salt).await.expect("open");
+        crate::shared::register_salt(e, ns, "default", salt);
+        let s = e.open(ns).await.expect("open");
         e.append(ns, s, tokens.to_vec()).await.expect("append");
         let mut l = e.prefill(ns, s).await.expect("prefill");
         let mut out = bits(&l);

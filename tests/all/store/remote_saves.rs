@@ -13,6 +13,7 @@ use memoria_sched::store::Endpoint;
 use memoria_sched::store::remote::test_cluster::TestCluster;
 
 use super::remote::{NS, bits, host, host_on, prompt, rt, server};
+use crate::shared::register_salt;
 
 /// Opens a session on `tokens`, prefills it and generates `n` greedy tokens one by one: the bits
 /// of every logits vector and the tokens chosen; the session stays open.
@@ -40,7 +41,9 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_with_identical_logits() {
     let (b, sb) = host(Some(&srv.url()));
     rt().block_on(async {
         // A: 53 prompt tokens and 3 generated ones, saved; then 4 more tokens of continuation.
-        let s = a.open(NS, salt).await.expect("open");
+        register_salt(&a, NS, "default", salt);
+        register_salt(&b, NS, "default", salt);
+        let s = a.open(NS).await.expect("open");
         a.append(NS, s, tokens.clone()).await.expect("append");
         run(&a, NS, s, 3).await;
         a.save(NS, s, "chat/1")
@@ -54,7 +57,7 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_with_identical_logits() {
         );
 
         let before = b.stats().snapshot().prefill_tokens;
-        let r = b.restore(NS, salt, "chat/1").await.expect("restore on B");
+        let r = b.restore(NS, "chat/1").await.expect("restore on B");
         assert_eq!(run(&b, NS, r, 4).await, on_a, "B's continuation = A's");
         let computed = b.stats().snapshot().prefill_tokens - before;
         let rb = sb.remote().expect("remote").snapshot();
@@ -64,7 +67,8 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_with_identical_logits() {
         // Another namespace (other salt) with the same label, and a name never saved.
         let other = NamespaceSalt::derive("memoria salt v1 isolated:other");
         for (salt, name) in [(other, "chat/1"), (salt, "chat/2")] {
-            match b.restore(NamespaceId(2), salt, name).await {
+            register_salt(&b, NamespaceId(2), "default", salt);
+            match b.restore(NamespaceId(2), name).await {
                 Err(EngineError::NoSavedSession(n)) => assert_eq!(n, name),
                 other => panic!("restore of {name:?} gave {other:?}"),
             }
@@ -94,7 +98,7 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_with_identical_logits() {
         .expect("SETRANGE");
     let bad_before = sb.remote().expect("remote").snapshot().bad_values;
     rt().block_on(async {
-        let r = b.restore(NS, salt, "chat/1").await;
+        let r = b.restore(NS, "chat/1").await;
         assert!(matches!(r, Err(EngineError::NoSavedSession(_))), "{r:?}");
     });
     assert_eq!(
@@ -112,11 +116,11 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_with_identical_logits() {
     // A server that is down: a clear error on restore and on save, never a wrong session.
     srv.kill();
     rt().block_on(async {
-        match b.restore(NS, salt, "chat/1").await {
+        match b.restore(NS, "chat/1").await {
             Err(EngineError::Store(e)) => assert!(e.to_string().contains("remote"), "{e}"),
             other => panic!("restore with the server down gave {other:?}"),
         }
-        let s = b.open(NS, salt).await.expect("open");
+        let s = b.open(NS).await.expect("open");
         b.append(NS, s, tokens.clone()).await.expect("append");
         b.prefill(NS, s).await.expect("the engine still computes");
         match b.save(NS, s, "chat/3").await {
@@ -136,7 +140,9 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_through_a_cluster() {
     let (a, sa) = host_on(Some(Endpoint::Cluster(c.urls())));
     let (b, sb) = host_on(Some(Endpoint::Cluster(c.urls())));
     rt().block_on(async {
-        let s = a.open(NS, salt).await.expect("open");
+        register_salt(&a, NS, "default", salt);
+        register_salt(&b, NS, "default", salt);
+        let s = a.open(NS).await.expect("open");
         a.append(NS, s, tokens.clone()).await.expect("append");
         run(&a, NS, s, 3).await;
         a.save(NS, s, "chat/cluster")
@@ -148,10 +154,7 @@ fn a_session_saved_on_host_a_is_restored_on_host_b_through_a_cluster() {
         assert_eq!(ra.snapshot().write_errors, 0);
 
         let before = b.stats().snapshot().prefill_tokens;
-        let r = b
-            .restore(NS, salt, "chat/cluster")
-            .await
-            .expect("restore on B");
+        let r = b.restore(NS, "chat/cluster").await.expect("restore on B");
         assert_eq!(run(&b, NS, r, 4).await, on_a, "B's continuation = A's");
         let computed = b.stats().snapshot().prefill_tokens - before;
         let rb = sb.remote().expect("remote").snapshot();

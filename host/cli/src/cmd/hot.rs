@@ -71,7 +71,7 @@ impl HotKeeper {
                 continue;
             };
             let len = e.tokens.len();
-            match self.engine.rewarm(ns.id, ns.salt, e.tokens, e.count).await {
+            match self.engine.rewarm(ns.id, e.tokens, e.count).await {
                 Ok(info) => {
                     n += 1;
                     blocks = blocks.saturating_add(len / self.block_tokens);

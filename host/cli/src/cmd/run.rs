@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use memoria_kv::{KvElem, NamespaceId, NamespaceSalt};
+use memoria_kv::{KvElem, NamespaceId};
 use memoria_sched::sampling::SamplingParams;
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use serde_json::json;
@@ -134,10 +134,11 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         stdout.flush()?;
     }
     let ns = NamespaceId(0);
+    engine
+        .namespaces()
+        .insert(memoria_tenant::standalone(ns, super::store::CLI_SALT_LABEL));
     let (out, prompt_logits, t) = rt.block_on(async {
-        let session = engine
-            .open(ns, NamespaceSalt::derive("memoria-cli"))
-            .await?;
+        let session = engine.open(ns).await?;
         engine.append(ns, session, prompt_tokens.clone()).await?;
         let started = Instant::now();
         let prompt_logits = engine.prefill(ns, session).await?;

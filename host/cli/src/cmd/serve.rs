@@ -127,7 +127,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         announce: true,
     };
     let store = super::store::open_store_with(cfg.store.as_deref(), &store_settings)?;
-    let store = with_remote(store, &cfg, &tenants)?;
+    let store = with_remote(store, &cfg)?;
     let engine_cfg = EngineConfig {
         kv_elem: cfg.kv_elem,
         block_tokens: cfg.block_tokens,
@@ -239,11 +239,10 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Adds the remote tier (`--remote` / `[store.remote]`) to the stack (an in-memory one without
-/// `--store`) and registers each namespace's public label.
+/// `--store`); its keys take each namespace's label from the registry the engine fills.
 fn with_remote(
     store: Option<Arc<memoria_store::TierStack>>,
     cfg: &ServeConfig,
-    tenants: &memoria_tenant::Tenants,
 ) -> anyhow::Result<Option<Arc<memoria_store::TierStack>>> {
     let Some(opts) = cfg.remote.clone() else {
         return Ok(store);
@@ -256,12 +255,6 @@ fn with_remote(
     let at = opts.endpoint.describe();
     let remote = memoria_store::RemoteTier::start(opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     let stack = stack.with_remote(remote);
-    for ns in tenants.iter() {
-        let label = config::remote::label(&ns.spec.isolation, &ns.name);
-        stack
-            .register_label(ns.salt, &label)
-            .map_err(|e| anyhow::anyhow!("namespace {}: {e}", ns.name))?;
-    }
     eprintln!("memoria: remote tier {at} (a lossy cache: an unreachable server is a miss)");
     Ok(Some(Arc::new(stack)))
 }
@@ -458,7 +451,6 @@ async fn preload(engine: &EngineHandle, state: &Arc<memoria_http::AppState>) -> 
     {
         let entry = memoria_sched::Preload {
             ns: ns.id,
-            salt: ns.salt,
             texts: ns.spec.preload.clone(),
             pin: PinLevel::Pinned,
             ttl: None,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::{NamespaceId, NamespaceSalt, NamespaceTable};
 use memoria_sched::store::maintenance::RepairReport;
 use memoria_sched::store::{StoreOptions, TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle};
@@ -125,9 +125,13 @@ pub struct VerifyArgs {
 pub struct ClearArgs {
     #[command(flatten)]
     path: PathArgs,
-    /// Namespace salt label to clear (`memoria run` uses "memoria-cli"); all when absent.
+    /// Namespace to clear: one of the configuration's (`--config`; without it, those `memoria
+    /// serve` has without a file), or `memoria-cli` (`memoria run`'s); all when absent.
     #[arg(long)]
     namespace: Option<String>,
+    /// The host.toml whose `[namespaces]` `--namespace` names (as `memoria serve --config`).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -141,6 +145,49 @@ pub struct StressArgs {
     rounds: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// The salt of namespace `name` as `memoria serve` registers it: the namespaces of the
+/// configuration at `config` (none: the built-in default), resolved and derived exactly as the
+/// server does (`Tenants::registry_table`), else `memoria run`'s own namespace. A namespace
+/// that is not isolated shares its salt (and so its blocks) with others; that is said on stderr.
+fn namespace_salt(name: &str, config: Option<&Path>) -> anyhow::Result<NamespaceSalt> {
+    let raw = match config {
+        Some(p) => crate::config::RawConfig::load(p)?,
+        None => crate::config::RawConfig::default(),
+    };
+    let cfg = crate::config::resolve(raw, &crate::config::Overrides::default())?;
+    let tenants = crate::config::tenants(cfg.namespaces)?;
+    let (table, id) = match tenants.get(name) {
+        Some(ns) => {
+            if ns.spec.isolation != memoria_tenant::Isolation::Isolated {
+                eprintln!(
+                    "memoria: namespace {name} is {}: its blocks are those of every namespace of that policy, and all are cleared",
+                    ns.spec.isolation
+                );
+            }
+            (tenants.registry_table(), ns.id)
+        }
+        None if name == CLI_SALT_LABEL => {
+            let ns = NamespaceId(0);
+            let entry = memoria_tenant::standalone(ns, CLI_SALT_LABEL);
+            (NamespaceTable::new(None, [entry]), ns)
+        }
+        None => {
+            let known: Vec<&str> = tenants.iter().map(|n| n.name.as_str()).collect();
+            anyhow::bail!(
+                "--namespace {name:?}: no such namespace in {} (it has {}; `{CLI_SALT_LABEL}` is memoria run's)",
+                config.map_or_else(
+                    || "the default configuration".into(),
+                    |p| p.display().to_string()
+                ),
+                known.join(", ")
+            );
+        }
+    };
+    table
+        .salt(id)
+        .with_context(|| format!("namespace {name} has no salt"))
 }
 
 pub fn main(c: StoreCommand) -> anyhow::Result<()> {
@@ -159,8 +206,8 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                 for (fp, desc) in &s.models {
                     println!("model {}: {desc}", &fp[..16]);
                 }
-                for (salt, (n, bytes)) in &s.namespaces {
-                    println!("namespace salt {salt}: {n} blocks, {bytes} bytes");
+                for (tag, (n, bytes)) in &s.namespaces {
+                    println!("namespace {tag}: {n} blocks, {bytes} bytes");
                 }
                 for (enc, n) in &s.encodings {
                     println!("encoding {enc}: {n} blocks");
@@ -209,7 +256,10 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
             Ok(())
         }
         StoreCommand::Clear(a) => {
-            let salt = a.namespace.as_deref().map(NamespaceSalt::derive);
+            let salt = match a.namespace.as_deref() {
+                Some(name) => Some(namespace_salt(name, a.config.as_deref())?),
+                None => None,
+            };
             let r = maintenance::clear(&a.path.store, salt)?;
             if a.path.json {
                 println!("{}", serde_json::to_string(&r)?);
@@ -273,7 +323,10 @@ fn stress(a: StressArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (ns, salt) = (NamespaceId(0), NamespaceSalt::derive(CLI_SALT_LABEL));
+    let ns = NamespaceId(0);
+    engine
+        .namespaces()
+        .insert(memoria_tenant::standalone(ns, CLI_SALT_LABEL));
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready")?;
     out.flush()?;
@@ -281,7 +334,7 @@ fn stress(a: StressArgs) -> anyhow::Result<()> {
         for i in 0..a.rounds {
             let seed = a.seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
             let len = 20 + (seed % 80) as usize;
-            let session = engine.open(ns, salt).await?;
+            let session = engine.open(ns).await?;
             engine
                 .append(ns, session, random_tokens(seed, len, n_vocab))
                 .await?;

@@ -4,7 +4,6 @@
 //! carry in remote keys (`shared`, the namespace's name, or `group.NAME`, per its isolation).
 
 use memoria_store::{Endpoint, RemoteOptions, WriteMode};
-use memoria_tenant::Isolation;
 use serde::Deserialize;
 
 /// `[store.remote]`.
@@ -93,36 +92,11 @@ pub fn resolve(
     Ok(Some(o))
 }
 
-/// The label of namespace `name`'s blocks: one per salt (shared namespaces share blocks, so
-/// they share a label). Characters outside `[A-Za-z0-9._-]` become `_`, cut to 64 bytes; a
-/// clash of labels only merges names in SCAN output, never blocks (keys carry the hash).
-pub fn label(isolation: &Isolation, name: &str) -> String {
-    let raw = match isolation {
-        Isolation::Shared => "shared".to_string(),
-        Isolation::Isolated => name.to_string(),
-        Isolation::Group(g) => format!("group.{g}"),
-    };
-    let mut l: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(memoria_store::remote::keys::MAX_LABEL)
-        .collect();
-    if l.is_empty() {
-        l.push('_');
-    }
-    l
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::RawConfig;
+    use memoria_tenant::Isolation;
 
     #[test]
     fn the_flag_wins_fields_are_checked_and_labels_follow_isolation() {
@@ -169,7 +143,11 @@ mod tests {
         let e = resolve(raw.store.remote.as_ref(), None, &[]).unwrap_err();
         assert!(e.to_string().contains("cluster = ["), "no url: {e}");
         assert!(RawConfig::parse("[store.remote]\nbogus = 1\n").is_err());
-        assert_eq!(label(&Isolation::Shared, "x"), "shared");
+        assert_eq!(Isolation::Shared.label("x"), "shared");
+        assert_eq!(
+            memoria_tenant::MAX_LABEL,
+            memoria_store::remote::keys::MAX_LABEL
+        );
     }
 
     #[test]
@@ -215,7 +193,7 @@ mod tests {
             };
             assert!(e.contains(says), "{bad}: {e}");
         }
-        assert_eq!(label(&Isolation::Isolated, "team a:1"), "team_a_1");
-        assert_eq!(label(&Isolation::Group("sup".into()), "x"), "group.sup");
+        assert_eq!(Isolation::Isolated.label("team a:1"), "team_a_1");
+        assert_eq!(Isolation::Group("sup".into()).label("x"), "group.sup");
     }
 }

@@ -90,7 +90,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let _permit = ctx.admit().await?;
     let started = Instant::now();
     let prompt_tokens: usize = inputs.iter().map(Vec::len).sum();
-    let out = engine.embed(ctx.ns.id, ctx.ns.salt, &inputs).await?;
+    let out = engine.embed(ctx.ns.id, &inputs).await?;
     let computed = memoria_sched::handle::computed_tokens(&inputs, &out);
     let hits = out.iter().filter(|e| e.cached).count();
     ctx.nsm.embeddings.fetch_add(out.len() as u64, Relaxed);

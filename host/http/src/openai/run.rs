@@ -143,7 +143,7 @@ pub async fn start(
         };
         let len = prompt.len();
         prompt_tokens += len;
-        let first = engine.open(ns.id, ns.salt).await?;
+        let first = engine.open(ns.id).await?;
         let mut sessions = vec![open(first)];
         engine.append(ns.id, first, prompt).await?;
         if let Some(k) = plan.score {

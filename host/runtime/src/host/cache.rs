@@ -54,13 +54,7 @@ impl Host for TenantState {
             .ns
             .host
             .engine
-            .warm(
-                ns.id,
-                ns.salt,
-                tokens,
-                pin,
-                ttl_ms.map(Duration::from_millis),
-            )
+            .warm(ns.id, tokens, pin, ttl_ms.map(Duration::from_millis))
             .await;
         Ok(r.map(|w| WarmInfo {
             tokens: w.tokens as u32,

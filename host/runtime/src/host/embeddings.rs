@@ -52,7 +52,7 @@ impl Host for TenantState {
         }
         let ns = self.ns.ns.clone();
         let started = Instant::now();
-        let out = match engine.embed(ns.id, ns.salt, &inputs).await {
+        let out = match engine.embed(ns.id, &inputs).await {
             Ok(out) => out,
             Err(e) => return Ok(Err(from_engine(e))),
         };

@@ -92,7 +92,7 @@ impl TenantState {
             ))
         })?;
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
-        let id = engine.open(ns.id, ns.salt).await.map_err(from_engine)?;
+        let id = engine.open(ns.id).await.map_err(from_engine)?;
         let mut res = SessionRes {
             id,
             ns: ns.id,
@@ -113,7 +113,7 @@ impl TenantState {
             .map_err(|e| WitError::Unavailable(format!("{e:#}")))
     }
 
-    /// Restores `name` through the engine's durable store (same namespace and salt only).
+    /// Restores `name` through the engine's durable store (same namespace only).
     async fn restore_durable(&mut self, name: &str) -> Result<Resource<SessionRes>, WitError> {
         check_name(name).map_err(from_named)?;
         let limit = self.ns.ns.spec.limits.max_sessions;
@@ -123,10 +123,7 @@ impl TenantState {
             ))
         })?;
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
-        let id = engine
-            .restore(ns.id, ns.salt, name)
-            .await
-            .map_err(from_engine)?;
+        let id = engine.restore(ns.id, name).await.map_err(from_engine)?;
         // A restored context is the namespace's own save: nothing to pad for.
         let res = SessionRes {
             id,

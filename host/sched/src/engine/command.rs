@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use memoria_kv::{NamespaceId, NamespaceSalt, PinLevel};
+use memoria_kv::{NamespaceId, PinLevel};
 use tokio::sync::mpsc;
 
 pub(crate) use super::reply::Reply;
@@ -58,7 +58,6 @@ pub struct SessionInfo {
 pub(crate) enum Command {
     Open {
         ns: NamespaceId,
-        salt: NamespaceSalt,
         reply: Reply<SessionId>,
     },
     Append {
@@ -117,7 +116,6 @@ pub(crate) enum Command {
     },
     Warm {
         ns: NamespaceId,
-        salt: NamespaceSalt,
         tokens: Vec<u32>,
         pin: PinLevel,
         ttl: Option<Duration>,
@@ -127,7 +125,6 @@ pub(crate) enum Command {
     /// `count` times so hot-prefix warming pins it again.
     Rewarm {
         ns: NamespaceId,
-        salt: NamespaceSalt,
         tokens: Vec<u32>,
         count: f64,
         reply: Reply<WarmInfo>,
@@ -137,22 +134,18 @@ pub(crate) enum Command {
         max_tokens: usize,
         reply: Reply<Vec<memoria_kv::HotChain>>,
     },
-    SetNamespacePolicy {
-        ns: NamespaceId,
-        priority: i32,
-        max_blocks: Option<usize>,
-    },
-    /// Public prefixes of `ns` as token sequences (empty: none), chained under `common`.
+    /// The namespace registry was replaced: apply its priorities and block caps.
+    Registered,
+    /// Public prefixes of `ns` as token sequences (empty: none), chained under the registry's
+    /// common salt.
     SetPublicPrefixes {
         ns: NamespaceId,
-        common: NamespaceSalt,
         prefixes: Vec<Vec<u32>>,
     },
     /// The embedding of `tokens`, computed in a session of its own whose chunks are batched
-    /// into steps with every other session's (its full blocks stay cached under `salt`).
+    /// into steps with every other session's (its full blocks stay cached under the namespace's salt).
     Embed {
         ns: NamespaceId,
-        salt: NamespaceSalt,
         tokens: Vec<u32>,
         reply: Reply<Vec<f32>>,
     },
@@ -166,7 +159,6 @@ pub(crate) enum Command {
     /// disk.
     Restore {
         ns: NamespaceId,
-        salt: NamespaceSalt,
         name: String,
         record: Option<Box<memoria_store::SessionRecord>>,
         reply: Reply<SessionId>,
@@ -192,7 +184,7 @@ impl Command {
             Command::Warm { .. } => "warm",
             Command::Rewarm { .. } => "rewarm",
             Command::HotPrefixes { .. } => "hot_prefixes",
-            Command::SetNamespacePolicy { .. } => "set_namespace_policy",
+            Command::Registered => "registered",
             Command::SetPublicPrefixes { .. } => "set_public_prefixes",
             Command::Embed { .. } => "embed",
             Command::Save { .. } => "save",
@@ -220,7 +212,7 @@ impl Command {
             | Command::Embed { .. }
             | Command::Rewarm { .. }
             | Command::HotPrefixes { .. }
-            | Command::SetNamespacePolicy { .. }
+            | Command::Registered
             | Command::SetPublicPrefixes { .. }
             | Command::Restore { .. }
             | Command::Shutdown => None,
@@ -252,9 +244,7 @@ impl Command {
             Command::Tokens { reply, .. } => reply.send(Err(err)),
             Command::Warm { reply, .. } | Command::Rewarm { reply, .. } => reply.send(Err(err)),
             Command::HotPrefixes { reply, .. } => reply.send(Err(err)),
-            Command::SetNamespacePolicy { .. }
-            | Command::SetPublicPrefixes { .. }
-            | Command::Shutdown => false,
+            Command::Registered | Command::SetPublicPrefixes { .. } | Command::Shutdown => false,
         };
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_model::llama::{MeanPool, Scratch};
 
 use super::{Engine, Reply};
@@ -20,14 +20,16 @@ impl Engine {
     pub(super) fn start_embed(
         &mut self,
         ns: NamespaceId,
-        salt: NamespaceSalt,
         tokens: Vec<u32>,
         reply: Reply<Vec<f32>>,
     ) {
-        if let Err(e) = self.check_embed_input(&tokens) {
-            let _ = reply.send(Err(e));
-            return;
-        }
+        let salt = match self.check_embed_input(&tokens).and_then(|()| self.salt(ns)) {
+            Ok(salt) => salt,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         let root = self.pool.root_hash(&self.fingerprint, &salt);
         let seq = self.pool.create_seq(ns, root);
         let mut s = Session::new(ns, root, seq, Instant::now());
@@ -40,7 +42,7 @@ impl Engine {
         })));
         let id = self.new_session_id();
         self.sessions.insert(id, s);
-        self.persist.on_open(id, ns, salt);
+        self.persist.on_open(id, ns);
     }
 
     fn check_embed_input(&self, tokens: &[u32]) -> Result<(), EngineError> {

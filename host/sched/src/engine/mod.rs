@@ -25,7 +25,9 @@ pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
 pub(crate) use persist::Persist;
 
-use memoria_kv::{BlockPool, ModelFingerprint, NamespaceId, SeqId};
+use memoria_kv::{
+    BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces, SeqId,
+};
 use memoria_model::llama::{Model, Scratch};
 use memoria_model::tokenizer::Tokenizer;
 
@@ -53,12 +55,12 @@ pub(crate) struct Engine {
     pub round_robin: usize,
     /// The persistent store's state (a no-op without one).
     pub(crate) persist: persist::Persist,
-    /// Each namespace's eviction priority and block cap, applied again to a rebuilt pool.
-    pub policies: BTreeMap<NamespaceId, (i32, Option<usize>)>,
+    /// The namespace registry: each namespace's salt, priority and block cap, by id.
+    pub namespaces: Arc<Namespaces>,
     /// The cache-sizing warning's window (see `sizing`).
     pub(crate) sizing: sizing::Sizing,
-    /// Each namespace's public prefixes (the common salt and the compiled chain), applied
-    /// again to a rebuilt pool.
+    /// Each namespace's public prefixes (the chain compiled under the registry's common salt),
+    /// applied again to a rebuilt pool.
     pub publics: BTreeMap<NamespaceId, PublicSetting>,
 }
 
@@ -67,7 +69,15 @@ pub(crate) struct Engine {
 type WarmMode = (Option<memoria_kv::PinLevel>, Option<Duration>, Option<f64>);
 
 /// A namespace's public prefixes as the engine keeps them.
-pub(crate) type PublicSetting = (memoria_kv::NamespaceSalt, Arc<memoria_kv::PublicChain>);
+pub(crate) type PublicSetting = Arc<memoria_kv::PublicChain>;
+
+/// Applies every registered namespace's eviction priority and block cap to `pool`.
+pub(crate) fn apply_policies(pool: &mut BlockPool, table: &NamespaceTable) {
+    for e in table.iter() {
+        pool.set_namespace_priority(e.id, e.priority);
+        pool.set_namespace_cap(e.id, e.max_blocks);
+    }
+}
 
 impl Engine {
     /// Runs until `Shutdown` or every sender is gone. A panic inside one command or one step is
@@ -150,16 +160,18 @@ impl Engine {
         fault::command(cmd.name());
         let now = Instant::now();
         match cmd {
-            Command::Open { ns, salt, reply } => {
+            Command::Open { ns, reply } => {
                 let r = if self.sessions.len() >= self.cfg.max_sessions {
                     Err(EngineError::TooManySessions(self.cfg.max_sessions))
                 } else {
-                    let root = self.pool.root_hash(&self.fingerprint, &salt);
-                    let seq = self.pool.create_seq(ns, root);
-                    let id = self.new_session_id();
-                    self.sessions.insert(id, Session::new(ns, root, seq, now));
-                    self.persist.on_open(id, ns, salt);
-                    Ok(id)
+                    self.salt(ns).map(|salt| {
+                        let root = self.pool.root_hash(&self.fingerprint, &salt);
+                        let seq = self.pool.create_seq(ns, root);
+                        let id = self.new_session_id();
+                        self.sessions.insert(id, Session::new(ns, root, seq, now));
+                        self.persist.on_open(id, ns);
+                        id
+                    })
                 };
                 let _ = reply.send(r);
             }
@@ -237,42 +249,23 @@ impl Engine {
             }
             Command::Warm {
                 ns,
-                salt,
                 tokens,
                 pin,
                 ttl,
                 reply,
-            } => self.start_warm(ns, salt, tokens, (Some(pin), ttl, None), reply),
+            } => self.start_warm(ns, tokens, (Some(pin), ttl, None), reply),
             Command::Rewarm {
                 ns,
-                salt,
                 tokens,
                 count,
                 reply,
-            } => self.start_rewarm(ns, salt, tokens, count, reply),
+            } => self.start_rewarm(ns, tokens, count, reply),
             Command::HotPrefixes { max_tokens, reply } => {
                 let _ = reply.send(Ok(self.pool.hot_chains(max_tokens)));
             }
-            Command::SetNamespacePolicy {
-                ns,
-                priority,
-                max_blocks,
-            } => {
-                self.policies.insert(ns, (priority, max_blocks));
-                self.pool.set_namespace_priority(ns, priority);
-                self.pool.set_namespace_cap(ns, max_blocks);
-            }
-            Command::SetPublicPrefixes {
-                ns,
-                common,
-                prefixes,
-            } => self.set_public_prefixes(ns, common, &prefixes),
-            Command::Embed {
-                ns,
-                salt,
-                tokens,
-                reply,
-            } => self.start_embed(ns, salt, tokens, reply),
+            Command::Registered => apply_policies(&mut self.pool, &self.namespaces.snapshot()),
+            Command::SetPublicPrefixes { ns, prefixes } => self.set_public_prefixes(ns, &prefixes),
+            Command::Embed { ns, tokens, reply } => self.start_embed(ns, tokens, reply),
             Command::Save {
                 ns,
                 session,
@@ -281,16 +274,22 @@ impl Engine {
             } => self.save_session(ns, session, name, reply),
             Command::Restore {
                 ns,
-                salt,
                 name,
                 record,
                 reply,
             } => {
-                let _ = reply.send(self.restore_session(ns, salt, &name, record.map(|r| *r)));
+                let _ = reply.send(self.restore_session(ns, &name, record.map(|r| *r)));
             }
             Command::Shutdown => {}
         }
         self.stats.set_sessions(self.sessions.len());
+    }
+
+    /// The salt of namespace `ns`, from the registry (the only place it is kept).
+    pub(crate) fn salt(&self, ns: NamespaceId) -> Result<NamespaceSalt, EngineError> {
+        self.namespaces
+            .salt(ns)
+            .ok_or_else(|| EngineError::Internal(format!("namespace {ns} is not registered")))
     }
 
     /// A session id never used before (ids are not reused, even across restarts).
@@ -508,7 +507,6 @@ impl Engine {
     fn start_warm(
         &mut self,
         ns: NamespaceId,
-        salt: memoria_kv::NamespaceSalt,
         tokens: Vec<u32>,
         (pin, ttl, hot): WarmMode,
         reply: Reply<crate::session::WarmInfo>,
@@ -521,6 +519,13 @@ impl Engine {
             ))));
             return;
         }
+        let salt = match self.salt(ns) {
+            Ok(salt) => salt,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         let root = self.pool.root_hash(&self.fingerprint, &salt);
         let seq = self.pool.create_seq(ns, root);
         let now = Instant::now();
@@ -535,7 +540,7 @@ impl Engine {
         }));
         let id = self.new_session_id();
         self.sessions.insert(id, s);
-        self.persist.on_open(id, ns, salt);
+        self.persist.on_open(id, ns);
     }
 
     /// Warms a saved hot prefix (refused when a token is outside the vocabulary: the record
@@ -543,7 +548,6 @@ impl Engine {
     fn start_rewarm(
         &mut self,
         ns: NamespaceId,
-        salt: memoria_kv::NamespaceSalt,
         tokens: Vec<u32>,
         count: f64,
         reply: Reply<crate::session::WarmInfo>,
@@ -555,7 +559,7 @@ impl Engine {
             ))));
             return;
         }
-        self.start_warm(ns, salt, tokens, (None, None, Some(count)), reply);
+        self.start_warm(ns, tokens, (None, None, Some(count)), reply);
     }
 
     /// Releases a session's blocks (full blocks stay cached for others) and ends its job.

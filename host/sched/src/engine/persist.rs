@@ -1,7 +1,8 @@
 //! The engine's side of the persistent store: prefix matches that promote blocks from the
 //! tiers, write-through of freshly sealed blocks (behind the engine thread), and durable session
 //! save/restore. Invariants: with no store configured every path here is a plain pool call; a
-//! block is persisted with the salt of the session that sealed it; a restored session holds
+//! block is persisted with the salt of the session that sealed it, looked up by namespace id in
+//! the registry (never kept here); a restored session holds
 //! exactly the saved tokens, as pending, so its first compute matches them against the hot
 //! pool and the tiers and recomputes the rest.
 
@@ -10,8 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memoria_kv::{
-    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PoolError,
-    PublicChain, SeqId,
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PoolError, SeqId,
 };
 use memoria_store::{BlockIdentity, SessionRecord, TierStack};
 
@@ -27,30 +27,27 @@ pub(crate) struct Persist {
     stack: Option<Arc<TierStack>>,
     model: ModelFingerprint,
     layout: KvLayout,
-    /// Per session: its namespace salt and how many leading blocks are known to be stored.
-    sessions: HashMap<SessionId, (NamespaceSalt, usize)>,
-    /// The common salt, once a namespace declared public prefixes: public blocks are stored
-    /// and looked up under it (they are the shared namespaces' blocks).
-    common: Option<NamespaceSalt>,
+    /// The namespace registry: session blocks are stored under their namespace's salt, public
+    /// blocks under its common salt (the shared namespaces' blocks).
+    namespaces: Arc<Namespaces>,
+    /// Per session: its namespace and how many leading blocks are known to be stored.
+    sessions: HashMap<SessionId, (NamespaceId, usize)>,
 }
 
 impl Persist {
-    pub fn new(stack: Option<Arc<TierStack>>, model: ModelFingerprint, layout: KvLayout) -> Self {
+    pub fn new(
+        stack: Option<Arc<TierStack>>,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        namespaces: Arc<Namespaces>,
+    ) -> Self {
         Persist {
             stack,
             model,
             layout,
+            namespaces,
             sessions: HashMap::new(),
-            common: None,
         }
-    }
-
-    /// Public blocks (attributed to [`PublicChain::OWNER`]) are demoted under `common`.
-    pub fn register_public(&mut self, common: NamespaceSalt) {
-        if let Some(s) = &self.stack {
-            s.register_namespace(PublicChain::OWNER, common);
-        }
-        self.common = Some(common);
     }
 
     /// Installs the stack as the pool's eviction sink.
@@ -60,10 +57,9 @@ impl Persist {
         }
     }
 
-    pub fn on_open(&mut self, id: SessionId, ns: NamespaceId, salt: NamespaceSalt) {
-        if let Some(s) = &self.stack {
-            s.register_namespace(ns, salt);
-            self.sessions.insert(id, (salt, 0));
+    pub fn on_open(&mut self, id: SessionId, ns: NamespaceId) {
+        if self.stack.is_some() {
+            self.sessions.insert(id, (ns, 0));
         }
     }
 
@@ -91,7 +87,7 @@ impl Persist {
             return pool.match_prefix(seq, tokens);
         };
         let ns = pool.seq_namespace(seq)?;
-        let mut src = match self.common {
+        let mut src = match self.namespaces.common_salt() {
             Some(common) if pool.has_public_prefixes(ns) => {
                 let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
                 let public_root = pool.root_hash(&self.model, &common);
@@ -127,6 +123,11 @@ impl Persist {
             return;
         };
         let n_public = pool.seq_public_blocks(seq).unwrap_or(0);
+        let registry = self.namespaces.snapshot();
+        let Some(salt) = registry.salt(entry.0) else {
+            return;
+        };
+        let common = registry.common_salt();
         let b = self.layout.block_tokens;
         let full = tokens.len() / b;
         let from = if force { 0 } else { entry.1.min(full) };
@@ -137,9 +138,9 @@ impl Persist {
             let identity = BlockIdentity {
                 model: self.model,
                 layout: self.layout,
-                salt: match self.common {
+                salt: match common {
                     Some(common) if i < n_public => common,
-                    _ => entry.0,
+                    _ => salt,
                 },
                 hash,
             };
@@ -201,12 +202,7 @@ impl Engine {
                     "the session's context is empty".into(),
                 ));
             }
-            let salt = self
-                .persist
-                .sessions
-                .get(&id)
-                .map(|e| e.0)
-                .ok_or_else(|| EngineError::Internal("session salt unknown".into()))?;
+            let salt = self.salt(ns)?;
             self.persist.write_through(&self.pool, id, seq, true);
             let b = self.pool.layout().block_tokens;
             let record = SessionRecord {
@@ -236,16 +232,16 @@ impl Engine {
 
     /// Opens a session holding a saved session's tokens (pending: the next compute reuses
     /// every block the tiers still hold and recomputes the rest). `fetched` is the save as the
-    /// caller read it from the remote tier (already verified for `salt`); `None` reads the
-    /// disk.
+    /// caller read it from the remote tier (already verified for the namespace's salt); `None`
+    /// reads the disk.
     pub(crate) fn restore_session(
         &mut self,
         ns: NamespaceId,
-        salt: NamespaceSalt,
         name: &str,
         fetched: Option<SessionRecord>,
     ) -> Result<SessionId, EngineError> {
         check_name(name)?;
+        let salt = self.salt(ns)?;
         let stack = self.store_for_saves()?;
         let missing = || EngineError::NoSavedSession(name.to_string());
         let rec = match fetched {
@@ -289,7 +285,7 @@ impl Engine {
         s.pending = rec.tokens;
         let id = self.new_session_id();
         self.sessions.insert(id, s);
-        self.persist.on_open(id, ns, salt);
+        self.persist.on_open(id, ns);
         self.stats.set_sessions(self.sessions.len());
         Ok(id)
     }

@@ -70,6 +70,8 @@ pub(crate) struct Blueprint {
     pub fingerprint: ModelFingerprint,
     pub layout: KvLayout,
     pub stats: Arc<EngineStats>,
+    /// The namespace registry (shared with the handle and the tier stack).
+    pub namespaces: Arc<memoria_kv::Namespaces>,
 }
 
 impl Blueprint {
@@ -83,21 +85,20 @@ impl Blueprint {
         &self,
         mut pool: BlockPool,
         next_id: u64,
-        policies: BTreeMap<memoria_kv::NamespaceId, (i32, Option<usize>)>,
         publics: BTreeMap<memoria_kv::NamespaceId, super::PublicSetting>,
     ) -> Engine {
-        let persist = Persist::new(self.cfg.store.clone(), self.fingerprint, self.layout);
+        let persist = Persist::new(
+            self.cfg.store.clone(),
+            self.fingerprint,
+            self.layout,
+            self.namespaces.clone(),
+        );
         persist.install(&mut pool);
         pool.set_target_hit_rate(self.cfg.target_hit_rate);
         pool.set_auto_pin(self.cfg.auto_pin);
-        for (&ns, &(priority, cap)) in &policies {
-            pool.set_namespace_priority(ns, priority);
-            pool.set_namespace_cap(ns, cap);
-        }
-        let mut persist = persist;
-        for (&ns, (common, chain)) in &publics {
+        super::apply_policies(&mut pool, &self.namespaces.snapshot());
+        for (&ns, chain) in &publics {
             pool.set_public_prefixes(ns, Some(chain.clone()));
-            persist.register_public(*common);
         }
         Engine {
             model: self.model.clone(),
@@ -112,7 +113,7 @@ impl Blueprint {
             stats: self.stats.clone(),
             round_robin: 0,
             persist,
-            policies,
+            namespaces: self.namespaces.clone(),
             sizing: Default::default(),
             publics,
         }
@@ -144,7 +145,6 @@ pub(crate) fn supervise(
             backoff.as_millis()
         );
         let next_id = engine.next_id;
-        let policies = engine.policies.clone();
         let publics = engine.publics.clone();
         let pool = salvage(engine);
         if !refuse_for(&rx, backoff) {
@@ -168,7 +168,7 @@ pub(crate) fn supervise(
                 }
             },
         };
-        engine = bp.engine(pool, next_id, policies, publics);
+        engine = bp.engine(pool, next_id, publics);
         bp.stats.set_sessions(0);
         health.up.store(true, Relaxed);
         eprintln!("memoria: the engine is running again");

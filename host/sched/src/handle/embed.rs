@@ -1,11 +1,12 @@
 //! Embeddings through the engine, from any caller (the OpenAI API, guests' `embeddings`): each
-//! input is looked up in the engine's [`EmbedCache`] by its namespace's salt and tokens, and the
+//! input is looked up in the engine's [`EmbedCache`] by its namespace's salt (from the registry)
+//! and tokens, and the
 //! misses are sent to the engine as embedding jobs, [`EMBED_WAVE`] at a time, so their chunks
 //! share steps with each other and with every session instead of running beside the engine.
 
 use std::sync::Arc;
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 
 use super::EngineHandle;
 use crate::EngineError;
@@ -37,13 +38,14 @@ pub fn computed_tokens(inputs: &[Vec<u32>], out: &[Embedded]) -> usize {
 
 impl EngineHandle {
     /// The embeddings of `inputs` (each non-empty, within the context limit, in the
-    /// vocabulary) in `ns`, whose cache entries are keyed with `salt`, in input order.
+    /// vocabulary) in `ns`, whose cache entries are keyed with its registered salt, in input
+    /// order.
     pub async fn embed(
         &self,
         ns: NamespaceId,
-        salt: NamespaceSalt,
         inputs: &[Vec<u32>],
     ) -> Result<Vec<Embedded>, EngineError> {
+        let salt = self.salt(ns)?;
         let keys: Vec<_> = inputs.iter().map(|t| key(&salt, t)).collect();
         let mut out: Vec<Option<Embedded>> =
             keys.iter().map(|k| self.cached_embedding(k)).collect();
@@ -59,12 +61,7 @@ impl EngineHandle {
                 let (reply, rx) = Reply::channel("embed");
                 let tokens = inputs[i].clone();
                 self.tx
-                    .send(Command::Embed {
-                        ns,
-                        salt,
-                        tokens,
-                        reply,
-                    })
+                    .send(Command::Embed { ns, tokens, reply })
                     .map_err(|_| EngineError::Stopped)?;
                 waiting.push((i, rx));
             }

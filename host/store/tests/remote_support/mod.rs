@@ -15,6 +15,18 @@ use memoria_store::{
 pub const B: usize = 16;
 pub const MODEL: ModelFingerprint = ModelFingerprint([3; 32]);
 
+/// Registers a namespace keyed with `salt` under the public `label` in the stack's registry
+/// (as the engine does for a configured namespace), with the next free id.
+pub fn register_label(stack: &TierStack, salt: NamespaceSalt, label: &str) {
+    let reg = stack.namespaces();
+    let id = u32::try_from(reg.snapshot().len()).expect("few namespaces") + 1;
+    reg.insert(memoria_kv::NamespaceEntry::new(
+        memoria_kv::NamespaceId(id),
+        label,
+        salt,
+    ));
+}
+
 pub fn layout() -> KvLayout {
     KvLayout::new(2, 64, KvElem::F16).with_block_tokens(B)
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
+use memoria_tenant::standalone;
 use serde::Serialize;
 
 use super::tokens::pseudo_tokens;
@@ -121,11 +122,13 @@ async fn run_round(
     ntg: usize,
     n_vocab: usize,
 ) -> anyhow::Result<Row> {
-    let ns = NamespaceId(0);
-    let salt = NamespaceSalt::derive(&format!("bench-batched-{round}"));
+    // A namespace per round, so no round reuses another's cached prompts.
+    let ns = NamespaceId(u32::try_from(round).unwrap_or(u32::MAX - 1));
+    e.namespaces()
+        .insert(standalone(ns, &format!("bench-batched-{round}")));
     let mut sessions = Vec::with_capacity(b);
     for i in 0..b {
-        let s = e.open(ns, salt).await?;
+        let s = e.open(ns).await?;
         e.append(
             ns,
             s,

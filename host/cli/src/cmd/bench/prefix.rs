@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
+use memoria_tenant::standalone;
 use serde_json::json;
 
 use super::tokens::pseudo_tokens;
@@ -145,16 +146,22 @@ async fn round(
     shared: bool,
     seed: u64,
 ) -> anyhow::Result<Round> {
-    let ns = NamespaceId(0);
     let before = e.pool_stats().snapshot().total;
     let started = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
     for i in 0..a.clients {
-        let salt = if shared {
-            NamespaceSalt::derive("bench-prefix-shared")
+        // One namespace for every client when shared, else one each (ids from 1).
+        let ns = NamespaceId(if shared {
+            0
         } else {
-            NamespaceSalt::derive(&format!("bench-prefix-{seed}-{i}"))
+            u32::try_from(i).map_or(u32::MAX - 1, |i| i.saturating_add(1))
+        });
+        let label = if shared {
+            "bench-prefix-shared".to_string()
+        } else {
+            format!("bench-prefix-{seed}-{i}")
         };
+        e.namespaces().insert(standalone(ns, &label));
         let mut p = prefix.to_vec();
         p.extend(pseudo_tokens(
             seed * 100_000 + i as u64 + 11,
@@ -163,7 +170,7 @@ async fn round(
         ));
         let (e, n_gen) = (e.clone(), a.gen_tokens);
         clients.spawn(async move {
-            let s = e.open(ns, salt).await?;
+            let s = e.open(ns).await?;
             e.append(ns, s, p).await?;
             let params = GenerateParams {
                 ignore_eos: true,
@@ -181,7 +188,7 @@ async fn round(
                     None => anyhow::bail!("client {i}: stream ended early"),
                 }
             }
-            anyhow::Ok((i, s, first.unwrap_or_else(Instant::now)))
+            anyhow::Ok((i, ns, s, first.unwrap_or_else(Instant::now)))
         });
     }
     let stats = e.pool_stats().clone();
@@ -201,7 +208,7 @@ async fn round(
     let wall_s = started.elapsed().as_secs_f64();
     let mut ttfts = vec![0.0; a.clients];
     let mut first_token = None::<Instant>;
-    for &(i, s, first) in &results {
+    for &(i, ns, s, first) in &results {
         ttfts[i] = first.duration_since(started).as_secs_f64() * 1000.0;
         first_token = Some(first_token.map_or(first, |f: Instant| f.min(first)));
         e.close(ns, s).await?;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::NamespaceId;
 use memoria_sched::store::{TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use serde_json::{Value, json};
@@ -46,9 +46,8 @@ pub struct RestartArgs {
 
 const SEED: u64 = 4242;
 
-fn salt() -> NamespaceSalt {
-    NamespaceSalt::derive("bench-restart")
-}
+/// The bench's one namespace.
+const NS: NamespaceId = NamespaceId(0);
 
 fn start(a: &RestartArgs, store: Option<Arc<TierStack>>) -> anyhow::Result<(EngineHandle, usize)> {
     let loaded = load_model(&a.model, true)?;
@@ -65,14 +64,16 @@ fn start(a: &RestartArgs, store: Option<Arc<TierStack>>) -> anyhow::Result<(Engi
         ..EngineConfig::default()
     };
     let e = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
+    e.namespaces()
+        .insert(memoria_tenant::standalone(NS, "bench-restart"));
     Ok((e, hp.n_vocab))
 }
 
 /// Opens a session on `prompt` and prefills it: (milliseconds, logits checksum).
 async fn ttft(e: &EngineHandle, prompt: &[u32]) -> anyhow::Result<(f64, String)> {
-    let ns = NamespaceId(0);
+    let ns = NS;
     let started = Instant::now();
-    let s = e.open(ns, salt()).await?;
+    let s = e.open(ns).await?;
     e.append(ns, s, prompt.to_vec()).await?;
     let logits = e.prefill(ns, s).await?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -92,8 +93,8 @@ async fn decode(
     n_vocab: usize,
     n: usize,
 ) -> anyhow::Result<(f64, u64, f64)> {
-    let ns = NamespaceId(0);
-    let s = e.open(ns, salt()).await?;
+    let ns = NS;
+    let s = e.open(ns).await?;
     e.append(ns, s, random_tokens(seed, 64, n_vocab)).await?;
     e.prefill(ns, s).await?;
     if let Some(st) = store {

@@ -1,0 +1,238 @@
+//! The namespace registry: one immutable [`NamespaceTable`] of every namespace a host serves
+//! (id, public label, K/V salt, eviction priority, block cap), registered with the engine at
+//! start and swapped whole on a configuration reload. Invariants: it is the only holder of a
+//! namespace's salt on the host; everything else (engine commands, saves, tier demotions,
+//! remote prefetches, embedding keys) names a namespace by [`NamespaceId`] and looks its salt
+//! up here. Readers take a snapshot without locking ([`Namespaces::snapshot`]); a salt is never
+//! formatted (its `Debug` is redacted) and never leaves the host.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::{NamespaceId, NamespaceSalt, PublicChain};
+
+/// One registered namespace.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NamespaceEntry {
+    /// The host's number for the namespace (stable across reloads).
+    pub id: NamespaceId,
+    /// Its public label (remote keys, events): `shared`, the isolated namespace's name or
+    /// `group.NAME`; never secret.
+    pub label: String,
+    salt: NamespaceSalt,
+    /// Eviction priority of its cached blocks (higher stays longer).
+    pub priority: i32,
+    /// Most hot blocks it may hold (`None`: no cap).
+    pub max_blocks: Option<usize>,
+}
+
+impl NamespaceEntry {
+    /// A namespace keyed with `salt`, priority 0 and no block cap.
+    pub fn new(id: NamespaceId, label: impl Into<String>, salt: NamespaceSalt) -> Self {
+        NamespaceEntry {
+            id,
+            label: label.into(),
+            salt,
+            priority: 0,
+            max_blocks: None,
+        }
+    }
+
+    /// The same entry with an eviction priority and block cap.
+    pub fn with_policy(self, priority: i32, max_blocks: Option<usize>) -> Self {
+        NamespaceEntry {
+            priority,
+            max_blocks,
+            ..self
+        }
+    }
+
+    /// The K/V hash salt (for the chain root and stored blocks' identity only).
+    pub fn salt(&self) -> &NamespaceSalt {
+        &self.salt
+    }
+}
+
+impl fmt::Debug for NamespaceEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespaceEntry")
+            .field("id", &self.id)
+            .field("label", &self.label)
+            .field("priority", &self.priority)
+            .field("max_blocks", &self.max_blocks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every namespace of a host at one moment, plus the common salt public prefixes are keyed
+/// under. Immutable; a reload builds a new one.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct NamespaceTable {
+    common: Option<NamespaceSalt>,
+    by_id: BTreeMap<NamespaceId, NamespaceEntry>,
+}
+
+impl NamespaceTable {
+    /// A table of `entries` (a later entry with the same id replaces an earlier one); `common`
+    /// keys public prefixes' blocks (`None`: public prefixes cannot be used).
+    pub fn new(
+        common: Option<NamespaceSalt>,
+        entries: impl IntoIterator<Item = NamespaceEntry>,
+    ) -> Self {
+        NamespaceTable {
+            common,
+            by_id: entries.into_iter().map(|e| (e.id, e)).collect(),
+        }
+    }
+
+    /// This table with `entry` added (or replacing the entry with its id).
+    pub fn with(&self, entry: NamespaceEntry) -> Self {
+        let mut t = self.clone();
+        t.by_id.insert(entry.id, entry);
+        t
+    }
+
+    /// The namespace numbered `id`.
+    pub fn get(&self, id: NamespaceId) -> Option<&NamespaceEntry> {
+        self.by_id.get(&id)
+    }
+
+    /// The salt of namespace `id`; [`PublicChain::OWNER`] (public prefixes' blocks) has the
+    /// common salt.
+    pub fn salt(&self, id: NamespaceId) -> Option<NamespaceSalt> {
+        if id == PublicChain::OWNER {
+            return self.common;
+        }
+        self.by_id.get(&id).map(|e| e.salt)
+    }
+
+    /// The salt public prefixes' blocks are keyed under.
+    pub fn common_salt(&self) -> Option<NamespaceSalt> {
+        self.common
+    }
+
+    /// The public label of the namespaces keyed with `salt` (they share one: a salt is shared
+    /// only by `shared` namespaces or by one group's); the first by id wins.
+    pub fn label_of_salt(&self, salt: &NamespaceSalt) -> Option<&str> {
+        self.by_id
+            .values()
+            .find(|e| e.salt == *salt)
+            .map(|e| e.label.as_str())
+    }
+
+    /// Every entry, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &NamespaceEntry> {
+        self.by_id.values()
+    }
+
+    /// Number of namespaces.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether no namespace is registered.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
+
+impl fmt::Debug for NamespaceTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.by_id.values()).finish()
+    }
+}
+
+/// The registry: the current [`NamespaceTable`], shared by the engine, its handle and the tier
+/// stack. Reads are lock-free snapshots; [`Namespaces::register`] swaps in a new table.
+#[derive(Default)]
+pub struct Namespaces {
+    current: ArcSwap<NamespaceTable>,
+}
+
+impl Namespaces {
+    /// A registry holding `table`.
+    pub fn new(table: NamespaceTable) -> Self {
+        Namespaces {
+            current: ArcSwap::from_pointee(table),
+        }
+    }
+
+    /// The current table.
+    pub fn snapshot(&self) -> Arc<NamespaceTable> {
+        self.current.load_full()
+    }
+
+    /// Replaces the table (start-up and every configuration reload).
+    pub fn register(&self, table: NamespaceTable) {
+        self.current.store(Arc::new(table));
+    }
+
+    /// Adds or replaces one entry (callers that serve a fixed namespace: `memoria run`, tests).
+    pub fn insert(&self, entry: NamespaceEntry) {
+        self.current.rcu(|t| t.with(entry.clone()));
+    }
+
+    /// The salt of namespace `id` in the current table.
+    pub fn salt(&self, id: NamespaceId) -> Option<NamespaceSalt> {
+        self.current.load().salt(id)
+    }
+
+    /// The common salt in the current table.
+    pub fn common_salt(&self) -> Option<NamespaceSalt> {
+        self.current.load().common_salt()
+    }
+}
+
+impl fmt::Debug for Namespaces {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Namespaces")
+            .field(&*self.current.load())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: u32, label: &str) -> NamespaceEntry {
+        NamespaceEntry::new(NamespaceId(id), label, NamespaceSalt::derive(label))
+    }
+
+    #[test]
+    fn salts_are_looked_up_by_id_and_swapped_whole() {
+        let common = NamespaceSalt::derive("common");
+        let reg = Namespaces::new(NamespaceTable::new(
+            Some(common),
+            [entry(1, "a"), entry(2, "b")],
+        ));
+        assert_eq!(reg.salt(NamespaceId(1)), Some(NamespaceSalt::derive("a")));
+        assert_eq!(reg.salt(PublicChain::OWNER), Some(common));
+        assert_eq!(reg.salt(NamespaceId(3)), None);
+        let before = reg.snapshot();
+        reg.register(NamespaceTable::new(Some(common), [entry(3, "c")]));
+        assert_eq!(reg.salt(NamespaceId(1)), None);
+        assert_eq!(
+            before.salt(NamespaceId(1)),
+            Some(NamespaceSalt::derive("a"))
+        );
+        reg.insert(entry(4, "d").with_policy(5, Some(10)));
+        let t = reg.snapshot();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.get(NamespaceId(4)).map(|e| e.priority), Some(5));
+        assert_eq!(t.label_of_salt(&NamespaceSalt::derive("c")), Some("c"));
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_salt() {
+        let salt = NamespaceSalt::derive("secret");
+        let t = NamespaceTable::new(Some(salt), [NamespaceEntry::new(NamespaceId(1), "x", salt)]);
+        let text = format!("{t:?} {:?} {salt:?}", Namespaces::new(t.clone()));
+        assert_eq!(format!("{salt:?}"), "NamespaceSalt(..)");
+        assert!(!text.contains(&format!("{:?}", salt.0)), "{text}");
+        assert!(text.contains("\"x\""));
+    }
+}

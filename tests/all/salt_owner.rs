@@ -1,0 +1,103 @@
+//! Issue 13 ("One namespace registry"): a namespace's salt has one owner. Outside the registry
+//! (`memoria_kv::registry`, filled by `memoria_tenant`'s derivation) no host source constructs
+//! a `NamespaceSalt`, except the store's decoders reading this host's own records back; the
+//! HTTP and runtime crates never name a salt at all (they pass namespace ids).
+
+use std::path::{Path, PathBuf};
+
+/// Where a salt may be constructed (non-test code): its definition, the derivation that fills
+/// the registry (`Isolation::salt` is private to `memoria-tenant`, so the compiler keeps its
+/// callers there), and the store's record decoders.
+const ALLOWED: &[&str] = &[
+    "host/kv/src/hash.rs",
+    "host/tenant/src/isolation.rs",
+    "host/store/src/codec.rs",
+    "host/store/src/session.rs",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The non-test code of `src/` files: test files skipped, `#[cfg(test)]` tails cut, comments
+/// dropped.
+fn production_code() -> Vec<(String, String)> {
+    let root = root();
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root.join("host"))
+        .expect("host/")
+        .flatten()
+    {
+        let src = krate.path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut files);
+        }
+    }
+    assert!(files.len() > 100, "found only {} sources", files.len());
+    files
+        .into_iter()
+        .filter_map(|p| {
+            let rel = p
+                .strip_prefix(&root)
+                .ok()?
+                .to_string_lossy()
+                .replace('\\', "/");
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            if name.ends_with("_tests.rs") || name == "tests.rs" || rel.contains("/tests/") {
+                return None;
+            }
+            let text = std::fs::read_to_string(&p).ok()?;
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let code: Vec<&str> = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect();
+            Some((rel, code.join("\n")))
+        })
+        .collect()
+}
+
+#[test]
+fn issue_13_nothing_outside_the_registry_constructs_a_salt() {
+    let mut found = Vec::new();
+    for (rel, code) in production_code() {
+        if ALLOWED.contains(&rel.as_str()) {
+            continue;
+        }
+        for needle in ["NamespaceSalt(", "NamespaceSalt::derive"] {
+            if code.contains(needle) {
+                found.push(format!("{rel}: {needle}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "salts constructed outside the registry: {found:#?}"
+    );
+}
+
+#[test]
+fn issue_13_http_and_runtime_never_hold_a_salt() {
+    let mut found = Vec::new();
+    for (rel, code) in production_code() {
+        let consumer = rel.starts_with("host/http/") || rel.starts_with("host/runtime/");
+        if consumer && (code.contains("NamespaceSalt") || code.contains(".salt")) {
+            found.push(rel);
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "salts held by http or the runtime: {found:?}"
+    );
+}
