@@ -20,8 +20,10 @@ mod run;
 mod schema;
 pub mod structured;
 pub mod tokenize;
+mod native_scan;
 mod tool_scan;
 mod tool_stream;
+mod tool_syntax;
 mod tools;
 
 use std::sync::Arc;
