@@ -27,8 +27,19 @@ fn synth(name: &str, arch: &str, vocab: &str, template: &str) -> PathBuf {
     let st = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
         .args(["model", "synth"])
         .arg(&out)
-        .args(["--arch", arch, "--dim", "64", "--layers", "2", "--heads", "2"])
-        .args(["--kv-heads", "1", "--ffn", "128", "--type", "q8_0", "--seed", "3"])
+        .args([
+            "--arch", arch, "--dim", "64", "--layers", "2", "--heads", "2",
+        ])
+        .args([
+            "--kv-heads",
+            "1",
+            "--ffn",
+            "128",
+            "--type",
+            "q8_0",
+            "--seed",
+            "3",
+        ])
         .arg("--vocab-from")
         .arg(&vocab)
         .arg("--chat-template")
@@ -73,8 +84,15 @@ fn check_call(call: &Value, name: Option<&str>) -> String {
     let args: Value = serde_json::from_str(text).expect("arguments are JSON");
     match got {
         "get_weather" => {
-            assert!(args["city"].as_str().is_some_and(|c| c.chars().count() <= 6));
-            assert!(args["unit"] == "celsius" || args["unit"] == "fahrenheit", "{args}");
+            assert!(
+                args["city"]
+                    .as_str()
+                    .is_some_and(|c| c.chars().count() <= 6)
+            );
+            assert!(
+                args["unit"] == "celsius" || args["unit"] == "fahrenheit",
+                "{args}"
+            );
         }
         "get_time" => assert!(args["hours"].is_boolean(), "{args}"),
         other => panic!("unknown tool {other}"),
@@ -142,7 +160,10 @@ fn choices_hold(s: &Server) {
     assert_eq!(whole[0].0, "get_time");
     let (pieces, finish) = streamed(s, &named);
     assert_eq!(finish, "tool_calls");
-    assert_eq!(pieces, whole, "streamed pieces assemble to the whole answer's call");
+    assert_eq!(
+        pieces, whole,
+        "streamed pieces assemble to the whole answer's call"
+    );
     // Auto: prose or a call, either valid.
     let body = json!({"messages": ask(), "tools": tools(), "max_tokens": 40, "temperature": 1.0,
         "seed": 5});
@@ -195,7 +216,11 @@ fn rendered_after_call(model: &Path) -> (String, usize) {
             parameters: t["function"]["parameters"].clone(),
         })
         .collect();
-    let msgs = [ChatMessage::user("What is the weather in Oslo?"), call, answer];
+    let msgs = [
+        ChatMessage::user("What is the weather in Oslo?"),
+        call,
+        answer,
+    ];
     let text = t
         .render_with_tools(&msgs, Some(&tools), true)
         .expect("renders");
@@ -211,7 +236,10 @@ fn rendered_after_call(model: &Path) -> (String, usize) {
 fn tool_turn_renders(s: &Server, model: &Path, expect: &[&str]) {
     let (text, n) = rendered_after_call(model);
     for e in expect {
-        assert!(text.contains(e), "{e:?} not in the rendered prompt:\n{text}");
+        assert!(
+            text.contains(e),
+            "{e:?} not in the rendered prompt:\n{text}"
+        );
     }
     let body = json!({"messages": after_call(), "tools": tools(), "max_tokens": 1,
         "tool_choice": "none"});
@@ -230,7 +258,12 @@ fn tool_turn_renders(s: &Server, model: &Path, expect: &[&str]) {
 
 #[test]
 fn serve_qwen_tools_template_calls_in_its_own_syntax() {
-    let model = synth("tools-qwen", "qwen2", "ggml-vocab-gpt-2.gguf", "qwen2.5-tools.jinja");
+    let model = synth(
+        "tools-qwen",
+        "qwen2",
+        "ggml-vocab-gpt-2.gguf",
+        "qwen2.5-tools.jinja",
+    );
     let path = model.to_str().expect("utf-8 path");
     let s = Server::start("tools-qwen", &["-m", path, "-c", "1024"]);
     choices_hold(&s);
@@ -247,7 +280,12 @@ fn serve_qwen_tools_template_calls_in_its_own_syntax() {
 
 #[test]
 fn serve_llama31_tools_template_calls_in_its_own_syntax() {
-    let model = synth("tools-llama31", "llama", "ggml-vocab-llama-spm.gguf", "llama3.1-tools.jinja");
+    let model = synth(
+        "tools-llama31",
+        "llama",
+        "ggml-vocab-llama-spm.gguf",
+        "llama3.1-tools.jinja",
+    );
     let path = model.to_str().expect("utf-8 path");
     let s = Server::start("tools-llama31", &["-m", path, "-c", "1024"]);
     choices_hold(&s);

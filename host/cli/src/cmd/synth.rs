@@ -166,7 +166,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let empty = dir.join("empty.jinja");
         std::fs::write(&empty, " \n").unwrap();
-        assert!(read_template(&empty).unwrap_err().to_string().contains("empty"));
+        assert!(
+            read_template(&empty)
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
         assert!(read_template(&dir.join("missing.jinja")).is_err());
         let ok = dir.join("t.jinja");
         std::fs::write(&ok, "{{ messages }}").unwrap();

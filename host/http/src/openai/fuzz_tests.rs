@@ -329,7 +329,7 @@ fn openai_fuzz_plain_requests_are_accepted() {
         tokenizer().n_vocab(),
         ToolSyntax::Generic,
     )
-        .unwrap_or_else(|e| panic!("{}", e.message));
+    .unwrap_or_else(|e| panic!("{}", e.message));
     assert_eq!((c.n, c.messages.len(), c.stop.len()), (2, 1, 1));
     let comp = br#"{"prompt":[[1,2],[3]],"n":1,"best_of":2}"#;
     let c = completion_check::check(body::parse(comp).unwrap(), tokenizer())

@@ -169,7 +169,10 @@ mod tests {
         );
         // A call later in prose stays prose (calls start the answer, as the constraint allows).
         assert!(matches!(
-            scan(hermes(), "Sure. <tool_call>\n{\"name\":\"f\",\"arguments\":{}}\n</tool_call>"),
+            scan(
+                hermes(),
+                "Sure. <tool_call>\n{\"name\":\"f\",\"arguments\":{}}\n</tool_call>"
+            ),
             Scan::Response { .. }
         ));
         assert_eq!(scan(llama(), "  "), Scan::Undecided);
@@ -196,9 +199,11 @@ mod tests {
         ] {
             assert_eq!(scan(llama(), bad), Scan::Other, "{bad:?}");
         }
-        // Every prefix of every case reads without a panic, and never as a closed call
-        // unless the whole text is.
-        for text in [HERMES_TWO, "<tool_call>\n{\"name\": \"é\\u00e9\", \"arguments\": \"x"] {
+        // Every prefix of a call, whole or with a broken escape, reads without a panic.
+        for text in [
+            HERMES_TWO,
+            "<tool_call>\n{\"name\": \"é\\u00e9\", \"arguments\": \"x",
+        ] {
             for end in (0..=text.len()).filter(|&e| text.is_char_boundary(e)) {
                 let _ = scan(hermes(), &text[..end]);
                 let _ = scan(llama(), &text[..end]);

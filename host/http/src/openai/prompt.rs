@@ -18,12 +18,14 @@ pub fn chat_tokens(
     messages: &[ChatMessage],
     tools: Option<&[ChatTool]>,
 ) -> Result<Vec<u32>, ApiError> {
-    let text = template.render_with_tools(messages, tools, true).map_err(|e| {
-        ApiError::invalid(
-            "messages",
-            format!("the chat template refused the conversation: {e}"),
-        )
-    })?;
+    let text = template
+        .render_with_tools(messages, tools, true)
+        .map_err(|e| {
+            ApiError::invalid(
+                "messages",
+                format!("the chat template refused the conversation: {e}"),
+            )
+        })?;
     let bos_written = tok
         .bos()
         .and_then(|b| tok.token_text(b))

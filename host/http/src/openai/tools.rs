@@ -366,9 +366,7 @@ mod tests {
         );
         let auto = plan(Some(&weather()), None, true, G).unwrap().unwrap();
         let auto_text = auto.instructions.unwrap();
-        assert!(
-            auto_text.contains("get_weather") && auto_text.contains("response")
-        );
+        assert!(auto_text.contains("get_weather") && auto_text.contains("response"));
         let req = plan(Some(&weather()), Some(&json!("required")), false, G)
             .unwrap()
             .unwrap();
@@ -380,12 +378,18 @@ mod tests {
                 .is_some()
         );
         let missing = json!({"type": "function", "function": {"name": "nope"}});
-        let e = plan(Some(&weather()), Some(&missing), true, G).err().unwrap();
+        let e = plan(Some(&weather()), Some(&missing), true, G)
+            .err()
+            .unwrap();
         assert_eq!(e.param.as_deref(), Some("tool_choice"));
         assert!(plan(Some(&vec![]), None, true, G).is_err());
         let bad = vec![json!({"type": "function", "function": {"name": "a b"}})];
         assert_eq!(
-            plan(Some(&bad), None, true, G).err().unwrap().param.as_deref(),
+            plan(Some(&bad), None, true, G)
+                .err()
+                .unwrap()
+                .param
+                .as_deref(),
             Some("tools[0].function.name")
         );
     }
@@ -486,7 +490,11 @@ mod tests {
         assert_eq!((w.open.as_str(), w.max_items), ("", 1));
         assert_eq!(w.free_text_unless.as_deref(), Some("{"));
         assert!(w.schema.to_compact().contains("\"parameters\""));
-        assert!(plan(Some(&two), Some(&json!("none")), true, h).unwrap().is_none());
+        assert!(
+            plan(Some(&two), Some(&json!("none")), true, h)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -509,7 +517,14 @@ mod tests {
             Some(Answer::Calls(c)) if c.len() == 1 && c[0]["function"]["arguments"] == "{}"
         ));
         // Cut short or damaged: no parse (the caller answers the raw text).
-        assert!(parse_answer("<tool_call>\n{\"name\": \"f\", \"argu", "x", ToolSyntax::Hermes).is_none());
+        assert!(
+            parse_answer(
+                "<tool_call>\n{\"name\": \"f\", \"argu",
+                "x",
+                ToolSyntax::Hermes
+            )
+            .is_none()
+        );
         assert!(parse_answer(r#"{"name": 1}"#, "x", ToolSyntax::Llama3).is_none());
         // Earlier calls reach a native template structured, arguments as JSON.
         let calls = calls_of(

@@ -414,7 +414,9 @@ fn tools_and_tool_turns_render_through_a_qwen_template() {
         "{out}"
     );
     assert!(
-        out.contains("<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>\n"),
+        out.contains(
+            "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>\n"
+        ),
         "{out}"
     );
     assert!(out.ends_with("<|im_start|>assistant\n"));
@@ -430,7 +432,12 @@ fn tools_and_tool_turns_render_through_a_llama31_template() {
     let out = t
         .render_with_tools(&tool_history(), Some(&[weather_tool()]), true)
         .unwrap();
-    assert!(out.starts_with("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"), "{out}");
+    assert!(
+        out.starts_with(
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+        ),
+        "{out}"
+    );
     assert!(out.contains("\"name\": \"get_weather\""), "{out}");
     assert!(out.contains("Weather in Oslo?<|eot_id|>"), "{out}");
     assert!(
@@ -445,7 +452,13 @@ fn tools_and_tool_turns_render_through_a_llama31_template() {
     assert!(out.ends_with("<|start_header_id|>assistant<|end_header_id|>\n\n"));
     // A plain turn has no `tool_calls` key at all (the template tests `'tool_calls' in message`).
     let plain = t
-        .render(&[ChatMessage::user("Hi"), ChatMessage::assistant("Hello")], false)
+        .render(
+            &[ChatMessage::user("Hi"), ChatMessage::assistant("Hello")],
+            false,
+        )
         .unwrap();
-    assert!(plain.contains("<|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|>"), "{plain}");
+    assert!(
+        plain.contains("<|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|>"),
+        "{plain}"
+    );
 }
