@@ -18,6 +18,9 @@ pub enum ResponseFormat {
     JsonObject,
     /// JSON text validating against a schema.
     JsonSchema(JsonSchemaFormat),
+    /// A schema's JSON wrapped in literal text (a chat template's tool-call syntax); never read
+    /// from a request's `response_format`, only built by the server.
+    Wrapped(crate::wrap::Wrapped),
 }
 
 /// The `json_schema` member of `{"type":"json_schema", "json_schema": {...}}`.

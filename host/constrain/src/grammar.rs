@@ -41,6 +41,7 @@ fn canonical(f: &ResponseFormat) -> Option<String> {
             .schema
             .as_ref()
             .map(|s| format!("schema:{}", s.to_compact())),
+        ResponseFormat::Wrapped(w) => Some(w.canonical()),
     }
 }
 
@@ -56,6 +57,7 @@ impl Grammar {
             ResponseFormat::JsonSchema(JsonSchemaFormat {
                 schema: Some(s), ..
             }) => Kind::Dfa(Box::new(Table::build(&schema::to_regex(s)?)?)),
+            ResponseFormat::Wrapped(w) => Kind::Dfa(Box::new(Table::build(&w.to_regex()?)?)),
             _ => Kind::JsonObject,
         };
         Ok(Grammar { kind, key })

@@ -41,6 +41,11 @@
 //! Every reachable state allows at least one token when the vocabulary holds all 256 single
 //! bytes (byte-level BPE and SentencePiece with byte fallback do).
 //!
+//! A [`Wrapped`] format (built by the server for tool calls in a chat template's own syntax) is
+//! the schema's regex between literal texts, repeated with a separator up to a bound, optionally
+//! in alternation with "any text not starting with a trigger literal" (`tool_choice: auto`):
+//! still one anchored DFA, so masks, caching and the guarantees below hold unchanged.
+//!
 //! # Supported JSON Schema subset (OpenAI strict mode)
 //!
 //! - `type`: `object`, `array`, `string`, `number`, `integer`, `boolean`, `null`, or an array of
@@ -87,6 +92,7 @@ mod matcher;
 mod pda;
 pub mod schema;
 mod vocab;
+mod wrap;
 
 pub use constraint::{CacheStats, Constraint, ConstraintCache, DEFAULT_MASK_CACHE_BYTES};
 pub use error::ConstrainError;
@@ -97,3 +103,4 @@ pub use matcher::Matcher;
 pub use pda::MAX_DEPTH;
 pub use schema::{MAX_REF_DEPTH, MAX_REPEAT, MAX_SCHEMA_DEPTH};
 pub use vocab::{MAX_TOKEN_BYTES, Vocab};
+pub use wrap::{MAX_WRAPPED_ITEMS, Wrapped};

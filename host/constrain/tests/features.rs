@@ -472,3 +472,59 @@ fn shared_types_cross_threads() {
         }
     });
 }
+
+#[test]
+fn wrapped_schemas_take_literal_text_around_each_item() {
+    let v = synthetic_vocab(&[]);
+    let schema = Json::parse(
+        r#"{"type":"object","properties":{"name":{"const":"f"},"arguments":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}},"required":["name","arguments"],"additionalProperties":false}"#,
+    )
+    .unwrap();
+    let wrapped = |max_items, free: Option<&str>| {
+        ResponseFormat::Wrapped(memoria_constrain::Wrapped {
+            open: "<tool_call>\n".into(),
+            schema: schema.clone(),
+            close: "\n</tool_call>".into(),
+            separator: "\n".into(),
+            max_items,
+            free_text_unless: free.map(str::to_owned),
+        })
+    };
+    let call = "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"x\":1}}\n</tool_call>";
+    let required = constraint(&wrapped(2, None), &v);
+    assert!(accepts(&required, call.as_bytes()));
+    assert!(accepts(&required, format!("{call}\n{call}").as_bytes()));
+    for no in [
+        String::new(),
+        "hello".to_owned(),
+        format!("{call}\n{call}\n{call}"),
+        format!(" {call}"),
+        "<tool_call>\n{\"name\":\"g\",\"arguments\":{\"x\":1}}\n</tool_call>".to_owned(),
+        "<tool_call>\n{\"name\":\"f\",\"arguments\":{}}\n</tool_call>".to_owned(),
+    ] {
+        assert!(!accepts(&required, no.as_bytes()), "{no:?}");
+    }
+    let auto = constraint(&wrapped(1, Some("<tool_call>")), &v);
+    for yes in ["", "hello", "<tool", "It is <tool_call> time", call] {
+        assert!(accepts(&auto, yes.as_bytes()), "{yes:?}");
+    }
+    assert!(!accepts(&auto, b"<tool_call>\nnot json"));
+    // A bare JSON call (Llama 3.x): prose must not start with `{`.
+    let bare = ResponseFormat::Wrapped(memoria_constrain::Wrapped {
+        open: String::new(),
+        schema: schema.clone(),
+        close: String::new(),
+        separator: String::new(),
+        max_items: 1,
+        free_text_unless: Some("{".into()),
+    });
+    let bare = constraint(&bare, &v);
+    assert!(accepts(&bare, br#"{"name":"f","arguments":{"x":2}}"#));
+    assert!(accepts(&bare, b"plain answer"));
+    assert!(!accepts(&bare, b"{\"other\":1}"));
+    // Different wrappers are different languages (and cache keys).
+    assert_ne!(
+        Grammar::content_key(&wrapped(1, None)),
+        Grammar::content_key(&wrapped(2, None))
+    );
+}

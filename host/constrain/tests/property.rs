@@ -1,14 +1,16 @@
 //! Property tests: for random schemas of the supported subset and random logits, constrained
 //! decoding (greedy and sampled) over a synthetic vocabulary never dead-ends, finishes in an
 //! accepting state within a bound, and yields JSON that validates; the mask agrees with stepping
-//! every token directly.
+//! every token directly. The same holds for schemas wrapped in literal text (tool-call syntaxes):
+//! every item between the wrappers parses and validates, and a prose answer (when allowed) never
+//! starts with the trigger.
 
 mod common;
 
 use std::sync::Arc;
 
 use common::{Rng, constraint, decode, parse, schema_format, synthetic_vocab, validate};
-use memoria_constrain::{Constraint, Grammar, Json, Matcher};
+use memoria_constrain::{Constraint, Grammar, Json, Matcher, ResponseFormat, Wrapped};
 use proptest::prelude::*;
 
 const NAMES: &[&str] = &["a", "b", "name", "id", "é", "x y", "q\"t", "\\n"];
@@ -156,6 +158,53 @@ proptest! {
         for sampled in [false, true] {
             let d = decode(&c, &mut rng, sampled, 64);
             prop_assert!(matches!(parse(&d.text), Json::Object(_)));
+            let mut m = Matcher::new(c.clone());
+            for &t in d.tokens.iter().take(12) {
+                mask_matches_stepping(&mut m, vocab.len() as u32);
+                m.advance(t).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn wrapped_schemas_decode_to_parsable_calls(
+        text in schema(),
+        seed in any::<u64>(),
+        max_items in 1usize..4,
+        prose in any::<bool>(),
+    ) {
+        let extra = names_as_tokens();
+        let mut extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        extra.extend(["<tool_call>", "</tool_call>", "\n<", "call>"]);
+        let vocab = synthetic_vocab(&extra);
+        let root = Json::parse(&text).unwrap();
+        let (open, close, sep) = ("<tool_call>\n", "\n</tool_call>", "\n");
+        let format = ResponseFormat::Wrapped(Wrapped {
+            open: open.into(),
+            schema: root.clone(),
+            close: close.into(),
+            separator: sep.into(),
+            max_items,
+            free_text_unless: prose.then(|| "<tool_call>".to_owned()),
+        });
+        let c = constraint(&format, &vocab);
+        let mut rng = Rng(seed | 1);
+        for sampled in [false, true] {
+            let d = decode(&c, &mut rng, sampled, 48);
+            let out = std::str::from_utf8(&d.text).expect("UTF-8");
+            let Some(body) = out.strip_prefix(open) else {
+                prop_assert!(prose, "no call in {out:?}");
+                prop_assert!(!out.starts_with("<tool_call>"));
+                continue;
+            };
+            let body = body.strip_suffix(close).expect("closed");
+            let items: Vec<&str> = body.split(&format!("{close}{sep}{open}")).collect();
+            prop_assert!(items.len() <= max_items);
+            for item in items {
+                if let Err(e) = validate(&root, &root, &parse(item.as_bytes())) {
+                    panic!("{e}\nschema {text}\noutput {out:?}");
+                }
+            }
             let mut m = Matcher::new(c.clone());
             for &t in d.tokens.iter().take(12) {
                 mask_matches_stepping(&mut m, vocab.len() as u32);

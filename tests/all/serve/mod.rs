@@ -15,6 +15,7 @@ mod memory;
 pub mod server;
 mod small;
 mod structured;
+mod structured_tools;
 
 use std::process::Command;
 

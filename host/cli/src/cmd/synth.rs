@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use memoria_kernels::GgmlType;
-use memoria_model::synth::{Arch as SynthArch, SynthSpec, SynthVocab, write_synth};
+use memoria_model::gguf::MetaValue;
+use memoria_model::synth::{Arch as SynthArch, SynthSpec, SynthVocab, synthesize};
 
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
@@ -58,6 +59,22 @@ pub struct SynthArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write this file's text (Jinja) as the model's `tokenizer.chat_template`, replacing one
+    /// copied with --vocab-from.
+    #[arg(long, value_name = "FILE")]
+    chat_template: Option<PathBuf>,
+}
+
+/// The text of a `--chat-template` file (not empty).
+fn read_template(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--chat-template: reading {}", path.display()))?;
+    anyhow::ensure!(
+        !text.trim().is_empty(),
+        "--chat-template: {} is empty",
+        path.display()
+    );
+    Ok(text)
 }
 
 pub fn main(c: ModelCommand) -> anyhow::Result<()> {
@@ -88,8 +105,15 @@ pub fn main(c: ModelCommand) -> anyhow::Result<()> {
         rope_base: a.rope_base,
         tied_embeddings: !a.untied,
     };
+    let template = a.chat_template.as_deref().map(read_template).transpose()?;
     let started = Instant::now();
-    write_synth(&spec, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    let mut model = synthesize(&spec).with_context(|| format!("building {}", a.out.display()))?;
+    if let Some(text) = template {
+        model.set("tokenizer.chat_template", MetaValue::String(text));
+    }
+    model
+        .write_to(&a.out)
+        .with_context(|| format!("writing {}", a.out.display()))?;
     let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
     eprintln!(
         "wrote {} ({size} bytes) in {:.1} s",
@@ -134,5 +158,24 @@ mod tests {
         }
         let err = parse_weight_type("q8_1").unwrap_err().to_string();
         assert!(err.contains("q4_1") && !err.contains("q8_k"), "{err}");
+    }
+
+    #[test]
+    fn chat_template_files_must_exist_and_hold_text() {
+        let dir = std::env::temp_dir().join(format!("memoria-synth-tpl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.jinja");
+        std::fs::write(&empty, " \n").unwrap();
+        assert!(
+            read_template(&empty)
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        assert!(read_template(&dir.join("missing.jinja")).is_err());
+        let ok = dir.join("t.jinja");
+        std::fs::write(&ok, "{{ messages }}").unwrap();
+        assert_eq!(read_template(&ok).unwrap(), "{{ messages }}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

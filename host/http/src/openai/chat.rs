@@ -15,6 +15,7 @@ use super::chat_check::{Checked, check};
 use super::run::{self, Plan, SseFormat};
 use super::schema::ChatRequest;
 use super::tool_stream::ToolChunks;
+use super::tool_syntax::ToolSyntax;
 use super::{Ctx, response_id, unix_now, usage_json};
 use super::{logprobs, params, structured, tools};
 use crate::body::{Response, ok_json};
@@ -26,7 +27,8 @@ const SYSTEM_FINGERPRINT: &str = "memoria";
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: ChatRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
-    let checked = check(req, ctx.state.engine.tokenizer().n_vocab())?;
+    let syntax = ToolSyntax::detect(&ctx.state.chat);
+    let checked = check(req, ctx.state.engine.tokenizer().n_vocab(), syntax)?;
     let Checked {
         n,
         top_logprobs,
@@ -38,11 +40,14 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         stop,
         ignore_eos,
         messages,
+        template_tools,
+        syntax,
         max_tokens: (field, requested),
     } = checked;
     let constraint = structured::constraint(&ctx.state, format).await?;
     let tok = ctx.state.engine.tokenizer().clone();
-    let prompt = super::prompt::chat_tokens(&ctx.state.chat, &tok, &messages)?;
+    let prompt =
+        super::prompt::chat_tokens(&ctx.state.chat, &tok, &messages, template_tools.as_deref())?;
     let mut budget = [params::token_budget(
         field,
         requested,
@@ -78,12 +83,12 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     if tool_plan.is_some() {
         if stream {
             // Calls stream as they are written: a call's name once whole, its arguments piece by piece.
-            let fmt = ToolChunks::new(fmt, running.choices());
+            let fmt = ToolChunks::new(fmt, running.choices(), syntax);
             return Ok(running.sse(Box::new(fmt), include_usage, permit));
         }
         let (done, usage) = running.collect().await?;
         drop(permit);
-        let choices: Vec<Value> = tool_answers(&id, done)
+        let choices: Vec<Value> = tool_answers(&id, done, syntax)
             .into_iter()
             .enumerate()
             .map(|(i, (message, finish))| {
@@ -133,12 +138,16 @@ fn completion(id: &str, created: u64, model: &str, choices: Vec<Value>, usage: &
 }
 
 /// Each choice's message and finish reason under a tool plan.
-fn tool_answers(id: &str, done: Vec<run::Finished>) -> Vec<(Value, &'static str)> {
+fn tool_answers(
+    id: &str,
+    done: Vec<run::Finished>,
+    syntax: ToolSyntax,
+) -> Vec<(Value, &'static str)> {
     done.into_iter()
         .enumerate()
         .map(|(i, f)| {
             let base = format!("{}_{i}", id.trim_start_matches("chatcmpl-"));
-            match tools::parse_answer(&f.text, &base) {
+            match tools::parse_answer(&f.text, &base, syntax) {
                 Some(tools::Answer::Calls(calls)) => (
                     json!({"role": "assistant", "content": null, "tool_calls": calls, "refusal": null}),
                     "tool_calls",

@@ -1,13 +1,15 @@
 //! The checks of a chat completion request that need no model state: `n`, `logprobs`, tools,
 //! `response_format` against tools, `stream_options`, sampling ranges, `logit_bias`, `stop` and
-//! the messages (roles, content parts). Rendering, the constraint compiler and the context
-//! budget follow in the handler. Invariant: every refusal is a 400 naming its field.
+//! the messages (roles, content parts, earlier tool calls in the form the template's tool syntax
+//! takes). Rendering, the constraint compiler and the context budget follow in the handler.
+//! Invariant: every refusal is a 400 naming its field.
 
 use memoria_constrain::ResponseFormat;
-use memoria_model::chat::ChatMessage;
+use memoria_model::chat::{ChatMessage, ChatTool};
 use memoria_sched::sampling::SamplingParams;
 
 use super::schema::{ChatRequest, Content, Message};
+use super::tool_syntax::ToolSyntax;
 use super::{params, tools};
 use crate::error::ApiError;
 
@@ -25,12 +27,21 @@ pub(crate) struct Checked {
     pub ignore_eos: bool,
     /// The conversation, tool instructions included.
     pub messages: Vec<ChatMessage>,
+    /// The template's `tools` variable (a native tool syntax with tools in play).
+    pub template_tools: Option<Vec<ChatTool>>,
+    /// The tool syntax answers are constrained to and parsed in.
+    pub syntax: ToolSyntax,
     /// The field that sets the completion budget and its value.
     pub max_tokens: (&'static str, Option<u64>),
 }
 
-/// Checks `req` for a model of `n_vocab` tokens.
-pub(crate) fn check(mut req: ChatRequest, n_vocab: usize) -> Result<Checked, ApiError> {
+/// Checks `req` for a model of `n_vocab` tokens whose chat template writes tool calls in
+/// `syntax`.
+pub(crate) fn check(
+    mut req: ChatRequest,
+    n_vocab: usize,
+    syntax: ToolSyntax,
+) -> Result<Checked, ApiError> {
     let n = params::choices("n", req.n, 1)?;
     let top_logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (_, Some(k)) if k > 20 => {
@@ -48,10 +59,11 @@ pub(crate) fn check(mut req: ChatRequest, n_vocab: usize) -> Result<Checked, Api
         (true, k) => Some(usize::try_from(k.unwrap_or(0)).unwrap_or(0)),
         (false, None) => None,
     };
-    let tool_plan = tools::plan(
+    let mut tool_plan = tools::plan(
         req.tools.as_ref(),
         req.tool_choice.as_ref(),
         req.parallel_tool_calls.unwrap_or(true),
+        syntax,
     )?;
     let format = match (tool_plan.as_ref(), req.response_format.take()) {
         (Some(_), Some(f)) if f != ResponseFormat::Text => {
@@ -70,9 +82,11 @@ pub(crate) fn check(mut req: ChatRequest, n_vocab: usize) -> Result<Checked, Api
     sampling.logprobs = top_logprobs;
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
-    let mut messages = messages(req.messages)?;
-    if let Some(p) = &tool_plan {
+    let mut messages = messages(req.messages, syntax)?;
+    let mut template_tools = None;
+    if let Some(p) = &mut tool_plan {
         tools::instruct(&mut messages, p);
+        template_tools = p.template_tools.take();
     }
     let max_tokens = match (req.max_completion_tokens, req.max_tokens) {
         (Some(m), _) => ("max_completion_tokens", Some(m)),
@@ -89,12 +103,16 @@ pub(crate) fn check(mut req: ChatRequest, n_vocab: usize) -> Result<Checked, Api
         stop,
         ignore_eos,
         messages,
+        template_tools,
+        syntax,
         max_tokens,
     })
 }
 
-/// Validates roles and flattens content parts to text.
-fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
+/// Validates roles and flattens content parts to text; an assistant turn's `tool_calls` become
+/// the template's structured calls (a native syntax) or the generic form's text, and a `tool`
+/// turn keeps its `tool_call_id` and `name`.
+fn messages(msgs: Vec<Message>, syntax: ToolSyntax) -> Result<Vec<ChatMessage>, ApiError> {
     if msgs.is_empty() {
         return Err(ApiError::invalid(
             "messages",
@@ -135,8 +153,8 @@ fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
                 text
             }
             None if role == "assistant" => match &m.tool_calls {
-                Some(calls) => tools::calls_as_text(i, calls)?,
-                None => String::new(),
+                Some(calls) if !syntax.is_native() => tools::calls_as_text(i, calls)?,
+                _ => String::new(),
             },
             None => {
                 return Err(ApiError::invalid(
@@ -145,7 +163,18 @@ fn messages(msgs: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
                 ));
             }
         };
-        out.push(ChatMessage::new(role, content));
+        let mut msg = ChatMessage::new(role, content);
+        if syntax.is_native()
+            && msg.role == "assistant"
+            && let Some(calls) = &m.tool_calls
+        {
+            msg.tool_calls = tools::calls_of(i, calls)?;
+        }
+        if msg.role == "tool" {
+            msg.tool_call_id = m.tool_call_id;
+            msg.name = m.name;
+        }
+        out.push(msg);
     }
     Ok(out)
 }

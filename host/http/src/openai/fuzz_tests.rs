@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::schema::{ChatRequest, CompletionRequest};
+use super::tool_syntax::ToolSyntax;
 use super::{chat_check, completion_check, json as body};
 use crate::error::ApiError;
 
@@ -285,15 +286,19 @@ proptest! {
     #[test]
     fn openai_fuzz_chat_requests_are_refused_cleanly_or_accepted(bytes in body_bytes(chat_request())) {
         let n_vocab = tokenizer().n_vocab();
-        match body::parse::<ChatRequest>(&bytes).and_then(|r| chat_check::check(r, n_vocab)) {
-            Ok(c) => {
-                prop_assert!((1..=super::params::MAX_CHOICES).contains(&c.n));
-                prop_assert!(!c.messages.is_empty());
-                prop_assert!(c.stop.len() <= 4);
-                prop_assert!(c.top_logprobs.is_none_or(|k| k <= 20));
-                prop_assert!(c.sampling.logit_bias.iter().all(|&(id, _)| (id as usize) < n_vocab));
+        // Every tool syntax checks the same request without a panic.
+        for syntax in [ToolSyntax::Generic, ToolSyntax::Hermes, ToolSyntax::Llama3] {
+            match body::parse::<ChatRequest>(&bytes).and_then(|r| chat_check::check(r, n_vocab, syntax)) {
+                Ok(c) => {
+                    prop_assert!((1..=super::params::MAX_CHOICES).contains(&c.n));
+                    prop_assert!(!c.messages.is_empty());
+                    prop_assert!(c.stop.len() <= 4);
+                    prop_assert!(c.top_logprobs.is_none_or(|k| k <= 20));
+                    prop_assert!(c.sampling.logit_bias.iter().all(|&(id, _)| (id as usize) < n_vocab));
+                    prop_assert_eq!(c.template_tools.is_some(), syntax.is_native() && c.tool_plan.is_some());
+                }
+                Err(e) => clean_refusal(&e)?,
             }
-            Err(e) => clean_refusal(&e)?,
         }
     }
 
@@ -319,8 +324,12 @@ proptest! {
 #[test]
 fn openai_fuzz_plain_requests_are_accepted() {
     let chat = br#"{"messages":[{"role":"user","content":"hi"}],"n":2,"stop":["x"]}"#;
-    let c = chat_check::check(body::parse(chat).unwrap(), tokenizer().n_vocab())
-        .unwrap_or_else(|e| panic!("{}", e.message));
+    let c = chat_check::check(
+        body::parse(chat).unwrap(),
+        tokenizer().n_vocab(),
+        ToolSyntax::Generic,
+    )
+    .unwrap_or_else(|e| panic!("{}", e.message));
     assert_eq!((c.n, c.messages.len(), c.stop.len()), (2, 1, 1));
     let comp = br#"{"prompt":[[1,2],[3]],"n":1,"best_of":2}"#;
     let c = completion_check::check(body::parse(comp).unwrap(), tokenizer())

@@ -14,6 +14,7 @@ mod json;
 mod logprobs;
 pub use json::parse as parse_json;
 pub mod models;
+mod native_scan;
 mod params;
 pub mod prompt;
 mod run;
@@ -22,6 +23,7 @@ pub mod structured;
 pub mod tokenize;
 mod tool_scan;
 mod tool_stream;
+mod tool_syntax;
 mod tools;
 
 use std::sync::Arc;

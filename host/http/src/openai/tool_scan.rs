@@ -3,7 +3,10 @@
 //! known so far of each call (its name once complete, the raw text of its arguments as far as
 //! written) or of the direct response (its decoded text so far). Streaming sends the growth of
 //! these between chunks; the finished answer uses the same raw arguments text, so the streamed
-//! pieces assemble to exactly the non-streamed `arguments`.
+//! pieces assemble to exactly the non-streamed `arguments`. [`scan_as`] reads an answer in any
+//! tool syntax: the generic form here, a template's own syntax in `native_scan`.
+
+use super::tool_syntax::ToolSyntax;
 
 /// What a possibly unfinished answer says so far.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,28 +36,28 @@ pub struct CallScan<'a> {
 }
 
 /// Why a scan stopped early.
-enum Stop {
+pub(super) enum Stop {
     /// The text ends here: more may come.
     End,
     /// The text is not of the form.
     Bad,
 }
 
-type Step<T> = Result<T, Stop>;
+pub(super) type Step<T> = Result<T, Stop>;
 
-struct Cursor<'a> {
-    s: &'a str,
-    at: usize,
+pub(super) struct Cursor<'a> {
+    pub(super) s: &'a str,
+    pub(super) at: usize,
 }
 
 impl<'a> Cursor<'a> {
-    fn ws(&mut self) {
+    pub(super) fn ws(&mut self) {
         let rest = &self.s[self.at..];
         self.at += rest.len() - rest.trim_start_matches([' ', '\t', '\n', '\r']).len();
     }
 
     /// Skips whitespace, then expects `c`.
-    fn eat(&mut self, c: u8) -> Step<()> {
+    pub(super) fn eat(&mut self, c: u8) -> Step<()> {
         self.ws();
         match self.s.as_bytes().get(self.at) {
             None => Err(Stop::End),
@@ -76,13 +79,13 @@ impl<'a> Cursor<'a> {
     }
 
     /// A complete string, decoded.
-    fn decoded(&mut self) -> Step<String> {
+    pub(super) fn decoded(&mut self) -> Step<String> {
         let raw = self.string()?;
         serde_json::from_str(&format!("\"{raw}\"")).map_err(|_| Stop::Bad)
     }
 
     /// `"key":` with this key.
-    fn key(&mut self, key: &str) -> Step<()> {
+    pub(super) fn key(&mut self, key: &str) -> Step<()> {
         let got = self.string()?;
         if got != key {
             return Err(Stop::Bad);
@@ -91,7 +94,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A JSON value's raw text from here (after whitespace) and whether it is complete.
-    fn value(&mut self) -> (&'a str, bool) {
+    pub(super) fn value(&mut self) -> (&'a str, bool) {
         self.ws();
         let start = self.at;
         let (len, done) = value_extent(&self.s[start..]);
@@ -159,7 +162,15 @@ fn value_extent(s: &str) -> (usize, bool) {
     }
 }
 
-/// Reads `text` as far as it goes.
+/// Reads `text`, an answer in `syntax`, as far as it goes.
+pub fn scan_as(syntax: ToolSyntax, text: &str) -> Scan<'_> {
+    match syntax.wrapping() {
+        None => scan(text),
+        Some(w) => super::native_scan::scan(w, text),
+    }
+}
+
+/// Reads `text`, an answer in the generic form, as far as it goes.
 pub fn scan(text: &str) -> Scan<'_> {
     let mut c = Cursor { s: text, at: 0 };
     let first = c.eat(b'{').and_then(|()| c.string());

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::chat::ChatChunks;
 use super::run::SseFormat;
-use super::tool_scan::{Scan, scan};
+use super::tool_scan::{Scan, scan_as};
+use super::tool_syntax::ToolSyntax;
 use super::tools::call_json;
 use memoria_sched::Usage;
 use memoria_sched::sampling::TokenLogprobs;
@@ -32,23 +33,27 @@ pub struct ToolChunks {
     /// Calls of choice `i` are numbered from `{id_base}_{i}`.
     id_base: String,
     choices: Vec<Sent>,
+    /// The syntax the answers are written in.
+    syntax: ToolSyntax,
 }
 
 impl ToolChunks {
-    pub fn new(chat: ChatChunks, choices: usize) -> Self {
+    pub fn new(chat: ChatChunks, choices: usize, syntax: ToolSyntax) -> Self {
         let id_base = chat.id.trim_start_matches("chatcmpl-").to_string();
         Self {
             chat,
             id_base,
             choices: (0..choices).map(|_| Sent::default()).collect(),
+            syntax,
         }
     }
 
     /// The delta the answer's growth since the last chunk makes, if any.
     fn growth(&mut self, index: usize) -> Option<Value> {
         let base = format!("{}_{index}", self.id_base);
+        let syntax = self.syntax;
         let sent = self.choices.get_mut(index)?;
-        match scan(&sent.text) {
+        match scan_as(syntax, &sent.text) {
             Scan::Undecided => None,
             Scan::Response { text, .. } => {
                 let new = text.get(sent.content..).filter(|n| !n.is_empty())?;
@@ -109,7 +114,7 @@ impl SseFormat for ToolChunks {
                 .chunk(index, json!({}), Value::Null, json!("tool_calls"));
         }
         // An answer cut before its form was readable goes out as the text it is.
-        let unsent = match scan(&sent.text) {
+        let unsent = match scan_as(self.syntax, &sent.text) {
             Scan::Undecided => sent.text.clone(),
             _ => String::new(),
         };
@@ -132,12 +137,17 @@ mod tests {
     use std::sync::Arc;
 
     fn chunks() -> ToolChunks {
+        chunks_in(ToolSyntax::Generic)
+    }
+
+    fn chunks_in(syntax: ToolSyntax) -> ToolChunks {
         let bytes = memoria_model::synth::demo::demo_gguf_bytes().unwrap();
         let gguf = memoria_model::gguf::GgufFile::from_bytes(bytes).unwrap();
         let tok = memoria_model::tokenizer::Tokenizer::from_gguf(&gguf).unwrap();
         ToolChunks::new(
             ChatChunks::new("chatcmpl-abc", 1, "m", Arc::new(tok), None),
             2,
+            syntax,
         )
     }
 
@@ -192,7 +202,7 @@ mod tests {
         let mut f = chunks();
         let (calls, content, finish) = assemble(&mut f, 1, text);
         let Some(super::super::tools::Answer::Calls(whole)) =
-            super::super::tools::parse_answer(text, "abc_1")
+            super::super::tools::parse_answer(text, "abc_1", ToolSyntax::Generic)
         else {
             panic!("calls expected");
         };
@@ -218,5 +228,63 @@ mod tests {
         let mut f = chunks();
         let (_, content, _) = assemble(&mut f, 0, r#"{"tool_"#);
         assert_eq!(content, r#"{"tool_"#);
+    }
+
+    /// Streams `text` in `syntax` and checks the pieces assemble to the whole answer's calls.
+    fn streams_like_the_whole(syntax: ToolSyntax, text: &str, n_calls: usize) {
+        let mut f = chunks_in(syntax);
+        let (calls, content, finish) = assemble(&mut f, 1, text);
+        let Some(super::super::tools::Answer::Calls(whole)) =
+            super::super::tools::parse_answer(text, "abc_1", syntax)
+        else {
+            panic!("calls expected in {text:?}");
+        };
+        assert_eq!(calls.len(), n_calls);
+        assert_eq!(whole.len(), n_calls);
+        for (k, (id, name, args)) in calls.iter().enumerate() {
+            assert_eq!(whole[k]["id"], id.as_str());
+            assert_eq!(whole[k]["function"]["name"], name.as_str());
+            assert_eq!(whole[k]["function"]["arguments"], args.as_str());
+            assert!(serde_json::from_str::<Value>(args).is_ok(), "{args}");
+        }
+        assert_eq!(content, "");
+        assert_eq!(finish, "tool_calls");
+    }
+
+    #[test]
+    fn native_syntaxes_stream_their_calls() {
+        streams_like_the_whole(
+            ToolSyntax::Hermes,
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{\"tz\":\"CET\"}}\n</tool_call>",
+            2,
+        );
+        streams_like_the_whole(
+            ToolSyntax::Llama3,
+            r#"{"name": "get_weather", "parameters": {"city": "Oslo"}}"#,
+            1,
+        );
+    }
+
+    #[test]
+    fn native_prose_and_damaged_calls_stream_as_content() {
+        for syntax in [ToolSyntax::Hermes, ToolSyntax::Llama3] {
+            let mut f = chunks_in(syntax);
+            let (calls, content, finish) = assemble(&mut f, 0, "It is sunny <3.");
+            assert!(calls.is_empty());
+            assert_eq!(content, "It is sunny <3.");
+            assert_eq!(finish, "stop");
+        }
+        // A prefix of the trigger held back, then sent as text at the end.
+        let mut f = chunks_in(ToolSyntax::Hermes);
+        let (_, content, _) = assemble(&mut f, 0, "<tool_c");
+        assert_eq!(content, "<tool_c");
+        // Calls that go wrong fall back to the raw text.
+        let bad = "<tool_call>\nnot json</tool_call>";
+        let mut f = chunks_in(ToolSyntax::Hermes);
+        let (calls, content, finish) = assemble(&mut f, 0, bad);
+        assert!(calls.is_empty());
+        assert_eq!(content, bad);
+        assert_eq!(finish, "stop");
+        assert!(super::super::tools::parse_answer(bad, "x", ToolSyntax::Hermes).is_none());
     }
 }

@@ -1,15 +1,18 @@
-//! Tool calls for chat completions, in the generic form (as llama.cpp does for templates without
-//! a tool syntax of their own): the tools are described in the system message, the answer is
-//! constrained to JSON, either `{"tool_calls": [{"name", "arguments"}]}` or, with
-//! `tool_choice: "auto"`, `{"response": "..."}`, and is parsed back into OpenAI's
-//! `message.tool_calls`. `required` and a named function are enforced by the same constraint;
-//! `none` leaves tools out. Earlier turns' calls and `tool` results are rendered as text.
+//! Tool calls for chat completions. With a template of a known tool syntax (`tool_syntax`) the
+//! tools go to the template's `tools` variable and the answer is constrained to that syntax: the
+//! call JSON between its literal wrappers (`required`, a named function), or with `auto` either
+//! prose not starting with the syntax's trigger or the calls. Otherwise the generic form (as
+//! llama.cpp does for templates without a tool syntax of their own): the tools are described in
+//! the system message, the answer is constrained to JSON, either `{"tool_calls": [{"name",
+//! "arguments"}]}` or, with `auto`, `{"response": "..."}`. Either way the answer is parsed back
+//! into OpenAI's `message.tool_calls`; `none` leaves tools out.
 
-use memoria_constrain::ResponseFormat;
-use memoria_model::chat::ChatMessage;
+use memoria_constrain::{Json, ResponseFormat, Wrapped};
+use memoria_model::chat::{ChatFunctionCall, ChatMessage, ChatTool, ChatToolCall};
 use serde_json::{Value, json};
 
 use super::tool_scan::{self, Scan};
+use super::tool_syntax::{ToolSyntax, Wrapping};
 use crate::error::ApiError;
 
 /// At most this many calls in one answer (one when `parallel_tool_calls` is false).
@@ -17,10 +20,12 @@ const MAX_CALLS: usize = 4;
 
 /// How a request's tools shape its generation.
 pub struct ToolPlan {
-    /// Added to (or as) the system message.
-    pub instructions: String,
+    /// Added to (or as) the system message (the generic form only).
+    pub instructions: Option<String>,
     /// The constraint the answer follows.
     pub format: ResponseFormat,
+    /// The template's `tools` variable (native syntaxes only).
+    pub template_tools: Option<Vec<ChatTool>>,
 }
 
 /// One validated tool.
@@ -77,12 +82,13 @@ fn tool_of(i: usize, v: &Value) -> Result<Tool, ApiError> {
     })
 }
 
-/// The plan for `tools` under `tool_choice` (`None`: answer in plain text); `parallel` allows
-/// several calls in one answer.
+/// The plan for `tools` under `tool_choice` (`None`: answer in plain text) for a template of
+/// `syntax`; `parallel` allows several calls in one answer (where the syntax has them).
 pub fn plan(
     tools: Option<&Vec<Value>>,
     choice: Option<&Value>,
     parallel: bool,
+    syntax: ToolSyntax,
 ) -> Result<Option<ToolPlan>, ApiError> {
     let Some(tools) = tools else {
         if choice.is_some_and(|c| c != "none" && c != "auto") {
@@ -130,6 +136,9 @@ pub fn plan(
             (vec![t], false)
         }
     };
+    if let Some(w) = syntax.wrapping() {
+        return native_plan(&tools, &offered, may_answer, parallel, w).map(Some);
+    }
     // Written as text: member order matters (a call names its function before its arguments).
     let call = |t: &Tool| {
         format!(
@@ -172,30 +181,83 @@ pub fn plan(
         instructions.push('\n');
     }
     Ok(Some(ToolPlan {
-        instructions,
+        instructions: Some(instructions),
         format,
+        template_tools: None,
     }))
 }
 
-/// Adds the plan's instructions to the conversation's system message (or as one).
+/// The plan for a template's own syntax: every tool goes to the template; the answer is the
+/// offered tools' calls in the syntax's wrapping (or, when it may answer, prose instead).
+fn native_plan(
+    tools: &[Tool],
+    offered: &[&Tool],
+    may_answer: bool,
+    parallel: bool,
+    w: &Wrapping,
+) -> Result<ToolPlan, ApiError> {
+    let call = |t: &Tool| {
+        format!(
+            r#"{{"type":"object","properties":{{"name":{{"const":{}}},{}:{}}},"required":["name",{}],"additionalProperties":false}}"#,
+            json!(t.name),
+            json!(w.arguments_key),
+            t.parameters,
+            json!(w.arguments_key)
+        )
+    };
+    let calls: Vec<String> = offered.iter().map(|t| call(t)).collect();
+    let schema = match calls.as_slice() {
+        [one] => one.clone(),
+        many => format!(r#"{{"anyOf":[{}]}}"#, many.join(",")),
+    };
+    let schema = Json::parse(&schema)
+        .map_err(|e| ApiError::invalid("tools", format!("a tool's `parameters`: {e}")))?;
+    let format = ResponseFormat::Wrapped(Wrapped {
+        open: w.open.to_owned(),
+        schema,
+        close: w.close.to_owned(),
+        separator: w.separator.to_owned(),
+        max_items: if parallel && w.parallel { MAX_CALLS } else { 1 },
+        free_text_unless: may_answer.then(|| w.trigger.to_owned()),
+    });
+    let template_tools = tools
+        .iter()
+        .map(|t| ChatTool {
+            name: t.name.clone(),
+            description: (!t.description.is_empty()).then(|| t.description.clone()),
+            parameters: t.parameters.clone(),
+        })
+        .collect();
+    Ok(ToolPlan {
+        instructions: None,
+        format,
+        template_tools: Some(template_tools),
+    })
+}
+
+/// Adds the plan's instructions (if any) to the conversation's system message (or as one).
 pub fn instruct(messages: &mut Vec<ChatMessage>, plan: &ToolPlan) {
+    let Some(instructions) = &plan.instructions else {
+        return;
+    };
     match messages.first_mut() {
         Some(m) if m.role == "system" => {
             m.content.push_str("\n\n");
-            m.content.push_str(&plan.instructions);
+            m.content.push_str(instructions);
         }
-        _ => messages.insert(0, ChatMessage::new("system", plan.instructions.clone())),
+        _ => messages.insert(0, ChatMessage::new("system", instructions.clone())),
     }
 }
 
-/// An earlier assistant turn's `tool_calls`, as the text the model would have written.
-pub fn calls_as_text(i: usize, calls: &Value) -> Result<String, ApiError> {
+/// An earlier assistant turn's `tool_calls` (`messages[i]`), arguments read as JSON (text that
+/// is not JSON stays a string), as a template receives them.
+pub fn calls_of(i: usize, calls: &Value) -> Result<Vec<ChatToolCall>, ApiError> {
     let field = format!("messages[{i}].tool_calls");
     let list = calls
         .as_array()
         .ok_or_else(|| ApiError::invalid(&field, "`tool_calls` must be a list"))?;
     let mut out = Vec::with_capacity(list.len());
-    for c in list {
+    for (k, c) in list.iter().enumerate() {
         let f = c.get("function");
         let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
         let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str);
@@ -205,9 +267,37 @@ pub fn calls_as_text(i: usize, calls: &Value) -> Result<String, ApiError> {
                 "each tool call needs `function.name` and `function.arguments`",
             ));
         };
-        let args: Value = serde_json::from_str(args).unwrap_or_else(|_| Value::String(args.into()));
-        out.push(format!(r#"{{"name":{},"arguments":{args}}}"#, json!(name)));
+        let arguments: Value =
+            serde_json::from_str(args).unwrap_or_else(|_| Value::String(args.into()));
+        let id = c
+            .get("id")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("call_{i}_{k}"), str::to_owned);
+        out.push(ChatToolCall {
+            id,
+            kind: "function".to_owned(),
+            function: ChatFunctionCall {
+                name: name.to_owned(),
+                arguments,
+            },
+        });
     }
+    Ok(out)
+}
+
+/// An earlier assistant turn's `tool_calls`, as the text the model would have written in the
+/// generic form.
+pub fn calls_as_text(i: usize, calls: &Value) -> Result<String, ApiError> {
+    let out: Vec<String> = calls_of(i, calls)?
+        .into_iter()
+        .map(|c| {
+            format!(
+                r#"{{"name":{},"arguments":{}}}"#,
+                json!(c.function.name),
+                c.function.arguments
+            )
+        })
+        .collect();
     Ok(format!(r#"{{"tool_calls":[{}]}}"#, out.join(",")))
 }
 
@@ -232,11 +322,12 @@ pub fn call_json(id_base: &str, k: usize, name: &str, arguments: &str) -> Value 
     })
 }
 
-/// Parses a finished answer: tool calls in OpenAI's shape (ids from `id_base`, arguments as
-/// written), or the direct response. A direct response cut short by the token budget is still
-/// its text (what was written of the string); `None` when the text is neither (calls cut short).
-pub fn parse_answer(text: &str, id_base: &str) -> Option<Answer> {
-    match tool_scan::scan(text) {
+/// Parses a finished answer in `syntax`: tool calls in OpenAI's shape (ids from `id_base`,
+/// arguments as written), or the direct response. A generic direct response cut short by the
+/// token budget is still its text (what was written of the string); `None` when the text is
+/// neither (calls cut short, damaged calls): the caller answers the raw text as content.
+pub fn parse_answer(text: &str, id_base: &str, syntax: ToolSyntax) -> Option<Answer> {
+    match tool_scan::scan_as(syntax, text) {
         Scan::Response { text, .. } => Some(Answer::Text(text)),
         Scan::Calls {
             calls,
@@ -256,6 +347,8 @@ pub fn parse_answer(text: &str, id_base: &str) -> Option<Answer> {
 mod tests {
     use super::*;
 
+    const G: ToolSyntax = ToolSyntax::Generic;
+
     fn weather() -> Vec<Value> {
         vec![json!({"type": "function", "function": {
             "name": "get_weather", "description": "Weather in a city",
@@ -265,33 +358,38 @@ mod tests {
 
     #[test]
     fn choices_shape_the_plan() {
-        assert!(plan(None, None, true).unwrap().is_none());
+        assert!(plan(None, None, true, G).unwrap().is_none());
         assert!(
-            plan(Some(&weather()), Some(&json!("none")), true)
+            plan(Some(&weather()), Some(&json!("none")), true, G)
                 .unwrap()
                 .is_none()
         );
-        let auto = plan(Some(&weather()), None, true).unwrap().unwrap();
-        assert!(
-            auto.instructions.contains("get_weather") && auto.instructions.contains("response")
-        );
-        let req = plan(Some(&weather()), Some(&json!("required")), false)
+        let auto = plan(Some(&weather()), None, true, G).unwrap().unwrap();
+        let auto_text = auto.instructions.unwrap();
+        assert!(auto_text.contains("get_weather") && auto_text.contains("response"));
+        let req = plan(Some(&weather()), Some(&json!("required")), false, G)
             .unwrap()
             .unwrap();
-        assert!(!req.instructions.contains("\"response\""));
+        assert!(!req.instructions.unwrap().contains("\"response\""));
         let named = json!({"type": "function", "function": {"name": "get_weather"}});
         assert!(
-            plan(Some(&weather()), Some(&named), true)
+            plan(Some(&weather()), Some(&named), true, G)
                 .unwrap()
                 .is_some()
         );
         let missing = json!({"type": "function", "function": {"name": "nope"}});
-        let e = plan(Some(&weather()), Some(&missing), true).err().unwrap();
+        let e = plan(Some(&weather()), Some(&missing), true, G)
+            .err()
+            .unwrap();
         assert_eq!(e.param.as_deref(), Some("tool_choice"));
-        assert!(plan(Some(&vec![]), None, true).is_err());
+        assert!(plan(Some(&vec![]), None, true, G).is_err());
         let bad = vec![json!({"type": "function", "function": {"name": "a b"}})];
         assert_eq!(
-            plan(Some(&bad), None, true).err().unwrap().param.as_deref(),
+            plan(Some(&bad), None, true, G)
+                .err()
+                .unwrap()
+                .param
+                .as_deref(),
             Some("tools[0].function.name")
         );
     }
@@ -301,6 +399,7 @@ mod tests {
         match parse_answer(
             r#"{"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}}]}"#,
             "x",
+            G,
         ) {
             Some(Answer::Calls(c)) => {
                 assert_eq!(c[0]["function"]["name"], "get_weather");
@@ -310,14 +409,14 @@ mod tests {
             _ => panic!("calls expected"),
         }
         assert!(
-            matches!(parse_answer(r#"{"response":"hi"}"#, "x"), Some(Answer::Text(t)) if t == "hi")
+            matches!(parse_answer(r#"{"response":"hi"}"#, "x", G), Some(Answer::Text(t)) if t == "hi")
         );
-        assert!(parse_answer(r#"{"tool_calls":[{"name":"#, "x").is_none());
+        assert!(parse_answer(r#"{"tool_calls":[{"name":"#, "x", G).is_none());
     }
 
     #[test]
     fn a_response_cut_by_the_budget_is_its_written_text() {
-        let text = |t: &str| match parse_answer(t, "x") {
+        let text = |t: &str| match parse_answer(t, "x", G) {
             Some(Answer::Text(t)) => Some(t),
             _ => None,
         };
@@ -344,5 +443,103 @@ mod tests {
         )
         .unwrap();
         assert_eq!(text, r#"{"tool_calls":[{"name":"f","arguments":{"a":1}}]}"#);
+    }
+
+    fn wrapped(p: &ToolPlan) -> &Wrapped {
+        match &p.format {
+            ResponseFormat::Wrapped(w) => w,
+            other => panic!("wrapped format expected, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn native_syntaxes_constrain_to_their_wrapping() {
+        let two = {
+            let mut t = weather();
+            t.push(json!({"type": "function", "function": {"name": "get_time"}}));
+            t
+        };
+        let h = ToolSyntax::Hermes;
+        let auto = plan(Some(&two), None, true, h).unwrap().unwrap();
+        assert!(auto.instructions.is_none());
+        let w = wrapped(&auto);
+        assert_eq!(w.open, "<tool_call>\n");
+        assert_eq!(w.free_text_unless.as_deref(), Some("<tool_call>"));
+        assert_eq!(w.max_items, MAX_CALLS);
+        let tools = auto.template_tools.as_ref().unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[1].description, None);
+        let required = plan(Some(&two), Some(&json!("required")), false, h)
+            .unwrap()
+            .unwrap();
+        assert_eq!(wrapped(&required).free_text_unless, None);
+        assert_eq!(wrapped(&required).max_items, 1);
+        let schema = wrapped(&required).schema.to_compact();
+        assert!(schema.contains("get_weather") && schema.contains("get_time"));
+        // A named function: only its calls, but every tool still goes to the template.
+        let named = json!({"type": "function", "function": {"name": "get_time"}});
+        let named = plan(Some(&two), Some(&named), true, h).unwrap().unwrap();
+        let schema = wrapped(&named).schema.to_compact();
+        assert!(!schema.contains("get_weather") && schema.contains("\"arguments\""));
+        assert_eq!(named.template_tools.as_ref().unwrap().len(), 2);
+        // Llama 3.x: one bare call keyed `parameters`; prose must not start with `{`.
+        let l = plan(Some(&two), None, true, ToolSyntax::Llama3)
+            .unwrap()
+            .unwrap();
+        let w = wrapped(&l);
+        assert_eq!((w.open.as_str(), w.max_items), ("", 1));
+        assert_eq!(w.free_text_unless.as_deref(), Some("{"));
+        assert!(w.schema.to_compact().contains("\"parameters\""));
+        assert!(
+            plan(Some(&two), Some(&json!("none")), true, h)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn native_answers_parse_into_openai_shapes() {
+        let text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+        match parse_answer(text, "x", ToolSyntax::Hermes) {
+            Some(Answer::Calls(c)) => {
+                assert_eq!(c[0]["function"]["name"], "get_weather");
+                assert_eq!(c[0]["function"]["arguments"], r#"{"city": "Oslo"}"#);
+                assert_eq!(c[0]["id"], "call_x_0");
+            }
+            _ => panic!("calls expected"),
+        }
+        assert!(matches!(
+            parse_answer("Hello there", "x", ToolSyntax::Hermes),
+            Some(Answer::Text(t)) if t == "Hello there"
+        ));
+        assert!(matches!(
+            parse_answer(r#"{"name": "f", "parameters": {}}"#, "x", ToolSyntax::Llama3),
+            Some(Answer::Calls(c)) if c.len() == 1 && c[0]["function"]["arguments"] == "{}"
+        ));
+        // Cut short or damaged: no parse (the caller answers the raw text).
+        assert!(
+            parse_answer(
+                "<tool_call>\n{\"name\": \"f\", \"argu",
+                "x",
+                ToolSyntax::Hermes
+            )
+            .is_none()
+        );
+        assert!(parse_answer(r#"{"name": 1}"#, "x", ToolSyntax::Llama3).is_none());
+        // Earlier calls reach a native template structured, arguments as JSON.
+        let calls = calls_of(
+            2,
+            &json!([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}},
+                    {"type": "function", "function": {"name": "g", "arguments": "not json"}}]),
+        )
+        .unwrap();
+        assert_eq!(calls[0].id, "c1");
+        assert_eq!(calls[0].function.arguments, json!({"a": 1}));
+        assert_eq!(calls[1].id, "call_2_1");
+        assert_eq!(calls[1].function.arguments, json!("not json"));
+        assert_eq!(
+            calls_of(2, &json!({})).err().unwrap().param.as_deref(),
+            Some("messages[2].tool_calls")
+        );
     }
 }

@@ -13,6 +13,7 @@ mod strftime;
 #[cfg(test)]
 mod tests;
 
+use minijinja::value::Serde;
 use minijinja::{Environment, Value, context};
 use serde::{Deserialize, Serialize};
 
@@ -22,11 +23,79 @@ pub use error::ChatError;
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 
-/// One turn of a conversation: `role` is "system", "user", "assistant" (or what a template knows).
+/// One turn of a conversation: `role` is "system", "user", "assistant", "tool" (or what a
+/// template knows). The template sees `tool_calls`, `tool_call_id` and `name` only when set (a
+/// template may test `'tool_calls' in message`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// An assistant turn's tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ChatToolCall>,
+    /// A `tool` turn's answer to this call id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// A `tool` turn's function name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// One tool call of an assistant turn, in OpenAI's shape but with `arguments` as a JSON value
+/// (as HF templates expect: they write it with `tojson`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: ChatFunctionCall,
+}
+
+/// The function a [`ChatToolCall`] calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatFunctionCall {
+    pub name: String,
+    pub arguments: serde_json::Value,
+}
+
+fn function_kind() -> String {
+    "function".to_owned()
+}
+
+/// A tool offered to the model, given to the template as OpenAI's
+/// `{"type": "function", "function": {"name", "description", "parameters"}}` (in that order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTool {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: serde_json::Value,
+}
+
+impl Serialize for ChatTool {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            description: Option<&'a str>,
+            parameters: &'a serde_json::Value,
+        }
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        Tool {
+            kind: "function",
+            function: Function {
+                name: &self.name,
+                description: self.description.as_deref(),
+                parameters: &self.parameters,
+            },
+        }
+        .serialize(s)
+    }
 }
 
 impl ChatMessage {
@@ -34,6 +103,9 @@ impl ChatMessage {
         ChatMessage {
             role: role.into(),
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
         }
     }
 
@@ -157,21 +229,39 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, ChatError> {
+        self.render_with_tools(messages, None, add_generation_prompt)
+    }
+
+    /// Renders as [`render`](Self::render), with `tools` given to the template as its `tools`
+    /// variable (left undefined when `None`), as HF's `apply_chat_template(tools=...)` does.
+    pub fn render_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&[ChatTool]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
         let template = self
             .env
             .get_template(NAME)
             .map_err(|e| ChatError::from_compile(&e))?;
-        let messages: Vec<Value> = messages
-            .iter()
-            .map(|m| context! { role => m.role.as_str(), content => m.content.as_str() })
-            .collect();
-        let ctx = context! {
+        let messages: Vec<Value> = messages.iter().map(|m| Value::from(Serde(m))).collect();
+        let base = context! {
             messages => messages,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
             add_generation_prompt => add_generation_prompt,
         };
+        let ctx = match tools {
+            Some(tools) => context! { tools => Value::from(Serde(tools)), ..base },
+            None => base,
+        };
         template.render(ctx).map_err(|e| ChatError::from_render(&e))
+    }
+
+    /// Whether the template reads a `tools` variable: a template naming `tools` anywhere counts
+    /// (a plain text search, as llama.cpp's capability detection is).
+    pub fn uses_tools(&self) -> bool {
+        self.source.contains("tools")
     }
 
     /// The template text as given to [`ChatTemplate::new`].

@@ -369,3 +369,96 @@ fn for_model_prefers_override_then_file_then_arch_default() {
     assert_eq!(t.builtin_name(), Some("gemma"));
     assert_eq!((t.bos_token(), t.eos_token()), ("<s>", "</s>"));
 }
+
+const QWEN_TOOLS: &str = include_str!("../../../../tests/data/templates/qwen2.5-tools.jinja");
+const LLAMA31_TOOLS: &str = include_str!("../../../../tests/data/templates/llama3.1-tools.jinja");
+
+fn weather_tool() -> super::ChatTool {
+    super::ChatTool {
+        name: "get_weather".into(),
+        description: Some("Weather in a city".into()),
+        parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    }
+}
+
+/// A user question, the assistant's call, the tool's answer.
+fn tool_history() -> Vec<ChatMessage> {
+    let mut call = ChatMessage::assistant("");
+    call.tool_calls = vec![super::ChatToolCall {
+        id: "call_1".into(),
+        kind: "function".into(),
+        function: super::ChatFunctionCall {
+            name: "get_weather".into(),
+            arguments: serde_json::json!({"city": "Oslo"}),
+        },
+    }];
+    let mut answer = ChatMessage::new("tool", "{\"temp\": 21}");
+    answer.tool_call_id = Some("call_1".into());
+    answer.name = Some("get_weather".into());
+    vec![ChatMessage::user("Weather in Oslo?"), call, answer]
+}
+
+#[test]
+fn tools_and_tool_turns_render_through_a_qwen_template() {
+    let t = ChatTemplate::new(QWEN_TOOLS, "", "<|im_end|>").unwrap();
+    assert!(t.uses_tools());
+    let out = t
+        .render_with_tools(&tool_history(), Some(&[weather_tool()]), true)
+        .unwrap();
+    assert!(
+        out.contains(r#"{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {"#),
+        "{out}"
+    );
+    assert!(
+        out.contains("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>\n"
+        ),
+        "{out}"
+    );
+    assert!(out.ends_with("<|im_start|>assistant\n"));
+    // Without tools the template takes its plain branch.
+    let plain = t.render(&[ChatMessage::user("Hi")], false).unwrap();
+    assert!(!plain.contains("<tools>") && plain.contains("<|im_start|>user\nHi<|im_end|>"));
+}
+
+#[test]
+fn tools_and_tool_turns_render_through_a_llama31_template() {
+    let t = ChatTemplate::new(LLAMA31_TOOLS, "<|begin_of_text|>", "<|eot_id|>").unwrap();
+    assert!(t.uses_tools());
+    let out = t
+        .render_with_tools(&tool_history(), Some(&[weather_tool()]), true)
+        .unwrap();
+    assert!(
+        out.starts_with(
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("\"name\": \"get_weather\""), "{out}");
+    assert!(out.contains("Weather in Oslo?<|eot_id|>"), "{out}");
+    assert!(
+        out.contains("<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}<|eot_id|>"),
+        "{out}"
+    );
+    assert!(
+        out.contains("<|start_header_id|>ipython<|end_header_id|>\n\n"),
+        "{out}"
+    );
+    assert!(out.contains("21"), "{out}");
+    assert!(out.ends_with("<|start_header_id|>assistant<|end_header_id|>\n\n"));
+    // A plain turn has no `tool_calls` key at all (the template tests `'tool_calls' in message`).
+    let plain = t
+        .render(
+            &[ChatMessage::user("Hi"), ChatMessage::assistant("Hello")],
+            false,
+        )
+        .unwrap();
+    assert!(
+        plain.contains("<|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|>"),
+        "{plain}"
+    );
+}
