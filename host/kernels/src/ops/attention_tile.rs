@@ -13,7 +13,7 @@ use std::ops::Range;
 use half::f16;
 
 use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend, zeroed_scores};
-use super::rows::{axpy_rows_f16, dot_rows_f16, extend_f16, round_to_f16_in_place};
+use super::rows::{extend_f16, round_to_f16_in_place};
 use super::softmax::softmax_in_place;
 
 /// Most query rows (tokens × heads) one tile holds.
@@ -119,7 +119,7 @@ pub fn attend_tile(
     let mut pos = rows.span_start;
     while pos < rows.span_end {
         let (run, len) = kv.key_run(pos);
-        let len = len.min(rows.span_end - pos);
+        let len = len.min(rows.next_boundary(pos) - pos);
         let run = run.expand(row, kv_dim, len);
         let KvRow::F16(k) = run else {
             unreachable!("tiles only run over f16 rows (tiles_apply)")
@@ -129,15 +129,8 @@ pub fn attend_tile(
             dot_full(full, qv, hd, k, kv_dim, off, len, scores, at)
         });
         for r in 0..n_tok * n_sel {
-            let sub = rows.part(r, pos, len);
-            if !sub.is_empty() && sub.len() < len {
-                let qr = &q16[r * hd..(r + 1) * hd];
-                let ks = &k[(sub.start - pos) * kv_dim..];
-                let dst = &mut scores[at(r) + sub.start - pos..][..sub.len()];
-                dot_rows_f16(qr, ks, kv_dim, off, dst);
-            }
-            if !sub.is_empty() {
-                for v in &mut scores[at(r) + sub.start - pos..][..sub.len()] {
+            if rows.covers(r, pos, len) {
+                for v in &mut scores[at(r)..][..len] {
                     *v *= shape.scale;
                 }
             }
@@ -153,7 +146,7 @@ pub fn attend_tile(
     let mut pos = rows.span_start;
     while pos < rows.span_end {
         let (run, len) = kv.value_run(pos);
-        let len = len.min(rows.span_end - pos);
+        let len = len.min(rows.next_boundary(pos) - pos);
         let run = run.expand(row, kv_dim, len);
         let KvRow::F16(v) = run else {
             unreachable!("tiles only run over f16 rows (tiles_apply)")
@@ -162,14 +155,6 @@ pub fn attend_tile(
         for_groups(&rows, pos, len, AXPY_GROUP, |full| {
             axpy_full(full, out, hd, scores, p_at, v, kv_dim, off, len)
         });
-        for r in 0..n_tok * n_sel {
-            let sub = rows.part(r, pos, len);
-            if !sub.is_empty() && sub.len() < len {
-                let p = &scores[p_at(r) + sub.start - pos..][..sub.len()];
-                let vs = &v[(sub.start - pos) * kv_dim..];
-                axpy_rows_f16(&mut out[r * hd..(r + 1) * hd], p, vs, kv_dim, off);
-            }
-        }
         pos += len;
     }
 }
@@ -202,11 +187,21 @@ struct Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// Positions of `pos..pos + len` that row `r` attends to.
-    fn part(&self, r: usize, pos: usize, len: usize) -> Range<usize> {
+    /// The first position after `pos` where some token's range starts or ends (the span's end
+    /// at most): runs cut there are seen whole or not at all by every row.
+    fn next_boundary(&self, pos: usize) -> usize {
+        self.keys
+            .iter()
+            .flat_map(|k| [k.start, k.end])
+            .filter(|&b| b > pos)
+            .fold(self.span_end, usize::min)
+    }
+
+    /// Whether row `r` attends to the positions `pos..pos + len` (runs never straddle a
+    /// boundary, so a row sees a run whole or not at all).
+    fn covers(&self, r: usize, pos: usize, len: usize) -> bool {
         let k = &self.keys[r / self.n_sel];
-        let (a, b) = (k.start.max(pos), k.end.min(pos + len));
-        if a < b { a..b } else { pos..pos }
+        k.start <= pos && pos + len <= k.end
     }
 
     /// Row `r`'s own scores in a `[rows, span]` buffer.
@@ -233,7 +228,7 @@ fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, mut f: impl F
     let mut buf = [0usize; TILE_ROWS];
     let mut n = 0;
     for r in 0..rows.keys.len() * rows.n_sel {
-        if rows.part(r, pos, len).len() == len {
+        if rows.covers(r, pos, len) {
             buf[n] = r;
             n += 1;
             if n == max {
