@@ -24,6 +24,8 @@ mod q8_1;
 #[cfg(target_arch = "x86_64")]
 mod q8_simd;
 mod q8k;
+#[cfg(target_arch = "x86_64")]
+mod q8k_simd;
 mod round;
 mod search;
 

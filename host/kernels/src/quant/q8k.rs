@@ -8,6 +8,19 @@ use super::round::nearest_int;
 use crate::types::QK_K;
 
 pub fn quantize(src: &[f32], dst: &mut [BlockQ8K]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::q8k_simd::available() {
+        for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
+            // SAFETY: `available` implies avx512f + avx512bw.
+            unsafe { super::q8k_simd::block(x, y) };
+        }
+        return;
+    }
+    quantize_scalar(src, dst);
+}
+
+/// The scalar loop of [`quantize`] (the reference the AVX-512 path is tested against).
+pub fn quantize_scalar(src: &[f32], dst: &mut [BlockQ8K]) {
     for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
         let mut amax = 0.0f32;
         let mut max = 0.0f32;

@@ -154,6 +154,42 @@ fn q8_0_exact_on_representable_values() {
 /// The 512-bit Q8_0 / Q8_1 quantizers give the scalar loops' bytes: ties at every half step,
 /// values just under and over them, zeros, a lone huge value, NaN and infinities.
 #[test]
+fn q8k_simd_quantizer_equals_the_scalar_loop() {
+    let mut x: Vec<f32> = (0..256 * 12)
+        .map(|i| ((i as u32).wrapping_mul(2_654_435_761) % 20001) as f32 / 100.0 - 100.0)
+        .collect();
+    // Block 1: exact halves after scaling (amax 127), and the largest magnitude twice with
+    // both signs (the first one sets the sign of the scale).
+    for (i, v) in x[256..512].iter_mut().enumerate() {
+        *v = (i % 64) as f32 - 31.5;
+    }
+    x[300] = -127.0;
+    x[400] = 127.0;
+    x[512..768].fill(0.0);
+    x[600] = -0.0;
+    x[768 + 5] = f32::NAN;
+    x[768 + 9] = f32::from_bits(0x7fc0_0013);
+    x[1024 + 7] = 1e30;
+    for (i, v) in x[1280..1536].iter_mut().enumerate() {
+        *v = (i as f32 / 2.0 + 0.5) * (1.0 - f32::EPSILON);
+    }
+    x[1536..1792].fill(0.0);
+    x[1600] = 1e-30;
+    x[1601] = -3e-31;
+    let blocks = x.len() / 256;
+    let (mut a, mut b) = (
+        vec![BlockQ8K::zeroed(); blocks],
+        vec![BlockQ8K::zeroed(); blocks],
+    );
+    super::q8k::quantize(&x, &mut a);
+    super::q8k::quantize_scalar(&x, &mut b);
+    assert_eq!(
+        bytemuck::cast_slice::<_, u8>(&a),
+        bytemuck::cast_slice::<_, u8>(&b)
+    );
+}
+
+#[test]
 fn q8_simd_quantizers_equal_the_scalar_loops() {
     let mut x: Vec<f32> = (0..32 * 64)
         .map(|i| ((i as u32).wrapping_mul(2_654_435_761) % 20001) as f32 / 100.0 - 100.0)
