@@ -1,6 +1,6 @@
 //! Scalar reference of the interleaved kernels ([`crate::matmul::Interleaved`]): one float
 //! accumulator per (row, token), fed block by block from block 0 with
-//! `acc = fma(f32(Σ_int), dw · dx, acc)`, then for Q4_1 `acc = fma(m_w, s_x, acc)`. Q4_K
+//! `acc = fma(f32(Σ_int), dw · dx, acc)`, then for Q4_1 and Q5_1 `acc = fma(m_w, s_x, acc)`. Q4_K
 //! and Q5_K (against Q8_K) take one step pair per 256-element super-block: the exact integer sums
 //! `Σ_j sc_j · Σ_l u·x` and `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then
 //! `acc = fma(f32(sums), d · dx, acc)` and `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K
@@ -29,6 +29,7 @@ pub fn has_sequential(ty: GgmlType) -> bool {
             | GgmlType::Q8_0
             | GgmlType::Q5_0
             | GgmlType::Q4_1
+            | GgmlType::Q5_1
             | GgmlType::IQ4NL
             | GgmlType::Q4K
             | GgmlType::Q5K
@@ -39,7 +40,8 @@ pub fn has_sequential(ty: GgmlType) -> bool {
     )
 }
 
-/// Element `i` (0..32) of one weight block of `ty` as a signed value (Q4_1: its unsigned level).
+/// Element `i` (0..32) of one weight block of `ty` as a signed value (Q4_1, Q5_1: its unsigned
+/// level).
 fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     let nib = |qs: &[u8]| {
         if i < 16 {
@@ -56,14 +58,18 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
             nib(&b[6..]) + (((qh >> i) & 1) << 4) as i32 - 16
         }
+        GgmlType::Q5_1 => {
+            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            nib(&b[8..]) + (((qh >> i) & 1) << 4) as i32
+        }
         _ => b[2 + i] as i8 as i32,
     }
 }
 
-/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, a K-quant or IQ4_XS,
+/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, a K-quant or IQ4_XS,
 /// GGML
 /// layout) with one
-/// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants), in the
+/// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1 and Q5_1, Q8_K for the K-quants), in the
 /// sequential order. Panics on another type or on rows that are not whole rows of the same
 /// number of blocks.
 pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
@@ -83,11 +89,8 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
         _ => {}
     }
     let wb = ty.row_bytes(32).expect("32-element blocks");
-    let (xb, xq) = if ty == GgmlType::Q4_1 {
-        (36, 4)
-    } else {
-        (34, 2)
-    };
+    let with_min = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1);
+    let (xb, xq) = if with_min { (36, 4) } else { (34, 2) };
     assert!(
         w.len().is_multiple_of(wb) && x.len() == w.len() / wb * xb,
         "vec_dot_sequential: rows of different lengths"
@@ -98,7 +101,7 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
             .map(|i| value(ty, bw, i) * bx[xq + i] as i8 as i32)
             .sum();
         acc = (sumi as f32).mul_add(f16_at(bw) * f16_at(bx), acc);
-        if ty == GgmlType::Q4_1 {
+        if with_min {
             acc = f16_at(&bw[2..]).mul_add(f16_at(&bx[2..]), acc);
         }
     }

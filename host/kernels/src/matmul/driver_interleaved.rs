@@ -65,7 +65,7 @@ trait GroupKernel: Sync {
     );
 }
 
-/// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL: 32-element blocks against Q8_0 / Q8_1.
+/// Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL: 32-element blocks against Q8_0 / Q8_1.
 struct Block32(GgmlType);
 
 impl GroupKernel for Block32 {
@@ -75,7 +75,7 @@ impl GroupKernel for Block32 {
         let (k, xb) = match self.0 {
             GgmlType::Q8_0 | GgmlType::IQ4NL => (128, 34),
             GgmlType::Q5_0 => (16, 34),
-            GgmlType::Q4_1 => (0, 36),
+            GgmlType::Q4_1 | GgmlType::Q5_1 => (0, 36),
             _ => (8, 34),
         };
         let q_off = xb - 32;

@@ -1,10 +1,10 @@
-//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS weight
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS weight
 //! matrix re-laid 16 rows at a time for
 //! the AVX-512 VNNI kernels, built once at load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
-//! block is the 16 rows' f16 scales (32 bytes; Q4_1 then its 16 f16 mins), Q5_0's high bits as 8
-//! u64 masks (mask `c`: bit `4r + k` is element `4c + k`'s fifth bit in row `r`), then the quants
+//! block is the 16 rows' f16 scales (32 bytes; Q4_1 and Q5_1 then their 16 f16 mins), Q5_0's and
+//! Q5_1's high bits as 8 u64 masks (mask `c`: bit `4r + k` is element `4c + k`'s fifth bit in row `r`), then the quants
 //! as 64-byte chunks where chunk `c` holds bytes `4c..4c + 4` of each of the 16 rows (row `r` at
 //! bytes `4r..4r + 4`). The 4-bit formats keep their nibbles (4 chunks: low nibbles are elements
 //! `4c..`, high nibbles `16 + 4c..`; IQ4_NL keeps its 4-bit indices into the non-linear table,
@@ -95,6 +95,7 @@ pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
         GgmlType::Q8_0 => (32 + 8 * 64, 32, 34, 32),
         GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22, 32),
         GgmlType::Q4_1 => (64 + 4 * 64, 64, 20, 32),
+        GgmlType::Q5_1 => (64 + 64 + 4 * 64, 128, 24, 32),
         GgmlType::Q4K => (Q4K_QUANTS + 32 * 64, Q4K_QUANTS, 144, 256),
         GgmlType::Q5K => (Q5K_QUANTS + 32 * 64, Q5K_QUANTS, 176, 256),
         GgmlType::Q6K => (Q6K_HIGH + 16 * 64, Q6K_LOW, 210, 256),
@@ -215,13 +216,14 @@ impl Interleaved {
                         }
                         GgmlType::Q5_0 => {
                             let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
-                            for c in 0..8 {
-                                let m = &mut dst[32 + 8 * c..][..8];
-                                let mut v = u64::from_le_bytes(m.try_into().expect("8 bytes"));
-                                v |= (((qh >> (4 * c)) & 0xF) as u64) << (4 * r);
-                                m.copy_from_slice(&v.to_le_bytes());
-                            }
+                            repack_fifth_bits(&mut dst[32..], qh, r);
                             &src[6..]
+                        }
+                        GgmlType::Q5_1 => {
+                            dst[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&src[2..4]);
+                            let qh = u32::from_le_bytes([src[4], src[5], src[6], src[7]]);
+                            repack_fifth_bits(&mut dst[64..], qh, r);
+                            &src[8..]
                         }
                         _ => &src[2..],
                     };
@@ -277,6 +279,17 @@ impl Interleaved {
         assert!(off < self.bytes(), "group {g} out of range");
         // SAFETY: off < bytes(): inside the allocation.
         unsafe { self.data.as_ptr().cast::<u8>().add(off) }
+    }
+}
+
+/// Row `r`'s fifth bits `qh` (bit `i`: element `i`) into the 8 u64 masks at the start of
+/// `masks` (mask `c`, bit `4r + k`: element `4c + k`).
+fn repack_fifth_bits(masks: &mut [u8], qh: u32, r: usize) {
+    for c in 0..8 {
+        let m = &mut masks[8 * c..][..8];
+        let mut v = u64::from_le_bytes(m.try_into().expect("8 bytes"));
+        v |= (((qh >> (4 * c)) & 0xF) as u64) << (4 * r);
+        m.copy_from_slice(&v.to_le_bytes());
     }
 }
 

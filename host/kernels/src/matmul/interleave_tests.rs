@@ -8,7 +8,7 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
-const INTERLEAVED: [GgmlType; 11] = [
+const INTERLEAVED: [GgmlType; 12] = [
     GgmlType::Q2K,
     GgmlType::Q3K,
     GgmlType::IQ4XS,
@@ -17,6 +17,7 @@ const INTERLEAVED: [GgmlType; 11] = [
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q4_1,
+    GgmlType::Q5_1,
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,

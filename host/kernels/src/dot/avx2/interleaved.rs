@@ -4,11 +4,11 @@
 //! 16 rows instead of one.
 //!
 //! Weights are unsigned levels `u = value + K` (Q4_0: nibbles, K = 8; Q5_0: 5-bit levels,
-//! K = 16; Q8_0: `q + 128`; Q4_1: its levels, K = 0, the min entering as `m_w · s_x`; IQ4_NL:
+//! K = 16; Q8_0: `q + 128`; Q4_1 / Q5_1: their levels, K = 0, the min entering as `m_w · s_x`; IQ4_NL:
 //! its table's value + 128, looked up from the nibble by one byte shuffle, K = 128); each
 //! token's block sum starts from `-K·Σx` ([`XInfo`]), so the i32 lanes are the exact signed sums.
 //! Invariant (batch invariance): lane `r` of token `t` runs
-//! `acc = fma(f32(Σ_int), dw · dx, acc)` (Q4_1: then `fma(m_w, s_x, acc)`) block by block
+//! `acc = fma(f32(Σ_int), dw · dx, acc)` (Q4_1, Q5_1: then `fma(m_w, s_x, acc)`) block by block
 //! from 0, whatever the tile's token
 //! count: the order of [`crate::dot::sequential`], bit for bit.
 
@@ -33,6 +33,7 @@ const Q8_0: u8 = 1;
 const Q5_0: u8 = 2;
 const Q4_1: u8 = 3;
 const IQ4_NL: u8 = 4;
+const Q5_1: u8 = 5;
 
 /// One group × `T` tokens over `nb` blocks of format `F`.
 ///
@@ -52,10 +53,12 @@ unsafe fn group_tile<const T: usize, const F: u8>(
         Q4_0 | IQ4_NL => (32 + 4 * 64, 32),
         Q8_0 => (32 + 8 * 64, 32),
         Q5_0 => (32 + 64 + 4 * 64, 96),
+        Q5_1 => (64 + 64 + 4 * 64, 128),
         _ => (64 + 4 * 64, 64),
     };
-    // Activation block bytes and the offset of its int8 values (Q8_1 for Q4_1, else Q8_0).
-    let (xb, xq_off) = if F == Q4_1 { (36, 4) } else { (34, 2) };
+    let with_min = F == Q4_1 || F == Q5_1;
+    // Activation block bytes and the offset of its int8 values (Q8_1 for Q4_1 / Q5_1, else Q8_0).
+    let (xb, xq_off) = if with_min { (36, 4) } else { (34, 2) };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
@@ -81,14 +84,15 @@ unsafe fn group_tile<const T: usize, const F: u8>(
                     *v = _mm512_shuffle_epi8(table, *v);
                 }
             }
-            if F == Q5_0 {
+            if F == Q5_0 || F == Q5_1 {
+                let masks = if F == Q5_0 { 32 } else { 64 };
                 let sixteen = _mm512_set1_epi8(16);
                 for (c, v) in wq.iter_mut().enumerate() {
-                    let m = blk.add(32 + 8 * c).cast::<u64>().read_unaligned();
+                    let m = blk.add(masks + 8 * c).cast::<u64>().read_unaligned();
                     *v = _mm512_or_si512(*v, _mm512_maskz_mov_epi8(m, sixteen));
                 }
             }
-            let mw = if F == Q4_1 {
+            let mw = if with_min {
                 _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32).cast()))
             } else {
                 _mm512_setzero_ps()
@@ -103,7 +107,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
                 }
                 let scale = _mm512_mul_ps(dw, _mm512_set1_ps(inf.dx));
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
-                if F == Q4_1 {
+                if with_min {
                     acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(inf.sx), acc[t]);
                 }
             }
@@ -115,7 +119,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
 }
 
 /// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved group of `ty`
-/// (Q4_0, Q8_0, Q5_0, Q4_1 or IQ4_NL; another type is treated as Q4_0).
+/// (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1 or IQ4_NL; another type is treated as Q4_0).
 ///
 /// # Safety
 /// As [`group_tile`] for the format `ty`.
@@ -134,6 +138,7 @@ pub(crate) unsafe fn group<const T: usize>(
             GgmlType::Q8_0 => group_tile::<T, Q8_0>(w, nb, x, info, out),
             GgmlType::Q5_0 => group_tile::<T, Q5_0>(w, nb, x, info, out),
             GgmlType::Q4_1 => group_tile::<T, Q4_1>(w, nb, x, info, out),
+            GgmlType::Q5_1 => group_tile::<T, Q5_1>(w, nb, x, info, out),
             GgmlType::IQ4NL => group_tile::<T, IQ4_NL>(w, nb, x, info, out),
             _ => group_tile::<T, Q4_0>(w, nb, x, info, out),
         }
