@@ -20,7 +20,7 @@ pub(super) const MAX_DOT_WIDTH: usize = 256;
 /// The AVX2 path's horizontal sum of each 8-lane half of `v`, in lanes 0 and 8:
 /// `((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7))`.
 #[inline(always)]
-unsafe fn hsum_halves(v: __m512) -> __m512 {
+pub(super) unsafe fn hsum_halves(v: __m512) -> __m512 {
     // SAFETY: register-only operations; the caller has avx512f.
     unsafe {
         // 128-bit blocks [1,0,3,2]: lanes i < 4 of each half get a[i] + a[i+4].

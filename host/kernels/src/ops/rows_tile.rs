@@ -13,6 +13,8 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use super::rows_avx512::hsum_halves;
+
 /// Most queries one dot-product call serves (accumulators kept in registers).
 pub(super) const DOT_QUERIES: usize = 8;
 /// Most queries one V-sum call serves (4 column vectors each in registers).
@@ -23,18 +25,6 @@ const AXPY_COLS: usize = 64;
 /// Whether a head of `width` elements can use the tiles (whole 16-element vectors).
 pub(super) fn fits(width: usize) -> bool {
     width > 0 && width.is_multiple_of(16)
-}
-
-/// The per-lane sums of each 8-lane half, in lanes 0 and 8, in the AVX2 path's order
-/// (the same tree as `rows_avx512::hsum_halves`).
-#[inline(always)]
-unsafe fn hsum_halves(v: __m512) -> __m512 {
-    // SAFETY: register-only operations; the caller has avx512f.
-    unsafe {
-        let s = _mm512_add_ps(v, _mm512_shuffle_f32x4::<0b10_11_00_01>(v, v));
-        let u = _mm512_add_ps(s, _mm512_permute_ps::<0b01_00_11_10>(s));
-        _mm512_add_ps(u, _mm512_permute_ps::<0b10_11_00_01>(u))
-    }
 }
 
 /// Expands queries for [`dot_tile_f16`]: each 8-element chunk of each f16 query as f32, twice
