@@ -29,12 +29,20 @@ fn run_and_kill(dir: &std::path::Path, seed: u64, delay: Duration) -> Vec<String
         .spawn()
         .expect("spawn stress child");
     let stdout = child.stdout.take().expect("stdout");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<String>>()
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line == "ready" {
+                let _ = ready_tx.send(());
+            }
+            lines.push(line);
+        }
+        lines
     });
+    // The store exists once the child says `ready` (a kill before that would leave no store
+    // to verify); a child that dies first closes the channel, and the checks below report it.
+    let _ = ready_rx.recv_timeout(Duration::from_secs(120));
     std::thread::sleep(delay);
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
