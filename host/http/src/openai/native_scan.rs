@@ -7,7 +7,7 @@
 //! then answers the raw text as content). Calls are recognized only at the answer's start,
 //! where the constraint puts them.
 
-use super::tool_scan::{CallScan, Cursor, Scan, Step, Stop};
+use super::tool_scan::{CallScan, Cursor, Scan, Step, Stop, calls_scan};
 use super::tool_syntax::Wrapping;
 
 /// Reads `text` as far as it goes.
@@ -24,17 +24,8 @@ pub fn scan<'a>(w: &Wrapping, text: &'a str) -> Scan<'a> {
     }
     let mut c = Cursor { s: text, at: 0 };
     let mut calls = Vec::new();
-    match read_calls(w, &mut c, &mut calls) {
-        Ok(()) => Scan::Calls {
-            calls,
-            closed: true,
-        },
-        Err(Stop::End) => Scan::Calls {
-            calls,
-            closed: false,
-        },
-        Err(Stop::Bad) => Scan::Other,
-    }
+    let read = read_calls(w, &mut c, &mut calls);
+    calls_scan(read, calls)
 }
 
 /// Expects the literal `lit` (after whitespace); a text ending inside it is `End`.

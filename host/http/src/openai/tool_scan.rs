@@ -180,19 +180,26 @@ pub fn scan(text: &str) -> Scan<'_> {
         Ok("response") => response(&mut c),
         Ok("tool_calls") => {
             let mut calls = Vec::new();
-            match tool_calls(&mut c, &mut calls) {
-                Ok(()) => Scan::Calls {
-                    calls,
-                    closed: true,
-                },
-                Err(Stop::End) => Scan::Calls {
-                    calls,
-                    closed: false,
-                },
-                Err(Stop::Bad) => Scan::Other,
-            }
+            let read = tool_calls(&mut c, &mut calls);
+            calls_scan(read, calls)
         }
         Ok(_) => Scan::Other,
+    }
+}
+
+/// The scan of a list of calls read so far: whole (`Ok`), cut short by the text's end (more
+/// may come), or not of the form.
+pub(super) fn calls_scan(read: Step<()>, calls: Vec<CallScan<'_>>) -> Scan<'_> {
+    match read {
+        Ok(()) => Scan::Calls {
+            calls,
+            closed: true,
+        },
+        Err(Stop::End) => Scan::Calls {
+            calls,
+            closed: false,
+        },
+        Err(Stop::Bad) => Scan::Other,
     }
 }
 

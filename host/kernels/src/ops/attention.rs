@@ -32,7 +32,7 @@ pub enum KvRow<'a> {
 impl KvRow<'_> {
     /// Dequantizes `n` quantized rows into `buf` (`[n, kv_dim]`) and returns them as f32 rows;
     /// other rows are returned as they are.
-    pub(super) fn expand<'b>(self, buf: &'b mut Vec<f32>, kv_dim: usize, n: usize) -> KvRow<'b>
+    fn expand<'b>(self, buf: &'b mut Vec<f32>, kv_dim: usize, n: usize) -> KvRow<'b>
     where
         Self: 'b,
     {

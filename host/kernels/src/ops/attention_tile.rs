@@ -25,7 +25,6 @@ pub struct TileScratch {
     scores: Vec<f32>,
     q16: Vec<f16>,
     qv: Vec<f32>,
-    row: Vec<f32>,
     single: AttnScratch,
     out: Vec<f32>,
 }
@@ -101,11 +100,7 @@ pub fn attend_tile(
     };
     let span = rows.span_end - rows.span_start;
     let TileScratch {
-        scores,
-        q16,
-        qv,
-        row,
-        ..
+        scores, q16, qv, ..
     } = scratch;
     zeroed_scores(scores, n_tok * n_sel * span);
     q16.clear();
@@ -120,11 +115,10 @@ pub fn attend_tile(
     while pos < rows.span_end {
         let (run, len) = kv.key_run(pos);
         let len = len.min(rows.next_boundary(pos) - pos);
-        let run = run.expand(row, kv_dim, len);
         let KvRow::F16(k) = run else {
             unreachable!("tiles only run over f16 rows (tiles_apply)")
         };
-        let at = |r: usize| r * span + (pos - rows.span_start);
+        let at = |r: usize| rows.score_at(r, span, pos);
         for_groups(&rows, pos, len, DOT_GROUP, |full| {
             dot_full(full, qv, hd, k, kv_dim, off, len, scores, at)
         });
@@ -147,11 +141,10 @@ pub fn attend_tile(
     while pos < rows.span_end {
         let (run, len) = kv.value_run(pos);
         let len = len.min(rows.next_boundary(pos) - pos);
-        let run = run.expand(row, kv_dim, len);
         let KvRow::F16(v) = run else {
             unreachable!("tiles only run over f16 rows (tiles_apply)")
         };
-        let p_at = |r: usize| r * span + (pos - rows.span_start);
+        let p_at = |r: usize| rows.score_at(r, span, pos);
         for_groups(&rows, pos, len, AXPY_GROUP, |full| {
             axpy_full(full, out, hd, scores, p_at, v, kv_dim, off, len)
         });
@@ -204,11 +197,15 @@ impl Rows<'_> {
         k.start <= pos && pos + len <= k.end
     }
 
+    /// Where row `r`'s score of position `pos` lies in a `[rows, span]` buffer.
+    fn score_at(&self, r: usize, span: usize, pos: usize) -> usize {
+        r * span + (pos - self.span_start)
+    }
+
     /// Row `r`'s own scores in a `[rows, span]` buffer.
     fn own(&self, r: usize, span: usize) -> Range<usize> {
         let k = &self.keys[r / self.n_sel];
-        let base = r * span;
-        base + (k.start - self.span_start)..base + (k.end - self.span_start)
+        self.score_at(r, span, k.start)..self.score_at(r, span, k.end)
     }
 }
 
