@@ -3,18 +3,44 @@
 //! whose pages the OS commits only when a block is first written, so resident memory follows the
 //! blocks in use rather than the budget.
 //!
+//! A pool's arena also keeps a bounded runway of pages past the high-water mark committed by a
+//! background thread ([`crate::prefault`]), so new blocks rarely fault on the engine thread.
+//!
 //! Invariant: [`Arena::committed_blocks`] is the high-water mark of block ids handed out by the
-//! pool (`note_used`); pages past it have never been touched and hold no resident memory.
+//! pool (`note_used`); pages past it hold no resident memory but the prefault runway's.
+
+use std::sync::Arc;
 
 use memmap2::MmapMut;
 
 use crate::error::PoolError;
+use crate::prefault::{Prefaulter, RUNWAY_BYTES};
+use crate::stats::PoolStats;
 
-#[derive(Debug)]
 pub(crate) struct Arena {
     map: MmapMut,
     block_bytes: usize,
     committed_blocks: usize,
+    /// Joined before `map` is unmapped (see `Drop`).
+    prefault: Option<Prefaulter>,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("bytes", &self.map.len())
+            .field("block_bytes", &self.block_bytes)
+            .field("committed_blocks", &self.committed_blocks)
+            .field("prefault", &self.prefault.is_some())
+            .finish()
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // The prefault thread holds the mapping's address: stop it before the unmap.
+        drop(self.prefault.take());
+    }
 }
 
 impl Arena {
@@ -27,12 +53,28 @@ impl Arena {
             map,
             block_bytes,
             committed_blocks: 0,
+            prefault: None,
         })
+    }
+
+    /// Starts keeping a runway of pages past the high-water mark committed (at most
+    /// [`RUNWAY_BYTES`] and a quarter of the arena), reported in `stats`' committed blocks.
+    pub fn start_prefault(&mut self, stats: Arc<PoolStats>) {
+        let len = self.map.len();
+        let runway = RUNWAY_BYTES.min(len / 4);
+        // SAFETY: `self.map` stays mapped while `self.prefault` lives: `Drop` drops the
+        // prefaulter (joining its thread) first, and the map is never replaced.
+        self.prefault = unsafe {
+            Prefaulter::start(self.map.as_mut_ptr(), len, runway, self.block_bytes, stats)
+        };
     }
 
     /// Records that block `id` is about to be used (allocation): its pages become resident.
     pub fn note_used(&mut self, id: u32) {
         self.committed_blocks = self.committed_blocks.max(id as usize + 1);
+        if let Some(p) = &mut self.prefault {
+            p.note_used(self.committed_blocks * self.block_bytes);
+        }
     }
 
     /// Blocks whose memory may be resident: one past the highest id ever used.

@@ -31,6 +31,7 @@
 //!   from `cold`), and the [`advisor`] estimates the miss-ratio curve from the same look-ups.
 
 pub mod advisor;
+pub mod background;
 pub mod hash;
 pub mod registry;
 pub mod route_key;
@@ -47,6 +48,7 @@ mod meta;
 mod misses;
 mod namespace;
 mod pool;
+mod prefault;
 mod public;
 mod seq;
 mod stats;

@@ -112,7 +112,7 @@ impl BlockPool {
                 block_bytes,
             });
         }
-        let arena = Arena::new(n_blocks, block_bytes)?;
+        let mut arena = Arena::new(n_blocks, block_bytes)?;
         let n_tok = n_blocks * layout.block_tokens;
         let mut block_tokens = Vec::new();
         block_tokens
@@ -124,11 +124,12 @@ impl BlockPool {
         for id in 0..n_blocks as u32 {
             free.push_back(&mut metas, id);
         }
-        let stats = PoolStats::new(
+        let stats = Arc::new(PoolStats::new(
             n_blocks as u64,
             block_bytes as u64,
             layout.block_tokens as u64,
-        );
+        ));
+        arena.start_prefault(stats.clone());
         Ok(Self {
             layout,
             row_bytes,
@@ -151,7 +152,7 @@ impl BlockPool {
             now: None,
             timed_pins: BinaryHeap::new(),
             sink: Box::new(NoopSink),
-            stats: Arc::new(stats),
+            stats,
             ghost: GhostTable::new(ghost_entries(n_blocks)),
             content: ContentIndex::new(n_blocks),
             advisor_refs: Vec::new(),

@@ -78,8 +78,9 @@ pub struct PoolStats {
     pub block_tokens: u64,
     /// Blocks on the free list.
     pub blocks_free: AtomicU64,
-    /// Blocks whose memory may be resident (one past the highest block id ever used): the arena
-    /// is reserved for `blocks_total` but committed page by page as blocks are first used.
+    /// Blocks whose memory may be resident (one past the highest block id ever used, or the end
+    /// of the prefault runway past it): the arena is reserved for `blocks_total` but committed
+    /// page by page as blocks are first used or about to be.
     pub blocks_committed: AtomicU64,
     /// Unfilled slots of in-use and cached blocks: only partially filled tail blocks contribute.
     pub wasted_slots: AtomicU64,

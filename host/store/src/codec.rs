@@ -47,7 +47,8 @@
 //! In the remote tier each block is one key, `{key_prefix}:{namespace label}:{hash}`, where the
 //! label is the namespace's public name (restricted to `[A-Za-z0-9._-]`, see
 //! [`crate::remote::keys`]) and `hash` the 64 lowercase hex digits of the block hash; the value
-//! is a version-2 block (LZ4 payload, as in the cold tier), stored with `SET .. EX ttl_s`.
+//! is a version-2 block (LZ4 payload as in the cold tier, raw where LZ4 saves under 1/16),
+//! stored with `SET .. EX ttl_s`.
 //! A named session saved by a host with a remote tier is also one key,
 //! `{key_prefix}:{namespace label}:session:{hex of the name's bytes}`, whose value is the
 //! session record's shared form (magic `MEMKVSHR`, the chain root in the salt's place; see
@@ -74,6 +75,10 @@ pub const HEADER_BYTES: usize = 168;
 pub const MAX_RAW_BYTES: u64 = 1 << 30;
 
 const CHECKSUM_AT: usize = 136;
+
+/// LZ4 is kept only when it saves at least 1/this of the block: below that, decoding costs
+/// more than the bytes saved (f16 K/V of many models barely compresses), so the block is raw.
+const LZ4_MIN_SAVING: usize = 16;
 
 /// How the payload is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -217,6 +222,16 @@ impl Header<'_> {
     pub fn payload_len(&self) -> usize {
         self.payload.len()
     }
+
+    /// Decodes the payload into `out` (one block); for a header [`check`] accepted.
+    pub fn decode(&self, out: &mut [u8]) -> Result<(), CodecError> {
+        decode_payload(self.encoding, self.payload, out)
+    }
+
+    /// Where the payload starts in the value (it runs to the end).
+    pub fn payload_offset(&self, value: &[u8]) -> usize {
+        value.len() - self.payload.len()
+    }
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -346,7 +361,7 @@ pub fn verify(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
 
 /// Encodes one block. `data` is the block's bytes in `identity.layout`; `tokens` its B ids.
 /// A lossy encoding of a non-f16 block, or one that does not cut into whole quant blocks, falls
-/// back to LZ4; LZ4 that does not shrink the block falls back to raw.
+/// back to LZ4; LZ4 that saves less than 1/16 of the block falls back to raw.
 pub fn encode(
     identity: &BlockIdentity,
     tokens: &[u32],
@@ -394,7 +409,7 @@ fn encode_as(
         (_, Some(ty)) => quantize_f16(data, ty)?,
         (Encoding::Lz4, None) => {
             let c = lz4_flex::block::compress(data);
-            if c.len() < data.len() {
+            if c.len() <= data.len() - data.len() / LZ4_MIN_SAVING {
                 c
             } else {
                 encoding = Encoding::Raw;
@@ -449,6 +464,19 @@ pub fn decode_into(
     expect: &Expect<'_>,
     out: &mut [u8],
 ) -> Result<Encoding, CodecError> {
+    let h = check(bytes, expect, out.len())?;
+    h.decode(out)?;
+    Ok(h.encoding)
+}
+
+/// Verifies `bytes` (checksum, then the identity [`decode_into`] requires: model, K/V type,
+/// layout, hash, namespace root, tokens) for a block of `raw_len` bytes, without decoding the
+/// payload; a raw payload can then be used in place ([`Header::payload_offset`]).
+pub fn check<'a>(
+    bytes: &'a [u8],
+    expect: &Expect<'_>,
+    raw_len: usize,
+) -> Result<Header<'a>, CodecError> {
     let h = verify(bytes)?;
     let id = &h.identity;
     if id.model != expect.model {
@@ -479,15 +507,21 @@ pub fn decode_into(
     {
         return Err(CodecError::Foreign("token ids"));
     }
-    if out.len() as u64 != h.raw_len {
+    if raw_len as u64 != h.raw_len {
         return Err(CodecError::LengthMismatch {
             field: "output buffer",
             declared: h.raw_len,
-            actual: out.len() as u64,
+            actual: raw_len as u64,
         });
     }
-    decode_payload(h.encoding, h.payload, out)?;
-    Ok(h.encoding)
+    if h.encoding == Encoding::Raw && h.payload.len() as u64 != h.raw_len {
+        return Err(CodecError::LengthMismatch {
+            field: "raw payload",
+            declared: h.raw_len,
+            actual: h.payload.len() as u64,
+        });
+    }
+    Ok(h)
 }
 
 fn decode_payload(encoding: Encoding, payload: &[u8], out: &mut [u8]) -> Result<(), CodecError> {

@@ -70,6 +70,81 @@ fn compressible_blocks_shrink_and_incompressible_fall_back_to_raw() {
     assert_eq!(parse_header(&raw).unwrap().encoding, Encoding::Raw);
 }
 
+fn noise(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn lz4_is_kept_only_when_it_saves_a_sixteenth() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    // A run of zeros over 1/32 of the block saves about 3%: raw. Over 1/4 of it: LZ4.
+    for (zeros, want) in [(n / 32, Encoding::Raw), (n / 4, Encoding::Lz4)] {
+        let mut data = noise(n, 7);
+        data[..zeros].fill(0);
+        let bytes = encode(&id, &[0; 4], &data, Encoding::Lz4).unwrap();
+        assert_eq!(
+            parse_header(&bytes).unwrap().encoding,
+            want,
+            "{zeros} zeros"
+        );
+        let mut out = vec![0; n];
+        assert_eq!(decode_into(&bytes, &expect(&id), &mut out), Ok(want));
+        assert_eq!(out, data);
+    }
+}
+
+#[test]
+fn check_verifies_without_decoding_and_a_raw_payload_is_the_block_in_place() {
+    let id = identity(KvElem::F16);
+    let n = id.layout.block_bytes().unwrap();
+    let data = noise(n, 3);
+    let bytes = encode_shared(&id, &[1, 2, 3, 4], &data, Encoding::Lz4).unwrap();
+    let own = Expect {
+        root: Some(BlockHash::root(&id.model, KvElem::F16, 4, &id.salt)),
+        tokens: Some(&[1, 2, 3, 4]),
+        ..expect(&id)
+    };
+    let h = check(&bytes, &own, n).unwrap();
+    assert_eq!(h.encoding, Encoding::Raw);
+    assert_eq!(&bytes[h.payload_offset(&bytes)..], &data[..]);
+    let mut out = vec![0; n];
+    h.decode(&mut out).unwrap();
+    assert_eq!(out, data);
+    // What decode_into refuses, check refuses: a wrong length, a foreign root, a flipped byte.
+    assert!(matches!(
+        check(&bytes, &own, n - 2),
+        Err(CodecError::LengthMismatch { .. })
+    ));
+    let foreign = Expect {
+        root: Some(BlockHash::root(
+            &id.model,
+            KvElem::F16,
+            4,
+            &NamespaceSalt([9; 32]),
+        )),
+        ..own
+    };
+    assert_eq!(
+        check(&bytes, &foreign, n).map(|h| h.encoding),
+        Err(CodecError::Foreign("namespace salt"))
+    );
+    let mut flipped = bytes.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    assert_eq!(
+        check(&flipped, &own, n).map(|h| h.encoding),
+        Err(CodecError::Checksum)
+    );
+}
+
 #[test]
 fn lossy_modes_are_close_labelled_and_only_for_f16() {
     let id = identity(KvElem::F16);

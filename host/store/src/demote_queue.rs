@@ -86,8 +86,10 @@ impl DemoteQueue {
         let worker = stack.clone();
         match std::thread::Builder::new()
             .name("memoria-demote".into())
-            .spawn(move || drain(&worker, &rx))
-        {
+            .spawn(move || {
+                memoria_kv::background::lower_this_thread();
+                drain(&worker, &rx)
+            }) {
             Ok(thread) => DemoteQueue {
                 tx: Some(tx),
                 thread: Some(thread),

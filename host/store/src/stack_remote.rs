@@ -24,11 +24,24 @@ pub const DEFAULT_LABEL: &str = "default";
 /// Most blocks one prefetch asks for (16 Ki tokens at B = 16; fewer when the remote's
 /// `max_inflight_bytes` holds fewer decoded blocks).
 pub const MAX_PREFETCH_BLOCKS: usize = 1024;
+/// Raw bytes one MGET of a prefetch asks for (at least one block): small enough that the
+/// server builds each reply in reused memory and the first run is verified while the next
+/// ones are on the wire, large enough that per-command costs vanish.
+pub const FETCH_RUN_BYTES: usize = 4 << 20;
 
 struct StagedBlock {
     root: BlockHash,
     tokens: Vec<u32>,
+    /// The block's bytes are `data[at..]`: a raw value is staged as fetched (verified, not
+    /// copied), any other encoding decoded (`at` 0).
     data: Vec<u8>,
+    at: usize,
+}
+
+impl StagedBlock {
+    fn bytes(&self) -> &[u8] {
+        &self.data[self.at..]
+    }
 }
 
 /// Staged blocks; `order` is insertion order and may still hold hashes already taken.
@@ -105,7 +118,7 @@ impl RemoteLink {
         let fits = g.map.get(&expect.hash).is_some_and(|b| {
             expect.root.is_none_or(|r| r == b.root)
                 && expect.tokens.is_none_or(|t| t == b.tokens.as_slice())
-                && b.data.len() == out.len()
+                && b.bytes().len() == out.len()
         });
         if !fits {
             return false;
@@ -114,7 +127,7 @@ impl RemoteLink {
             return false;
         };
         g.bytes -= b.data.len();
-        out.copy_from_slice(&b.data);
+        out.copy_from_slice(b.bytes());
         true
     }
 
@@ -217,10 +230,11 @@ impl TierStack {
     }
 
     /// Looks the full blocks of `tokens` (a context from its start, namespace `salt`) up in
-    /// the remote tier, from the first block no local tier holds, in one batch (MGET runs of
-    /// at most 64), keeps the leading run of good values and stages them for the engine's next
-    /// prefix match. Returns the blocks staged. Never fails and never runs on the engine thread:
-    /// the caller's task awaits the tier's thread. Blocks this host wrote or fetched before are
+    /// the remote tier, from the first block no local tier holds, in one pipelined batch (MGET
+    /// runs of at most [`FETCH_RUN_BYTES`]), verifies each run as it arrives, keeps the leading
+    /// run of good values and stages them for the engine's next prefix match. Returns the
+    /// blocks staged. Never fails and never runs on the engine thread: the caller's task awaits
+    /// the tier's thread. Blocks this host wrote or fetched before are
     /// taken to be held locally (hot): skipping them costs at most a recompute.
     ///
     /// `public`: the namespace's public prefixes and the common salt they are keyed under; the
@@ -267,40 +281,62 @@ impl TierStack {
             .iter()
             .map(|&(i, h)| r.tier.key(key_of(i).0, &h))
             .collect();
-        let found = r.tier.get_many(keys, true).await;
+        let run = (FETCH_RUN_BYTES / raw.max(1)).max(1);
+        let mut runs = r.tier.get_runs(keys, true, run);
         let st = r.tier.stats();
+        let mut want = want.into_iter();
         let mut staged = 0;
-        for ((i, hash), lookup) in want.into_iter().zip(found) {
-            let Lookup::Value(bytes) = lookup else { break };
-            let block_tokens = &tokens[i * b..(i + 1) * b];
-            let (block_label, block_root) = key_of(i);
-            let expect = Expect {
-                model,
-                layout,
-                hash,
-                root: Some(block_root),
-                tokens: Some(block_tokens),
-            };
-            let mut data = vec![0u8; raw];
-            let good = codec::parse_header(&bytes).is_ok_and(|h| h.shared)
-                && codec::decode_into(&bytes, &expect, &mut data).is_ok();
-            if !good {
-                RemoteStats::add(&st.bad_values, 1);
-                r.tier.delete(r.tier.key(block_label, &hash));
-                break;
+        'runs: while let Some(found) = runs.recv().await {
+            // `found` first: zip then never takes a key past this run's answers from `want`.
+            for (lookup, (i, hash)) in found.into_iter().zip(want.by_ref()) {
+                let Lookup::Value(bytes) = lookup else {
+                    break 'runs;
+                };
+                let (block_label, block_root) = key_of(i);
+                let block_tokens = &tokens[i * b..(i + 1) * b];
+                let expect = Expect {
+                    model,
+                    layout,
+                    hash,
+                    root: Some(block_root),
+                    tokens: Some(block_tokens),
+                };
+                let Some((data, at)) = verified(bytes, &expect, raw) else {
+                    RemoteStats::add(&st.bad_values, 1);
+                    r.tier.delete(r.tier.key(block_label, &hash));
+                    break 'runs;
+                };
+                RemoteStats::add(&st.hits, 1);
+                r.tier.mark_known(&hash);
+                let tokens = block_tokens.to_vec();
+                let root = block_root;
+                r.stage(
+                    hash,
+                    StagedBlock {
+                        root,
+                        tokens,
+                        data,
+                        at,
+                    },
+                );
+                staged += 1;
             }
-            RemoteStats::add(&st.hits, 1);
-            r.tier.mark_known(&hash);
-            r.stage(
-                hash,
-                StagedBlock {
-                    root: block_root,
-                    tokens: block_tokens.to_vec(),
-                    data,
-                },
-            );
-            staged += 1;
         }
         staged
     }
+}
+
+/// A fetched value checked against `expect` as the staged bytes: the value itself when raw
+/// (with the payload's offset), else its decoded block; `None` for a bad or foreign value.
+fn verified(value: Vec<u8>, expect: &Expect<'_>, raw: usize) -> Option<(Vec<u8>, usize)> {
+    let h = codec::check(&value, expect, raw)
+        .ok()
+        .filter(|h| h.shared)?;
+    if h.encoding == codec::Encoding::Raw {
+        let at = h.payload_offset(&value);
+        return Some((value, at));
+    }
+    let mut data = vec![0u8; raw];
+    h.decode(&mut data).ok()?;
+    Some((data, 0))
 }

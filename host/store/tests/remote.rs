@@ -72,8 +72,9 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
     let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &long));
     assert_eq!(staged, 200);
     let s = b.remote().unwrap().snapshot();
+    assert_eq!(s.fetches, 2, "one lookup per prefetch");
     assert_eq!(
-        s.fetches,
+        s.mget_runs,
         1 + 200usize.div_ceil(64) as u64,
         "MGET runs of 64"
     );

@@ -73,7 +73,10 @@ fn blocks_spread_over_the_three_nodes_and_come_back_in_order() {
     assert_eq!(staged, 200);
     assert_eq!(restore(&b, salt, &t), 200);
     let s = b.remote().unwrap().snapshot();
-    assert_eq!((s.hits, s.bad_values, s.fetches), (200, 0, 4));
+    assert_eq!(
+        (s.hits, s.bad_values, s.fetches, s.mget_runs),
+        (200, 0, 1, 4)
+    );
     assert_eq!(s.miss_error + s.miss_timeout + s.miss_breaker, 0);
     // The size poll (every 2 s) counts every node's keys.
     let r = b.remote().unwrap();

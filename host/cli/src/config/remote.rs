@@ -18,6 +18,7 @@ pub struct RawRemote {
     pub timeout_ms: Option<u64>,
     pub max_inflight_bytes: Option<usize>,
     pub write: Option<String>,
+    pub write_linger_ms: Option<u64>,
     /// Publish host events for `memoria route --events` (see `config::events`).
     pub events: Option<bool>,
     pub advertise: Option<String>,
@@ -86,6 +87,7 @@ pub fn resolve(
         timeout_ms: r.timeout_ms.unwrap_or(d.timeout_ms),
         max_inflight_bytes: r.max_inflight_bytes.unwrap_or(d.max_inflight_bytes),
         write,
+        write_linger_ms: r.write_linger_ms.unwrap_or(d.write_linger_ms),
         ..d
     };
     o.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -101,7 +103,7 @@ mod tests {
     #[test]
     fn the_flag_wins_fields_are_checked_and_labels_follow_isolation() {
         let raw = RawConfig::parse(
-            "[store.remote]\nurl = \"redis://10.0.0.1:6379\"\nttl_s = 60\nwrite = \"second-hit\"\n",
+            "[store.remote]\nurl = \"redis://10.0.0.1:6379\"\nttl_s = 60\nwrite = \"second-hit\"\nwrite_linger_ms = 20\n",
         )
         .unwrap();
         let o = resolve(raw.store.remote.as_ref(), None, &[])
@@ -112,7 +114,7 @@ mod tests {
             (&o.endpoint, o.ttl_s),
             (&server("redis://10.0.0.1:6379"), 60)
         );
-        assert_eq!(o.write, WriteMode::SecondHit);
+        assert_eq!((o.write, o.write_linger_ms), (WriteMode::SecondHit, 20));
         let o = resolve(
             raw.store.remote.as_ref(),
             Some("redis://127.0.0.1:7000"),
@@ -128,6 +130,7 @@ mod tests {
             ("key_prefix = \"a:b\"", "key_prefix"),
             ("url = \"http://x\"", "url"),
             ("timeout_ms = 0", "timeout_ms"),
+            ("write_linger_ms = 3600000", "write_linger_ms"),
         ] {
             let text = format!("[store.remote]\nurl = \"redis://h:1\"\n{bad}\n");
             let text = if key == "url" {

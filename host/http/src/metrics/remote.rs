@@ -72,6 +72,11 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
             s.errors,
         ),
         (
+            "memoria_remote_mget_runs_total",
+            "MGET commands sent (one per run of keys of a lookup).",
+            s.mget_runs,
+        ),
+        (
             "memoria_remote_breaker_opens_total",
             "Times the circuit breaker opened.",
             s.breaker_opens,
@@ -116,7 +121,7 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
     o.family(
         name,
         "histogram",
-        "Latency of one MGET run of the remote tier.",
+        "Latency of one lookup of the remote tier (a batch of keys, its MGET runs pipelined).",
     );
     let mut cum = 0;
     for (i, bound) in LATENCY_BOUNDS_US.iter().enumerate() {

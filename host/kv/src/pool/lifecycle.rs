@@ -119,7 +119,7 @@ impl BlockPool {
         self.arena.note_used(id);
         self.stats
             .blocks_committed
-            .store(self.arena.committed_blocks() as u64, Ordering::Relaxed);
+            .fetch_max(self.arena.committed_blocks() as u64, Ordering::Relaxed);
         let m = &mut self.metas[id as usize];
         debug_assert_eq!(m.state, BlockState::Free);
         m.refcount = 1;

@@ -390,7 +390,10 @@ impl RedbTier {
         let (tx, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("memoria-store-writer".into())
-            .spawn(move || writer.run(rx, resumer))?;
+            .spawn(move || {
+                memoria_kv::background::lower_this_thread();
+                writer.run(rx, resumer)
+            })?;
         let tier = RedbTier {
             path,
             db,

@@ -35,7 +35,7 @@ pub use breaker::BreakerState;
 pub use endpoint::{Endpoint, MAX_CLUSTER_NODES};
 pub use options::{RemoteOptions, WriteMode};
 pub use stats::{LATENCY_BOUNDS_US, RemoteSnapshot, RemoteStats};
-pub use worker::{Lookup, MGET_RUN};
+pub use worker::{GET_WINDOW, Lookup, MGET_RUN};
 
 use crate::codec::BlockIdentity;
 use crate::tier::Tier;
@@ -137,12 +137,35 @@ impl RemoteTier {
         let job = Job::Get {
             keys,
             leading,
+            run: MGET_RUN,
             reply: Reply::Async(tx),
         };
         if self.jobs.send(job).is_err() {
             return vec![Lookup::Failed; n];
         }
         rx.await.unwrap_or_else(|_| vec![Lookup::Failed; n])
+    }
+
+    /// [`RemoteTier::get_many`] answered run by run: MGETs of at most `run` keys (1..=
+    /// [`MGET_RUN`]), several pipelined, each run's lookups received in key order as soon as it
+    /// arrives, so the caller can verify one run while the next is on the wire. The receiver
+    /// ends early (fewer lookups than keys) only if the tier stopped; treat the rest as failed.
+    pub fn get_runs(
+        &self,
+        keys: Vec<String>,
+        leading: bool,
+        run: usize,
+    ) -> mpsc::UnboundedReceiver<Vec<Lookup>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let job = Job::Get {
+            keys,
+            leading,
+            run,
+            reply: Reply::Runs(tx),
+        };
+        // A stopped tier drops the job, and with it the sender: the receiver ends at once.
+        let _ = self.jobs.send(job);
+        rx
     }
 
     /// [`RemoteTier::get_many`] from a plain thread (never from async code or the engine).
@@ -152,6 +175,7 @@ impl RemoteTier {
         let job = Job::Get {
             keys,
             leading,
+            run: MGET_RUN,
             reply: Reply::Blocking(tx),
         };
         if self.jobs.send(job).is_err() {
@@ -186,8 +210,8 @@ impl RemoteTier {
         rx.recv_timeout(self.op_bound(1)).unwrap_or(false)
     }
 
-    /// Queues a block for writing (encoded on the tier's thread in the shared form, written
-    /// with `SET key value EX ttl_s`). Returns false, counted, when the queue's byte bound is
+    /// Queues a block for writing (gathered for a short linger, encoded off the tier's thread
+    /// in the shared form, written with `SET key value EX ttl_s`). Returns false, counted, when the queue's byte bound is
     /// reached. `data` is the block's raw bytes.
     pub fn put(&self, key: String, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
         let st = &self.shared.stats;
@@ -216,6 +240,12 @@ impl RemoteTier {
             RemoteStats::add(&st.writes_dropped, 1);
             return false;
         }
+        // A pipeline's worth ends the write loop's linger.
+        if st.queue_bytes.load(Relaxed) >= worker::WRITE_RUN_BYTES
+            || st.queue_blocks.load(Relaxed) >= worker::WRITE_RUN as u64
+        {
+            self.shared.write_wake.notify_one();
+        }
         true
     }
 
@@ -223,7 +253,9 @@ impl RemoteTier {
     /// answered (or dropped); returns whether that happened in time.
     pub fn flush(&self, timeout: Duration) -> bool {
         let (tx, rx) = std::sync::mpsc::channel();
-        self.writes.send(Write::Barrier(tx)).is_ok() && rx.recv_timeout(timeout).is_ok()
+        let sent = self.writes.send(Write::Barrier(tx)).is_ok();
+        self.shared.write_wake.notify_one();
+        sent && rx.recv_timeout(timeout).is_ok()
     }
 
     /// Whether the server acknowledged this host's write of the block or served it to this
@@ -253,6 +285,7 @@ impl RemoteTier {
 impl Drop for RemoteTier {
     fn drop(&mut self) {
         let _ = self.writes.send(Write::Stop);
+        self.shared.write_wake.notify_one();
         let _ = self.jobs.send(Job::Stop);
         let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = t {

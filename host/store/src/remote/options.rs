@@ -44,6 +44,10 @@ pub struct RemoteOptions {
     pub max_inflight_bytes: usize,
     /// Which blocks are written.
     pub write: WriteMode,
+    /// How long the write-behind loop gathers blocks after the first before sending them
+    /// (unless a 4 MiB pipeline's worth is queued or a flush waits), milliseconds; 0 sends at
+    /// once. Fewer, larger sends wake fewer threads on the engine's cores.
+    pub write_linger_ms: u64,
     /// First wait of the circuit breaker once open; doubles per failed probe.
     pub breaker_min_backoff_ms: u64,
     /// Longest wait of the circuit breaker.
@@ -61,6 +65,7 @@ impl Default for RemoteOptions {
             timeout_ms: 200,
             max_inflight_bytes: 256 << 20,
             write: WriteMode::All,
+            write_linger_ms: 250,
             breaker_min_backoff_ms: 250,
             breaker_max_backoff_ms: 30_000,
             breaker_threshold: 3,
@@ -70,6 +75,8 @@ impl Default for RemoteOptions {
 
 /// Largest accepted timeout and backoff (one hour): a bound on numbers from configuration.
 const MAX_MS: u64 = 3_600_000;
+/// Longest accepted write linger (one minute).
+const MAX_LINGER_MS: u64 = 60_000;
 /// Longest accepted TTL (one year).
 const MAX_TTL_S: u64 = 366 * 24 * 3600;
 
@@ -95,6 +102,11 @@ impl RemoteOptions {
         Duration::from_millis(self.timeout_ms)
     }
 
+    /// The write-behind linger.
+    pub fn write_linger(&self) -> Duration {
+        Duration::from_millis(self.write_linger_ms)
+    }
+
     /// Checks every field; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         self.endpoint.validate()?;
@@ -110,6 +122,11 @@ impl RemoteOptions {
             if v == 0 || v > MAX_MS {
                 return Err(format!("store.remote.{name} must be 1..={MAX_MS}"));
             }
+        }
+        if self.write_linger_ms > MAX_LINGER_MS {
+            return Err(format!(
+                "store.remote.write_linger_ms must be 0..={MAX_LINGER_MS}"
+            ));
         }
         if self.breaker_min_backoff_ms > self.breaker_max_backoff_ms {
             return Err("store.remote.breaker_min_backoff_ms exceeds the maximum".into());
@@ -146,6 +163,7 @@ mod tests {
         assert!(bad(|o| o.ttl_s = 0).contains("ttl_s"));
         assert!(bad(|o| o.key_prefix = "a:b".into()).contains("key_prefix"));
         assert!(bad(|o| o.timeout_ms = 0).contains("timeout_ms"));
+        assert!(bad(|o| o.write_linger_ms = 60_001).contains("write_linger_ms"));
         assert!(bad(|o| o.breaker_min_backoff_ms = 40_000).contains("breaker_min_backoff_ms"));
         assert_eq!(WriteMode::parse("second-hit"), Some(WriteMode::SecondHit));
         assert_eq!(WriteMode::parse("some"), None);

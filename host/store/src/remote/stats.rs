@@ -53,8 +53,11 @@ pub struct RemoteStats {
     pub server_keys: AtomicU64,
     /// The server's `used_memory` at the last size poll (gauge).
     pub server_bytes: AtomicU64,
-    /// MGET runs sent.
+    /// Lookups answered (one batch of keys, however many MGET runs it took); each is one
+    /// observation of the fetch latency.
     pub fetches: AtomicU64,
+    /// MGET commands sent (a lookup sends one per run of keys, per slot in cluster mode).
+    pub mget_runs: AtomicU64,
     /// Fetch latency histogram, per [`LATENCY_BOUNDS_US`] plus +Inf (not cumulative).
     pub latency: [AtomicU64; 11],
     /// Sum of fetch latencies, microseconds.
@@ -109,6 +112,7 @@ impl RemoteStats {
             server_keys: g(&self.server_keys),
             server_bytes: g(&self.server_bytes),
             fetches: g(&self.fetches),
+            mget_runs: g(&self.mget_runs),
             latency: self.latency.each_ref().map(g),
             latency_sum_us: g(&self.latency_sum_us),
         }
@@ -145,6 +149,7 @@ pub struct RemoteSnapshot {
     pub server_keys: u64,
     pub server_bytes: u64,
     pub fetches: u64,
+    pub mget_runs: u64,
     pub latency: [u64; 11],
     pub latency_sum_us: u64,
 }

@@ -1,7 +1,10 @@
 //! The remote tier's network side: one thread running a single-threaded tokio runtime that
 //! owns the connection (a [`Link`]: a redis-rs `ConnectionManager` to one server or a cluster
-//! connection, created when the breaker allows and dropped when it opens). Reads arrive as jobs and run as concurrent tasks (MGET in runs of at
-//! most [`MGET_RUN`] keys); writes drain from their own queue in pipelines of `SET .. EX`.
+//! connection, created when the breaker allows and dropped when it opens). Reads arrive as jobs
+//! and run as concurrent tasks: MGET in runs of at most [`MGET_RUN`] keys, [`GET_WINDOW`] runs
+//! pipelined, answered run by run. Writes drain from their own queue in pipelines of `SET .. EX`
+//! bounded in count and bytes, encoded (LZ4, checksum) on a blocking thread so reads never wait
+//! behind the encoder.
 //! Every operation is bounded by the configured timeout and reported to the breaker; nothing
 //! here ever returns an error to a request, only counted misses.
 
@@ -18,11 +21,17 @@ use super::options::RemoteOptions;
 use super::seen::Seen;
 use super::stats::RemoteStats;
 use crate::codec::{self, BlockIdentity, Encoding};
+use memoria_kv::BlockHash;
 
 /// Most keys in one MGET.
 pub const MGET_RUN: usize = 64;
+/// MGET runs of one lookup in flight at once (pipelined on the one connection).
+pub const GET_WINDOW: usize = 3;
 /// Most writes in one pipeline.
-const WRITE_RUN: usize = 64;
+pub(crate) const WRITE_RUN: usize = 64;
+/// Raw bytes past which a write pipeline is sent (at least one block): the server's query
+/// buffer and a read queued behind the pipeline wait for at most about this much.
+pub(crate) const WRITE_RUN_BYTES: u64 = 4 << 20;
 
 /// One key's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,26 +49,50 @@ pub enum Lookup {
 pub(crate) enum Reply {
     Async(oneshot::Sender<Vec<Lookup>>),
     Blocking(std::sync::mpsc::Sender<Vec<Lookup>>),
+    /// One message per MGET run, in key order, as each arrives.
+    Runs(mpsc::UnboundedSender<Vec<Lookup>>),
 }
 
 impl Reply {
-    fn send(self, v: Vec<Lookup>) {
+    /// Answers the lookup of `keys` (see [`get`]).
+    async fn answer(
+        self,
+        s: &Arc<Shared>,
+        c: &Arc<Conn>,
+        keys: Vec<String>,
+        leading: bool,
+        run: usize,
+    ) {
         match self {
-            Reply::Async(tx) => {
-                let _ = tx.send(v);
+            Reply::Runs(tx) => {
+                get(s, c, keys, leading, run, |v| {
+                    let _ = tx.send(v);
+                })
+                .await;
             }
-            Reply::Blocking(tx) => {
-                let _ = tx.send(v);
+            whole => {
+                let mut out = Vec::with_capacity(keys.len());
+                get(s, c, keys, leading, run, |v| out.extend(v)).await;
+                match whole {
+                    Reply::Async(tx) => {
+                        let _ = tx.send(out);
+                    }
+                    Reply::Blocking(tx) => {
+                        let _ = tx.send(out);
+                    }
+                    Reply::Runs(_) => {}
+                }
             }
         }
     }
 }
 
 pub(crate) enum Job {
-    /// `leading`: stop after the first key that is not a value.
+    /// `leading`: stop after the first key that is not a value; `run`: most keys per MGET.
     Get {
         keys: Vec<String>,
         leading: bool,
+        run: usize,
         reply: Reply,
     },
     Delete {
@@ -87,11 +120,23 @@ pub(crate) enum Write {
     Stop,
 }
 
+impl Write {
+    /// The raw bytes it carries (a block's), 0 for the others.
+    fn raw_bytes(&self) -> u64 {
+        match self {
+            Write::Block { data, .. } => data.len() as u64,
+            _ => 0,
+        }
+    }
+}
+
 /// State shared by the tier's handle and its thread.
 pub(crate) struct Shared {
     pub opts: RemoteOptions,
     pub stats: Arc<RemoteStats>,
     pub seen: Seen,
+    /// Wakes the write loop's linger early: a pipeline's worth queued, a flush, a stop.
+    pub write_wake: tokio::sync::Notify,
     breaker: Mutex<Breaker>,
 }
 
@@ -114,6 +159,7 @@ impl Shared {
             opts,
             stats: Arc::new(RemoteStats::default()),
             seen: Seen::default(),
+            write_wake: tokio::sync::Notify::new(),
             breaker: Mutex::new(breaker),
         }
     }
@@ -240,8 +286,10 @@ pub(crate) fn spawn(
     jobs: mpsc::UnboundedReceiver<Job>,
     writes: mpsc::UnboundedReceiver<Write>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    // Blocking threads only encode writes: background work (reads stay on this thread).
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .on_thread_start(memoria_kv::background::lower_this_thread)
         .build()?;
     std::thread::Builder::new()
         .name("memoria-remote".into())
@@ -265,10 +313,11 @@ async fn run(
             Job::Get {
                 keys,
                 leading,
+                run,
                 reply,
             } => {
                 let (s, c) = (shared.clone(), conn.clone());
-                tokio::spawn(async move { reply.send(get(&s, &c, keys, leading).await) });
+                tokio::spawn(async move { reply.answer(&s, &c, keys, leading, run).await });
             }
             Job::Delete { key, reply } => {
                 let (s, c) = (shared.clone(), conn.clone());
@@ -345,50 +394,108 @@ async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
     }
 }
 
-async fn get(shared: &Shared, conn: &Conn, keys: Vec<String>, leading: bool) -> Vec<Lookup> {
-    let st = &shared.stats;
-    let mut out = Vec::with_capacity(keys.len());
-    for run in keys.chunks(MGET_RUN) {
-        if leading && out.last().is_some_and(|l| !matches!(l, Lookup::Value(_))) {
-            out.resize(keys.len(), Lookup::Skipped);
+/// Looks `keys` up in MGET runs of at most `run` keys, [`GET_WINDOW`] at a time, handing
+/// each run's answers to `sink` in key order; with `leading`, once a run holds a non-value the
+/// answers of runs still in flight are discarded and every later key is [`Lookup::Skipped`].
+/// The whole lookup is one observation of the fetch latency.
+async fn get(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+    keys: Vec<String>,
+    leading: bool,
+    run: usize,
+    mut sink: impl FnMut(Vec<Lookup>),
+) {
+    let start = Instant::now();
+    let run = run.clamp(1, MGET_RUN);
+    let mut keys = keys.into_iter();
+    let mut left = keys.len();
+    let mut inflight = std::collections::VecDeque::with_capacity(GET_WINDOW);
+    loop {
+        while inflight.len() < GET_WINDOW && left > 0 {
+            let batch: Vec<String> = keys.by_ref().take(run).collect();
+            left -= batch.len();
+            let (n, s, c) = (batch.len(), shared.clone(), conn.clone());
+            inflight.push_back((n, tokio::spawn(async move { mget(&s, &c, batch).await })));
+        }
+        let Some((n, task)) = inflight.pop_front() else {
+            break;
+        };
+        let answers = task.await.unwrap_or_else(|_| vec![Lookup::Failed; n]);
+        let stop = leading && answers.iter().any(|l| !matches!(l, Lookup::Value(_)));
+        if stop || (left == 0 && inflight.is_empty()) {
+            // Observed before the last answer goes out: whoever received it sees the count.
+            observe(shared, start);
+        }
+        sink(answers);
+        if stop {
+            let skipped = left + inflight.iter().map(|(n, _)| n).sum::<usize>();
+            // Runs already sent finish detached (never aborted: one may be the breaker's probe).
+            inflight.clear();
+            if skipped > 0 {
+                sink(vec![Lookup::Skipped; skipped]);
+            }
             break;
         }
-        let start = Instant::now();
-        let r = guarded(shared, conn, |mut m| async move {
-            redis::cmd("MGET")
-                .arg(run)
-                .query_async::<Vec<Option<Vec<u8>>>>(&mut m)
-                .await
-        })
-        .await;
-        match r {
-            Ok(vals) if vals.len() == run.len() => {
-                st.observe_fetch(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX));
-                for v in vals {
-                    match v {
-                        Some(b) => {
-                            RemoteStats::add(&st.bytes_read, b.len() as u64);
-                            out.push(Lookup::Value(b));
-                        }
-                        None => {
-                            RemoteStats::add(&st.miss_absent, 1);
-                            out.push(Lookup::Absent);
-                        }
-                    }
+    }
+}
+
+fn observe(shared: &Shared, start: Instant) {
+    let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    shared.stats.observe_fetch(us);
+}
+
+/// One MGET, counted: its values and absent keys, or every key failed by reason.
+async fn mget(shared: &Shared, conn: &Conn, run: Vec<String>) -> Vec<Lookup> {
+    let st = &shared.stats;
+    let n = run.len();
+    let run = &run;
+    RemoteStats::add(&st.mget_runs, 1);
+    let r = guarded(shared, conn, |mut m| async move {
+        redis::cmd("MGET")
+            .arg(run)
+            .query_async::<Vec<Option<Vec<u8>>>>(&mut m)
+            .await
+    })
+    .await;
+    match r {
+        Ok(vals) if vals.len() == n => vals
+            .into_iter()
+            .map(|v| match v {
+                Some(b) => {
+                    RemoteStats::add(&st.bytes_read, b.len() as u64);
+                    Lookup::Value(b)
                 }
-            }
-            other => {
-                let counter = match other {
-                    Err(Fail::Timeout) => &st.miss_timeout,
-                    Err(Fail::Breaker) => &st.miss_breaker,
-                    _ => &st.miss_error,
-                };
-                RemoteStats::add(counter, run.len() as u64);
-                out.extend(std::iter::repeat_n(Lookup::Failed, run.len()));
-            }
+                None => {
+                    RemoteStats::add(&st.miss_absent, 1);
+                    Lookup::Absent
+                }
+            })
+            .collect(),
+        other => {
+            let counter = match other {
+                Err(Fail::Timeout) => &st.miss_timeout,
+                Err(Fail::Breaker) => &st.miss_breaker,
+                _ => &st.miss_error,
+            };
+            RemoteStats::add(counter, n as u64);
+            vec![Lookup::Failed; n]
         }
     }
-    out
+}
+
+/// The shared-form values of queued blocks; one that does not encode is left out.
+fn encode_all(
+    blocks: Vec<(String, BlockIdentity, Vec<u32>, Vec<u8>)>,
+) -> Vec<(String, Vec<u8>, BlockHash)> {
+    blocks
+        .into_iter()
+        .filter_map(|(key, identity, tokens, data)| {
+            codec::encode_shared(&identity, &tokens, &data, Encoding::Lz4)
+                .ok()
+                .map(|v| (key, v, identity.hash))
+        })
+        .collect()
 }
 
 async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::UnboundedReceiver<Write>) {
@@ -396,14 +503,34 @@ async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::Unbounde
     let ttl = shared.opts.ttl_s;
     loop {
         let Some(first) = rx.recv().await else { return };
+        // The linger (`write_linger_ms`): a decoding session seals a block every few dozen
+        // steps, and each send wakes this thread, the encoder and the server on the cores the
+        // engine's threads spin on, so fewer, larger sends cost decode less.
+        let linger_until = tokio::time::Instant::now() + shared.opts.write_linger();
+        let mut bytes = first.raw_bytes();
+        let mut urgent = !matches!(first, Write::Block { .. });
         let mut batch = vec![first];
-        while batch.len() < WRITE_RUN {
-            match rx.try_recv() {
-                Ok(w) => batch.push(w),
-                Err(_) => break,
+        loop {
+            while batch.len() < WRITE_RUN && bytes < WRITE_RUN_BYTES {
+                match rx.try_recv() {
+                    Ok(w) => {
+                        bytes += w.raw_bytes();
+                        urgent |= !matches!(w, Write::Block { .. });
+                        batch.push(w);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let full = batch.len() >= WRITE_RUN || bytes >= WRITE_RUN_BYTES;
+            if urgent || full || tokio::time::Instant::now() >= linger_until {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(linger_until) => {}
+                () = shared.write_wake.notified() => {}
             }
         }
-        let mut sets = Vec::new();
+        let mut blocks = Vec::new();
         let mut barriers = Vec::new();
         let mut stop = false;
         for w in batch {
@@ -416,15 +543,18 @@ async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::Unbounde
                 } => {
                     RemoteStats::sub(&st.queue_bytes, data.len() as u64);
                     RemoteStats::sub(&st.queue_blocks, 1);
-                    match codec::encode_shared(&identity, &tokens, &data, Encoding::Lz4) {
-                        Ok(v) => sets.push((key, v, identity.hash)),
-                        Err(_) => RemoteStats::add(&st.writes_dropped, 1),
-                    }
+                    blocks.push((key, identity, tokens, data));
                 }
                 Write::Barrier(tx) => barriers.push(tx),
                 Write::Stop => stop = true,
             }
         }
+        // Encoding (LZ4, checksum) runs on a blocking thread so reads keep flowing meanwhile.
+        let n_blocks = blocks.len() as u64;
+        let sets = tokio::task::spawn_blocking(move || encode_all(blocks))
+            .await
+            .unwrap_or_default();
+        RemoteStats::add(&st.writes_dropped, n_blocks - sets.len() as u64);
         if !sets.is_empty() {
             let n = sets.len() as u64;
             let (kv, hashes): (Vec<_>, Vec<_>) =

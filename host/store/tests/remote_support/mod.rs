@@ -66,6 +66,16 @@ pub fn block_data(tokens: &[u32], i: usize) -> Vec<u8> {
 
 /// Seals every full block of `tokens` on `stack` (as the engine's write-through does).
 pub fn seal(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> Vec<BlockHash> {
+    seal_with(stack, salt, tokens, |i| block_data(tokens, i))
+}
+
+/// [`seal`] with block `i`'s bytes from `data(i)`.
+pub fn seal_with(
+    stack: &TierStack,
+    salt: NamespaceSalt,
+    tokens: &[u32],
+    data: impl Fn(usize) -> Vec<u8>,
+) -> Vec<BlockHash> {
     let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
     let chain = SessionRecord::chain(&root, tokens, B);
     for (i, h) in chain.iter().enumerate() {
@@ -75,12 +85,7 @@ pub fn seal(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> Vec<Block
             salt,
             hash: *h,
         };
-        stack.persist(
-            id,
-            &tokens[i * B..(i + 1) * B],
-            &block_data(tokens, i),
-            false,
-        );
+        stack.persist(id, &tokens[i * B..(i + 1) * B], &data(i), false);
     }
     assert!(stack.remote().unwrap().flush(Duration::from_secs(5)));
     chain

@@ -5,8 +5,10 @@
 //! same length; bytes fetched; fetch latency quantiles; B's text against A's cold one), "round"
 //! (`--clients` streaming chats sharing a system prompt through `memoria route` over all hosts,
 //! against one host alone: round time, and how many times the cluster computed the shared
-//! prefix), "decode" (tokens/s of one host with the remote tier on and off). Prints figures;
-//! asserts nothing about speed.
+//! prefix), "decode" (tokens/s of one host with the remote tier on and off). Each timed prefix
+//! request starts with every host's disk and remote write queues empty (the hosts share this
+//! machine's cores; in a cluster A's background writes run on A's). Prints figures; asserts
+//! nothing about speed.
 
 mod figures;
 mod phases;
@@ -274,11 +276,12 @@ fn print_table(r: &Value) {
         p["b_computed_tokens"], p["b_remote_tokens"], p["b_cached_tokens"], p["bytes_fetched"]
     );
     println!(
-        "  fetch p50 {:.2} ms  p99 {:.2} ms  mean {:.2} ms ({} MGET runs; quantiles from histogram buckets)",
+        "  fetch p50 {:.2} ms  p99 {:.2} ms  mean {:.2} ms ({} lookups, {} MGET runs; quantiles from histogram buckets)",
         f(&p["fetch_p50_ms"]),
         f(&p["fetch_p99_ms"]),
         f(&p["fetch_mean_ms"]),
-        p["fetches"]
+        p["fetches"],
+        p["mget_runs"]
     );
     println!("  same text as A's cold run: {}", p["same_text"]);
     println!(

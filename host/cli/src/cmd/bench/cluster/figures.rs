@@ -18,7 +18,10 @@ pub struct Figures {
     pub writes_dropped: u64,
     pub write_errors: u64,
     pub queue_blocks: u64,
+    /// Blocks waiting for the disk tier's writer (gauge).
+    pub disk_queue_blocks: u64,
     pub fetches: u64,
+    pub mget_runs: u64,
     pub latency: Vec<u64>,
     pub latency_sum_us: u64,
 }
@@ -40,7 +43,9 @@ impl Figures {
             writes_dropped: u(&r["writes_dropped"]),
             write_errors: u(&r["write_errors"]),
             queue_blocks: u(&r["queue_blocks"]),
+            disk_queue_blocks: u(&stats["tiers"]["disk"]["queue_blocks"]),
             fetches: u(&r["fetches"]),
+            mget_runs: u(&r["mget_runs"]),
             latency: r["latency"]
                 .as_array()
                 .map(|a| a.iter().map(u).collect())
@@ -62,7 +67,9 @@ impl Figures {
             writes_dropped: d(self.writes_dropped, before.writes_dropped),
             write_errors: d(self.write_errors, before.write_errors),
             queue_blocks: self.queue_blocks,
+            disk_queue_blocks: self.disk_queue_blocks,
             fetches: d(self.fetches, before.fetches),
+            mget_runs: d(self.mget_runs, before.mget_runs),
             latency: self
                 .latency
                 .iter()
@@ -83,6 +90,7 @@ impl Figures {
         self.writes_dropped += o.writes_dropped;
         self.write_errors += o.write_errors;
         self.fetches += o.fetches;
+        self.mget_runs += o.mget_runs;
         self.latency_sum_us += o.latency_sum_us;
         if self.latency.len() < o.latency.len() {
             self.latency.resize(o.latency.len(), 0);

@@ -18,6 +18,8 @@ const CHAT: &str = "/v1/chat/completions";
 
 /// How long A's write-behind queue may take to hand a prompt's blocks to the server.
 const DRAIN_WAIT: Duration = Duration::from_secs(60);
+/// Pause after the write queues emptied, for a commit or pipeline already taken off them.
+const QUIET_SETTLE: Duration = Duration::from_millis(100);
 
 pub async fn run(s: &Setup) -> anyhow::Result<Value> {
     let mut hosts = Vec::with_capacity(s.a.hosts);
@@ -99,6 +101,25 @@ async fn drained(c: &Client, before: &Figures, blocks: u64) -> anyhow::Result<(f
     }
 }
 
+/// Waits (at most [`DRAIN_WAIT`]) until no host has blocks queued for its disk writer or the
+/// remote tier, then a short settle for a write in progress: the hosts share this machine's
+/// cores, so a timed request on B would otherwise race A's background writes, which on a real
+/// cluster run on A's own cores.
+async fn quiet(hosts: &[&Client]) -> anyhow::Result<()> {
+    let started = Instant::now();
+    for c in hosts {
+        loop {
+            let f = figures(c).await?;
+            if (f.queue_blocks == 0 && f.disk_queue_blocks == 0) || started.elapsed() > DRAIN_WAIT {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    tokio::time::sleep(QUIET_SETTLE).await;
+    Ok(())
+}
+
 /// TTFT on B of prompts A computed (fetched from the remote tier) against prompts of the same
 /// length B computes.
 async fn prefix_phase(s: &Setup, a: &Client, b: &Client) -> anyhow::Result<Value> {
@@ -122,9 +143,11 @@ async fn prefix_phase(s: &Setup, a: &Client, b: &Client) -> anyhow::Result<Value
         wait_ms.push(waited);
         all_drained &= ok;
 
+        quiet(&[a, b]).await?;
         let b0 = figures(b).await?;
         let got: Streamed = b.stream(COMPLETIONS, &completion(&shared, n, true)).await?;
         let b1 = figures(b).await?;
+        quiet(&[a, b]).await?;
         let computed: Streamed = b.stream(COMPLETIONS, &completion(&fresh, n, true)).await?;
         let b2 = figures(b).await?;
         let hit = b1.since(&b0);
@@ -162,6 +185,7 @@ async fn prefix_phase(s: &Setup, a: &Client, b: &Client) -> anyhow::Result<Value
         "b_cached_tokens": mid("b_cached_tokens"),
         "bytes_fetched": mid("bytes_fetched"),
         "fetches": fetched.fetches,
+        "mget_runs": fetched.mget_runs,
         "fetch_p50_ms": quantile_ms(&fetched.latency, 0.5),
         "fetch_p99_ms": quantile_ms(&fetched.latency, 0.99),
         "fetch_mean_ms": fetched.latency_sum_us as f64 / 1e3 / fetched.fetches.max(1) as f64,
