@@ -13,6 +13,7 @@ mod damage;
 mod engine;
 mod process;
 mod remote;
+mod remote_cluster_long;
 mod remote_cluster_serve;
 mod remote_saves;
 mod remote_serve;
