@@ -75,25 +75,6 @@ fn ks_helper_matches_known_values() {
     assert!((ks_p_value(d, 100, 100) - 0.0495).abs() < 0.002);
 }
 
-/// A random-weight llama small enough to serve fast and large enough that computing 160
-/// tokens takes measurably longer (tens of ms) than computing the last partial block.
-fn synth_model(dir: &std::path::Path) -> String {
-    let out = dir.join("timing.gguf");
-    if !out.is_file() {
-        let st = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
-            .args(["model", "synth"])
-            .arg(&out)
-            .args([
-                "--dim", "128", "--layers", "2", "--heads", "4", "--ffn", "384",
-            ])
-            .args(["--vocab-size", "512", "--context", "1024"])
-            .status()
-            .expect("memoria model synth");
-        assert!(st.success(), "memoria model synth failed");
-    }
-    out.to_str().expect("utf-8 path").to_string()
-}
-
 /// Prompt `i`: distinct token ids (no two prompts share a first block).
 fn prompt(i: usize) -> Vec<u32> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (i as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -132,7 +113,9 @@ fn b_hits(s: &Server) -> u64 {
 /// A server whose namespaces `a` and `b` share group `g`, with `timing` in both.
 fn group_server(name: &str, timing: &str) -> Server {
     let dir = temp_dir(name);
-    let model = synth_model(&dir);
+    // Small enough to serve fast, large enough that computing 160 tokens takes measurably
+    // longer (tens of ms) than computing the last partial block.
+    let model = crate::serve::server::small_synth(&dir.join("timing.gguf"), 1024);
     let cfg = dir.join("host.toml");
     std::fs::write(
         &cfg,

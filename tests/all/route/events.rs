@@ -18,7 +18,7 @@ use crate::serve::client::{get, post};
 use crate::serve::server::{Server, model, temp_dir};
 
 /// A host config publishing events to `url`, with `extra` lines in `[store.remote]`.
-fn config(name: &str, url: &str, extra: &str) -> String {
+pub(super) fn config(name: &str, url: &str, extra: &str) -> String {
     let path = temp_dir(name).join("host.toml");
     let text =
         format!("[store.remote]\nurl = \"{url}\"\nevents = true\nliveness_ttl_s = 1\n{extra}\n");
@@ -33,7 +33,10 @@ fn metric(text: &str, line_start: &str) -> Option<u64> {
 }
 
 /// `XRANGE key - +` as `(id, [(field, value)])`.
-fn entries(conn: &mut redis::Connection, key: &str) -> Vec<(String, Vec<(String, String)>)> {
+pub(super) fn entries(
+    conn: &mut redis::Connection,
+    key: &str,
+) -> Vec<(String, Vec<(String, String)>)> {
     let v: Value = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
@@ -61,7 +64,7 @@ fn entries(conn: &mut redis::Connection, key: &str) -> Vec<(String, Vec<(String,
         .collect()
 }
 
-fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
+pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
     fields
         .iter()
         .find(|(k, _)| k == name)

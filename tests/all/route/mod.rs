@@ -5,6 +5,7 @@
 //! official `openai` Python client works against the router.
 
 mod events;
+mod events_resync;
 mod router;
 
 use std::collections::BTreeSet;

@@ -24,6 +24,24 @@ pub fn model() -> String {
 }
 
 /// A private temp folder for one test.
+/// A small random-weight llama (dim 128, 2 layers, a 512-piece vocabulary) with `context`
+/// tokens of context, written to `out` by `memoria model synth` unless already there.
+pub fn small_synth(out: &std::path::Path, context: u32) -> String {
+    if !out.is_file() {
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+            .args(["model", "synth"])
+            .arg(out)
+            .args([
+                "--dim", "128", "--layers", "2", "--heads", "4", "--ffn", "384",
+            ])
+            .args(["--vocab-size", "512", "--context", &context.to_string()])
+            .status()
+            .expect("memoria model synth");
+        assert!(st.success(), "memoria model synth failed");
+    }
+    out.to_str().expect("utf-8 path").to_string()
+}
+
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("memoria-serve-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

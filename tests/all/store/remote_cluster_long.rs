@@ -9,26 +9,9 @@ use memoria_sched::store::remote::test_cluster::TestCluster;
 use serde_json::{Value, json};
 
 use crate::serve::client::{get, post};
-use crate::serve::server::{Server, temp_dir};
+use crate::serve::server::{Server, small_synth, temp_dir};
 
 const ADMIN: &str = "admin-key-for-tests";
-
-fn synth_model() -> String {
-    let out = temp_dir("cluster-long-model").join("long.gguf");
-    if !out.is_file() {
-        let st = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
-            .args(["model", "synth"])
-            .arg(&out)
-            .args([
-                "--dim", "128", "--layers", "2", "--heads", "4", "--ffn", "384",
-            ])
-            .args(["--vocab-size", "512", "--context", "2048"])
-            .status()
-            .expect("memoria model synth");
-        assert!(st.success(), "memoria model synth failed");
-    }
-    out.to_str().expect("utf-8 path").to_string()
-}
 
 /// (tokens' text, top-5 log-probs of each, usage) of a greedy completion.
 fn complete(s: &Server, prompt: &str) -> (String, Value, Value) {
@@ -52,7 +35,7 @@ fn engine_stats(s: &Server) -> Value {
 
 #[test]
 fn a_long_prompt_crosses_the_cluster_with_bit_identical_log_probs() {
-    let m = synth_model();
+    let m = small_synth(&temp_dir("cluster-long-model").join("long.gguf"), 2048);
     let prompt: String = (0..700).map(|i| format!("w{} ", (i * 37) % 101)).collect();
     let cold = Server::start("cluster-long-cold", &["-m", &m]);
     let (want, want_lp, usage) = complete(&cold, &prompt);

@@ -54,6 +54,11 @@ impl Advertised {
         (added, removed)
     }
 
+    /// Every key held, least recently served first.
+    pub fn keys(&self) -> Vec<BlockHash> {
+        self.order.values().copied().collect()
+    }
+
     /// Keys held.
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -77,6 +82,11 @@ mod tests {
         // k(2) is now the oldest.
         assert_eq!(a.serve(&[k(3), k(4)]), (vec![k(3), k(4)], vec![k(2)]));
         assert_eq!(a.len(), 3);
+        assert_eq!(
+            a.keys(),
+            vec![k(1), k(3), k(4)],
+            "least recently served first"
+        );
         let mut tiny = Advertised::new(1);
         assert_eq!(tiny.serve(&[k(1), k(2)]), (vec![k(2)], vec![k(1)]));
     }

@@ -5,7 +5,8 @@
 //! past the hot pool's size as `removed` (see `advertised`). Other isolations announce nothing:
 //! a routing key is public, but which prompts a private tenant sent is not. The request's task
 //! only queues (a full queue drops and counts); tokenizing runs on the blocking pool, writing
-//! on the publisher's task, never on the engine thread.
+//! on the publisher's task, never on the engine thread. After an outage lost entries, the held
+//! keys are announced again behind a `cleared` (checked every [`RESYNC_POLL`]).
 
 mod advertised;
 
@@ -24,6 +25,8 @@ use advertised::Advertised;
 
 /// Served prompts queued for hashing.
 const QUEUE: usize = 256;
+/// How often the task asks the publisher whether a resync is due.
+const RESYNC_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 /// Most blocks of one prompt announced.
 pub const MAX_BLOCKS: usize = 4096;
 
@@ -93,7 +96,21 @@ async fn run(
     block_tokens: usize,
     mut held: Advertised,
 ) {
-    while let Some(s) = rx.recv().await {
+    let mut poll = tokio::time::interval(RESYNC_POLL);
+    loop {
+        let s = tokio::select! {
+            s = rx.recv() => match s {
+                Some(s) => s,
+                None => return,
+            },
+            _ = poll.tick() => {
+                if p.take_resync() {
+                    p.send(Kind::Cleared, Tier::Hot, Vec::new());
+                    p.send(Kind::Stored, Tier::Hot, held.keys());
+                }
+                continue;
+            }
+        };
         let st = state.clone();
         let keys = tokio::task::spawn_blocking(move || {
             let tokens =

@@ -2,11 +2,14 @@
 //! full queue drops the batch and counts it); a tokio task on the server's runtime drains the
 //! queue into `XADD .. MAXLEN ~ N` entries (one pipeline per wake-up) and refreshes the
 //! liveness key every third of its TTL. The first entry of a run is `cleared` under a new
-//! epoch. A failed write loses its entries (counted): events are a routing hint, not a ledger.
+//! epoch. A failed write loses its entries (counted): events are a routing hint, not a ledger;
+//! but once a write succeeds again after one failed, the publisher asks its owner to resync
+//! ([`Publisher::take_resync`]): re-announce what it holds after a `cleared`, so a router's view
+//! of this host is whole again after an outage.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use memoria_kv::BlockHash;
@@ -80,6 +83,7 @@ pub struct Publisher {
     tx: mpsc::Sender<Batch>,
     stats: Arc<EventStats>,
     epoch: u64,
+    resync: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -104,7 +108,10 @@ impl Publisher {
             .map_or(1, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let (tx, rx) = mpsc::channel(QUEUE);
         let stats = Arc::new(EventStats::default());
+        let resync = Arc::new(AtomicBool::new(false));
         let task = Task {
+            resync: resync.clone(),
+            lost: false,
             connector,
             link: None,
             timeout: remote.timeout(),
@@ -117,7 +124,12 @@ impl Publisher {
             load,
         };
         tokio::spawn(task.run(rx));
-        let p = Publisher { tx, stats, epoch };
+        let p = Publisher {
+            tx,
+            stats,
+            epoch,
+            resync,
+        };
         p.send(Kind::Cleared, Tier::Hot, Vec::new());
         Ok(p)
     }
@@ -140,6 +152,12 @@ impl Publisher {
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
+
+    /// Whether the server took a write again after entries were lost (asked once per
+    /// recovery): the owner should send `cleared` and then everything it holds as `stored`.
+    pub fn take_resync(&self) -> bool {
+        self.resync.swap(false, Relaxed)
+    }
 }
 
 struct Task {
@@ -153,9 +171,21 @@ struct Task {
     seq: u64,
     stats: Arc<EventStats>,
     load: LoadFn,
+    /// Entries were lost since the last successful write.
+    lost: bool,
+    resync: Arc<AtomicBool>,
 }
 
 impl Task {
+    /// Records a write's outcome: the first success after a loss asks for a resync.
+    fn wrote(&mut self, ok: bool) {
+        if !ok {
+            self.lost = true;
+        } else if std::mem::take(&mut self.lost) {
+            self.resync.store(true, Relaxed);
+        }
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Batch>) {
         let every = Duration::from_millis((self.cfg.liveness_ttl_s * 1000 / 3).max(200));
         let mut tick = tokio::time::interval(every);
@@ -243,6 +273,7 @@ impl Task {
             &self.stats.errors
         };
         counter.fetch_add(entries, Relaxed);
+        self.wrote(ok);
     }
 
     async fn refresh(&mut self) {
@@ -259,6 +290,7 @@ impl Task {
         let set = c.query_async::<()>(l);
         if let Ok(Ok(())) = tokio::time::timeout(timeout, set).await {
             self.stats.liveness.fetch_add(1, Relaxed);
+            self.wrote(true);
         }
     }
 }
