@@ -8,10 +8,9 @@
 use memoria_sched::store::remote::test_cluster::TestCluster;
 use serde_json::{Value, json};
 
-use crate::serve::client::{get, post};
+use super::remote_cluster_serve::{ADMIN, stats};
+use crate::serve::client::post;
 use crate::serve::server::{Server, small_synth, temp_dir};
-
-const ADMIN: &str = "admin-key-for-tests";
 
 /// (tokens' text, top-5 log-probs of each, usage) of a greedy completion.
 fn complete(s: &Server, prompt: &str) -> (String, Value, Value) {
@@ -22,15 +21,6 @@ fn complete(s: &Server, prompt: &str) -> (String, Value, Value) {
     let c = &j["choices"][0];
     let text = c["text"].as_str().expect("text").to_string();
     (text, c["logprobs"].clone(), j["usage"].clone())
-}
-
-fn engine_stats(s: &Server) -> Value {
-    get(
-        s.addr,
-        "/stats",
-        &[("Authorization", "Bearer admin-key-for-tests")],
-    )
-    .json()
 }
 
 #[test]
@@ -59,7 +49,7 @@ fn a_long_prompt_crosses_the_cluster_with_bit_identical_log_probs() {
     assert_eq!((&got_a, &lp_a), (&want, &want_lp), "A = a cold host");
     let mut written = 0;
     for _ in 0..200 {
-        written = engine_stats(&a)["remote"]["writes"].as_u64().unwrap_or(0);
+        written = stats(&a)["remote"]["writes"].as_u64().unwrap_or(0);
         if written >= full_blocks {
             break;
         }
@@ -76,13 +66,13 @@ fn a_long_prompt_crosses_the_cluster_with_bit_identical_log_probs() {
     );
 
     let b = host("cluster-long-b");
-    let before = engine_stats(&b)["engine"]["prefill_tokens"]
+    let before = stats(&b)["engine"]["prefill_tokens"]
         .as_u64()
         .expect("prefill_tokens");
     let (got_b, lp_b, usage_b) = complete(&b, &prompt);
     assert_eq!(got_b, want, "B's tokens = a cold host's");
     assert_eq!(lp_b, want_lp, "B's log-probs = a cold host's, bit for bit");
-    let sb = engine_stats(&b);
+    let sb = stats(&b);
     let r = &sb["remote"];
     assert_eq!(r["hits"].as_u64(), Some(full_blocks), "{r}");
     assert_eq!(r["bad_values"], 0, "{r}");

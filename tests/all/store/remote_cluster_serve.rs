@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::serve::client::{get, post};
 use crate::serve::server::{Server, model, temp_dir};
 
-const ADMIN: &str = "admin-key-for-tests";
+pub(super) const ADMIN: &str = "admin-key-for-tests";
 
 /// (text, usage) of a greedy completion.
 fn complete(s: &Server, prompt: &str) -> (String, Value) {
@@ -23,7 +23,8 @@ fn complete(s: &Server, prompt: &str) -> (String, Value) {
     (text, j["usage"].clone())
 }
 
-fn stats(s: &Server) -> Value {
+/// A host's `/stats`, read with the admin key.
+pub(super) fn stats(s: &Server) -> Value {
     get(
         s.addr,
         "/stats",

@@ -54,7 +54,7 @@ pub(crate) enum Reply {
 }
 
 impl Reply {
-    /// Answers the lookup of `keys` (see [`get`]).
+    /// Answers the lookup of `keys` (see [`get`]): run by run, or whole.
     async fn answer(
         self,
         s: &Arc<Shared>,
@@ -73,15 +73,21 @@ impl Reply {
             whole => {
                 let mut out = Vec::with_capacity(keys.len());
                 get(s, c, keys, leading, run, |v| out.extend(v)).await;
-                match whole {
-                    Reply::Async(tx) => {
-                        let _ = tx.send(out);
-                    }
-                    Reply::Blocking(tx) => {
-                        let _ = tx.send(out);
-                    }
-                    Reply::Runs(_) => {}
-                }
+                whole.send(out);
+            }
+        }
+    }
+
+    fn send(self, v: Vec<Lookup>) {
+        match self {
+            Reply::Async(tx) => {
+                let _ = tx.send(v);
+            }
+            Reply::Blocking(tx) => {
+                let _ = tx.send(v);
+            }
+            Reply::Runs(tx) => {
+                let _ = tx.send(v);
             }
         }
     }
