@@ -274,3 +274,43 @@ async fn replacing_does_not_wait_for_or_disturb_running_requests() {
     assert!(body.contains("wall-time"), "{body}");
     let _ = std::fs::remove_dir_all(folder);
 }
+
+/// The server hands the runtime the namespace it resolved; the runtime serves it by that
+/// namespace's id, never by looking its name up again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolved_namespace_is_served_by_its_id() {
+    use memoria_runtime::ComponentRouter;
+    use memoria_tenant::Namespace;
+
+    let folder = temp("by-id");
+    let t = tenants(&[
+        ("alpha", String::new()),
+        ("beta", component_line(&guest("hello"))),
+    ]);
+    let eng = engine();
+    let rt = runtime(&t, &eng, &folder);
+    let beta = t.get("beta").expect("beta");
+    let alpha = t.get("alpha").expect("alpha");
+    assert!(ComponentRouter::has_component(&rt, beta, "/x"));
+    assert!(!ComponentRouter::has_component(&rt, alpha, "/x"));
+    let like = |id, name: &str| Namespace {
+        id,
+        name: name.into(),
+        spec: beta.spec.clone(),
+        public_prefixes: Vec::new(),
+    };
+    assert!(
+        ComponentRouter::has_component(&rt, &like(beta.id, "alpha"), "/x"),
+        "beta's id reaches beta's component whatever the name says"
+    );
+    assert!(
+        !ComponentRouter::has_component(&rt, &like(alpha.id, "beta"), "/x"),
+        "alpha's id reaches alpha's (empty) table"
+    );
+    let stray = like(memoria_kv::NamespaceId(u32::MAX), "beta");
+    assert!(
+        !ComponentRouter::has_component(&rt, &stray, "/x"),
+        "an id the runtime does not hold reaches nothing"
+    );
+    let _ = std::fs::remove_dir_all(&folder);
+}

@@ -219,7 +219,7 @@ async fn tenant(
     let sub = format!("/{sub}");
     let ns = auth::namespace_for_route(&state, name, req.headers())?;
     if let Some(router) = state.router.clone()
-        && router.has_component(&ns.name, &sub)
+        && router.has_component(&ns, &sub)
     {
         return Ok(router.handle(ns, sub, req).await);
     }

@@ -112,7 +112,7 @@ impl Drop for Prefaulter {
 }
 
 fn run(shared: &Shared, base: Base, len: usize, block_bytes: usize, stats: &PoolStats) {
-    crate::background::lower_this_thread();
+    crate::background::idle_this_thread();
     let end_of_map = len.div_ceil(PAGE) * PAGE;
     let mut done = 0usize;
     loop {

@@ -152,9 +152,9 @@ impl Inner {
         tenants: &Tenants,
         current: &NsMap,
     ) -> Result<NsMap, RuntimeError> {
-        let mut map = NsMap::new();
+        let mut map = NsMap::default();
         for ns in tenants.iter() {
-            let old = current.get(&ns.name);
+            let old = current.by_name(&ns.name);
             let overlay = match old {
                 Some(e) => e.table.overlay.clone(),
                 None => self.stored(&ns.name)?,
@@ -173,7 +173,7 @@ impl Inner {
                 }
                 _ => Arc::new(NsRuntime::new(ns.clone(), self.host.clone())),
             };
-            map.insert(ns.name.clone(), Arc::new(NsEntry { rt, table }));
+            map.insert(NsEntry { rt, table });
         }
         Ok(map)
     }
@@ -181,10 +181,10 @@ impl Inner {
     /// The map with namespace `ns`'s table changed by `edit`.
     fn with_table(&self, ns: &str, edit: impl FnOnce(&mut Table)) -> Option<NsMap> {
         let mut map = (*self.map()).clone();
-        let entry = map.get_mut(ns)?;
+        let entry = map.by_name(ns)?.clone();
         let mut table = entry.table.clone();
         edit(&mut table);
-        *entry = Arc::new(NsEntry {
+        map.insert(NsEntry {
             rt: entry.rt.clone(),
             table,
         });

@@ -64,8 +64,8 @@ pub trait ComponentRouter: Send + Sync + 'static {
         req: hyper::Request<hyper::body::Incoming>,
     ) -> ResponseFuture;
 
-    /// Whether `/ns/{ns}{path}` reaches a component.
-    fn has_component(&self, ns: &str, path: &str) -> bool;
+    /// Whether `/ns/{ns}{path}` reaches a component of the namespace the server resolved.
+    fn has_component(&self, ns: &Namespace, path: &str) -> bool;
 
     /// The namespace's components (None: unknown namespace).
     fn components(&self, ns: &str) -> Option<Vec<ComponentInfo>>;

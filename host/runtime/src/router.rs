@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use hyper::body::Body;
+use memoria_kv::NamespaceId;
 use memoria_model::chat::{CHATML_TEMPLATE, ChatTemplate};
 use memoria_sched::EngineHandle;
 use memoria_tenant::{Namespace, Tenants};
@@ -71,8 +72,42 @@ pub(crate) struct NsEntry {
     pub table: Table,
 }
 
-/// Namespace name → entry; replaced whole by every change (requests hold the old one).
-pub(crate) type NsMap = HashMap<String, Arc<NsEntry>>;
+/// The namespaces served: entries by the host's namespace id (what a request the server
+/// resolved carries), and each name's id (what the admin API and the components folder use).
+/// Replaced whole by every change (requests hold the old one).
+#[derive(Clone, Default)]
+pub(crate) struct NsMap {
+    by_id: HashMap<NamespaceId, Arc<NsEntry>>,
+    ids: HashMap<String, NamespaceId>,
+}
+
+impl NsMap {
+    /// Adds (or replaces) the entry of `entry.rt.ns`.
+    pub fn insert(&mut self, entry: NsEntry) {
+        let (id, name) = (entry.rt.ns.id, entry.rt.ns.name.clone());
+        self.by_id.insert(id, Arc::new(entry));
+        self.ids.insert(name, id);
+    }
+
+    /// The entry of the namespace with this id.
+    pub fn by_id(&self, id: NamespaceId) -> Option<&Arc<NsEntry>> {
+        self.by_id.get(&id)
+    }
+
+    /// The entry of the namespace named `name`.
+    pub fn by_name(&self, name: &str) -> Option<&Arc<NsEntry>> {
+        self.ids.get(name).and_then(|id| self.by_id.get(id))
+    }
+
+    /// Every entry.
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<NsEntry>> {
+        self.by_id.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+}
 
 pub(crate) struct Inner {
     pub engine: Engine,
@@ -109,14 +144,20 @@ impl Inner {
             .clone()
     }
 
-    /// The entry of namespace `ns`.
+    /// The entry of the namespace named `ns` (admin requests name one).
     pub fn entry(&self, ns: &str) -> Option<Arc<NsEntry>> {
-        self.map().get(ns).cloned()
+        self.map().by_name(ns).cloned()
+    }
+
+    /// The entry of the namespace the server resolved (`ns.id`); none when the runtime's
+    /// table does not hold that namespace (a reload between the two).
+    pub fn entry_of(&self, ns: &Namespace) -> Option<Arc<NsEntry>> {
+        self.map().by_id(ns.id).cloned()
     }
 
     /// Installs `map` and forgets compiled components no namespace uses any more.
     pub fn install(&self, map: NsMap) {
-        let in_use: HashSet<[u8; 32]> = map.values().flat_map(|e| e.table.digests()).collect();
+        let in_use: HashSet<[u8; 32]> = map.entries().flat_map(|e| e.table.digests()).collect();
         *self.namespaces.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
         self.compiler.retain(&in_use);
     }
@@ -188,7 +229,7 @@ impl Runtime {
             host,
             _ticker: ticker,
         };
-        let map = inner.build_map(tenants, &NsMap::new())?;
+        let map = inner.build_map(tenants, &NsMap::default())?;
         inner.install(map);
         Ok(Runtime {
             inner: Arc::new(inner),
@@ -285,15 +326,17 @@ impl ComponentRouter for Runtime {
     ) -> ResponseFuture {
         let rt = self.clone();
         Box::pin(async move {
-            match rt.inner.entry(&ns.name) {
-                Some(e) if e.rt.ns.id == ns.id => rt.serve_entry(&e, &path, req).await,
-                _ => text_response(404, format!("namespace {:?} has no components\n", ns.name)),
+            match rt.inner.entry_of(&ns) {
+                Some(e) => rt.serve_entry(&e, &path, req).await,
+                None => text_response(404, format!("namespace {:?} has no components\n", ns.name)),
             }
         })
     }
 
-    fn has_component(&self, ns: &str, path: &str) -> bool {
-        Runtime::has_component(self, ns, path)
+    fn has_component(&self, ns: &Namespace, path: &str) -> bool {
+        self.inner
+            .entry_of(ns)
+            .is_some_and(|e| e.table.for_path(path).is_some())
     }
 
     fn components(&self, ns: &str) -> Option<Vec<ComponentInfo>> {

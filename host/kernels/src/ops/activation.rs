@@ -4,10 +4,11 @@
 //! is computed by the same scalar formula wherever it lands, so results never depend on the
 //! split or the thread count.
 
-/// `x / (1 + e^-x)` in f32, ggml's scalar formula.
+/// `x / (1 + e^-x)` in f32, ggml's formula, with [`super::exp::exp_ref`]'s `e^x` (the bits
+/// [`silu_mul_in_place`]'s vector paths give).
 #[inline]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + super::exp::exp_ref(-x))
 }
 
 /// Elements per pool task of the gated products (below two chunks the call stays on the
@@ -33,11 +34,7 @@ fn gated_in_place(gate: &mut [f32], up: &[f32], apply: impl Fn(&mut [f32], &[f32
 /// `gate[i] = silu(gate[i]) * up[i]` (the SwiGLU FFN activation); lengths must match.
 pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "silu_mul: length");
-    gated_in_place(gate, up, |g, u| {
-        for (g, &u) in g.iter_mut().zip(u) {
-            *g = silu(*g) * u;
-        }
-    });
+    gated_in_place(gate, up, super::exp::silu_mul);
 }
 
 /// `gate[i] = gelu_tanh(gate[i]) * up[i]` (the GeGLU FFN activation); lengths must match.

@@ -10,6 +10,7 @@ mod activation;
 mod attention;
 mod attention_split;
 mod attention_tile;
+mod exp;
 mod gelu;
 mod norm;
 mod rope;

@@ -1,25 +1,39 @@
-//! In-place softmax of one row: subtract the max, exponentiate in f32, sum in f64, scale by the
-//! f32 reciprocal, as ggml's `soft_max` does.
+//! In-place softmax of one row: subtract the max, exponentiate in f32 (vectorised,
+//! [`super::exp`]), sum in f64, scale by the f32 reciprocal, as ggml's `soft_max` does.
 
 /// Replaces `x` with `softmax(x)`. Entries equal to `-inf` become exactly 0.
 ///
 /// The maximum is taken sixteen lanes at a time (exact, so the order is free); the
-/// exponentials are written first and summed after in one ascending f64 chain, the same
-/// additions in the same order as a fused loop, without the sum living across the `exp` calls.
+/// exponentials are written first and summed after in f64 ([`sum_f64`]: eight interleaved
+/// chains in a fixed order, so the same row always gives the same bits).
 pub fn softmax_in_place(x: &mut [f32]) {
     let max = max_of(x);
     if max == f32::NEG_INFINITY {
         x.fill(0.0);
         return;
     }
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-    }
-    let sum = x.iter().fold(0.0f64, |s, &v| s + f64::from(v));
+    super::exp::exp_shifted_in_place(x, max);
+    let sum = sum_f64(x);
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
         *v *= inv;
     }
+}
+
+/// `Σ x` in f64: element `i` goes to chain `i % 8` (in ascending order), the chains are added
+/// pairwise (`((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7))`), then the elements past the last full
+/// eight in ascending order. Eight chains keep the adds independent (vectorised) where one
+/// chain waits on each add's latency.
+fn sum_f64(x: &[f32]) -> f64 {
+    let (chunks, tail) = x.as_chunks::<8>();
+    let mut c = [0.0f64; 8];
+    for chunk in chunks {
+        for (acc, &v) in c.iter_mut().zip(chunk) {
+            *acc += f64::from(v);
+        }
+    }
+    let total = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+    tail.iter().fold(total, |s, &v| s + f64::from(v))
 }
 
 /// `max` of `x` with NaNs ignored (`f32::max`), `-inf` when empty or all NaN.
@@ -50,8 +64,8 @@ mod tests {
         assert!(x[3] > x[1] && x[1] > x[0]);
     }
 
-    /// The split loops give the fused reference loop's bits (same exponentials, same ascending
-    /// f64 sum), with NaNs and masked entries anywhere.
+    /// The split loops give the fused reference loop's bits (same exponentials, the same f64
+    /// chains added in the same order), with NaNs and masked entries anywhere.
     #[test]
     fn equals_the_fused_reference_loop() {
         fn reference(x: &mut [f32]) {
@@ -60,9 +74,16 @@ mod tests {
                 x.fill(0.0);
                 return;
             }
-            let mut sum = 0.0f64;
-            for v in x.iter_mut() {
-                *v = (*v - max).exp();
+            let mut c = [0.0f64; 8];
+            let full = x.len() / 8 * 8;
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = crate::ops::exp::exp_ref(*v - max);
+                if i < full {
+                    c[i % 8] += f64::from(*v);
+                }
+            }
+            let mut sum = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+            for v in &x[full..] {
                 sum += f64::from(*v);
             }
             let inv = (1.0 / sum) as f32;

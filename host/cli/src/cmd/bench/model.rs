@@ -1,12 +1,13 @@
 //! `memoria bench -m MODEL`: prompt processing (one sequence, `-p` tokens in batches of up to 512) and
 //! generation (`-n` single-token steps) throughput, averaged over repetitions after a warm-up,
-//! as llama.cpp's `llama-bench` measures pp and tg.
+//! optionally after `-d` tokens already in the context (untimed), as llama.cpp's `llama-bench`
+//! measures pp, tg and `pp @ d`.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use memoria_model::llama::{BatchToken, KvDtype, Model, Scratch};
+use memoria_model::llama::{BatchToken, ContiguousKv, KvDtype, Model, Scratch};
 use serde_json::json;
 
 use crate::load::load_model;
@@ -28,6 +29,9 @@ pub struct ModelBenchArgs {
     /// Repetitions of each test.
     #[arg(short = 'r', long, default_value_t = 3)]
     repetitions: usize,
+    /// Tokens already in the context before each timed test (llama-bench's `-d`), untimed.
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    depth: usize,
     /// Tokens per prefill forward pass.
     #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
     batch: usize,
@@ -46,13 +50,26 @@ pub fn main(a: ModelBenchArgs) -> anyhow::Result<()> {
     let model = &loaded.model;
     let n_vocab = model.hparams().n_vocab as u32;
     let reps = a.repetitions.max(1);
+    let n_ctx = model.hparams().n_ctx_train;
+    let longest = a.depth.saturating_add(a.n_prompt.max(a.n_gen));
+    if n_ctx > 0 && longest > n_ctx {
+        anyhow::bail!(
+            "-d {} + -p/-n exceed the model's context of {n_ctx} tokens",
+            a.depth
+        );
+    }
+    let at = Depth {
+        tokens: a.depth,
+        batch: a.batch,
+        n_vocab,
+    };
     let pp = (a.n_prompt > 0).then(|| {
-        prompt_rate(model, a.n_prompt.min(16), a.batch, n_vocab)?;
-        mean((0..reps).map(|_| prompt_rate(model, a.n_prompt, a.batch, n_vocab)))
+        prompt_rate(model, a.n_prompt.min(16), &at)?;
+        mean((0..reps).map(|_| prompt_rate(model, a.n_prompt, &at)))
     });
     let tg = (a.n_gen > 0).then(|| {
-        gen_rate(model, a.n_gen.min(4), n_vocab)?;
-        mean((0..reps).map(|_| gen_rate(model, a.n_gen, n_vocab)))
+        gen_rate(model, a.n_gen.min(4), &at)?;
+        mean((0..reps).map(|_| gen_rate(model, a.n_gen, &at)))
     });
     let pp = pp.transpose()?;
     let tg = tg.transpose()?;
@@ -65,6 +82,7 @@ pub fn main(a: ModelBenchArgs) -> anyhow::Result<()> {
                 "threads": threads,
                 "n_prompt": a.n_prompt,
                 "n_gen": a.n_gen,
+                "n_depth": a.depth,
                 "pp_tokens_per_s": pp,
                 "tg_tokens_per_s": tg,
             })
@@ -78,11 +96,15 @@ pub fn main(a: ModelBenchArgs) -> anyhow::Result<()> {
             hp.n_embd,
             threads
         );
+        let depth = match a.depth {
+            0 => String::new(),
+            d => format!(" @ d{d}"),
+        };
         if let Some(v) = pp {
-            println!("pp{:<6} {v:10.2} t/s", a.n_prompt);
+            println!("{:<14} {v:10.2} t/s", format!("pp{}{depth}", a.n_prompt));
         }
         if let Some(v) = tg {
-            println!("tg{:<6} {v:10.2} t/s", a.n_gen);
+            println!("{:<14} {v:10.2} t/s", format!("tg{}{depth}", a.n_gen));
         }
     }
     Ok(())
@@ -98,34 +120,56 @@ fn token(i: usize, n_vocab: u32) -> u32 {
     ((i as u64).wrapping_mul(2_654_435_761) % u64::from(n_vocab)) as u32
 }
 
-fn prompt_rate(model: &Model, n: usize, n_batch: usize, n_vocab: u32) -> anyhow::Result<f64> {
-    let mut kv = model.new_contiguous_kv(KvDtype::F16, 1, n);
-    let mut scratch = Scratch::default();
-    let started = Instant::now();
-    let mut start = 0;
-    while start < n {
-        let end = (start + n_batch.max(1)).min(n);
+/// The untimed context each test starts from.
+struct Depth {
+    tokens: usize,
+    batch: usize,
+    n_vocab: u32,
+}
+
+/// Forwards positions `range` of the pseudo-random text in batches of `n_batch`, logits for the
+/// last position only.
+fn prefill(
+    model: &Model,
+    kv: &mut ContiguousKv,
+    scratch: &mut Scratch,
+    range: std::ops::Range<usize>,
+    at: &Depth,
+) -> anyhow::Result<()> {
+    let mut start = range.start;
+    while start < range.end {
+        let end = (start + at.batch.max(1)).min(range.end);
         let batch: Vec<BatchToken> = (start..end)
             .map(|pos| BatchToken {
-                token: token(pos, n_vocab),
+                token: token(pos, at.n_vocab),
                 pos,
                 seq: 0,
-                logits: pos + 1 == n,
+                logits: pos + 1 == range.end,
             })
             .collect();
-        model.forward(&batch, &mut kv, &mut scratch)?;
+        model.forward(&batch, kv, scratch)?;
         start = end;
     }
+    Ok(())
+}
+
+fn prompt_rate(model: &Model, n: usize, at: &Depth) -> anyhow::Result<f64> {
+    let mut kv = model.new_contiguous_kv(KvDtype::F16, 1, at.tokens + n);
+    let mut scratch = Scratch::default();
+    prefill(model, &mut kv, &mut scratch, 0..at.tokens, at)?;
+    let started = Instant::now();
+    prefill(model, &mut kv, &mut scratch, at.tokens..at.tokens + n, at)?;
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-fn gen_rate(model: &Model, n: usize, n_vocab: u32) -> anyhow::Result<f64> {
-    let mut kv = model.new_contiguous_kv(KvDtype::F16, 1, n);
+fn gen_rate(model: &Model, n: usize, at: &Depth) -> anyhow::Result<f64> {
+    let mut kv = model.new_contiguous_kv(KvDtype::F16, 1, at.tokens + n);
     let mut scratch = Scratch::default();
+    prefill(model, &mut kv, &mut scratch, 0..at.tokens, at)?;
     let started = Instant::now();
-    for pos in 0..n {
+    for pos in at.tokens..at.tokens + n {
         let step = [BatchToken {
-            token: token(pos, n_vocab),
+            token: token(pos, at.n_vocab),
             pos,
             seq: 0,
             logits: true,
