@@ -1,12 +1,10 @@
 //! GELU in its tanh form, `0.5·x·(1 + tanh(sqrt(2/π)·x·(1 + 0.044715·x²)))` (ggml's
-//! `ggml_gelu_f32` formula), with tanh computed from our own exp: a scalar definition and an
-//! AVX2 twin that performs the same IEEE operations in the same order (fused multiply-adds where
-//! the scalar uses `mul_add`, the same rounding of the exponent), so both give the same bits for
-//! every input and the SIMD level never changes a result.
+//! `ggml_gelu_f32` formula), with tanh computed from [`super::exp`]'s `e^x` (the one softmax
+//! and SiLU use): a scalar definition and an AVX2 twin that performs the same IEEE operations in
+//! the same order, so both give the same bits for every input and the SIMD level never changes
+//! a result.
 //!
-//! tanh(y) = sign(y)·(1 − 2/(e^{2|y|} + 1)), with e^z = 2^n·p(r), n = round(z·log2 e),
-//! r = z − n·ln 2 (two-part ln 2), p the degree-7 Taylor polynomial (|r| ≤ ln2/2: relative error
-//! under 1e-8), z capped at 88 (where tanh is 1 in f32).
+//! tanh(y) = sign(y)·(1 − 2/(e^{2|y|} + 1)), z = 2|y| capped at 88 (where tanh is 1 in f32).
 
 /// `sqrt(2/π)`, as ggml spells it.
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -14,41 +12,12 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 const GELU_COEF_A: f32 = 0.044_715;
 /// Largest exponent argument (e^88 < f32::MAX; tanh(44) is 1 in f32).
 const EXP_MAX: f32 = 88.0;
-const LOG2_E: f32 = std::f32::consts::LOG2_E;
-/// ln 2 split so that `n · LN2_HI` is exact for |n| < 2^9.
-const LN2_HI: f32 = 0.693_145_75;
-const LN2_LO: f32 = 1.428_606_8e-6;
-/// 1/k! for k = 7 down to 2 (Horner order), then 1, 1.
-const EXP_POLY: [f32; 6] = [
-    1.0 / 5040.0,
-    1.0 / 720.0,
-    1.0 / 120.0,
-    1.0 / 24.0,
-    1.0 / 6.0,
-    0.5,
-];
-
-/// e^z for z in [0, EXP_MAX] (the scalar definition the SIMD twin reproduces).
-#[inline]
-fn exp_capped(z: f32) -> f32 {
-    let n = (z * LOG2_E).round_ties_even();
-    let r = (-n).mul_add(LN2_HI, z);
-    let r = (-n).mul_add(LN2_LO, r);
-    let mut p = EXP_POLY[0];
-    for &c in &EXP_POLY[1..] {
-        p = p.mul_add(r, c);
-    }
-    let p = p.mul_add(r, 1.0);
-    let p = p.mul_add(r, 1.0);
-    // n in [0, 127]: a normal power of two.
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
-}
 
 /// tanh by the identity in the module docs.
 #[inline]
 fn tanh(y: f32) -> f32 {
     let z = (2.0 * y.abs()).min(EXP_MAX);
-    let e = exp_capped(z);
+    let e = super::exp::exp_ref(z);
     (1.0 - 2.0 / (e + 1.0)).copysign(y)
 }
 
@@ -76,31 +45,8 @@ pub(super) fn gelu_mul(gate: &mut [f32], up: &[f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{EXP_MAX, EXP_POLY, GELU_COEF_A, LN2_HI, LN2_LO, LOG2_E, SQRT_2_OVER_PI};
+    use super::{EXP_MAX, GELU_COEF_A, SQRT_2_OVER_PI};
     use std::arch::x86_64::*;
-
-    /// The scalar `exp_capped`, 8 lanes.
-    #[target_feature(enable = "avx2,fma")]
-    fn exp_capped(z: __m256) -> __m256 {
-        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm256_mul_ps(z, _mm256_set1_ps(LOG2_E)),
-        );
-        // fnmadd(a, b, c) = -(a·b) + c, one rounding: the scalar (-n).mul_add(b, c).
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), z);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-        let mut p = _mm256_set1_ps(EXP_POLY[0]);
-        for &c in &EXP_POLY[1..] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-        }
-        let one = _mm256_set1_ps(1.0);
-        let p = _mm256_fmadd_ps(p, r, one);
-        let p = _mm256_fmadd_ps(p, r, one);
-        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_cvtps_epi32(n),
-            _mm256_set1_epi32(127),
-        ));
-        _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
-    }
 
     /// The scalar `gelu_tanh`, 8 lanes (same operation order).
     #[target_feature(enable = "avx2,fma")]
@@ -118,7 +64,7 @@ mod avx2 {
             _mm256_mul_ps(_mm256_set1_ps(2.0), a),
             _mm256_set1_ps(EXP_MAX),
         );
-        let e = exp_capped(z);
+        let e = crate::ops::exp::avx2::exp8(z);
         let t = _mm256_sub_ps(
             one,
             _mm256_div_ps(_mm256_set1_ps(2.0), _mm256_add_ps(e, one)),
