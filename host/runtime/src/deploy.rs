@@ -280,9 +280,7 @@ impl Runtime {
 
     /// Whether a request to `/ns/{ns}{path}` reaches a component.
     pub fn has_component(&self, ns: &str, path: &str) -> bool {
-        self.inner
-            .entry(ns)
-            .is_some_and(|e| e.table.for_path(path).is_some())
+        self.inner.entry(ns).is_some_and(|e| e.reaches(path))
     }
 
     /// Takes new namespaces (a config reload): every configured component is loaded again,

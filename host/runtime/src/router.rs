@@ -72,6 +72,13 @@ pub(crate) struct NsEntry {
     pub table: Table,
 }
 
+impl NsEntry {
+    /// Whether a request to `/ns/{ns}{path}` reaches one of its components.
+    pub fn reaches(&self, path: &str) -> bool {
+        self.table.for_path(path).is_some()
+    }
+}
+
 /// The namespaces served: entries by the host's namespace id (what a request the server
 /// resolved carries), and each name's id (what the admin API and the components folder use).
 /// Replaced whole by every change (requests hold the old one).
@@ -334,9 +341,7 @@ impl ComponentRouter for Runtime {
     }
 
     fn has_component(&self, ns: &Namespace, path: &str) -> bool {
-        self.inner
-            .entry_of(ns)
-            .is_some_and(|e| e.table.for_path(path).is_some())
+        self.inner.entry_of(ns).is_some_and(|e| e.reaches(path))
     }
 
     fn components(&self, ns: &str) -> Option<Vec<ComponentInfo>> {

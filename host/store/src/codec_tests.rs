@@ -57,16 +57,7 @@ fn compressible_blocks_shrink_and_incompressible_fall_back_to_raw() {
     let zeros = encode(&id, &[0; 4], &vec![0; n], Encoding::Lz4).unwrap();
     assert!(zeros.len() < n / 4);
     assert_eq!(parse_header(&zeros).unwrap().encoding, Encoding::Lz4);
-    let mut x = 0x1234_5678u32;
-    let noise: Vec<u8> = (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect();
-    let raw = encode(&id, &[0; 4], &noise, Encoding::Lz4).unwrap();
+    let raw = encode(&id, &[0; 4], &noise(n, 0x1234_5678), Encoding::Lz4).unwrap();
     assert_eq!(parse_header(&raw).unwrap().encoding, Encoding::Raw);
 }
 

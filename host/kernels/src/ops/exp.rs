@@ -74,7 +74,7 @@ pub fn exp_shifted_in_place(x: &mut [f32], shift: f32) {
     }
 }
 
-/// `gate[i] = gate[i] / (1 + e^-gate[i]) · up[i]` (SiLU times up) with [`exp_ref`]'s `e^x`.
+/// `gate[i] = silu(gate[i]) · up[i]`, the vector paths giving [`super::activation::silu`]'s bits.
 #[inline]
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "silu_mul: length");
@@ -91,7 +91,7 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
         };
     }
     for (g, &u) in gate[done..].iter_mut().zip(&up[done..]) {
-        *g = *g / (1.0 + exp_ref(-*g)) * u;
+        *g = super::activation::silu(*g) * u;
     }
 }
 

@@ -556,6 +556,7 @@ async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::Unbounde
             }
         }
         // Encoding (LZ4, checksum) runs on a blocking thread so reads keep flowing meanwhile.
+        // An encoder that panicked loses its blocks: dropped and counted, as a lossy cache does.
         let n_blocks = blocks.len() as u64;
         let sets = tokio::task::spawn_blocking(move || encode_all(blocks))
             .await
