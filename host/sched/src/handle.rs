@@ -10,8 +10,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use memoria_kv::{
-    BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
-    PinLevel, PoolStats,
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable,
+    Namespaces, PinLevel, PoolStats,
 };
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
@@ -427,6 +427,13 @@ impl EngineHandle {
             }
             r => r,
         }
+    }
+
+    /// The hashes the pool keys a context of namespace `ns` by, one per whole block (at most
+    /// `max_blocks`), as the engine chains them; empty without a remote tier. Host-internal
+    /// (salted): for matching the store's residency moves to routing keys, never published.
+    pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
+        self.remote.pool_chain(ns, tokens, max_blocks)
     }
 
     /// Sets a namespace's public prefixes (token sequences from a prompt's start, as

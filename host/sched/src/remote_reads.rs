@@ -111,16 +111,20 @@ impl RemoteReads {
         }
     }
 
+    /// `ns`'s public prefixes, if it declares any.
+    fn public_of(&self, ns: NamespaceId) -> Option<Arc<PublicChain>> {
+        self.public
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&ns)
+            .cloned()
+    }
+
     /// Prefetches a context of namespace `ns` that starts at the chain's root.
     pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) {
         let table = self.namespaces.snapshot();
         if let (Some(s), Some(salt)) = (&self.stack, table.salt(ns)) {
-            let public = self
-                .public
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&ns)
-                .cloned();
+            let public = self.public_of(ns);
             let public = public
                 .as_ref()
                 .zip(table.common_salt())
@@ -128,5 +132,19 @@ impl RemoteReads {
             s.prefetch_remote(self.model, self.layout, salt, public, tokens)
                 .await;
         }
+    }
+
+    /// The hashes the pool keys the whole blocks of a context of namespace `ns` by (the
+    /// leading `max_blocks` at most; empty for an unknown namespace or without a remote tier).
+    /// Salted, so host-internal: they never leave the host.
+    pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
+        let (Some(_), Some(salt)) = (&self.stack, self.namespaces.salt(ns)) else {
+            return Vec::new();
+        };
+        let b = self.layout.block_tokens;
+        let tokens = &tokens[..tokens.len().min(max_blocks.saturating_mul(b))];
+        let root = BlockHash::root(&self.model, self.layout.elem, b, &salt);
+        let public = self.public_of(ns);
+        memoria_kv::context_chain(&root, public.as_deref(), tokens, b).0
     }
 }

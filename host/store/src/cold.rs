@@ -4,10 +4,12 @@
 //! entry per stored block, keyed by its last-use tick.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use memoria_kv::BlockHash;
 
+use crate::remote::events::Tier as Place;
+use crate::residency::Residency;
 use crate::stats::TierStats;
 use crate::tier::Tier;
 
@@ -24,6 +26,8 @@ pub struct ColdTier {
     budget: usize,
     inner: Mutex<Inner>,
     stats: Arc<TierStats>,
+    /// Told every block stored and removed, once watched.
+    watch: OnceLock<Arc<Residency>>,
 }
 
 impl std::fmt::Debug for ColdTier {
@@ -43,6 +47,18 @@ impl ColdTier {
             budget,
             inner: Mutex::new(Inner::default()),
             stats: Arc::new(stats),
+            watch: OnceLock::new(),
+        }
+    }
+
+    /// Reports every block stored and removed from now on to `r` (the first watcher stays).
+    pub fn watch(&self, r: Arc<Residency>) {
+        let _ = self.watch.set(r);
+    }
+
+    fn moved(&self, hash: &BlockHash, held: bool) {
+        if let Some(r) = self.watch.get() {
+            r.record(*hash, Place::Cold, held);
         }
     }
 
@@ -75,6 +91,7 @@ impl ColdTier {
         g.bytes += encoded.len();
         g.map.insert(*hash, (encoded, tick));
         g.lru.insert(tick, *hash);
+        self.moved(hash, true);
         let mut out = Vec::new();
         while g.bytes > self.budget {
             let Some((_, victim)) = g.lru.pop_first() else {
@@ -82,6 +99,7 @@ impl ColdTier {
             };
             if let Some((v, _)) = g.map.remove(&victim) {
                 g.bytes -= v.len();
+                self.moved(&victim, false);
                 out.push((victim, v));
             }
         }
@@ -137,6 +155,9 @@ impl Tier for ColdTier {
         let mut g = self.lock();
         let r = remove_locked(&mut g, hash);
         self.publish(&g);
+        if r {
+            self.moved(hash, false);
+        }
         r
     }
 }

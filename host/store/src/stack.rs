@@ -3,11 +3,13 @@
 //! then redb). Invariants: a block reaches the caller only after the codec verified its
 //! checksum and identity against the request (model, K/V type, layout, namespace root, hash,
 //! tokens); a value that fails is removed from its tier and counted, and the read is a miss;
-//! blocks that were served lossily are never written to disk as if exact.
+//! blocks that were served lossily are never written to disk as if exact. Once watched
+//! ([`TierStack::watch_residency`]), every block the pool evicts and every block the cold and
+//! disk tiers store or remove is recorded in a [`Residency`] journal (host events).
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use memoria_kv::{
     BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
@@ -20,6 +22,8 @@ use crate::demote_queue::{DemoteQueue, Handoff, Pending};
 use crate::disk::{Ack, RedbTier};
 use crate::error::StoreError;
 use crate::options::StoreOptions;
+use crate::remote::events::Tier as EventTier;
+use crate::residency::Residency;
 use crate::session::SessionRecord;
 use crate::stack_remote::RemoteLink;
 use crate::stats::{StoreSnapshot, TierStats};
@@ -46,6 +50,8 @@ pub struct TierStack {
     /// Evicted blocks on their way to the cold tier (see `demote_queue`).
     pending: Pending,
     pub(crate) remote: Option<RemoteLink>,
+    /// Told where blocks are held (host events), once watched.
+    residency: OnceLock<Arc<Residency>>,
 }
 
 impl std::fmt::Debug for TierStack {
@@ -91,6 +97,21 @@ impl TierStack {
             lossy_served: Mutex::new(HashSet::new()),
             pending: Pending::default(),
             remote: None,
+            residency: OnceLock::new(),
+        }
+    }
+
+    /// Reports from now on every block the hot pool evicts and every block the cold and disk
+    /// tiers store or remove to `r` (the first watcher stays).
+    pub fn watch_residency(&self, r: Arc<Residency>) {
+        if self.residency.set(r.clone()).is_err() {
+            return;
+        }
+        if let Some(c) = &self.cold {
+            c.watch(r.clone());
+        }
+        if let Some(d) = &self.disk {
+            d.watch(r);
         }
     }
 
@@ -433,6 +454,9 @@ struct StackSink {
 
 impl TierSink for StackSink {
     fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]) {
+        if let Some(r) = self.stack.residency.get() {
+            r.record(*hash, EventTier::Hot, false);
+        }
         let Some(salt) = self.stack.salt_of(ns) else {
             return;
         };

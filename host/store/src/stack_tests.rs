@@ -409,3 +409,85 @@ fn evictions_handed_to_the_demotion_thread_are_never_a_miss() {
         "dropping the sink drains its queue"
     );
 }
+
+#[test]
+fn residency_moves_follow_a_block_down_the_tiers() {
+    let d = dir("residency");
+    let salt = NamespaceSalt::derive("r");
+    let (_, blocks) = chain(&salt);
+    let one = codec::encode(
+        &identity(salt, blocks[0].0),
+        &blocks[0].1,
+        &blocks[0].2,
+        Encoding::Lz4,
+    )
+    .unwrap()
+    .len();
+    let st = Arc::new(
+        TierStack::open(
+            &d,
+            StoreOptions {
+                cold_budget_bytes: one + one / 2,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    st.namespaces()
+        .insert(memoria_kv::NamespaceEntry::new(NamespaceId(4), "r", salt));
+    let journal = Arc::new(Residency::new(64));
+    st.watch_residency(journal.clone());
+    let mut sink = st.sink(MODEL, layout());
+    // The pool evicts both blocks: each leaves the hot tier for cold RAM; the second pushes
+    // the first out of cold RAM onto disk.
+    for (hash, t, data) in &blocks {
+        sink.demote(hash, NamespaceId(4), t, data);
+    }
+    st.flush().unwrap();
+    let mut moves = Vec::new();
+    assert!(!journal.drain(&mut moves), "nothing dropped");
+    let of = |h: &BlockHash| -> Vec<(EventTier, bool)> {
+        moves
+            .iter()
+            .filter(|m| m.hash == *h)
+            .map(|m| (m.tier, m.held))
+            .collect()
+    };
+    let (first, second) = (blocks[0].0, blocks[1].0);
+    assert_eq!(
+        of(&first),
+        vec![
+            (EventTier::Hot, false),
+            (EventTier::Cold, true),
+            (EventTier::Cold, false),
+            (EventTier::Disk, true)
+        ],
+        "{moves:?}"
+    );
+    assert_eq!(
+        of(&second),
+        vec![(EventTier::Hot, false), (EventTier::Cold, true)]
+    );
+    // Removed from disk and from cold RAM (e.g. found corrupt): said too.
+    assert!(st.disk().unwrap().remove(&first));
+    assert!(st.cold().unwrap().remove(&second));
+    assert!(!st.cold().unwrap().remove(&second), "only what was held");
+    journal.drain(&mut moves);
+    assert_eq!(
+        moves,
+        vec![
+            crate::Move {
+                hash: first,
+                tier: EventTier::Disk,
+                held: false
+            },
+            crate::Move {
+                hash: second,
+                tier: EventTier::Cold,
+                held: false
+            }
+        ]
+    );
+    drop(sink);
+    let _ = std::fs::remove_dir_all(&d);
+}

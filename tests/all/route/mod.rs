@@ -6,6 +6,7 @@
 
 mod events;
 mod events_resync;
+mod events_tiers;
 mod router;
 
 use std::collections::BTreeSet;

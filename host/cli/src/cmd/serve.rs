@@ -202,12 +202,15 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
             h.clone().spawn_saver();
         }
         let addr = server.local_addr()?;
-        if let (Some(e), Some(settings), Some(remote)) = (&events, &cfg.events, &cfg.remote) {
+        if let (Some(e), Some(settings), Some(remote), Some(store)) =
+            (&events, &cfg.events, &cfg.remote, &store)
+        {
             e.start(
                 remote,
                 settings.complete(addr),
                 server.state().clone(),
                 cfg.block_tokens,
+                store,
             )?;
         }
         println!("memoria: listening on http://{addr}");

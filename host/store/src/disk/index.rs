@@ -5,10 +5,13 @@
 //! queued; `saves_charged` is the sum of `saves`' values (queued saves included).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use memoria_kv::BlockHash;
 
 use super::budget::charge;
+use crate::remote::events::Tier as Place;
+use crate::residency::Residency;
 
 #[derive(Debug, Default)]
 pub(crate) struct DiskIndex {
@@ -20,6 +23,8 @@ pub(crate) struct DiskIndex {
     pub clock: u64,
     saves: HashMap<(u64, String), u64>,
     pub saves_charged: u64,
+    /// Told every block stored and removed (not the file's blocks read at open).
+    pub watch: Option<Arc<Residency>>,
 }
 
 impl DiskIndex {
@@ -46,10 +51,13 @@ impl DiskIndex {
 
     /// Records a block as stored with `len` bytes at `stamp` (0: now). Returns its stamp.
     pub fn insert(&mut self, h: BlockHash, len: u64, stamp: u64) -> u64 {
-        self.remove(&h);
+        let replaced = self.take(&h);
         self.queued.remove(&h);
         let stamp = if stamp == 0 { self.tick() } else { stamp };
         self.clock = self.clock.max(stamp);
+        if let (Some(r), false) = (&self.watch, replaced) {
+            r.record(h, Place::Disk, true);
+        }
         self.entries.insert(h, (len, stamp));
         self.order.insert((stamp, h));
         self.bytes += len;
@@ -68,6 +76,15 @@ impl DiskIndex {
     }
 
     pub fn remove(&mut self, h: &BlockHash) -> bool {
+        let removed = self.take(h);
+        if let (Some(r), true) = (&self.watch, removed) {
+            r.record(*h, Place::Disk, false);
+        }
+        removed
+    }
+
+    /// Removes a stored block without telling the watcher.
+    fn take(&mut self, h: &BlockHash) -> bool {
         match self.entries.remove(h) {
             Some((len, stamp)) => {
                 self.order.remove(&(stamp, *h));
@@ -136,7 +153,14 @@ impl DiskIndex {
     pub fn restart(&mut self, disk: DiskIndex) {
         let queued = std::mem::take(&mut self.queued);
         let clock = self.clock;
+        if let Some(r) = &self.watch {
+            for h in self.entries.keys() {
+                r.record(*h, Place::Disk, false);
+            }
+        }
+        let watch = self.watch.take();
         *self = disk;
+        self.watch = watch;
         self.queued = queued;
         self.clock = self.clock.max(clock);
     }

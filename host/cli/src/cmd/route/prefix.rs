@@ -1,11 +1,22 @@
 //! What the router knows a host holds, from its events (`--events`): the routing keys of its
-//! blocks under its current epoch, bounded (the oldest forgotten first), and where its stream
-//! was read to. A new epoch or a `cleared` event starts the set over; `removed` takes keys out.
+//! blocks under its current epoch and the tiers holding each (hot pool, cold RAM, disk),
+//! bounded (the oldest forgotten first), and where its stream was read to. A new epoch or a
+//! `cleared` event starts the set over; `stored` adds a tier to a key, `removed` takes one
+//! away, and a key held in no tier is gone. A block counts as held whatever its tier: the host
+//! reads its own cold RAM or disk far faster than anyone recomputes it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use memoria_kv::BlockHash;
-use memoria_store::remote::events::{Event, Kind};
+use memoria_store::remote::events::{Event, Kind, Tier};
+
+fn tier_bit(t: Tier) -> u8 {
+    match t {
+        Tier::Hot => 1,
+        Tier::Cold => 2,
+        Tier::Disk => 4,
+    }
+}
 
 /// Most keys kept per host.
 pub const MAX_KEYS: usize = 1 << 20;
@@ -19,7 +30,8 @@ pub struct HostKeys {
     pub last_id: String,
     /// The epoch the keys belong to.
     pub epoch: u64,
-    keys: HashSet<BlockHash>,
+    /// Each key's tiers (a bit per [`Tier`]; never 0).
+    keys: HashMap<BlockHash, u8>,
     order: VecDeque<BlockHash>,
     cap: usize,
 }
@@ -37,7 +49,7 @@ impl HostKeys {
             stream: None,
             last_id: "0".into(),
             epoch: 0,
-            keys: HashSet::new(),
+            keys: HashMap::new(),
             order: VecDeque::new(),
             cap: cap.max(1),
         }
@@ -76,19 +88,28 @@ impl HostKeys {
                 self.order.clear();
             }
             Kind::Removed => {
+                let bit = tier_bit(e.tier);
                 for h in &e.hashes {
-                    self.keys.remove(h);
+                    if let Some(t) = self.keys.get_mut(h) {
+                        *t &= !bit;
+                        if *t == 0 {
+                            self.keys.remove(h);
+                        }
+                    }
                 }
                 if self.order.len() > 2 * self.keys.len() + 1024 {
                     let keys = &self.keys;
-                    self.order.retain(|h| keys.contains(h));
+                    self.order.retain(|h| keys.contains_key(h));
                 }
             }
             Kind::Stored => {
+                let bit = tier_bit(e.tier);
                 for h in &e.hashes {
-                    if self.keys.insert(*h) {
+                    let t = self.keys.entry(*h).or_insert(0);
+                    if *t == 0 {
                         self.order.push_back(*h);
                     }
+                    *t |= bit;
                 }
                 while self.keys.len() > self.cap {
                     match self.order.pop_front() {
@@ -105,7 +126,20 @@ impl HostKeys {
     /// How many leading keys of `chain` the host holds (each one, not only the last: a host
     /// missing an early block would recompute from there).
     pub fn matched(&self, chain: &[BlockHash]) -> usize {
-        chain.iter().take_while(|h| self.keys.contains(h)).count()
+        chain
+            .iter()
+            .take_while(|h| self.keys.contains_key(h))
+            .count()
+    }
+
+    /// The tiers announced for `key` (none when not held).
+    #[cfg(test)]
+    pub fn tiers(&self, key: &BlockHash) -> Vec<Tier> {
+        let t = self.keys.get(key).copied().unwrap_or(0);
+        [Tier::Hot, Tier::Cold, Tier::Disk]
+            .into_iter()
+            .filter(|&x| t & tier_bit(x) != 0)
+            .collect()
     }
 
     /// Keys held.
@@ -117,20 +151,47 @@ impl HostKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memoria_store::remote::events::Tier;
 
     fn k(i: u8) -> BlockHash {
         BlockHash([i; 32])
     }
 
     fn ev(epoch: u64, kind: Kind, hashes: &[u8]) -> Event {
+        ev_in(epoch, kind, Tier::Hot, hashes)
+    }
+
+    fn ev_in(epoch: u64, kind: Kind, tier: Tier, hashes: &[u8]) -> Event {
         Event {
             epoch,
             seq: 1,
             kind,
-            tier: Tier::Hot,
+            tier,
             hashes: hashes.iter().map(|&i| k(i)).collect(),
         }
+    }
+
+    #[test]
+    fn a_key_is_held_while_some_tier_holds_it() {
+        let mut h = HostKeys::with_cap(8);
+        h.follow("m:events:a", 1);
+        h.apply(&ev_in(1, Kind::Stored, Tier::Hot, &[1, 2]));
+        // Block 1 leaves the pool for cold RAM: still held.
+        h.apply(&ev_in(1, Kind::Removed, Tier::Hot, &[1]));
+        h.apply(&ev_in(1, Kind::Stored, Tier::Cold, &[1]));
+        assert_eq!(h.tiers(&k(1)), vec![Tier::Cold]);
+        assert_eq!(h.matched(&[k(1), k(2)]), 2);
+        h.apply(&ev_in(1, Kind::Stored, Tier::Disk, &[1]));
+        h.apply(&ev_in(1, Kind::Removed, Tier::Cold, &[1]));
+        assert_eq!(h.tiers(&k(1)), vec![Tier::Disk]);
+        // A removal from a tier that did not hold it changes nothing.
+        h.apply(&ev_in(1, Kind::Removed, Tier::Hot, &[1]));
+        assert_eq!(h.matched(&[k(1), k(2)]), 2);
+        h.apply(&ev_in(1, Kind::Removed, Tier::Disk, &[1]));
+        assert_eq!(h.matched(&[k(1), k(2)]), 0, "held nowhere");
+        assert_eq!(h.len(), 1);
+        h.apply(&ev_in(1, Kind::Stored, Tier::Disk, &[1]));
+        assert_eq!(h.tiers(&k(1)), vec![Tier::Disk]);
+        assert_eq!(h.len(), 2);
     }
 
     #[test]

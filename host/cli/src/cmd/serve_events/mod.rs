@@ -1,14 +1,20 @@
-//! Host events for `memoria serve` with `[store.remote] events = true`: after each chat or
-//! completion a `shared`-isolation namespace answered, its prompt's routing keys (the router's
-//! chain, `memoria_kv::route_key`, over the tokens `memoria_http::request_tokens` gives, so
-//! host and router agree by construction) are announced as `stored` in the hot tier, and keys
-//! past the hot pool's size as `removed` (see `advertised`). Other isolations announce nothing:
-//! a routing key is public, but which prompts a private tenant sent is not. The request's task
-//! only queues (a full queue drops and counts); tokenizing runs on the blocking pool, writing
-//! on the publisher's task, never on the engine thread. After an outage lost entries, the held
-//! keys are announced again behind a `cleared` (checked every [`RESYNC_POLL`]).
+//! Host events for `memoria serve` with `[store.remote] events = true`: what this host holds,
+//! tier by tier, as routing keys (the router's chain, `memoria_kv::route_key`, over the
+//! tokens `memoria_http::request_tokens` gives, so host and router agree by construction).
+//! After each chat or completion a `shared`-isolation namespace answered, its prompt's whole
+//! blocks are announced `stored` in the hot tier; from then on the store's residency journal
+//! (`memoria_store::Residency`: the pool evicting a block, the cold RAM and disk tiers storing
+//! or removing it) moves them between `hot`, `cold` and `disk` and announces them `removed`
+//! where they left (see `held`). The journal speaks the pool's salted hashes; this task pairs
+//! them with routing keys by hashing each served prompt both ways (`EngineHandle::pool_chain`)
+//! and publishes routing keys only. Other isolations announce nothing: a routing key is
+//! public, but which prompts a private tenant sent is not. The request's task only queues (a
+//! full queue drops and counts); tokenizing and hashing run on the blocking pool, writing on
+//! the publisher's task, never on the engine thread. After an outage lost entries, the held
+//! keys are announced again behind a `cleared`; if the journal itself overflowed, what is held
+//! is no longer known, so the host announces `cleared` and starts over.
 
-mod advertised;
+mod held;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -16,21 +22,28 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use memoria_http::{AppState, PromptObserver};
-use memoria_store::RemoteOptions;
+use memoria_kv::NamespaceId;
 use memoria_store::remote::events::{EventsConfig, Kind, Publisher, Tier};
+use memoria_store::{Move, RemoteOptions, Residency, TierStack};
 use memoria_tenant::{Isolation, Namespace};
 use tokio::sync::mpsc;
 
-use advertised::Advertised;
+use held::{Announce, Held};
 
 /// Served prompts queued for hashing.
 const QUEUE: usize = 256;
-/// How often the task asks the publisher whether a resync is due.
-const RESYNC_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+/// How often the task drains the residency journal and asks the publisher whether a resync
+/// is due.
+const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+/// Residency moves the journal holds between two drains.
+const JOURNAL: usize = 16_384;
 /// Most blocks of one prompt announced.
 pub const MAX_BLOCKS: usize = 4096;
+/// Most blocks tracked (least recently served forgotten past it).
+const MAX_HELD: usize = 1 << 17;
 
 struct Served {
+    ns: NamespaceId,
     label: String,
     path: String,
     body: Bytes,
@@ -55,13 +68,15 @@ impl Events {
         })
     }
 
-    /// Starts publishing (on the current runtime) once the server listens.
+    /// Starts publishing (on the current runtime) once the server listens; `store` is the
+    /// tier stack whose residency is followed.
     pub fn start(
         &self,
         remote: &RemoteOptions,
         cfg: EventsConfig,
         state: Arc<AppState>,
         block_tokens: usize,
+        store: &TierStack,
     ) -> anyhow::Result<()> {
         let rx = self
             .rx
@@ -73,68 +88,91 @@ impl Events {
         let (id, addr) = (cfg.host_id.clone(), cfg.advertise.clone());
         let p = Publisher::start(remote, cfg, Arc::new(move || load_state.queue_depth()))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let pool = state.engine.pool_stats().snapshot();
-        let cap = pool
-            .blocks_used
-            .saturating_add(pool.blocks_cached)
-            .saturating_add(pool.blocks_free);
-        let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+        let journal = Arc::new(Residency::new(JOURNAL));
+        store.watch_residency(journal.clone());
         eprintln!(
-            "memoria: host events as {id} ({addr}), epoch {}, up to {cap} routing keys",
+            "memoria: host events as {id} ({addr}), epoch {}, up to {MAX_HELD} blocks tracked",
             p.epoch()
         );
         let _ = self.publisher.set(p.clone());
-        tokio::spawn(run(rx, p, state, block_tokens, Advertised::new(cap)));
+        let task = Task {
+            p,
+            state,
+            block_tokens,
+            held: Held::new(MAX_HELD),
+            journal,
+            moves: Vec::with_capacity(JOURNAL),
+            out: Announce::default(),
+        };
+        tokio::spawn(task.run(rx));
         Ok(())
     }
 }
 
-async fn run(
-    mut rx: mpsc::Receiver<Served>,
+struct Task {
     p: Publisher,
     state: Arc<AppState>,
     block_tokens: usize,
-    mut held: Advertised,
-) {
-    let mut poll = tokio::time::interval(RESYNC_POLL);
-    loop {
-        let s = tokio::select! {
-            s = rx.recv() => match s {
-                Some(s) => s,
-                None => return,
-            },
-            _ = poll.tick() => {
-                if p.take_resync() {
-                    p.send(Kind::Cleared, Tier::Hot, Vec::new());
-                    p.send(Kind::Stored, Tier::Hot, held.keys());
+    held: Held,
+    journal: Arc<Residency>,
+    moves: Vec<Move>,
+    out: Announce,
+}
+
+impl Task {
+    async fn run(mut self, mut rx: mpsc::Receiver<Served>) {
+        let mut poll = tokio::time::interval(POLL);
+        loop {
+            tokio::select! {
+                s = rx.recv() => match s {
+                    // Moves recorded before this prompt was answered come first.
+                    Some(s) => {
+                        self.drain();
+                        self.serve(s).await;
+                    }
+                    None => return,
+                },
+                _ = poll.tick() => {
+                    self.drain();
+                    if self.p.take_resync() {
+                        self.p.send(Kind::Cleared, Tier::Hot, Vec::new());
+                        for t in [Tier::Hot, Tier::Cold, Tier::Disk] {
+                            self.p.send(Kind::Stored, t, self.held.keys(t));
+                        }
+                    }
                 }
-                continue;
             }
-        };
-        let st = state.clone();
-        let keys = tokio::task::spawn_blocking(move || {
+            self.out.send(&self.p);
+        }
+    }
+
+    /// Applies the journal's moves; after an overflow, starts over behind a `cleared`.
+    fn drain(&mut self) {
+        if self.journal.drain(&mut self.moves) {
+            self.held.clear();
+            self.out = Announce::default();
+            self.p.send(Kind::Cleared, Tier::Hot, Vec::new());
+            return;
+        }
+        for m in &self.moves {
+            self.held.apply(m, &mut self.out);
+        }
+    }
+
+    async fn serve(&mut self, s: Served) {
+        let (st, b) = (self.state.clone(), self.block_tokens);
+        let chains = tokio::task::spawn_blocking(move || {
             let tokens =
                 memoria_http::request_tokens(&st.chat, st.engine.tokenizer(), &s.path, &s.body)?;
-            Some(memoria_kv::route_key::route_chain(
-                &s.label,
-                block_tokens,
-                &tokens,
-                MAX_BLOCKS,
-            ))
+            let route = memoria_kv::route_key::route_chain(&s.label, b, &tokens, MAX_BLOCKS);
+            let pool = st.engine.pool_chain(s.ns, &tokens, MAX_BLOCKS);
+            Some((pool, route))
         })
         .await
         .ok()
-        .flatten()
-        .unwrap_or_default();
-        if keys.is_empty() {
-            continue;
-        }
-        let (added, removed) = held.serve(&keys);
-        if !removed.is_empty() {
-            p.send(Kind::Removed, Tier::Hot, removed);
-        }
-        if !added.is_empty() {
-            p.send(Kind::Stored, Tier::Hot, added);
+        .flatten();
+        if let Some((pool, route)) = chains {
+            self.held.serve(&pool, &route, &mut self.out);
         }
     }
 }
@@ -145,6 +183,7 @@ impl PromptObserver for Events {
             return;
         }
         let s = Served {
+            ns: ns.id,
             label: label.to_string(),
             path: path.to_string(),
             body: body.clone(),

@@ -3,7 +3,8 @@
 //!
 //! - Stream `{key_prefix}:events:{host id}` (`XADD .. MAXLEN ~ N`), entries with exactly the
 //!   fields `epoch` (the host's run: unix ms at its start), `seq` (1, 2, ... within the epoch),
-//!   `kind` (`stored`, `removed`, `cleared`), `tier` (`hot`, `cold`, `disk`) and `hashes`
+//!   `kind` (`stored`, `removed`, `cleared`), `tier` (`hot`, `cold`, `disk`: where the host now
+//!   holds or no longer holds the blocks; see `crate::Residency`) and `hashes`
 //!   (routing-chain block hashes, 64 hex digits each, comma separated; see
 //!   `memoria_kv::route_key`: a public root, never a salt, so they say nothing a client did not
 //!   send). A start publishes `cleared` under a new epoch ([`format`]).
