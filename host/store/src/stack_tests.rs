@@ -203,11 +203,8 @@ fn lossy_cold_hits_are_counted_and_never_written_as_exact() {
     );
 }
 
-#[test]
-fn cold_evictions_spill_to_disk() {
-    let d = dir("spill");
-    let salt = NamespaceSalt::derive("a");
-    let (root, blocks) = chain(&salt);
+/// A stack in `d` whose cold RAM tier holds one of `blocks` (a second spills the first).
+fn one_block_cold(d: &std::path::Path, salt: NamespaceSalt, blocks: &[Block]) -> TierStack {
     let one = codec::encode(
         &identity(salt, blocks[0].0),
         &blocks[0].1,
@@ -216,14 +213,22 @@ fn cold_evictions_spill_to_disk() {
     )
     .unwrap()
     .len();
-    let st = TierStack::open(
-        &d,
+    TierStack::open(
+        d,
         StoreOptions {
             cold_budget_bytes: one + one / 2,
             ..StoreOptions::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn cold_evictions_spill_to_disk() {
+    let d = dir("spill");
+    let salt = NamespaceSalt::derive("a");
+    let (root, blocks) = chain(&salt);
+    let st = one_block_cold(&d, salt, &blocks);
     for (h, t, data) in &blocks {
         st.demote(identity(salt, *h), t, data);
     }
@@ -415,24 +420,7 @@ fn residency_moves_follow_a_block_down_the_tiers() {
     let d = dir("residency");
     let salt = NamespaceSalt::derive("r");
     let (_, blocks) = chain(&salt);
-    let one = codec::encode(
-        &identity(salt, blocks[0].0),
-        &blocks[0].1,
-        &blocks[0].2,
-        Encoding::Lz4,
-    )
-    .unwrap()
-    .len();
-    let st = Arc::new(
-        TierStack::open(
-            &d,
-            StoreOptions {
-                cold_budget_bytes: one + one / 2,
-                ..StoreOptions::default()
-            },
-        )
-        .unwrap(),
-    );
+    let st = Arc::new(one_block_cold(&d, salt, &blocks));
     st.namespaces()
         .insert(memoria_kv::NamespaceEntry::new(NamespaceId(4), "r", salt));
     let journal = Arc::new(Residency::new(64));
