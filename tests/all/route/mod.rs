@@ -5,6 +5,7 @@
 //! official `openai` Python client works against the router.
 
 mod events;
+mod events_cluster;
 mod events_resync;
 mod events_tiers;
 mod router;

@@ -7,9 +7,10 @@
 //! meet on one host and one hot host is not flooded. Backends failing `/health` leave the table;
 //! a refused connection marks one down and the request goes to the next-ranked.
 //!
-//! With `--events redis://...` the hosts' events (`memoria_store::remote::events`) say which
-//! routing keys each holds: a request goes to the host holding the longest prefix of its chain
-//! (all blocks), weighted by load, and only hosts whose liveness key exists are routable.
+//! With `--events redis://...` (or `--events-cluster` on a Redis Cluster) the hosts' events
+//! (`memoria_store::remote::events`) say which routing keys each holds, and in which tier: a
+//! request goes to the host holding the longest prefix of its chain (all blocks), weighted by
+//! load, and only hosts whose liveness key exists are routable.
 //!
 //! Module map: `key` (request → routing key), `rank` (rendezvous ranking), `table` (backends
 //! and their state), `poll` (health and load), `events` and `prefix` (following host events),
@@ -86,6 +87,15 @@ pub struct RouteArgs {
     /// only to hosts whose liveness key exists. Without it: rendezvous on the first block.
     #[arg(long)]
     events: Option<String>,
+    /// The same on a Redis Cluster (the hosts' `[store.remote] cluster`): its seed nodes,
+    /// comma-separated or the flag repeated, e.g. redis://10.0.0.1:7000,redis://10.0.0.2:7000
+    /// (instead of --events).
+    #[arg(
+        long = "events-cluster",
+        value_delimiter = ',',
+        conflicts_with = "events"
+    )]
+    events_cluster: Vec<String>,
     /// The hosts' `[store.remote] key_prefix`.
     #[arg(long = "events-prefix", default_value = "memoria")]
     events_prefix: String,
@@ -145,12 +155,16 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
     let tokenizer = Tokenizer::from_gguf(&file)
         .with_context(|| format!("reading the tokenizer of {}", a.model.display()))?;
     let chat = super::serve::chat_template_for(a.chat_template.as_deref(), &file, &tokenizer)?;
-    let follower = a
-        .events
-        .as_deref()
-        .map(|url| {
+    let events_from = match (&a.events, a.events_cluster.is_empty()) {
+        (Some(url), _) => Some(memoria_store::Endpoint::Server(url.clone())),
+        (None, false) => Some(memoria_store::Endpoint::Cluster(a.events_cluster.clone())),
+        (None, true) => None,
+    };
+    let events_described = events_from.as_ref().map(memoria_store::Endpoint::describe);
+    let follower = events_from
+        .map(|endpoint| {
             memoria_store::remote::events::Follower::new(
-                url,
+                endpoint,
                 &a.events_prefix,
                 Duration::from_millis(a.poll_ms.clamp(200, 2000)),
             )
@@ -207,7 +221,7 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
             table.backends.len(),
             table.up_count(),
             a.block_tokens,
-            match &a.events {
+            match &events_described {
                 Some(u) => format!("events from {u}"),
                 None => "rendezvous on the first block".to_string(),
             }

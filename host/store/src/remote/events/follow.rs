@@ -1,7 +1,11 @@
-//! The router side of events: find the live hosts (`SCAN MATCH {prefix}:host:*`, then `MGET`
-//! their liveness values) and read their streams (`XREAD COUNT n STREAMS ...` from each
-//! stream's last id). One server only (`redis://`): a cluster's SCAN is per node. Every reply
-//! is checked; what does not parse is skipped and counted by the caller.
+//! The router side of events: find the live hosts and read their streams from each stream's
+//! last id. On one server: `SCAN MATCH {prefix}:host:*`, `MGET` of their liveness values and
+//! one `XREAD COUNT n STREAMS ...` for all streams. On a Redis Cluster, where a SCAN sees one
+//! node: the hosts' registry set `{prefix}:hosts` (`SMEMBERS`; each host adds its id when it
+//! refreshes its liveness key, and a reader removes the ids whose liveness key expired), the
+//! liveness values by `MGET` (split per slot by the cluster client), and one `XREAD` per
+//! stream (streams live in different slots). Every reply is checked; what does not parse is
+//! skipped and counted by the caller.
 
 use std::time::Duration;
 
@@ -11,7 +15,7 @@ use super::super::Endpoint;
 use super::super::link::{Connector, Link};
 use super::format::{StreamRead, parse_xread};
 use super::liveness::Liveness;
-use super::liveness_key;
+use super::{hosts_key, liveness_key};
 
 /// Most hosts one discovery returns, and most SCAN rounds it makes.
 const MAX_HOSTS: usize = 4096;
@@ -23,6 +27,7 @@ pub struct Follower {
     link: Option<Link>,
     prefix: String,
     timeout: Duration,
+    cluster: bool,
 }
 
 impl std::fmt::Debug for Follower {
@@ -42,18 +47,24 @@ pub struct LiveHost {
 }
 
 impl Follower {
-    /// Parses `url` (`redis://HOST:PORT[/DB]`); connects on first use.
-    pub fn new(url: &str, key_prefix: &str, timeout: Duration) -> Result<Follower, String> {
-        let endpoint = Endpoint::Server(url.to_string());
-        endpoint
-            .validate()
-            .map_err(|e| e.replace("store.remote.url", "--events"))?;
+    /// Checks `endpoint` (one server `redis://HOST:PORT[/DB]`, or a cluster's seed nodes);
+    /// connects on first use.
+    pub fn new(
+        endpoint: Endpoint,
+        key_prefix: &str,
+        timeout: Duration,
+    ) -> Result<Follower, String> {
+        endpoint.validate().map_err(|e| {
+            e.replace("store.remote.url", "--events")
+                .replace("store.remote.cluster", "--events-cluster")
+        })?;
         super::super::keys::check_label(key_prefix).map_err(|e| format!("--events-prefix: {e}"))?;
         Ok(Follower {
             connector: Connector::new(&endpoint, timeout)?,
             link: None,
             prefix: key_prefix.to_string(),
             timeout,
+            cluster: matches!(endpoint, Endpoint::Cluster(_)),
         })
     }
 
@@ -80,8 +91,52 @@ impl Follower {
         }
     }
 
-    /// The hosts whose liveness key exists now, and how many keys held something else.
-    pub async fn hosts(&mut self) -> Result<(Vec<LiveHost>, u64), String> {
+    /// The liveness keys of the hosts in the registry set (a cluster's way to find them), and
+    /// how many members are not host ids.
+    async fn registered(&mut self) -> Result<(Vec<String>, u64), String> {
+        let mut c = redis::cmd("SMEMBERS");
+        c.arg(hosts_key(&self.prefix));
+        let v = self.query(c).await?;
+        let members = match v {
+            Value::Array(m) | Value::Set(m) => m,
+            Value::Nil => Vec::new(),
+            _ => return Err("a bad SMEMBERS reply".into()),
+        };
+        let mut bad = 0;
+        let mut keys = Vec::new();
+        for m in members.iter().take(MAX_HOSTS) {
+            match m {
+                Value::BulkString(b)
+                    if std::str::from_utf8(b)
+                        .is_ok_and(|id| super::super::keys::check_label(id).is_ok()) =>
+                {
+                    keys.push(liveness_key(
+                        &self.prefix,
+                        std::str::from_utf8(b).unwrap_or_default(),
+                    ));
+                }
+                _ => bad += 1,
+            }
+        }
+        Ok((keys, bad))
+    }
+
+    /// Takes the ids of hosts whose liveness key expired out of the registry set (best
+    /// effort: the next round tries again).
+    async fn unregister(&mut self, ids: &[String]) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut c = redis::cmd("SREM");
+        c.arg(hosts_key(&self.prefix));
+        for id in ids {
+            c.arg(id);
+        }
+        let _ = self.query(c).await;
+    }
+
+    /// The keys matching `{prefix}:host:*` (one server's way to find the hosts).
+    async fn scanned(&mut self) -> Result<Vec<String>, String> {
         let pattern = liveness_key(&self.prefix, "*");
         let mut keys: Vec<String> = Vec::new();
         let mut cursor = "0".to_string();
@@ -99,6 +154,17 @@ impl Follower {
                 break;
             }
         }
+        Ok(keys)
+    }
+
+    /// The hosts whose liveness key exists now, and how many keys (or registry members) held
+    /// something else.
+    pub async fn hosts(&mut self) -> Result<(Vec<LiveHost>, u64), String> {
+        let (mut keys, mut bad) = if self.cluster {
+            self.registered().await?
+        } else {
+            (self.scanned().await?, 0)
+        };
         keys.sort();
         keys.dedup();
         keys.truncate(MAX_HOSTS);
@@ -114,10 +180,16 @@ impl Follower {
         };
         let head = liveness_key(&self.prefix, "");
         let mut hosts = Vec::new();
-        let mut bad = 0;
+        let mut expired = Vec::new();
         for (k, v) in keys.iter().zip(values) {
             let parsed = match &v {
-                Value::Nil => continue, // expired since the SCAN
+                // Expired since the SCAN, or a registered host that is gone.
+                Value::Nil => {
+                    if let Some(id) = k.strip_prefix(&head) {
+                        expired.push(id.to_string());
+                    }
+                    continue;
+                }
                 Value::BulkString(b) => Liveness::parse(b),
                 _ => None,
             };
@@ -129,6 +201,9 @@ impl Follower {
                 }),
                 _ => bad += 1,
             }
+        }
+        if self.cluster {
+            self.unregister(&expired).await;
         }
         Ok((hosts, bad))
     }
@@ -142,6 +217,22 @@ impl Follower {
     ) -> Result<(Vec<(String, StreamRead)>, u64), String> {
         if from.is_empty() {
             return Ok((Vec::new(), 0));
+        }
+        if self.cluster {
+            // One XREAD per stream: each stream key has its own slot.
+            let (mut all, mut bad) = (Vec::new(), 0);
+            for (k, id) in from {
+                let mut c = redis::cmd("XREAD");
+                c.arg("COUNT")
+                    .arg(count.max(1))
+                    .arg("STREAMS")
+                    .arg(k)
+                    .arg(id);
+                let (read, b) = parse_xread(&self.query(c).await?);
+                all.extend(read);
+                bad += b;
+            }
+            return Ok((all, bad));
         }
         let mut c = redis::cmd("XREAD");
         c.arg("COUNT").arg(count.max(1)).arg("STREAMS");
@@ -202,7 +293,12 @@ mod tests {
         ] {
             assert_eq!(scan_reply(&bad), None);
         }
-        assert!(Follower::new("http://x", "memoria", Duration::from_millis(5)).is_err());
-        assert!(Follower::new("redis://h:1", "a:b", Duration::from_millis(5)).is_err());
+        let ms = Duration::from_millis(5);
+        let server = |u: &str| Endpoint::Server(u.to_string());
+        assert!(Follower::new(server("http://x"), "memoria", ms).is_err());
+        assert!(Follower::new(server("redis://h:1"), "a:b", ms).is_err());
+        let e = Follower::new(Endpoint::Cluster(vec![]), "memoria", ms).unwrap_err();
+        assert!(e.contains("--events-cluster"), "{e}");
+        assert!(Follower::new(Endpoint::Cluster(vec!["redis://h:1".into()]), "m", ms).is_ok());
     }
 }

@@ -10,7 +10,9 @@
 //!   send). A start publishes `cleared` under a new epoch ([`format`]).
 //! - Liveness key `{key_prefix}:host:{host id}`, `SET .. EX ttl` and refreshed well before it
 //!   expires, holding `{"addr": "http://host:port", "load": N, "epoch": E}` ([`liveness`]); a
-//!   host whose key expired is gone from every router's table.
+//!   host whose key expired is gone from every router's table. Each refresh also adds the id
+//!   to the set `{key_prefix}:hosts`, which routers read on a Redis Cluster (a SCAN sees one
+//!   node) and prune of ids whose liveness key expired.
 //!
 //! [`Publisher`] is the host side (a bounded queue drained by a tokio task: nothing here runs
 //! on the engine thread, and a full queue drops and counts), [`Follower`] the router side (SCAN
@@ -29,6 +31,12 @@ pub use publish::{EventStats, EventsConfig, Publisher};
 /// The stream of host `id`.
 pub fn stream_key(prefix: &str, id: &str) -> String {
     format!("{prefix}:events:{id}")
+}
+
+/// The set of host ids that published a liveness key (how a router finds the hosts on a
+/// Redis Cluster, where a SCAN sees one node).
+pub fn hosts_key(prefix: &str) -> String {
+    format!("{prefix}:hosts")
 }
 
 /// The liveness key of host `id`.
@@ -68,6 +76,7 @@ mod tests {
     fn keys_and_ids() {
         assert_eq!(stream_key("memoria", "h1"), "memoria:events:h1");
         assert_eq!(liveness_key("memoria", "h1"), "memoria:host:h1");
+        assert_eq!(hosts_key("memoria"), "memoria:hosts");
         assert_eq!(host_id_from("http://127.0.0.1:8080/"), "127.0.0.1_8080");
         assert_eq!(host_id_from(""), "_");
         assert!(super::super::keys::check_label(&host_id_from(&"x".repeat(99))).is_ok());

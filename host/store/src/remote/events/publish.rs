@@ -20,7 +20,7 @@ use super::super::keys::check_label;
 use super::super::link::{Connector, Link};
 use super::format::{Event, Kind, MAX_ENTRY_HASHES, Tier};
 use super::liveness::Liveness;
-use super::{liveness_key, stream_key};
+use super::{hosts_key, liveness_key, stream_key};
 
 /// Batches the queue holds before [`Publisher::send`] drops.
 const QUEUE: usize = 1024;
@@ -117,6 +117,7 @@ impl Publisher {
             timeout: remote.timeout(),
             stream: stream_key(&remote.key_prefix, &cfg.host_id),
             live_key: liveness_key(&remote.key_prefix, &cfg.host_id),
+            hosts_key: hosts_key(&remote.key_prefix),
             cfg,
             epoch,
             seq: 0,
@@ -166,6 +167,7 @@ struct Task {
     timeout: Duration,
     stream: String,
     live_key: String,
+    hosts_key: String,
     cfg: EventsConfig,
     epoch: u64,
     seq: u64,
@@ -291,6 +293,12 @@ impl Task {
         if let Ok(Ok(())) = tokio::time::timeout(timeout, set).await {
             self.stats.liveness.fetch_add(1, Relaxed);
             self.wrote(true);
+            // Its own command: on a cluster the two keys live in different slots.
+            let mut add = redis::cmd("SADD");
+            add.arg(&self.hosts_key).arg(&self.cfg.host_id);
+            if let Some(l) = self.link().await {
+                let _ = tokio::time::timeout(timeout, add.query_async::<()>(l)).await;
+            }
         }
     }
 }
