@@ -72,6 +72,42 @@ pub(super) fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} in {fields:?}"))
 }
 
+/// The hosts' URLs, once the router sees every one of them live.
+pub(super) fn wait_live(r: &Router, hosts: &[Server]) -> Vec<String> {
+    let urls: Vec<String> = hosts.iter().map(|h| format!("http://{}", h.addr)).collect();
+    let live = |u: &str| format!("memoria_route_backend_live{{backend=\"{u}\"}} 1");
+    assert!(
+        eventually(200, || {
+            let t = get(r.addr, "/metrics", &[]).text();
+            urls.iter().all(|u| t.contains(&live(u)))
+        }),
+        "the hosts never became live: {}\nrouter: {}",
+        get(r.addr, "/metrics", &[]).text(),
+        r.stderr()
+    );
+    urls
+}
+
+/// Serves `prefixes[i]` on host `i` directly and waits until the router learnt each one
+/// (at least 2 routing keys per host).
+pub(super) fn teach(r: &Router, hosts: &[Server], prefixes: &[String], urls: &[String]) {
+    for (h, p) in hosts.iter().zip(prefixes) {
+        let body = json!({"prompt": format!("{p} Start."), "max_tokens": 2});
+        let resp = post(h.addr, "/v1/completions", &body, &[]);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    let keys = |u: &str| format!("memoria_route_backend_prefix_keys{{backend=\"{u}\"}}");
+    assert!(
+        eventually(200, || {
+            let t = get(r.addr, "/metrics", &[]).text();
+            urls.iter().all(|u| metric(&t, &keys(u)).unwrap_or(0) >= 2)
+        }),
+        "the router never learnt the prefixes: {}\nrouter: {}",
+        get(r.addr, "/metrics", &[]).text(),
+        r.stderr()
+    );
+}
+
 #[test]
 fn route_events_send_a_prefix_to_its_host_and_move_when_its_liveness_expires() {
     let srv = TestServer::start().unwrap_or_else(|e| panic!("{e}"));
@@ -86,17 +122,7 @@ fn route_events_send_a_prefix_to_its_host_and_move_when_its_liveness_expires() {
     }
     let refs: Vec<&Server> = hosts.iter().collect();
     let r = Router::start("route-events", &refs, &["--events", &url]);
-    let urls: Vec<String> = hosts.iter().map(|h| format!("http://{}", h.addr)).collect();
-    let live = |u: &str| format!("memoria_route_backend_live{{backend=\"{u}\"}} 1");
-    assert!(
-        eventually(200, || {
-            let t = get(r.addr, "/metrics", &[]).text();
-            urls.iter().all(|u| t.contains(&live(u)))
-        }),
-        "the hosts never became live: {}\nrouter: {}",
-        get(r.addr, "/metrics", &[]).text(),
-        r.stderr()
-    );
+    let urls = wait_live(&r, &hosts);
     // One prefix per host, each served directly by its host first.
     let prefixes: Vec<String> = (0..3)
         .map(|i| {
@@ -104,20 +130,7 @@ fn route_events_send_a_prefix_to_its_host_and_move_when_its_liveness_expires() {
                 .repeat(3)
         })
         .collect();
-    for (h, p) in hosts.iter().zip(&prefixes) {
-        let body = json!({"prompt": format!("{p} Start."), "max_tokens": 2});
-        let resp = post(h.addr, "/v1/completions", &body, &[]);
-        assert_eq!(resp.status, 200, "{}", resp.text());
-    }
-    let keys = |u: &str| format!("memoria_route_backend_prefix_keys{{backend=\"{u}\"}}");
-    assert!(
-        eventually(200, || {
-            let t = get(r.addr, "/metrics", &[]).text();
-            urls.iter().all(|u| metric(&t, &keys(u)).unwrap_or(0) >= 2)
-        }),
-        "the router never learnt the prefixes: {}",
-        get(r.addr, "/metrics", &[]).text()
-    );
+    teach(&r, &hosts, &prefixes, &urls);
     for (i, p) in prefixes.iter().enumerate() {
         for q in ["What next?", "Who sailed?", "Why red?"] {
             let body = json!({"prompt": format!("{p} {q}"), "max_tokens": 2});

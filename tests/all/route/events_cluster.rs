@@ -8,9 +8,10 @@ use memoria_sched::store::remote::test_cluster::TestCluster;
 use serde_json::json;
 
 use super::backend;
+use super::events::{teach, wait_live};
 use super::eventually;
 use super::router::Router;
-use crate::serve::client::{get, post};
+use crate::serve::client::post;
 use crate::serve::server::{Server, model, temp_dir};
 
 #[test]
@@ -55,42 +56,13 @@ fn route_events_on_a_cluster_send_a_prefix_to_its_host() {
     let refs: Vec<&Server> = hosts.iter().collect();
     let flag = nodes.join(",");
     let r = Router::start("route-events-cluster", &refs, &["--events-cluster", &flag]);
-    let urls: Vec<String> = hosts.iter().map(|h| format!("http://{}", h.addr)).collect();
-    let live = |u: &str| format!("memoria_route_backend_live{{backend=\"{u}\"}} 1");
-    assert!(
-        eventually(200, || {
-            let t = get(r.addr, "/metrics", &[]).text();
-            urls.iter().all(|u| t.contains(&live(u)))
-        }),
-        "the hosts never became live: {}\nrouter: {}",
-        get(r.addr, "/metrics", &[]).text(),
-        r.stderr()
-    );
+    let urls = wait_live(&r, &hosts);
     let prefixes: Vec<String> = (0..2)
         .map(|i| {
             format!("Cluster host {i} keeps a lighthouse by the grey northern sea. ").repeat(3)
         })
         .collect();
-    for (h, p) in hosts.iter().zip(&prefixes) {
-        let body = json!({"prompt": format!("{p} Start."), "max_tokens": 2});
-        let resp = post(h.addr, "/v1/completions", &body, &[]);
-        assert_eq!(resp.status, 200, "{}", resp.text());
-    }
-    let keys_of = |u: &str| format!("memoria_route_backend_prefix_keys{{backend=\"{u}\"}} ");
-    assert!(
-        eventually(200, || {
-            let t = get(r.addr, "/metrics", &[]).text();
-            urls.iter().all(|u| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix(&keys_of(u)))
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .is_some_and(|n| n >= 2)
-            })
-        }),
-        "the router never learnt the prefixes: {}\nrouter: {}",
-        get(r.addr, "/metrics", &[]).text(),
-        r.stderr()
-    );
+    teach(&r, &hosts, &prefixes, &urls);
     for (i, p) in prefixes.iter().enumerate() {
         for q in ["Who keeps it?", "Which sea?"] {
             let body = json!({"prompt": format!("{p} {q}"), "max_tokens": 2});
