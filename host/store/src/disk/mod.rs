@@ -514,13 +514,13 @@ impl RedbTier {
         let _ = self.send(Msg::Model { fingerprint, desc });
     }
 
-    /// Moves a block to most recently used (persisted with the next commit).
     /// Reports every block written to or removed from the file from now on to `r` (blocks the
     /// file held at open are not reported).
     pub fn watch(&self, r: std::sync::Arc<crate::Residency>) {
         self.index().watch = Some(r);
     }
 
+    /// Moves a block to most recently used (persisted with the next commit).
     pub fn touch(&self, hash: &BlockHash) {
         let _ = self.send(Msg::Touch(*hash));
     }

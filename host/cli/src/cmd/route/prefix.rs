@@ -8,15 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use memoria_kv::BlockHash;
-use memoria_store::remote::events::{Event, Kind, Tier};
-
-fn tier_bit(t: Tier) -> u8 {
-    match t {
-        Tier::Hot => 1,
-        Tier::Cold => 2,
-        Tier::Disk => 4,
-    }
-}
+use memoria_store::remote::events::{Event, Kind};
 
 /// Most keys kept per host.
 pub const MAX_KEYS: usize = 1 << 20;
@@ -88,7 +80,7 @@ impl HostKeys {
                 self.order.clear();
             }
             Kind::Removed => {
-                let bit = tier_bit(e.tier);
+                let bit = e.tier.bit();
                 for h in &e.hashes {
                     if let Some(t) = self.keys.get_mut(h) {
                         *t &= !bit;
@@ -103,7 +95,7 @@ impl HostKeys {
                 }
             }
             Kind::Stored => {
-                let bit = tier_bit(e.tier);
+                let bit = e.tier.bit();
                 for h in &e.hashes {
                     let t = self.keys.entry(*h).or_insert(0);
                     if *t == 0 {
@@ -134,11 +126,12 @@ impl HostKeys {
 
     /// The tiers announced for `key` (none when not held).
     #[cfg(test)]
-    pub fn tiers(&self, key: &BlockHash) -> Vec<Tier> {
+    pub fn tiers(&self, key: &BlockHash) -> Vec<memoria_store::remote::events::Tier> {
+        use memoria_store::remote::events::Tier;
         let t = self.keys.get(key).copied().unwrap_or(0);
-        [Tier::Hot, Tier::Cold, Tier::Disk]
+        Tier::ALL
             .into_iter()
-            .filter(|&x| t & tier_bit(x) != 0)
+            .filter(|&x| t & x.bit() != 0)
             .collect()
     }
 
@@ -151,6 +144,7 @@ impl HostKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memoria_store::remote::events::Tier;
 
     fn k(i: u8) -> BlockHash {
         BlockHash([i; 32])

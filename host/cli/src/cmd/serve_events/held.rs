@@ -19,24 +19,6 @@ const MAX_ROUTES: usize = 8;
 /// Most blocks whose moves are kept before they are served (oldest forgotten first).
 const MAX_UNSERVED: usize = 16_384;
 
-const TIERS: [Tier; 3] = [Tier::Hot, Tier::Cold, Tier::Disk];
-
-fn bit(t: Tier) -> u8 {
-    match t {
-        Tier::Hot => 1,
-        Tier::Cold => 2,
-        Tier::Disk => 4,
-    }
-}
-
-fn slot(t: Tier) -> usize {
-    match t {
-        Tier::Hot => 0,
-        Tier::Cold => 1,
-        Tier::Disk => 2,
-    }
-}
-
 #[derive(Debug)]
 struct Entry {
     routes: Vec<BlockHash>,
@@ -54,14 +36,14 @@ pub struct Announce {
 impl Announce {
     fn set(&mut self, tier: Tier, routes: &[BlockHash], held: bool) {
         for r in routes {
-            self.tiers[slot(tier)].insert(*r, held);
+            self.tiers[tier.index()].insert(*r, held);
         }
     }
 
     /// The keys announced stored and removed in `tier`, each sorted.
     pub fn lists(&self, tier: Tier) -> (Vec<BlockHash>, Vec<BlockHash>) {
         let (mut stored, mut removed): (Vec<_>, Vec<_>) = (Vec::new(), Vec::new());
-        for (k, &held) in &self.tiers[slot(tier)] {
+        for (k, &held) in &self.tiers[tier.index()] {
             if held {
                 stored.push(*k);
             } else {
@@ -75,7 +57,7 @@ impl Announce {
 
     /// Queues the changes on `p` (removals first) and empties this batch.
     pub fn send(&mut self, p: &Publisher) {
-        for t in TIERS {
+        for t in Tier::ALL {
             let (stored, removed) = self.lists(t);
             if !removed.is_empty() {
                 p.send(Kind::Removed, t, removed);
@@ -83,7 +65,7 @@ impl Announce {
             if !stored.is_empty() {
                 p.send(Kind::Stored, t, stored);
             }
-            self.tiers[slot(t)].clear();
+            self.tiers[t.index()].clear();
         }
     }
 }
@@ -130,12 +112,12 @@ impl Held {
             if !e.routes.contains(r) && e.routes.len() < MAX_ROUTES {
                 e.routes.push(*r);
                 // A new label of a block held already: it is held there under this key too.
-                for t in TIERS.into_iter().filter(|&t| e.tiers & bit(t) != 0) {
+                for t in Tier::ALL.into_iter().filter(|&t| e.tiers & t.bit() != 0) {
                     out.set(t, std::slice::from_ref(r), true);
                 }
             }
-            if e.tiers & bit(Tier::Hot) == 0 {
-                e.tiers |= bit(Tier::Hot);
+            if e.tiers & Tier::Hot.bit() == 0 {
+                e.tiers |= Tier::Hot.bit();
                 out.set(Tier::Hot, &e.routes, true);
             }
         }
@@ -144,8 +126,8 @@ impl Held {
                 break;
             };
             if let Some(e) = self.entries.remove(&p) {
-                for t in TIERS {
-                    if e.tiers & bit(t) != 0 {
+                for t in Tier::ALL {
+                    if e.tiers & t.bit() != 0 {
                         out.set(t, &e.routes, false);
                     }
                 }
@@ -156,7 +138,7 @@ impl Held {
     /// Applies a residency move. A block not served (yet) has its tiers kept aside for a
     /// while: another isolation's, a component's, or one whose request is still being hashed.
     pub fn apply(&mut self, m: &Move, out: &mut Announce) {
-        let b = bit(m.tier);
+        let b = m.tier.bit();
         let Some(e) = self.entries.get_mut(&m.hash) else {
             let t = self.unserved.entry(m.hash).or_insert_with(|| {
                 self.unserved_order.push_back(m.hash);
@@ -182,7 +164,7 @@ impl Held {
         self.order
             .values()
             .filter_map(|p| self.entries.get(p))
-            .filter(|e| e.tiers & bit(tier) != 0)
+            .filter(|e| e.tiers & tier.bit() != 0)
             .flat_map(|e| e.routes.iter().copied())
             .collect()
     }
@@ -221,7 +203,7 @@ mod tests {
     /// (stored, removed) of `tier`, then the batch emptied.
     fn take(a: &mut Announce, tier: Tier) -> (Vec<BlockHash>, Vec<BlockHash>) {
         let l = a.lists(tier);
-        a.tiers[slot(tier)].clear();
+        a.tiers[tier.index()].clear();
         l
     }
 
@@ -256,7 +238,11 @@ mod tests {
         h.apply(&mv(9, Tier::Disk, true), &mut a);
         h.apply(&mv(9, Tier::Cold, true), &mut a);
         h.apply(&mv(9, Tier::Cold, false), &mut a);
-        assert!(TIERS.iter().all(|&t| take(&mut a, t) == (vec![], vec![])));
+        assert!(
+            Tier::ALL
+                .iter()
+                .all(|&t| take(&mut a, t) == (vec![], vec![]))
+        );
         h.serve(&[k(9)], &[k(109)], &mut a);
         assert_eq!(take(&mut a, Tier::Hot), (vec![k(109)], vec![]));
         assert_eq!(

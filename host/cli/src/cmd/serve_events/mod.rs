@@ -136,7 +136,7 @@ impl Task {
                     self.drain();
                     if self.p.take_resync() {
                         self.p.send(Kind::Cleared, Tier::Hot, Vec::new());
-                        for t in [Tier::Hot, Tier::Cold, Tier::Disk] {
+                        for t in Tier::ALL {
                             self.p.send(Kind::Stored, t, self.held.keys(t));
                         }
                     }

@@ -105,17 +105,15 @@ impl Follower {
         let mut bad = 0;
         let mut keys = Vec::new();
         for m in members.iter().take(MAX_HOSTS) {
-            match m {
-                Value::BulkString(b)
-                    if std::str::from_utf8(b)
-                        .is_ok_and(|id| super::super::keys::check_label(id).is_ok()) =>
-                {
-                    keys.push(liveness_key(
-                        &self.prefix,
-                        std::str::from_utf8(b).unwrap_or_default(),
-                    ));
-                }
-                _ => bad += 1,
+            let id = match m {
+                Value::BulkString(b) => std::str::from_utf8(b)
+                    .ok()
+                    .filter(|id| super::super::keys::check_label(id).is_ok()),
+                _ => None,
+            };
+            match id {
+                Some(id) => keys.push(liveness_key(&self.prefix, id)),
+                None => bad += 1,
             }
         }
         Ok((keys, bad))

@@ -54,6 +54,23 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Every tier, hottest first.
+    pub const ALL: [Tier; 3] = [Tier::Hot, Tier::Cold, Tier::Disk];
+
+    /// This tier's place in [`Tier::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Tier::Hot => 0,
+            Tier::Cold => 1,
+            Tier::Disk => 2,
+        }
+    }
+
+    /// This tier's bit in a set of tiers held in a `u8`.
+    pub fn bit(self) -> u8 {
+        1 << self.index()
+    }
+
     /// The field value.
     pub fn as_str(self) -> &'static str {
         match self {
