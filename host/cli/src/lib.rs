@@ -3,6 +3,7 @@
 
 mod cmd;
 mod config;
+pub mod heap;
 mod load;
 
 use std::process::ExitCode;
@@ -47,6 +48,7 @@ enum Command {
 
 /// Runs the CLI with the process arguments; the binary's whole `main`.
 pub fn main() -> ExitCode {
+    let _ = heap::keep_freed_memory();
     let cli = Cli::parse_from(llama_server_flags(std::env::args_os()));
     let result = match cli.command {
         Command::Run(a) => cmd::run::main(a),

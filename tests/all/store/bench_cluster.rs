@@ -79,6 +79,19 @@ fn bench_cluster_reports_a_remote_prefix_on_two_hosts() {
         assert!(r[side]["prefix_computations"].as_f64().is_some(), "{r}");
     }
     assert!(r["route_over_one_host"].as_f64().is_some(), "{r}");
+    assert_eq!(r["rounds"], 2, "{r}");
+    for side in ["one_host_walls_s", "cluster_walls_s"] {
+        let walls = r[side].as_array().expect("walls");
+        assert_eq!(walls.len(), 2, "{r}");
+        assert!(
+            walls.iter().all(|w| w.as_f64().is_some_and(|x| x > 0.0)),
+            "{r}"
+        );
+    }
+    assert!(
+        r["cluster_prefix_computations_max"].as_f64().is_some(),
+        "{r}"
+    );
     let d = &v["decode"];
     assert_eq!(d["tokens"], 32, "{d}");
     for k in ["tokens_per_s_remote_on", "tokens_per_s_remote_off"] {

@@ -119,6 +119,9 @@ pub fn attend_tile(
             unreachable!("tiles only run over f16 rows (tiles_apply)")
         };
         let at = |r: usize| rows.score_at(r, span, pos);
+        if pos + len < rows.span_end {
+            prefetch_next(kv.key_run(pos + len), kv_dim, off, hd);
+        }
         for_groups(&rows, pos, len, DOT_GROUP, |full| {
             dot_full(full, qv, hd, k, kv_dim, off, len, scores, at)
         });
@@ -145,11 +148,25 @@ pub fn attend_tile(
             unreachable!("tiles only run over f16 rows (tiles_apply)")
         };
         let p_at = |r: usize| rows.score_at(r, span, pos);
+        if pos + len < rows.span_end {
+            prefetch_next(kv.value_run(pos + len), kv_dim, off, hd);
+        }
         for_groups(&rows, pos, len, AXPY_GROUP, |full| {
             axpy_full(full, out, hd, scores, p_at, v, kv_dim, off, len)
         });
         pos += len;
     }
+}
+
+/// Starts loading the head slice of the next run's first rows while this run is computed
+/// (a run is one pool block: the hardware prefetchers do not cross into it).
+fn prefetch_next((run, len): (KvRow<'_>, usize), stride: usize, off: usize, hd: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let KvRow::F16(rows) = run {
+        super::rows_tile::prefetch_run(rows, len, stride, off, hd);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (run, len, stride, off, hd);
 }
 
 /// Whether the tiles' f16 kernels serve this cache and head width; otherwise every query runs

@@ -27,6 +27,54 @@ pub(super) fn fits(width: usize) -> bool {
     width > 0 && width.is_multiple_of(16)
 }
 
+/// Rows ahead of the one in use whose head slice is prefetched: a run's rows lie a whole K/V
+/// row apart (more than the hardware prefetchers follow across pages), so without it every
+/// row of a cache read once per step waits on memory.
+const PREFETCH_ROWS: usize = 6;
+
+/// Prefetches the `width` elements of row `j` at `j·stride + off` into every cache level, if
+/// `j < n`.
+///
+/// # Safety
+/// Row `j < n` lies inside the allocation that `base` points into.
+#[inline(always)]
+unsafe fn prefetch_row(
+    base: *const f16,
+    j: usize,
+    n: usize,
+    stride: usize,
+    off: usize,
+    width: usize,
+) {
+    if j >= n {
+        return;
+    }
+    // SAFETY: row j < n is inside the rows (caller); prefetches never fault.
+    unsafe {
+        let row = base.add(j * stride + off).cast::<i8>();
+        let bytes = width * 2;
+        let mut at = 0;
+        while at < bytes {
+            _mm_prefetch::<_MM_HINT_T0>(row.add(at));
+            at += 64;
+        }
+        _mm_prefetch::<_MM_HINT_T0>(row.add(bytes - 1));
+    }
+}
+
+/// Prefetches the head slices (`width` elements at `off`) of the first rows of a run about
+/// to be read (the kernels prefetch the rest as they go).
+pub(super) fn prefetch_run(rows: &[f16], n: usize, stride: usize, off: usize, width: usize) {
+    let n = n.min(PREFETCH_ROWS);
+    if n == 0 || width == 0 || (n - 1) * stride + off + width > rows.len() {
+        return;
+    }
+    for j in 0..n {
+        // SAFETY: rows j < n lie inside `rows` (checked above); sse is baseline on x86_64.
+        unsafe { prefetch_row(rows.as_ptr(), j, n, stride, off, width) };
+    }
+}
+
 /// Expands queries for [`dot_tile_f16`]: each 8-element chunk of each f16 query as f32, twice
 /// (`[q, chunks, 16]`), so one vector meets two K rows.
 pub(super) fn expand_queries(q16: &[f16], width: usize, dst: &mut Vec<f32>) {
@@ -64,6 +112,12 @@ pub(super) unsafe fn dot_tile_f16<const NQ: usize>(
     let out = scores.as_mut_ptr();
     let mut j = 0;
     while j < n {
+        // SAFETY: the rows prefetched lie inside `rows` (j + 1 < n and below); a prefetch
+        // never faults and changes no value.
+        unsafe {
+            prefetch_row(base, PREFETCH_ROWS + j, n, stride, off, width);
+            prefetch_row(base, PREFETCH_ROWS + j + 1, n, stride, off, width);
+        }
         let pair = j + 1 < n;
         let (b0, b1) = (j * stride + off, (j + 1) * stride + off);
         let mut acc = [_mm512_setzero_ps(); NQ];
@@ -162,6 +216,7 @@ unsafe fn axpy_pass<const NQ: usize, const V: usize>(
         }
         let base = rows.as_ptr();
         for j in 0..n {
+            prefetch_row(base, PREFETCH_ROWS + j, n, stride, col, 16 * V);
             let row = base.add(j * stride + col);
             let mut vals = [_mm512_setzero_ps(); V];
             for (v, slot) in vals.iter_mut().enumerate() {

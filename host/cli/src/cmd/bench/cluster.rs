@@ -44,7 +44,7 @@ pub struct ClusterArgs {
     /// Prompt tokens of the prefix phase, and of the round's shared system prompt.
     #[arg(long, default_value_t = 1000)]
     prefix: usize,
-    /// Repetitions of the prefix and decode measurements (medians reported).
+    /// Repetitions of the prefix, round and decode measurements (medians reported).
     #[arg(long, default_value_t = 3)]
     reps: usize,
     /// Concurrent clients of the round.
@@ -285,8 +285,11 @@ fn print_table(r: &Value) {
     );
     println!("  same text as A's cold run: {}", p["same_text"]);
     println!(
-        "round   {} clients, ~{} system + ~{} question tokens",
-        r["round"]["clients"], r["round"]["system_tokens"], r["round"]["question_tokens"]
+        "round   {} clients, ~{} system + ~{} question tokens, {} rounds each way alternating (the median round shown)",
+        r["round"]["clients"],
+        r["round"]["system_tokens"],
+        r["round"]["question_tokens"],
+        r["round"]["rounds"]
     );
     println!("  where         wall_s  ttft_p50_s  computed_tokens  prefix_computed_x  ok");
     for (name, x) in [("one host", one), ("route", cl)] {
@@ -301,9 +304,10 @@ fn print_table(r: &Value) {
         );
     }
     println!(
-        "  route / one host: {:.2}x the wall time; per backend {}",
+        "  route / one host: {:.2}x the median wall time; per backend {}; prefix computed at most {:.2}x in a routed round",
         f(&r["round"]["route_over_one_host"]),
-        cl["per_backend"]
+        cl["per_backend"],
+        f(&r["round"]["cluster_prefix_computations_max"])
     );
     println!(
         "decode  {} tokens: remote on {:.1} t/s, off {:.1} t/s, slowdown {:.1}% ({} blocks written meanwhile)",

@@ -19,7 +19,7 @@ const CHAT: &str = "/v1/chat/completions";
 /// How long A's write-behind queue may take to hand a prompt's blocks to the server.
 const DRAIN_WAIT: Duration = Duration::from_secs(60);
 /// Pause after the write queues emptied, for a commit or pipeline already taken off them.
-const QUIET_SETTLE: Duration = Duration::from_millis(100);
+const QUIET_SETTLE: Duration = Duration::from_millis(500);
 
 pub async fn run(s: &Setup) -> anyhow::Result<Value> {
     let mut hosts = Vec::with_capacity(s.a.hosts);
@@ -116,6 +116,11 @@ async fn quiet(hosts: &[&Client]) -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+    // The disk tier commits without fsync between durable commits, so the kernel writes those
+    // pages back later: wait for it here rather than during the timed request.
+    tokio::task::spawn_blocking(rustix::fs::sync)
+        .await
+        .context("sync")?;
     tokio::time::sleep(QUIET_SETTLE).await;
     Ok(())
 }
@@ -314,23 +319,56 @@ async fn measured_round(
     }))
 }
 
-/// The shared-prompt round on host A alone, then through `memoria route` over every host.
+/// The shared-prompt round on host A alone and through `memoria route` over every host,
+/// alternating, `--reps` times each (a fresh system prompt per round), every round starting
+/// with the hosts' write queues empty: the ratio of the median walls, and the round of each
+/// kind whose wall is the median.
 async fn round_phase(s: &Setup, hosts: &[Proc], clients: &[Client]) -> anyhow::Result<Value> {
-    let one = measured_round(s, clients[0], clients, 201).await?;
     let route = s.route(hosts)?;
     let via = Client::new(route.addr, s.deadline);
-    let cluster = measured_round(s, via, clients, 301).await?;
+    let all: Vec<&Client> = clients.iter().collect();
+    let (mut ones, mut routed) = (Vec::new(), Vec::new());
+    for r in 0..s.a.reps as u64 {
+        quiet(&all).await?;
+        ones.push(measured_round(s, clients[0], clients, 201 + 2 * r).await?);
+        quiet(&all).await?;
+        routed.push(measured_round(s, via, clients, 202 + 2 * r).await?);
+    }
     drop(route);
-    let ratio =
-        cluster["wall_s"].as_f64().unwrap_or(0.0) / one["wall_s"].as_f64().unwrap_or(0.0).max(1e-9);
+    let walls = |runs: &[Value]| -> Vec<f64> {
+        runs.iter()
+            .map(|x| x["wall_s"].as_f64().unwrap_or(0.0))
+            .collect()
+    };
+    let (one_walls, route_walls) = (walls(&ones), walls(&routed));
+    let ratio = median(&route_walls) / median(&one_walls).max(1e-9);
+    let most_computed = routed
+        .iter()
+        .map(|x| x["prefix_computations"].as_f64().unwrap_or(f64::NAN))
+        .fold(0.0, f64::max);
     Ok(json!({
         "clients": s.a.clients,
         "system_tokens": s.a.prefix,
         "question_tokens": s.a.question_tokens,
-        "one_host": one,
-        "cluster": cluster,
+        "rounds": s.a.reps,
+        "one_host": median_run(ones),
+        "cluster": median_run(routed),
+        "one_host_walls_s": one_walls,
+        "cluster_walls_s": route_walls,
+        "cluster_prefix_computations_max": most_computed,
         "route_over_one_host": ratio,
     }))
+}
+
+/// The run whose wall time is the median (the lower middle of an even count).
+fn median_run(mut runs: Vec<Value>) -> Value {
+    runs.sort_by(|a, b| f64_of(&a["wall_s"]).total_cmp(&f64_of(&b["wall_s"])));
+    let mid = runs.len().saturating_sub(1) / 2;
+    runs.into_iter().nth(mid).unwrap_or(Value::Null)
+}
+
+fn f64_of(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
 }
 
 /// Tokens/s of one generation after a fresh 64-token prompt: (t/s, tokens).
