@@ -102,9 +102,10 @@ async fn drained(c: &Client, before: &Figures, blocks: u64) -> anyhow::Result<(f
 }
 
 /// Waits (at most [`DRAIN_WAIT`]) until no host has blocks queued for its disk writer or the
-/// remote tier, then a short settle for a write in progress: the hosts share this machine's
-/// cores, so a timed request on B would otherwise race A's background writes, which on a real
-/// cluster run on A's own cores.
+/// remote tier, then for the kernel's writeback (`sync`), then a settle for a write in progress
+/// (a pipeline or commit already taken off a queue): the hosts and the server share this
+/// machine's cores, so a timed request on B would otherwise race A's background writes, which
+/// on a real cluster run on A's own cores.
 async fn quiet(hosts: &[&Client]) -> anyhow::Result<()> {
     let started = Instant::now();
     for c in hosts {
@@ -381,14 +382,19 @@ async fn decode_once(s: &Setup, c: &Client, seed: u64) -> anyhow::Result<(f64, u
     Ok((n.saturating_sub(1) as f64 / secs, n))
 }
 
-/// Decode speed with the remote tier on (`on`) and off (`off`), alternating, medians.
+/// Decode speed with the remote tier on (`on`) and off (`off`), alternating, each run after
+/// [`quiet`], medians.
 async fn decode_phase(s: &Setup, on: &Client, off: &Client) -> anyhow::Result<Value> {
     let (mut with, mut without, mut tokens) = (Vec::new(), Vec::new(), 0);
     let before = figures(on).await?;
     for r in 0..s.a.reps as u64 {
+        // Each measurement starts on quiet hosts: the last one's writes (or the phases
+        // before) never run into the next.
+        quiet(&[on, off]).await?;
         let (t, n) = decode_once(s, on, 500 + 2 * r).await?;
         with.push(t);
         tokens = n;
+        quiet(&[on, off]).await?;
         without.push(decode_once(s, off, 501 + 2 * r).await?.0);
     }
     let written = figures(on).await?.since(&before);
