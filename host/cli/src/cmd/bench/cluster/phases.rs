@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use super::Setup;
 use super::figures::{Figures, median, quantile_ms};
+use super::{Setup, f};
 use crate::cmd::bench::client::{Client, Streamed};
 use crate::cmd::bench::procs::Proc;
 use crate::cmd::bench::tokens::sized_text;
@@ -336,16 +336,12 @@ async fn round_phase(s: &Setup, hosts: &[Proc], clients: &[Client]) -> anyhow::R
         routed.push(measured_round(s, via, clients, 202 + 2 * r).await?);
     }
     drop(route);
-    let walls = |runs: &[Value]| -> Vec<f64> {
-        runs.iter()
-            .map(|x| x["wall_s"].as_f64().unwrap_or(0.0))
-            .collect()
-    };
+    let walls = |runs: &[Value]| -> Vec<f64> { runs.iter().map(|x| f(&x["wall_s"])).collect() };
     let (one_walls, route_walls) = (walls(&ones), walls(&routed));
     let ratio = median(&route_walls) / median(&one_walls).max(1e-9);
     let most_computed = routed
         .iter()
-        .map(|x| x["prefix_computations"].as_f64().unwrap_or(f64::NAN))
+        .map(|x| f(&x["prefix_computations"]))
         .fold(0.0, f64::max);
     Ok(json!({
         "clients": s.a.clients,
@@ -363,13 +359,9 @@ async fn round_phase(s: &Setup, hosts: &[Proc], clients: &[Client]) -> anyhow::R
 
 /// The run whose wall time is the median (the lower middle of an even count).
 fn median_run(mut runs: Vec<Value>) -> Value {
-    runs.sort_by(|a, b| f64_of(&a["wall_s"]).total_cmp(&f64_of(&b["wall_s"])));
+    runs.sort_by(|a, b| f(&a["wall_s"]).total_cmp(&f(&b["wall_s"])));
     let mid = runs.len().saturating_sub(1) / 2;
     runs.into_iter().nth(mid).unwrap_or(Value::Null)
-}
-
-fn f64_of(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
 }
 
 /// Tokens/s of one generation after a fresh 64-token prompt: (t/s, tokens).
