@@ -1,6 +1,7 @@
 //! Following the hosts' events (`--events redis://...`): every interval, the live hosts are
 //! found by their liveness keys and matched to `--backend` URLs by address; a backend without
-//! one is not live (it leaves the routing table, its keys forgotten); each live backend's
+//! one is not live (it leaves the routing table, its keys forgotten), one whose `/stats` the
+//! router cannot read takes its load from the key; each live backend's
 //! stream is read on from where the last read stopped, a new epoch starting its set over.
 //! Entries that do not parse are skipped and counted; Redis errors are counted and the table
 //! is left as it was until the next round.
@@ -63,6 +64,7 @@ pub async fn round(f: &mut Follower, table: &Table, c: &EventCounters) {
         };
         match h {
             Some(h) => {
+                b.liveness_load(h.liveness.load);
                 keys.follow(&h.stream, h.liveness.epoch);
                 from.push((h.stream.clone(), keys.last_id.clone()));
             }

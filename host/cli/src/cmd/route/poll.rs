@@ -1,8 +1,9 @@
 //! Health and load polling: every interval each backend's `GET /health` decides whether it is
 //! up (200) or out of the routing table (anything else, or no answer), and `GET /stats` gives
 //! its queue depth (the engine's queue plus every namespace's admission queue). A host whose
-//! `/stats` needs a key the router was not given keeps a queue depth of 0 (load then comes
-//! from the router's own in-flight count alone).
+//! `/stats` needs a key the router was not given takes its queue depth from its liveness key
+//! with `--events` (`Backend::liveness_load`), else keeps 0 (load then comes from the
+//! router's own in-flight count alone).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -65,7 +66,7 @@ async fn poll_one(b: &Backend, cfg: &PollConfig) {
     if !healthy {
         return;
     }
-    let depth = match upstream::get(
+    let depth: Option<u64> = match upstream::get(
         &b.authority,
         "/stats",
         cfg.stats_key.as_deref(),
@@ -75,8 +76,13 @@ async fn poll_one(b: &Backend, cfg: &PollConfig) {
     {
         Ok((s, body)) if s.is_success() => serde_json::from_slice::<Value>(&body)
             .ok()
-            .map_or(0, |v| queue_depth(&v)),
-        _ => 0,
+            .map(|v| queue_depth(&v)),
+        _ => None,
+    };
+    b.stats_seen.store(depth.is_some(), Relaxed);
+    let Some(depth) = depth else {
+        b.fallback_load();
+        return;
     };
     let open_after = b.inflight.load(Relaxed);
     b.queue_depth.store(depth, Relaxed);

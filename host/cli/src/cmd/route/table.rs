@@ -24,8 +24,13 @@ pub struct Backend {
     pub authority: String,
     /// Answered its last health poll (or a request) and was not marked down since.
     pub up: AtomicBool,
-    /// Requests waiting on the host (engine queue plus admission queues), from `/stats`.
+    /// Requests waiting on the host (engine queue plus admission queues), from `/stats` or,
+    /// where `/stats` gives none, from its liveness key (see [`Backend::liveness_load`]).
     pub queue_depth: AtomicU64,
+    /// Its last `/stats` poll gave a queue depth.
+    pub stats_seen: AtomicBool,
+    /// With `--events`: the queue depth in its liveness key (0 until read).
+    pub announced_load: AtomicU64,
     /// The part of `queue_depth` that is not this router's own: what it reported less the
     /// requests this router had open to it during that poll (see [`super::poll::others_load`]).
     pub others: AtomicU64,
@@ -69,6 +74,8 @@ impl Backend {
             authority,
             up: AtomicBool::new(true),
             queue_depth: AtomicU64::new(0),
+            stats_seen: AtomicBool::new(false),
+            announced_load: AtomicU64::new(0),
             others: AtomicU64::new(0),
             inflight: AtomicU64::new(0),
             requests: AtomicU64::new(0),
@@ -78,6 +85,30 @@ impl Backend {
             keys: Mutex::new(HostKeys::default()),
             recent: Mutex::new(Recent::default()),
         })
+    }
+
+    /// Records the queue depth a host wrote into its liveness key (`--events`) and, where
+    /// `/stats` gave none, weighs it (see [`Backend::fallback_load`]).
+    pub fn liveness_load(&self, load: u64) {
+        self.announced_load.store(load, Relaxed);
+        if !self.stats_seen.load(Relaxed) {
+            self.fallback_load();
+        }
+    }
+
+    /// The load weighed where `/stats` gave no queue depth (it needs a key the router was not
+    /// given): the one in the host's liveness key, staler than a poll (refreshed every third
+    /// of the key's TTL) but better than counting only this router's requests; 0 without
+    /// `--events`. The key's value counts this router's requests too; those open now are
+    /// taken off as in [`super::poll::others_load`].
+    pub fn fallback_load(&self) {
+        let (load, open) = (
+            self.announced_load.load(Relaxed),
+            self.inflight.load(Relaxed),
+        );
+        self.queue_depth.store(load, Relaxed);
+        self.others
+            .store(super::poll::others_load(load, open, open), Relaxed);
     }
 
     /// Others' requests on the host at the last poll plus those open from here now: what
@@ -195,5 +226,23 @@ mod tests {
         ] {
             assert!(Backend::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn liveness_load_counts_only_where_stats_gave_none() {
+        let b = Backend::parse("http://127.0.0.1:1").expect("url");
+        b.inflight.store(2, Relaxed);
+        // /stats unreadable: the key's 5 less this router's 2 open requests.
+        b.liveness_load(5);
+        assert_eq!((b.queue_depth.load(Relaxed), b.load()), (5, 5));
+        // A poll that reads /stats wins over the key from then on.
+        b.stats_seen.store(true, Relaxed);
+        b.others.store(1, Relaxed);
+        b.liveness_load(9);
+        assert_eq!(b.load(), 3);
+        // /stats stops answering: back to the last key's value.
+        b.stats_seen.store(false, Relaxed);
+        b.fallback_load();
+        assert_eq!((b.queue_depth.load(Relaxed), b.load()), (9, 9));
     }
 }
