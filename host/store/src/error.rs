@@ -64,6 +64,8 @@ pub enum StoreError {
     Session(#[from] SessionError),
     #[error("saved hot prefixes: {0}")]
     Hot(#[from] HotError),
+    #[error("saved routing keys: {0}")]
+    Routes(HotError),
     #[error("store i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -144,6 +146,7 @@ impl StoreError {
             StoreError::Reopening => StoreError::Reopening,
             StoreError::Session(e) => StoreError::Session(e.clone()),
             StoreError::Hot(e) => StoreError::Hot(e.clone()),
+            StoreError::Routes(e) => StoreError::Routes(e.clone()),
             StoreError::Io(e) => StoreError::Io(std::io::Error::new(e.kind(), e.to_string())),
         }
     }

@@ -57,18 +57,18 @@ pub struct HotRecord {
     pub entries: Vec<HotEntry>,
 }
 
-/// Why a hot-prefix record was refused.
+/// Why a saved record (hot prefixes, or the routing keys of [`crate::routes`]) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HotError {
-    #[error("hot-prefix record truncated or too long ({0} bytes)")]
+    #[error("record truncated or too long ({0} bytes)")]
     Length(usize),
-    #[error("not a hot-prefix record (bad magic)")]
+    #[error("not a record of this kind (bad magic)")]
     BadMagic,
-    #[error("hot-prefix record version {0}, this build reads {VERSION}")]
+    #[error("record version {0}, this build reads {VERSION}")]
     Version(u16),
-    #[error("hot-prefix record field {0} is out of range")]
+    #[error("record field {0} is out of range")]
     Field(&'static str),
-    #[error("hot-prefix record checksum mismatch")]
+    #[error("record checksum mismatch")]
     Checksum,
 }
 
@@ -90,20 +90,14 @@ fn check_entry(e: &HotEntry, block_tokens: usize) -> Result<(), HotError> {
 impl HotRecord {
     /// The record's bytes; refuses a record past the caps.
     pub fn encode(&self) -> Result<Vec<u8>, HotError> {
-        if self.block_tokens == 0 || self.block_tokens > MAX_BLOCK_TOKENS {
-            return Err(HotError::Field("block_tokens"));
-        }
-        if self.entries.len() > MAX_HOT_ENTRIES {
-            return Err(HotError::Field("entry count"));
-        }
+        let head = Head {
+            elem: self.elem,
+            block_tokens: self.block_tokens,
+            model: self.model,
+            entries: self.entries.len(),
+        };
         let mut out = Vec::with_capacity(FIXED + 32);
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.push(elem_code(self.elem));
-        out.push(0);
-        out.extend_from_slice(&(self.block_tokens as u32).to_le_bytes());
-        out.extend_from_slice(&self.model.0);
-        out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        head.write(&mut out, &MAGIC, MAX_HOT_ENTRIES)?;
         for e in &self.entries {
             check_entry(e, self.block_tokens)?;
             out.extend_from_slice(&(e.namespace.len() as u16).to_le_bytes());
@@ -114,42 +108,20 @@ impl HotRecord {
                 out.extend_from_slice(&t.to_le_bytes());
             }
         }
-        let sum = *blake3::hash(&out).as_bytes();
-        out.extend_from_slice(&sum);
+        seal(&mut out);
         Ok(out)
     }
 
     /// Parses and verifies a record (size cap and checksum first, then every field).
     pub fn decode(b: &[u8]) -> Result<HotRecord, HotError> {
-        if b.len() < FIXED + 32 || b.len() > MAX_HOT_BYTES {
-            return Err(HotError::Length(b.len()));
-        }
-        if b[..8] != MAGIC {
-            return Err(HotError::BadMagic);
-        }
-        let version = u16::from_le_bytes([b[8], b[9]]);
-        if version != VERSION {
-            return Err(HotError::Version(version));
-        }
-        let body = b.len() - 32;
-        if blake3::hash(&b[..body]).as_bytes()[..] != b[body..] {
-            return Err(HotError::Checksum);
-        }
-        let mut r = Reader {
-            b: &b[..body],
-            at: 10,
-        };
-        let elem = elem_from_code(r.u8()?).ok_or(HotError::Field("element type"))?;
-        r.u8()?;
-        let block_tokens = r.u32()? as usize;
-        if block_tokens == 0 || block_tokens > MAX_BLOCK_TOKENS {
-            return Err(HotError::Field("block_tokens"));
-        }
-        let model = ModelFingerprint(r.array()?);
-        let n = r.u32()? as usize;
-        if n > MAX_HOT_ENTRIES {
-            return Err(HotError::Field("entry count"));
-        }
+        let mut r = Reader::open(b, &MAGIC, FIXED, MAX_HOT_BYTES)?;
+        let body = r.b.len();
+        let Head {
+            elem,
+            block_tokens,
+            model,
+            entries: n,
+        } = r.head(MAX_HOT_ENTRIES)?;
         let mut entries = Vec::with_capacity(n);
         for _ in 0..n {
             let len = r.u16()? as usize;
@@ -191,14 +163,99 @@ impl HotRecord {
     }
 }
 
-/// Checked reads over a record's body.
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+/// Checked reads over a record's body (`b`: the bytes before the checksum).
+pub(crate) struct Reader<'a> {
+    pub b: &'a [u8],
+    pub at: usize,
+}
+
+/// What a host record says after its version: the engine it is for and its entry count
+/// (bytes 10..52: element code, a zero, block_tokens, model fingerprint, n_entries).
+pub(crate) struct Head {
+    pub elem: KvElem,
+    pub block_tokens: usize,
+    pub model: ModelFingerprint,
+    pub entries: usize,
+}
+
+impl Head {
+    /// Starts a record: magic, version and this head; refuses a block size or entry count
+    /// out of range.
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        magic: &[u8; 8],
+        max_entries: usize,
+    ) -> Result<(), HotError> {
+        if self.block_tokens == 0 || self.block_tokens > MAX_BLOCK_TOKENS {
+            return Err(HotError::Field("block_tokens"));
+        }
+        if self.entries > max_entries {
+            return Err(HotError::Field("entry count"));
+        }
+        out.extend_from_slice(magic);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.push(elem_code(self.elem));
+        out.push(0);
+        out.extend_from_slice(&(self.block_tokens as u32).to_le_bytes());
+        out.extend_from_slice(&self.model.0);
+        out.extend_from_slice(&(self.entries as u32).to_le_bytes());
+        Ok(())
+    }
+}
+
+/// Ends a record: the BLAKE3 of every byte before it.
+pub(crate) fn seal(out: &mut Vec<u8>) {
+    let sum = *blake3::hash(out).as_bytes();
+    out.extend_from_slice(&sum);
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], HotError> {
+    /// Checks a whole record's size (`fixed` header bytes at least, `max` at most), magic,
+    /// version and checksum; reads on after the version.
+    pub fn open(b: &'a [u8], magic: &[u8; 8], fixed: usize, max: usize) -> Result<Self, HotError> {
+        if b.len() < fixed + 32 || b.len() > max {
+            return Err(HotError::Length(b.len()));
+        }
+        if b[..8] != magic[..] {
+            return Err(HotError::BadMagic);
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(HotError::Version(version));
+        }
+        let body = b.len() - 32;
+        if blake3::hash(&b[..body]).as_bytes()[..] != b[body..] {
+            return Err(HotError::Checksum);
+        }
+        Ok(Reader {
+            b: &b[..body],
+            at: 10,
+        })
+    }
+
+    /// Reads the [`Head`] (right after [`Reader::open`]), checking every field.
+    pub fn head(&mut self, max_entries: usize) -> Result<Head, HotError> {
+        let elem = elem_from_code(self.u8()?).ok_or(HotError::Field("element type"))?;
+        self.u8()?;
+        let block_tokens = self.u32()? as usize;
+        if block_tokens == 0 || block_tokens > MAX_BLOCK_TOKENS {
+            return Err(HotError::Field("block_tokens"));
+        }
+        let model = ModelFingerprint(self.array()?);
+        let entries = self.u32()? as usize;
+        if entries > max_entries {
+            return Err(HotError::Field("entry count"));
+        }
+        Ok(Head {
+            elem,
+            block_tokens,
+            model,
+            entries,
+        })
+    }
+
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], HotError> {
         let end = self
             .at
             .checked_add(n)
@@ -209,21 +266,21 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], HotError> {
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], HotError> {
         let mut x = [0; N];
         x.copy_from_slice(self.take(N)?);
         Ok(x)
     }
 
-    fn u8(&mut self) -> Result<u8, HotError> {
+    pub fn u8(&mut self) -> Result<u8, HotError> {
         Ok(self.array::<1>()?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, HotError> {
+    pub fn u16(&mut self) -> Result<u16, HotError> {
         Ok(u16::from_le_bytes(self.array()?))
     }
 
-    fn u32(&mut self) -> Result<u32, HotError> {
+    pub fn u32(&mut self) -> Result<u32, HotError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 }

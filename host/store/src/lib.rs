@@ -41,6 +41,7 @@ mod memory;
 mod options;
 pub mod remote;
 mod residency;
+pub mod routes;
 mod session;
 mod stack;
 mod stack_remote;
@@ -55,6 +56,7 @@ pub use hot::{HotEntry, HotError, HotRecord, MAX_HOT_ENTRIES, MAX_HOT_NAME, MAX_
 pub use options::{Lossy, StoreOptions};
 pub use remote::{Endpoint, RemoteOptions, RemoteSnapshot, RemoteTier, WriteMode};
 pub use residency::{Move, Residency};
+pub use routes::{RouteEntry, RoutesRecord};
 pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};
 pub use stack::{Fetched, StoreSource, TierStack};
 pub use stack_remote::{DEFAULT_LABEL, MAX_PREFETCH_BLOCKS};

@@ -15,10 +15,13 @@ use serde::Serialize;
 
 use crate::codec;
 use crate::disk::open_database;
-use crate::disk::tables::{BLOCK_INDEX, BLOCKS, DB_FILE, HOT, HOT_KEY, MODELS, SESSIONS};
+use crate::disk::tables::{
+    BLOCK_INDEX, BLOCKS, DB_FILE, HOT, HOT_KEY, MODELS, ROUTES_KEY, SESSIONS,
+};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
 use crate::hot::HotRecord;
+use crate::routes::RoutesRecord;
 use crate::session::SessionRecord;
 
 /// What a store holds.
@@ -58,6 +61,8 @@ pub struct VerifyReport {
     pub sessions_checked: u64,
     /// Whether a saved hot-prefix record was found (and checked).
     pub hot_checked: bool,
+    /// Whether a saved routing-key record was found (and checked).
+    pub routes_checked: bool,
     pub bad: Vec<BadEntry>,
     pub removed: u64,
 }
@@ -164,7 +169,7 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
     };
     let mut bad_blocks = Vec::new();
     let mut bad_sessions = Vec::new();
-    let mut bad_hot = false;
+    let mut bad_hot: Vec<&'static str> = Vec::new();
     {
         let txn = db.begin_read().db("begin read")?;
         let blocks = txn.open_table(BLOCKS).db("open blocks")?;
@@ -230,13 +235,24 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
                             key: HOT_KEY.to_string(),
                             reason: err.to_string(),
                         });
-                        bad_hot = true;
+                        bad_hot.push(HOT_KEY);
+                    }
+                }
+                if let Some(v) = hot.get(ROUTES_KEY).db("read routing keys")? {
+                    r.routes_checked = true;
+                    if let Err(err) = RoutesRecord::decode(v.value()) {
+                        r.bad.push(BadEntry {
+                            table: "hot",
+                            key: ROUTES_KEY.to_string(),
+                            reason: err.to_string(),
+                        });
+                        bad_hot.push(ROUTES_KEY);
                     }
                 }
             }
         }
     }
-    if remove_bad && !(bad_blocks.is_empty() && bad_sessions.is_empty() && !bad_hot) {
+    if remove_bad && !(bad_blocks.is_empty() && bad_sessions.is_empty() && bad_hot.is_empty()) {
         let txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
         {
             let mut blocks = LeakOnUnwind::new(txn.open_table(BLOCKS).db("open blocks")?);
@@ -249,13 +265,15 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
             for (ns, name) in &bad_sessions {
                 sessions.remove((*ns, name.as_str())).db("remove session")?;
             }
-            if bad_hot {
+            if !bad_hot.is_empty() {
                 let mut hot = LeakOnUnwind::new(txn.open_table(HOT).db("open hot")?);
-                hot.remove(HOT_KEY).db("remove hot prefixes")?;
+                for k in &bad_hot {
+                    hot.remove(*k).db("remove host record")?;
+                }
             }
         }
         txn.into_inner().commit().db("commit")?;
-        r.removed = (bad_blocks.len() + bad_sessions.len() + usize::from(bad_hot)) as u64;
+        r.removed = (bad_blocks.len() + bad_sessions.len() + bad_hot.len()) as u64;
     }
     Ok(r)
 }
@@ -323,9 +341,11 @@ fn clear_inner(dir: &Path, salt: Option<NamespaceSalt>) -> Result<ClearReport, S
         }
         report.sessions = names.len() as u64;
         if salt.is_none() {
-            // The saved hot prefixes name their chains by tokens: a full clear drops them too.
+            // The saved hot prefixes name their chains by tokens: a full clear drops them too,
+            // and the routing keys of the blocks it removed.
             let mut hot = LeakOnUnwind::new(txn.open_table(HOT).db("open hot")?);
             hot.remove(HOT_KEY).db("remove hot prefixes")?;
+            hot.remove(ROUTES_KEY).db("remove routing keys")?;
         }
     }
     txn.into_inner().commit().db("commit")?;

@@ -360,6 +360,29 @@ impl TierStack {
         }
     }
 
+    /// Replaces the saved routing keys of stored blocks (see [`crate::routes`]); `ack` as
+    /// [`TierStack::save_hot`]'s.
+    pub fn save_routes(&self, record: &crate::RoutesRecord, ack: Ack) {
+        match (&self.disk, record.encode()) {
+            (Some(d), Ok(bytes)) => d.save_routes(bytes, ack),
+            (Some(_), Err(e)) => ack(Err(StoreError::Routes(e))),
+            (None, _) => ack(Err(StoreError::NoDisk)),
+        }
+    }
+
+    /// The saved routing keys, verified; `None` when none were saved or there is no disk.
+    pub fn load_routes(&self) -> Result<Option<crate::RoutesRecord>, StoreError> {
+        match &self.disk {
+            Some(d) => d.load_routes(),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the disk tier holds `hash` now (its index, no read).
+    pub fn on_disk(&self, hash: &BlockHash) -> bool {
+        self.disk.as_ref().is_some_and(|d| d.on_disk(hash))
+    }
+
     /// The saved hot prefixes, verified; `None` when none were saved or there is no disk.
     pub fn load_hot(&self) -> Result<Option<crate::HotRecord>, StoreError> {
         match &self.disk {

@@ -11,16 +11,10 @@ use memoria_sched::store::remote::test_server::TestServer;
 use serde_json::json;
 
 use super::events::{config, entries, field};
+use super::events_tiers::hex;
 use super::eventually;
 use crate::serve::client::{get, post};
 use crate::serve::server::{Server, model};
-
-fn hex(tokens: &[u32]) -> BTreeSet<String> {
-    memoria_kv::route_key::route_chain("", 16, tokens, 64)
-        .iter()
-        .map(|h| h.0.iter().map(|b| format!("{b:02x}")).collect())
-        .collect()
-}
 
 #[test]
 fn after_an_outage_a_host_announces_everything_it_holds_again() {

@@ -14,7 +14,8 @@ use super::eventually;
 use crate::serve::client::{get, post};
 use crate::serve::server::{Server, model, temp_dir};
 
-fn hex(tokens: &[u32]) -> BTreeSet<String> {
+/// The routing keys (hex) of the whole blocks of `tokens` under the default label.
+pub(super) fn hex(tokens: &[u32]) -> BTreeSet<String> {
     memoria_kv::route_key::route_chain("", 16, tokens, 64)
         .iter()
         .map(|h| h.0.iter().map(|b| format!("{b:02x}")).collect())
@@ -22,7 +23,7 @@ fn hex(tokens: &[u32]) -> BTreeSet<String> {
 }
 
 /// Every (kind, tier) the stream says of each key, in stream order.
-fn history(es: &[(String, Vec<(String, String)>)]) -> BTreeMap<String, Vec<String>> {
+pub(super) fn history(es: &[(String, Vec<(String, String)>)]) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (_, f) in es {
         let what = format!("{} {}", field(f, "kind"), field(f, "tier"));

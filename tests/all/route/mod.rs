@@ -6,6 +6,7 @@
 
 mod events;
 mod events_cluster;
+mod events_disk;
 mod events_resync;
 mod events_tiers;
 mod router;

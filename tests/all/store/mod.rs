@@ -17,7 +17,7 @@ mod remote_cluster_long;
 mod remote_cluster_serve;
 mod remote_saves;
 mod remote_serve;
-mod rewarm;
+pub(crate) mod rewarm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -66,7 +66,7 @@ pub(super) fn complete(s: &Server) -> (String, u64) {
 }
 
 /// SIGTERM, then waits for a clean exit (the drain and the shutdown save).
-pub(super) fn stop(mut s: Server) -> String {
+pub(crate) fn stop(mut s: Server) -> String {
     let kill = Command::new("kill")
         .args(["-TERM", &s.child.id().to_string()])
         .status()

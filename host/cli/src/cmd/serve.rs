@@ -205,14 +205,20 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         if let (Some(e), Some(settings), Some(remote), Some(store)) =
             (&events, &cfg.events, &cfg.remote, &store)
         {
+            let keys_for = super::serve_events::KeysFor {
+                model: memoria_kv::ModelFingerprint(engine.model().fingerprint()),
+                elem: cfg.kv_elem,
+                block_tokens: cfg.block_tokens,
+            };
             e.start(
                 remote,
                 settings.complete(addr),
                 server.state().clone(),
-                cfg.block_tokens,
+                keys_for,
                 store,
             )?;
         }
+        let events_at_stop = events.clone();
         println!("memoria: listening on http://{addr}");
         eprintln!(
             "memoria: {} namespaces, context {max_context} tokens, K/V pool {} MiB; Ctrl-C or SIGTERM stops",
@@ -224,6 +230,9 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
                 memoria_http::shutdown_signal().await;
                 if let Some(h) = hot {
                     h.save().await;
+                }
+                if let Some(e) = events_at_stop {
+                    e.save(std::time::Duration::from_secs(10)).await;
                 }
             })
             .await;

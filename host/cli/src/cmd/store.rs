@@ -224,12 +224,17 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "file {} | {} blocks, {} sessions{} checked | {} bad | {} removed",
+                    "file {} | {} blocks, {} sessions{}{} checked | {} bad | {} removed",
                     if r.file_ok { "ok" } else { "DAMAGED" },
                     r.blocks_checked,
                     r.sessions_checked,
                     if r.hot_checked {
                         ", the hot prefixes"
+                    } else {
+                        ""
+                    },
+                    if r.routes_checked {
+                        ", the routing keys"
                     } else {
                         ""
                     },

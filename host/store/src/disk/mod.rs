@@ -34,14 +34,15 @@ use self::index::DiskIndex;
 use self::resume::{Reopen, ReopenFile, Resumer};
 use self::slot::DbSlot;
 use self::tables::{
-    BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, HOT, HOT_KEY, META, MODELS, SESSIONS,
-    STORE_FORMAT,
+    BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, HOT, HOT_KEY, META, MODELS, ROUTES_KEY,
+    SESSIONS, STORE_FORMAT,
 };
 use self::writer::{Failure, Msg, Writer, failure};
 use crate::codec::{BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
 use crate::hot::HotRecord;
+use crate::routes::RoutesRecord;
 use crate::session::SessionRecord;
 use crate::stats::TierStats;
 use crate::tier::Tier;
@@ -577,11 +578,21 @@ impl RedbTier {
     /// Replaces the saved hot prefixes with `record` (bytes of [`crate::HotRecord`]); `ack`
     /// runs after the commit that holds it, or with the writer's failure.
     pub fn save_hot(&self, record: Vec<u8>, ack: Ack) {
+        self.save_record(HOT_KEY, record, ack);
+    }
+
+    /// Replaces the saved routing keys with `record` (bytes of [`RoutesRecord`]); `ack` as
+    /// [`RedbTier::save_hot`]'s.
+    pub fn save_routes(&self, record: Vec<u8>, ack: Ack) {
+        self.save_record(ROUTES_KEY, record, ack);
+    }
+
+    fn save_record(&self, key: &'static str, record: Vec<u8>, ack: Ack) {
         if let Some(f) = self.failure() {
             ack(Err(f));
             return;
         }
-        if let Err(m) = self.send_or_return(Msg::Hot { record, ack })
+        if let Err(m) = self.send_or_return(Msg::Hot { key, record, ack })
             && let Msg::Hot { ack, .. } = *m
         {
             ack(Err(StoreError::WriterGone));
@@ -590,19 +601,38 @@ impl RedbTier {
 
     /// The saved hot prefixes, verified; `None` when none were saved.
     pub fn load_hot(&self) -> Result<Option<HotRecord>, StoreError> {
-        let r = contain("read hot prefixes", || {
+        self.load_record(HOT_KEY, |b| Ok(HotRecord::decode(b)?))
+    }
+
+    /// The saved routing keys, verified; `None` when none were saved.
+    pub fn load_routes(&self) -> Result<Option<RoutesRecord>, StoreError> {
+        self.load_record(ROUTES_KEY, |b| {
+            RoutesRecord::decode(b).map_err(StoreError::Routes)
+        })
+    }
+
+    /// The host record under `key`, decoded; a damaged record is its decoder's error (not a
+    /// read error).
+    fn load_record<T>(
+        &self,
+        key: &'static str,
+        decode: impl FnOnce(&[u8]) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let r = contain("read host record", || {
             let txn = self.database()?.begin_read().db("begin read")?;
             let t = match txn.open_table(HOT) {
                 Ok(t) => t,
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
                 Err(e) => return Err(e).db("open hot"),
             };
-            let Some(v) = t.get(HOT_KEY).db("read hot prefixes")? else {
+            let Some(v) = t.get(key).db("read host record")? else {
                 return Ok(None);
             };
-            Ok(Some(HotRecord::decode(v.value())?))
+            decode(v.value()).map(Some)
         });
-        if r.as_ref().is_err_and(|e| !matches!(e, StoreError::Hot(_))) {
+        if r.as_ref()
+            .is_err_and(|e| !matches!(e, StoreError::Hot(_) | StoreError::Routes(_)))
+        {
             TierStats::add(&self.stats.read_errors, 1);
         }
         r

@@ -9,6 +9,7 @@
 //! block_index  block hash [u8; 32]         (encoded length u64, last-use stamp u64)
 //! sessions     (namespace id u64, name)    session record (crate::session, checksummed)
 //! hot          "top"                       hot-prefix record (crate::hot, checksummed)
+//!              "routes"                    routing keys of stored blocks (crate::routes, checksummed)
 //! meta         "format_version" | "clock"  u64
 //! models       model fingerprint [u8; 32]  description: "n_layer=.. kv_dim=.. elem=.. block=.."
 //! ```
@@ -24,7 +25,8 @@ pub const BLOCKS: TableDefinition<[u8; 32], &[u8]> = TableDefinition::new("block
 pub const BLOCK_INDEX: TableDefinition<[u8; 32], (u64, u64)> = TableDefinition::new("block_index");
 /// Saved sessions by namespace and name.
 pub const SESSIONS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("sessions");
-/// The saved hot prefixes (one record, under [`HOT_KEY`]).
+/// Host records: the saved hot prefixes (under [`HOT_KEY`]) and the routing keys of stored
+/// blocks (under [`ROUTES_KEY`]).
 pub const HOT: TableDefinition<&str, &[u8]> = TableDefinition::new("hot");
 /// Store-wide values.
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -33,8 +35,10 @@ pub const MODELS: TableDefinition<[u8; 32], &str> = TableDefinition::new("models
 
 /// [`META`] key of the table layout version.
 pub const FORMAT_KEY: &str = "format_version";
-/// [`HOT`] key of the record.
+/// [`HOT`] key of the hot-prefix record.
 pub const HOT_KEY: &str = "top";
+/// [`HOT`] key of the routing-key record.
+pub const ROUTES_KEY: &str = "routes";
 /// [`META`] key of the last-use clock.
 pub const CLOCK_KEY: &str = "clock";
 /// The table layout version this build reads and writes.

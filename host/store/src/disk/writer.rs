@@ -33,7 +33,7 @@ use super::budget::{
 use super::index::DiskIndex;
 use super::resume::Resumer;
 use super::slot::DbSlot;
-use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, HOT, HOT_KEY, META, MODELS, SESSIONS};
+use super::tables::{BLOCK_INDEX, BLOCKS, CLOCK_KEY, HOT, META, MODELS, SESSIONS};
 use crate::codec::{self, BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
@@ -80,8 +80,9 @@ pub(crate) enum Msg {
         prev: Option<u64>,
         ack: Ack,
     },
-    /// The hot-prefix record (replaces the saved one).
+    /// A host record (replaces the one saved under `key` of the hot table).
     Hot {
+        key: &'static str,
         record: Vec<u8>,
         ack: Ack,
     },
@@ -112,7 +113,7 @@ enum Op {
         name: String,
         record: Vec<u8>,
     },
-    Hot(Vec<u8>),
+    Hot(&'static str, Vec<u8>),
 }
 
 /// Blocks a transaction wrote (forgotten again if it fails).
@@ -215,9 +216,9 @@ impl Writer {
                     saved.push(((ns, name.clone()), prev));
                     ops.push(Op::Save { ns, name, record });
                 }
-                Msg::Hot { record, ack } => {
+                Msg::Hot { key, record, ack } => {
                     acks.push(ack);
-                    ops.push(Op::Hot(record));
+                    ops.push(Op::Hot(key, record));
                 }
                 m => ops.push(Op::Block(m)),
             }
@@ -344,9 +345,8 @@ impl Writer {
         let mut hot = LeakOnUnwind::new(txn.open_table(HOT).db("open hot")?);
         for op in ops {
             let m = match op {
-                Op::Hot(record) => {
-                    hot.insert(HOT_KEY, record.as_slice())
-                        .db("write hot prefixes")?;
+                Op::Hot(key, record) => {
+                    hot.insert(key, record.as_slice()).db("write host record")?;
                     continue;
                 }
                 Op::Save { ns, name, record } => {

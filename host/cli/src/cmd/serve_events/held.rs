@@ -7,6 +7,8 @@
 //! a block written to disk while its request ran is announced there once it is served.
 //! Bounded: past the bound the least recently served block is forgotten and announced removed
 //! from every tier it was in. Every change comes out as an [`Announce`] of routing keys only.
+//! What is on disk outlives the process (see `saved`): [`Held::on_disk`] lists it for the store
+//! and [`Held::restore`] takes it back after a restart.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -14,8 +16,8 @@ use memoria_kv::BlockHash;
 use memoria_store::Move;
 use memoria_store::remote::events::{Kind, Publisher, Tier};
 
-/// Most routing keys (labels) kept per block.
-const MAX_ROUTES: usize = 8;
+/// Most routing keys (labels) kept per block (as many as the store's record keeps).
+const MAX_ROUTES: usize = memoria_store::routes::MAX_ROUTES_PER_BLOCK;
 /// Most blocks whose moves are kept before they are served (oldest forgotten first).
 const MAX_UNSERVED: usize = 16_384;
 
@@ -80,6 +82,8 @@ pub struct Held {
     /// Tiers of blocks moved before being served, and their arrival order.
     unserved: HashMap<BlockHash, u8>,
     unserved_order: VecDeque<BlockHash>,
+    /// Changes so far (a saver compares it with the count it last saved at).
+    changes: u64,
 }
 
 impl Held {
@@ -92,7 +96,50 @@ impl Held {
             cap: cap.max(1),
             unserved: HashMap::new(),
             unserved_order: VecDeque::new(),
+            changes: 0,
         }
+    }
+
+    /// Changes so far: served blocks, tier moves of served blocks, forgetting.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// The blocks held on disk with their routing keys, least recently served first.
+    pub fn on_disk(&self) -> Vec<memoria_store::RouteEntry> {
+        self.order
+            .values()
+            .filter_map(|p| Some((p, self.entries.get(p)?)))
+            .filter(|(_, e)| e.tiers & Tier::Disk.bit() != 0 && !e.routes.is_empty())
+            .map(|(p, e)| memoria_store::RouteEntry {
+                block: *p,
+                routes: e.routes.clone(),
+            })
+            .collect()
+    }
+
+    /// A block a previous run of this host announced on disk, and the disk still holds:
+    /// held there again under its saved routing keys (as if just served, for the bound).
+    pub fn restore(&mut self, block: BlockHash, routes: &[BlockHash], out: &mut Announce) {
+        let stamp = self.next;
+        self.next += 1;
+        let e = self.entries.entry(block).or_insert_with(|| Entry {
+            routes: Vec::new(),
+            tiers: 0,
+            stamp,
+        });
+        self.order.remove(&e.stamp);
+        e.stamp = stamp;
+        self.order.insert(stamp, block);
+        for r in routes {
+            if !e.routes.contains(r) && e.routes.len() < MAX_ROUTES {
+                e.routes.push(*r);
+            }
+        }
+        e.tiers |= Tier::Disk.bit();
+        out.set(Tier::Disk, &e.routes, true);
+        self.changes += 1;
+        self.evict_past_cap(out);
     }
 
     /// A prompt was served: its whole blocks `pool[i]`, routed as `route[i]`, are hot.
@@ -121,6 +168,12 @@ impl Held {
                 out.set(Tier::Hot, &e.routes, true);
             }
         }
+        self.changes += 1;
+        self.evict_past_cap(out);
+    }
+
+    /// Forgets the least recently served blocks past the bound, announcing them removed.
+    fn evict_past_cap(&mut self, out: &mut Announce) {
         while self.entries.len() > self.cap {
             let Some((_, p)) = self.order.pop_first() else {
                 break;
@@ -157,6 +210,7 @@ impl Held {
         }
         e.tiers ^= b;
         out.set(m.tier, &e.routes, m.held);
+        self.changes += 1;
     }
 
     /// The routing keys held in `tier`, least recently served first (for a resync).
@@ -171,6 +225,7 @@ impl Held {
 
     /// Forgets every block (after moves were lost: what is held is no longer known).
     pub fn clear(&mut self) {
+        self.changes += 1;
         self.entries.clear();
         self.order.clear();
         self.unserved.clear();
@@ -287,5 +342,47 @@ mod tests {
         h.clear();
         assert_eq!(h.len(), 0);
         assert!(h.keys(Tier::Hot).is_empty());
+    }
+
+    #[test]
+    fn what_is_on_disk_is_listed_and_restored_after_a_restart() {
+        let mut h = Held::new(8);
+        let mut a = Announce::default();
+        h.serve(&[k(1), k(2), k(3)], &[k(101), k(102), k(103)], &mut a);
+        h.serve(&[k(1)], &[k(201)], &mut a);
+        let before = h.changes();
+        h.apply(&mv(1, Tier::Disk, true), &mut a);
+        h.apply(&mv(2, Tier::Disk, true), &mut a);
+        h.apply(&mv(2, Tier::Disk, false), &mut a);
+        h.apply(&mv(3, Tier::Disk, true), &mut a);
+        assert!(h.changes() > before);
+        // Block 2 left the disk; 3 was served before 1's second label.
+        let saved = h.on_disk();
+        let listed: Vec<_> = saved.iter().map(|e| (e.block, e.routes.clone())).collect();
+        assert_eq!(
+            listed,
+            vec![(k(3), vec![k(103)]), (k(1), vec![k(101), k(201)])]
+        );
+        // A new run: held on disk only, announced there.
+        let (mut h, mut a) = (Held::new(8), Announce::default());
+        for e in &saved {
+            h.restore(e.block, &e.routes, &mut a);
+        }
+        assert_eq!(
+            take(&mut a, Tier::Disk),
+            (vec![k(101), k(103), k(201)], vec![])
+        );
+        assert_eq!(take(&mut a, Tier::Hot), (vec![], vec![]));
+        assert_eq!(h.keys(Tier::Disk), vec![k(103), k(101), k(201)]);
+        // Served again: hot as well, nothing new on disk.
+        h.serve(&[k(1)], &[k(101)], &mut a);
+        assert_eq!(take(&mut a, Tier::Hot), (vec![k(101), k(201)], vec![]));
+        assert_eq!(take(&mut a, Tier::Disk), (vec![], vec![]));
+        // The bound holds for restored blocks too.
+        let mut small = Held::new(1);
+        small.restore(k(1), &[k(101)], &mut a);
+        small.restore(k(2), &[k(102)], &mut a);
+        assert_eq!(small.len(), 1);
+        assert_eq!(take(&mut a, Tier::Disk), (vec![k(102)], vec![k(101)]));
     }
 }

@@ -12,9 +12,11 @@
 //! full queue drops and counts); tokenizing and hashing run on the blocking pool, writing on
 //! the publisher's task, never on the engine thread. After an outage lost entries, the held
 //! keys are announced again behind a `cleared`; if the journal itself overflowed, what is held
-//! is no longer known, so the host announces `cleared` and starts over.
+//! is no longer known, so the host announces `cleared` and starts over. What is held on disk
+//! is saved in the store and announced again after a restart (see `saved`).
 
 mod held;
+mod saved;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -29,6 +31,8 @@ use memoria_tenant::{Isolation, Namespace};
 use tokio::sync::mpsc;
 
 use held::{Announce, Held};
+pub use saved::KeysFor;
+use saved::SAVE_EVERY;
 
 /// Served prompts queued for hashing.
 const QUEUE: usize = 256;
@@ -53,6 +57,9 @@ struct Served {
 pub struct Events {
     tx: mpsc::Sender<Served>,
     rx: Mutex<Option<mpsc::Receiver<Served>>>,
+    /// Asks the task to save the routing keys now; answered once committed.
+    save_tx: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
+    save_rx: Mutex<Option<mpsc::Receiver<tokio::sync::oneshot::Sender<()>>>>,
     publisher: OnceLock<Publisher>,
     dropped: AtomicU64,
 }
@@ -60,30 +67,35 @@ pub struct Events {
 impl Events {
     pub fn new() -> Arc<Events> {
         let (tx, rx) = mpsc::channel(QUEUE);
+        let (save_tx, save_rx) = mpsc::channel(1);
         Arc::new(Events {
             tx,
             rx: Mutex::new(Some(rx)),
+            save_tx,
+            save_rx: Mutex::new(Some(save_rx)),
             publisher: OnceLock::new(),
             dropped: AtomicU64::new(0),
         })
     }
 
     /// Starts publishing (on the current runtime) once the server listens; `store` is the
-    /// tier stack whose residency is followed.
+    /// tier stack whose residency is followed and where the routing keys of blocks on disk
+    /// are saved (for the engine `keys_for` says).
     pub fn start(
         &self,
         remote: &RemoteOptions,
         cfg: EventsConfig,
         state: Arc<AppState>,
-        block_tokens: usize,
-        store: &TierStack,
+        keys_for: KeysFor,
+        store: &Arc<TierStack>,
     ) -> anyhow::Result<()> {
-        let rx = self
+        let taken = self
             .rx
             .lock()
             .ok()
             .and_then(|mut r| r.take())
-            .ok_or_else(|| anyhow::anyhow!("host events already started"))?;
+            .zip(self.save_rx.lock().ok().and_then(|mut r| r.take()));
+        let (rx, save_rx) = taken.ok_or_else(|| anyhow::anyhow!("host events already started"))?;
         let load_state = state.clone();
         let (id, addr) = (cfg.host_id.clone(), cfg.advertise.clone());
         let p = Publisher::start(remote, cfg, Arc::new(move || load_state.queue_depth()))
@@ -98,14 +110,26 @@ impl Events {
         let task = Task {
             p,
             state,
-            block_tokens,
+            block_tokens: keys_for.block_tokens,
             held: Held::new(MAX_HELD),
             journal,
             moves: Vec::with_capacity(JOURNAL),
             out: Announce::default(),
+            store: store.clone(),
+            keys_for,
+            saved_at: 0,
         };
-        tokio::spawn(task.run(rx));
+        tokio::spawn(task.run(rx, save_rx));
         Ok(())
+    }
+
+    /// Saves the routing keys of what is held on disk now and waits (at most `within`) for
+    /// the commit; for the shutdown signal. A no-op before `start`.
+    pub async fn save(&self, within: std::time::Duration) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.save_tx.send(tx).await.is_ok() {
+            let _ = tokio::time::timeout(within, rx).await;
+        }
     }
 }
 
@@ -117,13 +141,43 @@ struct Task {
     journal: Arc<Residency>,
     moves: Vec<Move>,
     out: Announce,
+    store: Arc<TierStack>,
+    keys_for: KeysFor,
+    /// `held.changes()` at the last save.
+    saved_at: u64,
 }
 
 impl Task {
-    async fn run(mut self, mut rx: mpsc::Receiver<Served>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Served>,
+        mut save_rx: mpsc::Receiver<tokio::sync::oneshot::Sender<()>>,
+    ) {
+        let n = saved::restore(&self.store, self.keys_for, &mut self.held, &mut self.out).await;
+        if n > 0 {
+            eprintln!("memoria: host events: {n} blocks on disk announced again");
+        }
+        self.saved_at = self.held.changes();
+        self.out.send(&self.p);
         let mut poll = tokio::time::interval(POLL);
+        let mut save = tokio::time::interval(SAVE_EVERY);
+        save.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                Some(done) = save_rx.recv() => {
+                    self.drain();
+                    if self.store.disk().is_some() {
+                        self.save().await;
+                    }
+                    let _ = done.send(());
+                }
+                _ = save.tick() => {
+                    if self.store.disk().is_some() && self.held.changes() != self.saved_at {
+                        // Not awaited here (a failure is logged); saved again at the next
+                        // change.
+                        tokio::spawn(self.save());
+                    }
+                }
                 s = rx.recv() => match s {
                     // Moves recorded before this prompt was answered come first.
                     Some(s) => {
@@ -143,6 +197,17 @@ impl Task {
                 }
             }
             self.out.send(&self.p);
+        }
+    }
+
+    /// Saves the routing keys of what is held on disk; the future resolves with the commit.
+    fn save(&mut self) -> impl std::future::Future<Output = ()> + use<> {
+        self.saved_at = self.held.changes();
+        let rx = saved::save(&self.store, self.keys_for, &self.held);
+        async move {
+            if let Ok(Err(e)) = rx.await {
+                eprintln!("memoria: host events: the routing keys were not saved: {e}");
+            }
         }
     }
 
