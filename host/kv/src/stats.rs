@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::advisor::{Advisor, AdvisorSnapshot};
 use crate::ids::NamespaceId;
-use crate::misses::{MissCounters, MissSnapshot};
+use crate::misses::{LostTier, MissCounters, MissSnapshot};
 
 /// Why a block was evicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +40,9 @@ pub struct Counters {
     pub miss_blocks: AtomicU64,
     /// Blocks brought back from a lower tier.
     pub promotions: AtomicU64,
+    /// `promotions` by the tier that served them, indexed by [`LostTier`] (`Hot` stays 0;
+    /// a source that does not say is counted in `promotions` only).
+    pub promoted_from: [AtomicU64; 4],
     /// Evictions because memory was needed.
     pub evict_capacity: AtomicU64,
     /// Evictions because a namespace hit its cap.
@@ -106,6 +109,7 @@ pub struct CountersSnapshot {
     pub hit_blocks: u64,
     pub miss_blocks: u64,
     pub promotions: u64,
+    pub promoted_from: [u64; 4],
     pub evict_capacity: u64,
     pub evict_quota: u64,
     pub evict_ttl: u64,
@@ -157,6 +161,7 @@ impl Counters {
             hit_blocks: r(&self.hit_blocks),
             miss_blocks: r(&self.miss_blocks),
             promotions: r(&self.promotions),
+            promoted_from: self.promoted_from.each_ref().map(r),
             evict_capacity: r(&self.evict_capacity),
             evict_quota: r(&self.evict_quota),
             evict_ttl: r(&self.evict_ttl),
@@ -183,6 +188,11 @@ impl Counters {
 }
 
 impl CountersSnapshot {
+    /// Blocks brought back into the pool from tier `t`.
+    pub fn promoted_from(&self, t: LostTier) -> u64 {
+        self.promoted_from[t.bits() as usize]
+    }
+
     /// Hit tokens over prompt tokens looked up (0 when none were).
     pub fn hit_rate(&self) -> f64 {
         let all = self.hit_tokens + self.miss_tokens;

@@ -38,6 +38,12 @@ pub trait TierSource {
     fn last_miss(&self) -> SourceMiss {
         SourceMiss::Absent
     }
+
+    /// The tier that served the last `fetch` that returned true (per-tier promotion counts);
+    /// `None` when the source does not say.
+    fn last_hit(&self) -> Option<LostTier> {
+        None
+    }
 }
 
 /// The default sink: evicted blocks are dropped.

@@ -32,8 +32,8 @@ use crate::tier::Tier;
 /// Where a fetched block came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fetched {
-    /// `cold` or `redb`.
-    pub tier: &'static str,
+    /// The tier that served it: cold RAM, disk or remote.
+    pub tier: LostTier,
     /// The block was stored lossily: its values are close to, not equal to, the original.
     pub lossy: bool,
 }
@@ -246,7 +246,7 @@ impl TierStack {
     /// `out`. A value that fails verification is removed and counted.
     pub fn fetch(&self, expect: &Expect<'_>, out: &mut [u8]) -> Option<Fetched> {
         if let Some(c) = &self.cold
-            && let Some(f) = self.fetch_from(c, c.stats(), expect, out)
+            && let Some(f) = self.fetch_from(c, c.stats(), LostTier::Cold, expect, out)
         {
             return Some(f);
         }
@@ -255,18 +255,18 @@ impl TierStack {
                 TierStats::add(&c.stats().hits, 1);
             }
             return Some(Fetched {
-                tier: "cold",
+                tier: LostTier::Cold,
                 lossy: false,
             });
         }
         if let Some(d) = &self.disk
-            && let Some(f) = self.fetch_from(d, d.stats(), expect, out)
+            && let Some(f) = self.fetch_from(d, d.stats(), LostTier::Disk, expect, out)
         {
             d.touch(&expect.hash);
             return Some(f);
         }
         self.remote_take(expect, out).then_some(Fetched {
-            tier: "remote",
+            tier: LostTier::Remote,
             lossy: false,
         })
     }
@@ -275,6 +275,7 @@ impl TierStack {
         &self,
         tier: &dyn Tier,
         stats: &TierStats,
+        which: LostTier,
         expect: &Expect<'_>,
         out: &mut [u8],
     ) -> Option<Fetched> {
@@ -290,7 +291,7 @@ impl TierStack {
                     lock(&self.lossy_served).insert(expect.hash);
                 }
                 Some(Fetched {
-                    tier: tier.name(),
+                    tier: which,
                     lossy: enc.is_lossy(),
                 })
             }
@@ -448,6 +449,7 @@ impl TierStack {
             tokens,
             chain,
             last_miss: SourceMiss::Absent,
+            last_hit: None,
             public,
         }
     }
@@ -524,6 +526,7 @@ pub struct StoreSource<'a> {
     chain: Vec<BlockHash>,
     /// Why the last fetch failed (a verification failure is told apart from absence).
     last_miss: SourceMiss,
+    last_hit: Option<LostTier>,
     /// Leading public blocks and the common root they are checked against.
     public: (usize, BlockHash),
 }
@@ -554,7 +557,9 @@ impl TierSource for StoreSource<'_> {
             tokens: Some(&self.tokens[i * b..(i + 1) * b]),
         };
         let before = self.stack.corrupt_counts();
-        let found = self.stack.fetch(&expect, out).is_some();
+        let fetched = self.stack.fetch(&expect, out);
+        let found = fetched.is_some();
+        self.last_hit = fetched.map(|f| f.tier);
         let after = self.stack.corrupt_counts();
         self.last_miss = if found {
             SourceMiss::Absent
@@ -570,6 +575,10 @@ impl TierSource for StoreSource<'_> {
 
     fn last_miss(&self) -> SourceMiss {
         self.last_miss
+    }
+
+    fn last_hit(&self) -> Option<LostTier> {
+        self.last_hit
     }
 }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use memoria_kv::{NamespaceId, NamespaceSalt};
+use memoria_kv::{LostTier, NamespaceId, NamespaceSalt};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::store::remote::test_server::TestServer;
@@ -118,7 +118,17 @@ fn host_b_serves_host_a_prefix_from_the_remote_with_identical_logits() {
     );
     let rb = sb.remote().expect("remote").snapshot();
     assert_eq!((rb.hits, rb.bad_values), (4, 0), "{rb:?}");
-    assert_eq!(b.pool_stats().snapshot().total.hit_tokens, 64);
+    let pool = b.pool_stats().snapshot();
+    assert_eq!(pool.total.hit_tokens, 64);
+    // Counted per namespace and tier: the 4 blocks came from the remote tier.
+    let ns_b = &pool
+        .namespaces
+        .iter()
+        .find(|(id, _)| *id == NS)
+        .expect("NS")
+        .1;
+    assert_eq!(ns_b.promoted_from(LostTier::Remote), 4);
+    assert_eq!(ns_b.promoted_from(LostTier::Cold), 0);
     let computed = b.stats().snapshot().prefill_tokens - before;
     assert!(
         computed < 70 - 64 + 10,
@@ -130,7 +140,9 @@ fn host_b_serves_host_a_prefix_from_the_remote_with_identical_logits() {
     let iso = NamespaceSalt::derive("memoria salt v1 isolated:other");
     answer(&c, NamespaceId(2), iso, &tokens);
     assert_eq!(sc.remote().expect("remote").snapshot().hits, 0);
-    assert_eq!(c.pool_stats().snapshot().total.hit_tokens, 0);
+    let pool = c.pool_stats().snapshot();
+    assert_eq!(pool.total.hit_tokens, 0);
+    assert_eq!(pool.total.promoted_from(LostTier::Remote), 0);
     for e in [a, b, c] {
         e.shutdown();
     }

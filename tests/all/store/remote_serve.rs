@@ -68,6 +68,11 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
             .is_some_and(|h| h >= 64),
         "{stats}"
     );
+    // Per namespace and tier: the (default) namespace "shared" took its blocks from the remote.
+    let ns = &stats["namespaces"]["shared"]["promotions"];
+    assert!(ns["remote"].as_u64().is_some_and(|h| h >= 4), "{stats}");
+    assert_eq!((&ns["cold"], &ns["disk"]), (&json!(0), &json!(0)), "{ns}");
+    assert_eq!(stats["state_cache"]["promotions"]["remote"], ns["remote"]);
     // A conversation saved on A (no disk: the save lives in the remote tier) is restored on B.
     let conv =
         json!({"name": "conv-1", "text": "Once upon a time there was a little dog named Max."});
@@ -87,6 +92,11 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
     let metrics = get(b.addr, "/metrics", &[]).text();
     assert!(metrics.contains("memoria_remote_hits_total "), "{metrics}");
     assert!(metrics.contains("memoria_remote_misses_total{reason=\"bad_value\"} 0"));
+    let promoted = format!(
+        "memoria_kv_tier_promotions_total{{namespace=\"shared\",tier=\"remote\"}} {}",
+        ns["remote"]
+    );
+    assert!(metrics.contains(&promoted), "{promoted}\n{metrics}");
     let file = temp_dir("remote-metrics").join("metrics.txt");
     std::fs::write(&file, &metrics).expect("write metrics");
     let out = Command::new("sh")

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
-use memoria_kv::CountersSnapshot;
+use memoria_kv::{CountersSnapshot, LostTier};
 
 use crate::state::AppState;
 
@@ -41,6 +41,9 @@ impl Out {
         }
     }
 }
+
+/// The lower tiers a block is promoted from, in report order.
+pub(super) const PROMOTED_FROM: [LostTier; 3] = [LostTier::Cold, LostTier::Disk, LostTier::Remote];
 
 /// The whole exposition.
 pub fn render(state: &AppState) -> String {
@@ -229,6 +232,21 @@ pub fn render(state: &AppState) -> String {
         &rows,
         |c| c.promotions,
     );
+    o.family(
+        "memoria_kv_tier_promotions_total",
+        "counter",
+        "K/V blocks brought back into the hot tier, by namespace and the tier that served them \
+         (cold RAM, disk, remote).",
+    );
+    for (ns, c) in &rows {
+        for t in PROMOTED_FROM {
+            o.sample(
+                "memoria_kv_tier_promotions_total",
+                &format!("namespace=\"{ns}\",tier=\"{}\"", t.name()),
+                c.promoted_from(t),
+            );
+        }
+    }
     o.per_ns(
         "memoria_kv_cow_copies_total",
         "counter",

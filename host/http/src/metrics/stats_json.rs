@@ -8,6 +8,15 @@ use serde_json::{Value, json};
 use super::cache_view::{advisor_json, misses_json};
 use crate::state::AppState;
 
+/// Blocks promoted into the pool, by the tier that served them.
+fn promotions_json(c: &memoria_kv::CountersSnapshot) -> Value {
+    let mut m = serde_json::Map::new();
+    for t in super::render::PROMOTED_FROM {
+        m.insert(t.name().into(), c.promoted_from(t).into());
+    }
+    Value::Object(m)
+}
+
 /// The `/stats` object.
 pub fn stats_json(state: &AppState) -> Value {
     let pool = state.engine.pool_stats().snapshot();
@@ -27,6 +36,7 @@ pub fn stats_json(state: &AppState) -> Value {
                 "hit_blocks": c.hit_blocks,
                 "miss_blocks": c.miss_blocks,
                 "misses": misses_json(&c.misses),
+                "promotions": promotions_json(c),
                 "advisor": advisor_json(pool_stats.advisor_namespace(*id).as_ref()),
             }),
         );
@@ -64,6 +74,7 @@ pub fn stats_json(state: &AppState) -> Value {
             "hits": t.hit_tokens, "misses": t.miss_tokens, "hit_rate": t.hit_rate(),
             "hit_blocks": t.hit_blocks, "miss_blocks": t.miss_blocks,
             "misses_by_reason": misses_json(&t.misses),
+            "promotions": promotions_json(t),
         },
         "advisor": advisor_json(Some(&pool_stats.advisor_snapshot())),
         "pool": {

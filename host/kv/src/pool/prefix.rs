@@ -224,6 +224,9 @@ impl BlockPool {
         let parent = s.table.last().map_or(NIL, |p| p.0);
         self.link_sealed(id, hash, parent);
         self.count(s.ns_slot, |c| &c.promotions, 1);
+        if let Some(t) = src.last_hit() {
+            self.count(s.ns_slot, |c| &c.promoted_from[t.bits() as usize], 1);
+        }
         Some(id)
     }
 }
