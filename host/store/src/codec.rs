@@ -79,6 +79,25 @@ const CHECKSUM_AT: usize = 136;
 /// LZ4 is kept only when it saves at least 1/this of the block: below that, decoding costs
 /// more than the bytes saved (f16 K/V of many models barely compresses), so the block is raw.
 const LZ4_MIN_SAVING: usize = 16;
+/// Leading bytes of a block LZ4 first tries alone (on blocks over twice this): when they do
+/// not save 1/16, the block is stored raw without compressing the rest. f16 K/V rarely
+/// compresses, and a whole-block attempt per write cost the writer threads (disk and remote,
+/// competing with the engine for the cores) a block-sized compression for nothing.
+const LZ4_PROBE: usize = 64 << 10;
+
+/// The LZ4 block form of `data` when it saves at least 1/[`LZ4_MIN_SAVING`] (probing the
+/// leading [`LZ4_PROBE`] bytes of a large block first).
+fn lz4_if_worth(data: &[u8]) -> Option<Vec<u8>> {
+    let saves = |c: &[u8], of: &[u8]| c.len() <= of.len() - of.len() / LZ4_MIN_SAVING;
+    if data.len() > 2 * LZ4_PROBE {
+        let probe = &data[..LZ4_PROBE];
+        if !saves(&lz4_flex::block::compress(probe), probe) {
+            return None;
+        }
+    }
+    let c = lz4_flex::block::compress(data);
+    saves(&c, data).then_some(c)
+}
 
 /// How the payload is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -361,7 +380,8 @@ pub fn verify(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
 
 /// Encodes one block. `data` is the block's bytes in `identity.layout`; `tokens` its B ids.
 /// A lossy encoding of a non-f16 block, or one that does not cut into whole quant blocks, falls
-/// back to LZ4; LZ4 that saves less than 1/16 of the block falls back to raw.
+/// back to LZ4; LZ4 that saves less than 1/16 of the block falls back to raw (a large block
+/// whose leading bytes do not compress is stored raw untried, see [`LZ4_PROBE`]).
 pub fn encode(
     identity: &BlockIdentity,
     tokens: &[u32],
@@ -405,18 +425,17 @@ fn encode_as(
     if encoding.is_lossy() && !lossy_ok {
         encoding = Encoding::Lz4;
     }
-    let payload = match (encoding, encoding.quant_type()) {
-        (_, Some(ty)) => quantize_f16(data, ty)?,
-        (Encoding::Lz4, None) => {
-            let c = lz4_flex::block::compress(data);
-            if c.len() <= data.len() - data.len() / LZ4_MIN_SAVING {
-                c
-            } else {
+    // Raw blocks are copied once, straight into the value.
+    let payload: std::borrow::Cow<'_, [u8]> = match (encoding, encoding.quant_type()) {
+        (_, Some(ty)) => quantize_f16(data, ty)?.into(),
+        (Encoding::Lz4, None) => match lz4_if_worth(data) {
+            Some(c) => c.into(),
+            None => {
                 encoding = Encoding::Raw;
-                data.to_vec()
+                data.into()
             }
-        }
-        _ => data.to_vec(),
+        },
+        _ => data.into(),
     };
     let mut out = Vec::with_capacity(HEADER_BYTES + 4 * tokens.len() + payload.len());
     out.extend_from_slice(&MAGIC);

@@ -61,6 +61,47 @@ fn compressible_blocks_shrink_and_incompressible_fall_back_to_raw() {
     assert_eq!(parse_header(&raw).unwrap().encoding, Encoding::Raw);
 }
 
+#[test]
+fn a_large_block_whose_leading_bytes_do_not_compress_is_stored_raw_unprobed() {
+    // 32 KiB per layer and K/V: a 256 KiB block, so the 64 KiB probe applies.
+    let id = BlockIdentity {
+        layout: KvLayout::new(4, 1024, KvElem::F16).with_block_tokens(16),
+        ..identity(KvElem::F16)
+    };
+    let n = id.layout.block_bytes().unwrap();
+    assert!(n > 2 * LZ4_PROBE, "{n}");
+    let mut out = vec![0; n];
+    // Noise in the probe, zeros after it: raw (the probe decides), and exact.
+    let mut data = vec![0; n];
+    data[..LZ4_PROBE].copy_from_slice(&noise(LZ4_PROBE, 11));
+    let bytes = encode(&id, &[0; 16], &data, Encoding::Lz4).unwrap();
+    assert_eq!(parse_header(&bytes).unwrap().encoding, Encoding::Raw);
+    assert_eq!(
+        decode_into(&bytes, &expect(&id), &mut out),
+        Ok(Encoding::Raw)
+    );
+    assert_eq!(out, data);
+    // A compressible probe: the whole block is compressed and kept if it saves enough.
+    let zeros = vec![0; n];
+    let bytes = encode(&id, &[0; 16], &zeros, Encoding::Lz4).unwrap();
+    assert_eq!(parse_header(&bytes).unwrap().encoding, Encoding::Lz4);
+    assert!(bytes.len() < n / 16);
+    // 8 KiB of zeros: 1/8 of the probe (it passes), 1/32 of the block (not worth it).
+    let mut tail_noise = noise(n, 5);
+    tail_noise[..LZ4_PROBE / 8].fill(0);
+    let bytes = encode(&id, &[0; 16], &tail_noise, Encoding::Lz4).unwrap();
+    assert_eq!(
+        parse_header(&bytes).unwrap().encoding,
+        Encoding::Raw,
+        "the probe passed, the whole block did not save 1/16"
+    );
+    assert_eq!(
+        decode_into(&bytes, &expect(&id), &mut out),
+        Ok(Encoding::Raw)
+    );
+    assert_eq!(out, tail_noise);
+}
+
 fn noise(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed | 1;
     (0..n)
