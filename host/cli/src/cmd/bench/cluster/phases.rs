@@ -374,20 +374,30 @@ async fn decode_once(s: &Setup, c: &Client, seed: u64) -> anyhow::Result<(f64, u
     Ok((n.saturating_sub(1) as f64 / secs, n))
 }
 
-/// Decode speed with the remote tier on (`on`) and off (`off`), alternating, each run after
-/// [`quiet`], medians.
+/// Decode speed with the remote tier on (`on`) and off (`off`), alternating (which host goes
+/// first alternates too, so a drift within a pair weighs on both alike; both decode the same
+/// prompt), each run after [`quiet`], medians.
 async fn decode_phase(s: &Setup, on: &Client, off: &Client) -> anyhow::Result<Value> {
     let (mut with, mut without, mut tokens) = (Vec::new(), Vec::new(), 0);
     let before = figures(on).await?;
     for r in 0..s.a.reps as u64 {
-        // Each measurement starts on quiet hosts: the last one's writes (or the phases
-        // before) never run into the next.
-        quiet(&[on, off]).await?;
-        let (t, n) = decode_once(s, on, 500 + 2 * r).await?;
-        with.push(t);
-        tokens = n;
-        quiet(&[on, off]).await?;
-        without.push(decode_once(s, off, 501 + 2 * r).await?.0);
+        let order = if r % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for remote in order {
+            // Each measurement starts on quiet hosts: the last one's writes (or the phases
+            // before) never run into the next.
+            quiet(&[on, off]).await?;
+            let (t, n) = decode_once(s, if remote { on } else { off }, 500 + r).await?;
+            if remote {
+                with.push(t);
+                tokens = n;
+            } else {
+                without.push(t);
+            }
+        }
     }
     let written = figures(on).await?.since(&before);
     let (w, wo) = (median(&with), median(&without));
