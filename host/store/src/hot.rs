@@ -115,7 +115,6 @@ impl HotRecord {
     /// Parses and verifies a record (size cap and checksum first, then every field).
     pub fn decode(b: &[u8]) -> Result<HotRecord, HotError> {
         let mut r = Reader::open(b, &MAGIC, FIXED, MAX_HOT_BYTES)?;
-        let body = r.b.len();
         let Head {
             elem,
             block_tokens,
@@ -151,9 +150,7 @@ impl HotRecord {
             check_entry(&e, block_tokens)?;
             entries.push(e);
         }
-        if r.at != body {
-            return Err(HotError::Length(b.len()));
-        }
+        r.finish()?;
         Ok(HotRecord {
             model,
             elem,
@@ -165,8 +162,8 @@ impl HotRecord {
 
 /// Checked reads over a record's body (`b`: the bytes before the checksum).
 pub(crate) struct Reader<'a> {
-    pub b: &'a [u8],
-    pub at: usize,
+    b: &'a [u8],
+    at: usize,
 }
 
 /// What a host record says after its version: the engine it is for and its entry count
@@ -253,6 +250,20 @@ impl<'a> Reader<'a> {
             model,
             entries,
         })
+    }
+
+    /// Bytes left before the checksum.
+    pub fn remaining(&self) -> usize {
+        self.b.len() - self.at
+    }
+
+    /// Refuses bytes left over after the last field.
+    pub fn finish(&self) -> Result<(), HotError> {
+        if self.remaining() == 0 {
+            Ok(())
+        } else {
+            Err(HotError::Length(self.b.len() + 32))
+        }
     }
 
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], HotError> {

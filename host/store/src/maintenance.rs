@@ -24,6 +24,9 @@ use crate::hot::HotRecord;
 use crate::routes::RoutesRecord;
 use crate::session::SessionRecord;
 
+/// Why a host record's bytes were refused, if they were.
+type Refusal = fn(&[u8]) -> Option<String>;
+
 /// What a store holds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StoreStats {
@@ -227,26 +230,31 @@ fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError
             Err(redb::TableError::TableDoesNotExist(_)) => {}
             Err(e) => return Err(e).db("open hot"),
             Ok(hot) => {
-                if let Some(v) = hot.get(HOT_KEY).db("read hot prefixes")? {
-                    r.hot_checked = true;
-                    if let Err(err) = HotRecord::decode(v.value()) {
-                        r.bad.push(BadEntry {
-                            table: "hot",
-                            key: HOT_KEY.to_string(),
-                            reason: err.to_string(),
-                        });
-                        bad_hot.push(HOT_KEY);
+                // Each host record under its key, checked by its own decoder.
+                let records: [(&'static str, Refusal); 2] = [
+                    (HOT_KEY, |b| {
+                        HotRecord::decode(b).err().map(|e| e.to_string())
+                    }),
+                    (ROUTES_KEY, |b| {
+                        RoutesRecord::decode(b).err().map(|e| e.to_string())
+                    }),
+                ];
+                for (key, refused) in records {
+                    let Some(v) = hot.get(key).db("read host record")? else {
+                        continue;
+                    };
+                    if key == HOT_KEY {
+                        r.hot_checked = true;
+                    } else {
+                        r.routes_checked = true;
                     }
-                }
-                if let Some(v) = hot.get(ROUTES_KEY).db("read routing keys")? {
-                    r.routes_checked = true;
-                    if let Err(err) = RoutesRecord::decode(v.value()) {
+                    if let Some(reason) = refused(v.value()) {
                         r.bad.push(BadEntry {
                             table: "hot",
-                            key: ROUTES_KEY.to_string(),
-                            reason: err.to_string(),
+                            key: key.to_string(),
+                            reason,
                         });
-                        bad_hot.push(ROUTES_KEY);
+                        bad_hot.push(key);
                     }
                 }
             }

@@ -88,7 +88,7 @@ impl RoutesRecord {
         } = r.head(MAX_ROUTE_ENTRIES)?;
         // Each entry takes at least 65 bytes: a count past what remains is refused before
         // anything is allocated for it.
-        if n > (r.b.len() - r.at) / 65 {
+        if n > r.remaining() / 65 {
             return Err(HotError::Length(b.len()));
         }
         let mut entries = Vec::with_capacity(n);
@@ -103,9 +103,7 @@ impl RoutesRecord {
                 .collect::<Result<_, _>>()?;
             entries.push(RouteEntry { block, routes });
         }
-        if r.at != r.b.len() {
-            return Err(HotError::Length(b.len()));
-        }
+        r.finish()?;
         Ok(RoutesRecord {
             model,
             elem,

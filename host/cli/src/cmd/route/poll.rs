@@ -66,7 +66,7 @@ async fn poll_one(b: &Backend, cfg: &PollConfig) {
     if !healthy {
         return;
     }
-    let depth: Option<u64> = match upstream::get(
+    let depth = match upstream::get(
         &b.authority,
         "/stats",
         cfg.stats_key.as_deref(),

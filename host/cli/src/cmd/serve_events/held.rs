@@ -121,16 +121,7 @@ impl Held {
     /// A block a previous run of this host announced on disk, and the disk still holds:
     /// held there again under its saved routing keys (as if just served, for the bound).
     pub fn restore(&mut self, block: BlockHash, routes: &[BlockHash], out: &mut Announce) {
-        let stamp = self.next;
-        self.next += 1;
-        let e = self.entries.entry(block).or_insert_with(|| Entry {
-            routes: Vec::new(),
-            tiers: 0,
-            stamp,
-        });
-        self.order.remove(&e.stamp);
-        e.stamp = stamp;
-        self.order.insert(stamp, block);
+        let e = self.touch(block);
         for r in routes {
             if !e.routes.contains(r) && e.routes.len() < MAX_ROUTES {
                 e.routes.push(*r);
@@ -145,17 +136,7 @@ impl Held {
     /// A prompt was served: its whole blocks `pool[i]`, routed as `route[i]`, are hot.
     pub fn serve(&mut self, pool: &[BlockHash], route: &[BlockHash], out: &mut Announce) {
         for (p, r) in pool.iter().zip(route) {
-            let stamp = self.next;
-            self.next += 1;
-            let unserved = &mut self.unserved;
-            let e = self.entries.entry(*p).or_insert_with(|| Entry {
-                routes: Vec::new(),
-                tiers: unserved.remove(p).unwrap_or(0),
-                stamp,
-            });
-            self.order.remove(&e.stamp);
-            e.stamp = stamp;
-            self.order.insert(stamp, *p);
+            let e = self.touch(*p);
             if !e.routes.contains(r) && e.routes.len() < MAX_ROUTES {
                 e.routes.push(*r);
                 // A new label of a block held already: it is held there under this key too.
@@ -170,6 +151,23 @@ impl Held {
         }
         self.changes += 1;
         self.evict_past_cap(out);
+    }
+
+    /// Block `p`'s entry, made the most recently served; a new one takes the tiers its moves
+    /// recorded before it was served.
+    fn touch(&mut self, p: BlockHash) -> &mut Entry {
+        let stamp = self.next;
+        self.next += 1;
+        let unserved = &mut self.unserved;
+        let e = self.entries.entry(p).or_insert_with(|| Entry {
+            routes: Vec::new(),
+            tiers: unserved.remove(&p).unwrap_or(0),
+            stamp,
+        });
+        self.order.remove(&e.stamp);
+        e.stamp = stamp;
+        self.order.insert(stamp, p);
+        e
     }
 
     /// Forgets the least recently served blocks past the bound, announcing them removed.
