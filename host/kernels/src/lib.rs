@@ -8,6 +8,7 @@
 pub mod dot;
 pub mod matmul;
 pub mod ops;
+pub mod pages;
 pub mod quant;
 pub mod simd;
 pub mod threads;

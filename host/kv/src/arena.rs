@@ -1,7 +1,7 @@
 //! The byte arena holding every block's K/V rows: one anonymous memory mapping reserved at pool
-//! construction (page-aligned, zero-filled, blocks laid end to end `[n_blocks][block_bytes]`)
-//! whose pages the OS commits only when a block is first written, so resident memory follows the
-//! blocks in use rather than the budget.
+//! construction (a [`HugeMap`]: on a 2 MiB boundary, advised for huge pages, zero-filled, blocks
+//! laid end to end `[n_blocks][block_bytes]`) whose pages the OS commits only when a block is
+//! first written, so resident memory follows the blocks in use rather than the budget.
 //!
 //! A pool's arena also keeps a bounded runway of pages past the high-water mark committed by a
 //! background thread ([`crate::prefault`]), so new blocks rarely fault on the engine thread.
@@ -11,14 +11,14 @@
 
 use std::sync::Arc;
 
-use memmap2::MmapMut;
+use memoria_kernels::pages::HugeMap;
 
 use crate::error::PoolError;
 use crate::prefault::{Prefaulter, RUNWAY_BYTES};
 use crate::stats::PoolStats;
 
 pub(crate) struct Arena {
-    map: MmapMut,
+    map: HugeMap,
     block_bytes: usize,
     committed_blocks: usize,
     /// Joined before `map` is unmapped (see `Drop`).
@@ -48,7 +48,7 @@ impl Arena {
         let bytes = n_blocks
             .checked_mul(block_bytes)
             .ok_or(PoolError::ArenaAlloc { bytes: usize::MAX })?;
-        let map = MmapMut::map_anon(bytes.max(1)).map_err(|_| PoolError::ArenaAlloc { bytes })?;
+        let map = HugeMap::new(bytes).map_err(|_| PoolError::ArenaAlloc { bytes })?;
         Ok(Self {
             map,
             block_bytes,
@@ -84,19 +84,19 @@ impl Arena {
 
     pub fn block(&self, id: u32) -> &[u8] {
         let at = id as usize * self.block_bytes;
-        &self.map[at..at + self.block_bytes]
+        &self.map.as_slice()[at..at + self.block_bytes]
     }
 
     pub fn block_mut(&mut self, id: u32) -> &mut [u8] {
         let at = id as usize * self.block_bytes;
-        &mut self.map[at..at + self.block_bytes]
+        &mut self.map.as_mut_slice()[at..at + self.block_bytes]
     }
 
     /// Copies `len` bytes at `off` within block `src` to the same offset in block `dst`.
     pub fn copy_range(&mut self, src: u32, dst: u32, off: usize, len: usize) {
         let s = src as usize * self.block_bytes + off;
         let d = dst as usize * self.block_bytes + off;
-        self.map.copy_within(s..s + len, d);
+        self.map.as_mut_slice().copy_within(s..s + len, d);
     }
 }
 

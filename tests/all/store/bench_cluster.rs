@@ -98,6 +98,12 @@ fn bench_cluster_reports_a_remote_prefix_on_two_hosts() {
         assert!(d[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {d}");
     }
     assert!(d["slowdown_pct"].as_f64().is_some(), "{d}");
+    assert!(d["pair_slowdown_pct"].as_f64().is_some(), "{d}");
+    // --reps 2: one pair of hosts, measured on-first and off-first.
+    assert_eq!(d["process_pairs"], 1, "{d}");
+    for k in ["runs_remote_on", "runs_remote_off"] {
+        assert_eq!(d[k].as_array().map(Vec::len), Some(2), "{k}: {d}");
+    }
     let prefix = v["remote"]["key_prefix"].as_str().expect("key_prefix");
     assert!(
         v["remote"]["keys_deleted_after"]

@@ -38,7 +38,10 @@
 //! Invariant: built only from a validated [`WeightMatrix`] whose rows are a multiple of
 //! [`GROUP`]; the kernels read each group block linearly.
 
+use std::sync::Arc;
+
 use crate::matmul::WeightMatrix;
+use crate::pages::HugeMap;
 use crate::quant::{
     BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ6K, q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k,
     unpack_q5k, unpack_q6k, xs_scale,
@@ -112,17 +115,17 @@ pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
     })
 }
 
-/// One cache line (keeps group blocks' loads from splitting lines more than they must).
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
-
-/// A weight matrix in the interleaved layout (see the module doc).
+/// A weight matrix in the interleaved layout (see the module doc): its bytes within a
+/// [`HugeMap`] shared by every matrix built in the same [`Interleaved::build_all`], each
+/// matrix starting on a cache line.
 pub struct Interleaved {
     ty: GgmlType,
     rows: usize,
     cols: usize,
-    data: Vec<Line>,
+    mem: Arc<HugeMap>,
+    /// Where this matrix's bytes start in `mem` (a multiple of 64).
+    start: usize,
+    len: usize,
 }
 
 impl std::fmt::Debug for Interleaved {
@@ -146,23 +149,83 @@ impl Interleaved {
     /// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL or a K-quant with a whole number of groups; `None` otherwise (the GGML rows
     /// are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
+        Self::build_all(std::slice::from_ref(w), |_| {})
+            .pop()
+            .flatten()
+    }
+
+    /// [`Self::build`] for every matrix of a model at once, all in one [`HugeMap`] (so the
+    /// weights a token streams through lie on huge pages), calling `copied(i)` as soon as
+    /// `ws[i]` has its copy (its source rows are not read again: a caller can let their pages
+    /// go, so loading holds the weights about once). Where the mapping cannot be reserved,
+    /// every entry is `None` and the kernels read the GGML rows.
+    pub fn build_all(ws: &[WeightMatrix], copied: impl FnMut(usize)) -> Vec<Option<Interleaved>> {
         if Self::in_use() {
-            Self::repack(w)
+            Self::repack_all(ws, copied)
         } else {
-            None
+            ws.iter().map(|_| None).collect()
         }
     }
 
     /// The interleaved copy whatever the CPU (tests check the layout with it).
+    #[cfg(test)]
     pub(crate) fn repack(w: &WeightMatrix) -> Option<Interleaved> {
+        Self::repack_all(std::slice::from_ref(w), |_| {})
+            .pop()
+            .flatten()
+    }
+
+    /// Bytes of `w`'s interleaved copy (a multiple of 64), if it has one.
+    fn size_of(w: &WeightMatrix) -> Option<usize> {
         let lay = layout(w.ty)?;
         if w.rows == 0 || !w.rows.is_multiple_of(GROUP) {
             return None;
         }
+        Some(((w.rows / GROUP) * (w.cols / lay.elems) * lay.bytes).next_multiple_of(64))
+    }
+
+    fn repack_all(ws: &[WeightMatrix], mut copied: impl FnMut(usize)) -> Vec<Option<Interleaved>> {
+        let sizes: Vec<Option<usize>> = ws.iter().map(Self::size_of).collect();
+        let total = sizes.iter().flatten().sum::<usize>();
+        let mut mem = match HugeMap::new(total) {
+            Ok(m) if total > 0 => m,
+            _ => return ws.iter().map(|_| None).collect(),
+        };
+        let mut placed = Vec::with_capacity(ws.len());
+        let mut rest = mem.as_mut_slice();
+        let mut start = 0;
+        for (i, (w, size)) in ws.iter().zip(&sizes).enumerate() {
+            let Some(len) = *size else {
+                placed.push(None);
+                continue;
+            };
+            let (dst, tail) = rest.split_at_mut(len);
+            Self::repack_into(w, dst);
+            copied(i);
+            rest = tail;
+            placed.push(Some((w.ty, w.rows, w.cols, start, len)));
+            start += len;
+        }
+        let mem = Arc::new(mem);
+        placed
+            .into_iter()
+            .map(|p| {
+                p.map(|(ty, rows, cols, start, len)| Interleaved {
+                    ty,
+                    rows,
+                    cols,
+                    mem: Arc::clone(&mem),
+                    start,
+                    len,
+                })
+            })
+            .collect()
+    }
+
+    /// Writes `w` in the interleaved layout into `bytes` (zeroed, [`Self::size_of`] long).
+    fn repack_into(w: &WeightMatrix, bytes: &mut [u8]) {
+        let lay = layout(w.ty).expect("sized only for types with a layout");
         let (nb, gb, wb) = (w.cols / lay.elems, lay.bytes, lay.source);
-        let total = (w.rows / GROUP) * nb * gb;
-        let mut data = vec![Line([0; 64]); total.div_ceil(64)];
-        let bytes = bytemuck_lines(&mut data);
         for g in 0..w.rows / GROUP {
             for b in 0..nb {
                 let dst = &mut bytes[(g * nb + b) * gb..][..gb];
@@ -237,12 +300,6 @@ impl Interleaved {
                 }
             }
         }
-        Some(Interleaved {
-            ty: w.ty,
-            rows: w.rows,
-            cols: w.cols,
-            data,
-        })
     }
 
     /// Whether this is the interleaved copy of a matrix shaped like `w`.
@@ -250,9 +307,15 @@ impl Interleaved {
         self.ty == w.ty && self.rows == w.rows && self.cols == w.cols
     }
 
+    /// Whether `self` and `other` lie in the same mapping (built by one `build_all`).
+    #[cfg(test)]
+    pub(crate) fn shares_memory_with(&self, other: &Interleaved) -> bool {
+        Arc::ptr_eq(&self.mem, &other.mem)
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.data.len() * 64
+        self.len
     }
 
     pub(crate) fn ty(&self) -> GgmlType {
@@ -277,8 +340,7 @@ impl Interleaved {
     pub(crate) fn group_ptr(&self, g: usize) -> *const u8 {
         let off = g * self.blocks() * self.layout().bytes;
         assert!(off < self.bytes(), "group {g} out of range");
-        // SAFETY: off < bytes(): inside the allocation.
-        unsafe { self.data.as_ptr().cast::<u8>().add(off) }
+        self.mem.as_slice()[self.start + off..].as_ptr()
     }
 }
 
@@ -369,10 +431,4 @@ pub(crate) fn iq4xs_index(block: &BlockIq4Xs, i: usize) -> u8 {
     let (j, l) = (i / 32, i % 32);
     let q = block.qs[16 * j + l % 16];
     if l < 16 { q & 0xF } else { q >> 4 }
-}
-
-/// The lines as one byte slice.
-fn bytemuck_lines(lines: &mut [Line]) -> &mut [u8] {
-    // SAFETY: `Line` is 64 plain bytes with no padding; the slice covers exactly the lines.
-    unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<u8>(), lines.len() * 64) }
 }

@@ -168,3 +168,46 @@ fn interleaved_results_stay_close_to_ggml_order() {
         }
     }
 }
+
+#[test]
+fn a_model_built_at_once_shares_one_mapping_and_each_matrix_keeps_its_bits() {
+    if !Interleaved::in_use() {
+        eprintln!("skipped: this CPU/process does not use the interleaved kernels");
+        return;
+    }
+    let datas: Vec<(GgmlType, Vec<u8>)> = INTERLEAVED
+        .iter()
+        .map(|&ty| (ty, weights(ty, ROWS, 40 + ty.id() as u64)))
+        .collect();
+    let mut plains: Vec<WeightMatrix> = datas
+        .iter()
+        .map(|(ty, d)| WeightMatrix::new(*ty, d, ROWS, cols(*ty)).unwrap())
+        .collect();
+    // 17 rows are not whole groups: no copy, and no call for it.
+    let odd = weights(GgmlType::Q4_0, 17, 9);
+    plains.insert(
+        2,
+        WeightMatrix::new(GgmlType::Q4_0, &odd[..17 * 54], 17, 96).unwrap(),
+    );
+    let mut copied = Vec::new();
+    let built = Interleaved::build_all(&plains, |i| copied.push(i));
+    let want: Vec<usize> = (0..plains.len()).filter(|&i| i != 2).collect();
+    assert_eq!(copied, want, "each copied matrix reported once, in order");
+    assert!(built[2].is_none());
+    let first = built[0].as_ref().unwrap();
+    for (plain, iw) in plains.iter().zip(&built) {
+        let Some(iw) = iw else { continue };
+        assert!(iw.shares_memory_with(first), "one mapping for all");
+        assert_eq!(iw.group_ptr(0) as usize % 64, 0, "{}", plain.ty);
+        let alone = Interleaved::build(plain).unwrap();
+        let len = iw.bytes();
+        // SAFETY: both copies hold `len` bytes from their first group.
+        let (a, b) = unsafe {
+            (
+                std::slice::from_raw_parts(iw.group_ptr(0), len),
+                std::slice::from_raw_parts(alone.group_ptr(0), len),
+            )
+        };
+        assert_eq!(a, b, "{}: the same bytes as built alone", plain.ty);
+    }
+}

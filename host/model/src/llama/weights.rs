@@ -32,14 +32,16 @@ impl MatDesc {
         }
         .with_interleaved(self.interleaved.as_deref())
     }
+}
 
-    /// This matrix with an interleaved copy for matmul, when the kernels use one.
-    fn interleave(mut self, file: &GgufFile) -> MatDesc {
-        self.interleaved = Interleaved::build(&self.view(file)).map(Arc::new);
-        if self.interleaved.is_some() {
-            file.release(&self.info);
-        }
-        self
+/// Gives every matrix in `mats` its interleaved copy for matmul, when the kernels use one (all
+/// in one huge-page mapping), letting the file's pages of each matrix go once it is copied.
+fn interleave(mats: Vec<&mut MatDesc>, file: &GgufFile) {
+    let views: Vec<_> = mats.iter().map(|m| m.view(file)).collect();
+    let built = Interleaved::build_all(&views, |i| file.release(&mats[i].info));
+    drop(views);
+    for (m, copy) in mats.into_iter().zip(built) {
+        m.interleaved = copy.map(Arc::new);
     }
 }
 
@@ -98,8 +100,8 @@ impl ModelWeights {
         let token_embd = mat(f, "token_embd.weight", d, v)?;
         // The embedding's rows are looked up in place; as a tied output it is also a matmul.
         let output = match f.tensor("output.weight") {
-            Some(_) => mat(f, "output.weight", d, v)?.interleave(f),
-            None => token_embd.clone().interleave(f),
+            Some(_) => mat(f, "output.weight", d, v)?,
+            None => token_embd.clone(),
         };
         let mut layers = Vec::with_capacity(hp.n_layer);
         for i in 0..hp.n_layer {
@@ -119,29 +121,43 @@ impl ModelWeights {
             };
             layers.push(LayerWeights {
                 attn_norm: vector(f, &n("attn_norm.weight"), d)?,
-                wq: mat(f, &n("attn_q.weight"), d, qd)?.interleave(f),
-                wk: mat(f, &n("attn_k.weight"), d, kv)?.interleave(f),
-                wv: mat(f, &n("attn_v.weight"), d, kv)?.interleave(f),
-                wo: mat(f, &n("attn_output.weight"), qd, d)?.interleave(f),
+                wq: mat(f, &n("attn_q.weight"), d, qd)?,
+                wk: mat(f, &n("attn_k.weight"), d, kv)?,
+                wv: mat(f, &n("attn_v.weight"), d, kv)?,
+                wo: mat(f, &n("attn_output.weight"), qd, d)?,
                 bq: bias("attn_q.bias", qd)?,
                 bk: bias("attn_k.bias", kv)?,
                 bv: bias("attn_v.bias", kv)?,
                 ffn_norm: vector(f, &n("ffn_norm.weight"), d)?,
-                w_gate: mat(f, &n("ffn_gate.weight"), d, ff)?.interleave(f),
-                w_up: mat(f, &n("ffn_up.weight"), d, ff)?.interleave(f),
-                w_down: mat(f, &n("ffn_down.weight"), ff, d)?.interleave(f),
+                w_gate: mat(f, &n("ffn_gate.weight"), d, ff)?,
+                w_up: mat(f, &n("ffn_up.weight"), d, ff)?,
+                w_down: mat(f, &n("ffn_down.weight"), ff, d)?,
                 q_norm: gemma_vec("attn_q_norm.weight", hd)?,
                 k_norm: gemma_vec("attn_k_norm.weight", hd)?,
                 post_attn_norm: gemma_vec("post_attention_norm.weight", d)?,
                 post_ffn_norm: gemma_vec("post_ffw_norm.weight", d)?,
             });
         }
-        Ok(ModelWeights {
+        let mut w = ModelWeights {
             token_embd,
             output_norm: vector(f, "output_norm.weight", d)?,
             output,
             layers,
-        })
+        };
+        // The embedding's rows are looked up in place: only the matmuls are interleaved.
+        let per_layer = w.layers.iter_mut().flat_map(|l| {
+            [
+                &mut l.wq,
+                &mut l.wk,
+                &mut l.wv,
+                &mut l.wo,
+                &mut l.w_gate,
+                &mut l.w_up,
+                &mut l.w_down,
+            ]
+        });
+        interleave(std::iter::once(&mut w.output).chain(per_layer).collect(), f);
+        Ok(w)
     }
 }
 

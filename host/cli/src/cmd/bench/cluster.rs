@@ -5,7 +5,8 @@
 //! same length; bytes fetched; fetch latency quantiles; B's text against A's cold one), "round"
 //! (`--clients` streaming chats sharing a system prompt through `memoria route` over all hosts,
 //! against one host alone: round time, and how many times the cluster computed the shared
-//! prefix), "decode" (tokens/s of one host with the remote tier on and off). Each timed prefix
+//! prefix), "decode" (tokens/s of a host with the remote tier on against one with it off, over
+//! several fresh pairs of processes). Each timed prefix
 //! request starts with every host's disk and remote write queues empty (the hosts share this
 //! machine's cores; in a cluster A's background writes run on A's). Prints figures; asserts
 //! nothing about speed.
@@ -44,7 +45,8 @@ pub struct ClusterArgs {
     /// Prompt tokens of the prefix phase, and of the round's shared system prompt.
     #[arg(long, default_value_t = 1000)]
     prefix: usize,
-    /// Repetitions of the prefix, round and decode measurements (medians reported).
+    /// Repetitions of the prefix, round and decode measurements (medians reported; the decode
+    /// pairs are spread over ceil(reps / 2) fresh pairs of hosts, two pairs each).
     #[arg(long, default_value_t = 3)]
     reps: usize,
     /// Concurrent clients of the round.
@@ -310,11 +312,13 @@ fn print_table(r: &Value) {
         f(&r["round"]["cluster_prefix_computations_max"])
     );
     println!(
-        "decode  {} tokens: remote on {:.1} t/s, off {:.1} t/s, slowdown {:.1}% ({} blocks written meanwhile)",
+        "decode  {} tokens: remote on {:.1} t/s, off {:.1} t/s, slowdown {:.1}% (median of the pairs: {:.1}%; {} process pairs; {} blocks written meanwhile)",
         d["tokens"],
         f(&d["tokens_per_s_remote_on"]),
         f(&d["tokens_per_s_remote_off"]),
         f(&d["slowdown_pct"]),
+        f(&d["pair_slowdown_pct"]),
+        d["process_pairs"],
         d["remote_writes_during"]
     );
 }

@@ -38,25 +38,8 @@ pub async fn run(s: &Setup) -> anyhow::Result<Value> {
     }
     let prefix = prefix_phase(s, &clients[0], &clients[1]).await?;
     let round = round_phase(s, &hosts, &clients).await?;
-    // Decode on two fresh hosts alike but for the remote tier (a host that served the phases
-    // above would carry a fuller pool and store): the others go first.
     drop(hosts);
-    let on = s.host("host-remote", true)?;
-    let plain = s.host("host-plain", false)?;
-    let (oc, pc) = (
-        Client::new(on.addr, s.deadline),
-        Client::new(plain.addr, s.deadline),
-    );
-    for c in [&oc, &pc] {
-        c.post(
-            COMPLETIONS,
-            &completion(&sized_text(&s.tok, 24, 9_998), 2, false),
-        )
-        .await
-        .context("warm-up")?;
-    }
-    let decode = decode_phase(s, &oc, &pc).await?;
-    drop((on, plain));
+    let decode = decode_phase(s).await?;
     Ok(json!({
         "model": s.a.model,
         "hosts": s.a.hosts,
@@ -374,40 +357,65 @@ async fn decode_once(s: &Setup, c: &Client, seed: u64) -> anyhow::Result<(f64, u
     Ok((n.saturating_sub(1) as f64 / secs, n))
 }
 
-/// Decode speed with the remote tier on (`on`) and off (`off`), alternating (which host goes
-/// first alternates too, so a drift within a pair weighs on both alike; both decode the same
-/// prompt), each run after [`quiet`], medians.
-async fn decode_phase(s: &Setup, on: &Client, off: &Client) -> anyhow::Result<Value> {
-    let (mut with, mut without, mut tokens) = (Vec::new(), Vec::new(), 0);
-    let before = figures(on).await?;
-    for r in 0..s.a.reps as u64 {
-        let order = if r % 2 == 0 {
-            [true, false]
+/// Decode speed with the remote tier on and off. Two processes differ by a few percent on
+/// this kind of machine whatever they run (where their memory landed), so the pairs are spread
+/// over fresh host pairs alike but for the remote tier, each pair of processes measured twice
+/// (on first, then off first) and started in alternating order, each run after [`quiet`]:
+/// medians, and the median of the pairs' ratios.
+async fn decode_phase(s: &Setup) -> anyhow::Result<Value> {
+    let (mut with, mut without, mut tokens, mut written) = (Vec::new(), Vec::new(), 0, 0);
+    let processes = s.a.reps.div_ceil(2);
+    for p in 0..processes {
+        let (on_name, plain_name) = (format!("host-remote-{p}"), format!("host-plain-{p}"));
+        let (on, plain) = if p % 2 == 0 {
+            let on = s.host(&on_name, true)?;
+            (on, s.host(&plain_name, false)?)
         } else {
-            [false, true]
+            let plain = s.host(&plain_name, false)?;
+            (s.host(&on_name, true)?, plain)
         };
-        for remote in order {
-            // Each measurement starts on quiet hosts: the last one's writes (or the phases
-            // before) never run into the next.
-            quiet(&[on, off]).await?;
-            let (t, n) = decode_once(s, if remote { on } else { off }, 500 + r).await?;
-            if remote {
-                with.push(t);
-                tokens = n;
-            } else {
-                without.push(t);
+        let (oc, pc) = (
+            Client::new(on.addr, s.deadline),
+            Client::new(plain.addr, s.deadline),
+        );
+        for c in [&oc, &pc] {
+            let warm = completion(&sized_text(&s.tok, 24, 9_998), 2, false);
+            c.post(COMPLETIONS, &warm).await.context("warm-up")?;
+        }
+        let before = figures(&oc).await?;
+        for order in [[true, false], [false, true]] {
+            let seed = 500 + with.len() as u64;
+            for remote in order {
+                // Each measurement starts on quiet hosts: the last one's writes never run
+                // into the next.
+                quiet(&[&oc, &pc]).await?;
+                let (t, n) = decode_once(s, if remote { &oc } else { &pc }, seed).await?;
+                if remote {
+                    with.push(t);
+                    tokens = n;
+                } else {
+                    without.push(t);
+                }
             }
         }
+        written += figures(&oc).await?.since(&before).writes;
+        drop((on, plain));
     }
-    let written = figures(on).await?.since(&before);
     let (w, wo) = (median(&with), median(&without));
+    let ratios: Vec<f64> = with
+        .iter()
+        .zip(&without)
+        .map(|(a, b)| a / b.max(1e-9))
+        .collect();
     Ok(json!({
         "tokens": tokens,
+        "process_pairs": processes,
         "tokens_per_s_remote_on": w,
         "tokens_per_s_remote_off": wo,
         "slowdown_pct": 100.0 * (1.0 - w / wo.max(1e-9)),
+        "pair_slowdown_pct": 100.0 * (1.0 - median(&ratios)),
         "runs_remote_on": with,
         "runs_remote_off": without,
-        "remote_writes_during": written.writes,
+        "remote_writes_during": written,
     }))
 }
