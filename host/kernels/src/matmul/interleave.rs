@@ -187,33 +187,29 @@ impl Interleaved {
     fn repack_all(ws: &[WeightMatrix], mut copied: impl FnMut(usize)) -> Vec<Option<Interleaved>> {
         let sizes: Vec<Option<usize>> = ws.iter().map(Self::size_of).collect();
         let total = sizes.iter().flatten().sum::<usize>();
-        let mut mem = match HugeMap::new(total) {
-            Ok(m) if total > 0 => m,
-            _ => return ws.iter().map(|_| None).collect(),
+        let Some(mut mem) = (total > 0).then(|| HugeMap::new(total).ok()).flatten() else {
+            return ws.iter().map(|_| None).collect();
         };
+        // Each copy's (start, length) in `mem`, the copies laid end to end in order.
         let mut placed = Vec::with_capacity(ws.len());
-        let mut rest = mem.as_mut_slice();
-        let mut start = 0;
+        let (mut rest, mut start) = (mem.as_mut_slice(), 0);
         for (i, (w, size)) in ws.iter().zip(&sizes).enumerate() {
-            let Some(len) = *size else {
-                placed.push(None);
-                continue;
-            };
+            placed.push(size.map(|len| (start, len)));
+            let Some(len) = *size else { continue };
             let (dst, tail) = rest.split_at_mut(len);
             Self::repack_into(w, dst);
             copied(i);
-            rest = tail;
-            placed.push(Some((w.ty, w.rows, w.cols, start, len)));
-            start += len;
+            (rest, start) = (tail, start + len);
         }
         let mem = Arc::new(mem);
-        placed
-            .into_iter()
-            .map(|p| {
-                p.map(|(ty, rows, cols, start, len)| Interleaved {
-                    ty,
-                    rows,
-                    cols,
+        ws.iter()
+            .zip(placed)
+            .map(|(w, p)| {
+                let (start, len) = p?;
+                Some(Interleaved {
+                    ty: w.ty,
+                    rows: w.rows,
+                    cols: w.cols,
                     mem: Arc::clone(&mem),
                     start,
                     len,
