@@ -103,6 +103,7 @@ impl EngineHandle {
             fingerprint,
             layout,
             namespaces.clone(),
+            stats.clone(),
         ));
         let embeddings = Arc::new(EmbedCache::new(cfg.embed_cache_entries));
         let bp = Blueprint {

@@ -5,7 +5,9 @@
 //! the network, and other sessions keep decoding meanwhile. A namespace with public prefixes
 //! (`set_public`, given the same prefixes as the engine) has its chain hashed as the pool
 //! hashes it, so the leading public blocks are found under the common salt. Salts are looked up
-//! by namespace id in the registry at each prefetch, never kept here. Invariant: only
+//! by namespace id in the registry at each prefetch, never kept here. A prefetch waits no
+//! longer than the engine's recent cost of computing the blocks it looks up (see
+//! `TierStack::prefetch_remote`). Invariant: only
 //! sessions opened through this handle and not yet given tokens are prefetched (their context
 //! starts at the chain's root); with no remote tier every method is a no-op.
 
@@ -17,6 +19,7 @@ use memoria_store::{SessionRecord, TierStack};
 
 use crate::EngineError;
 use crate::session::SessionId;
+use crate::stats::EngineStats;
 
 /// Most fresh sessions remembered (a session opened and never given tokens is forgotten
 /// oldest-first past this; it then computes without a prefetch).
@@ -27,6 +30,8 @@ pub(crate) struct RemoteReads {
     model: ModelFingerprint,
     layout: KvLayout,
     namespaces: Arc<Namespaces>,
+    /// The engine's figures: the recent cost of a prompt token bounds a prefetch's wait.
+    stats: Arc<EngineStats>,
     fresh: Mutex<HashMap<SessionId, NamespaceId>>,
     /// Each namespace's public prefixes (keyed under the registry's common salt).
     public: RwLock<HashMap<NamespaceId, Arc<PublicChain>>>,
@@ -38,10 +43,12 @@ impl RemoteReads {
         model: ModelFingerprint,
         layout: KvLayout,
         namespaces: Arc<Namespaces>,
+        stats: Arc<EngineStats>,
     ) -> Self {
         RemoteReads {
             stack: stack.filter(|s| s.remote().is_some()),
             namespaces,
+            stats,
             model,
             layout,
             fresh: Mutex::new(HashMap::new()),
@@ -129,7 +136,8 @@ impl RemoteReads {
                 .as_ref()
                 .zip(table.common_salt())
                 .map(|(chain, common)| (chain.as_ref(), common));
-            s.prefetch_remote(self.model, self.layout, salt, public, tokens)
+            let cost = self.stats.prompt_token_cost();
+            s.prefetch_remote(self.model, self.layout, salt, public, tokens, cost)
                 .await;
         }
     }

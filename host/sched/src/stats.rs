@@ -1,6 +1,6 @@
 //! Engine counters and gauges (atomics), readable from any thread while the engine runs:
 //! sessions, queue depth, steps, tokens per step, decode vs prefill work, generations and embeddings, forks,
-//! cancellations.
+//! cancellations, and the recent cost of a prompt token (what a remote prefetch may wait).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -28,7 +28,14 @@ pub struct EngineStats {
     pub panics: AtomicU64,
     /// Times the supervisor restarted the engine after its loop died.
     pub restarts: AtomicU64,
+    /// Nanoseconds per token of recent prompt-dominated steps (a moving average; 0 until one
+    /// ran): see [`EngineStats::prompt_token_cost`].
+    pub prompt_ns_per_token: AtomicU64,
 }
+
+/// Fewest tokens in a step that samples the prompt-token cost (smaller steps are dominated by
+/// the per-step overhead and the weights' read, as decode is).
+const PROMPT_SAMPLE_TOKENS: usize = 32;
 
 /// A plain copy of [`EngineStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -78,6 +85,26 @@ impl EngineStats {
             .fetch_add((tokens - decode_tokens.min(tokens)) as u64, Relaxed);
         self.step_micros_total
             .fetch_add(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Relaxed);
+        if tokens >= PROMPT_SAMPLE_TOKENS && decode_tokens.saturating_mul(4) <= tokens {
+            let sample = u64::try_from(took.as_nanos() / tokens as u128).unwrap_or(u64::MAX);
+            let old = self.prompt_ns_per_token.load(Relaxed);
+            // One writer (the engine thread): an average over about the last four samples.
+            let avg = if old == 0 {
+                sample
+            } else {
+                old.saturating_mul(3).saturating_add(sample) / 4
+            };
+            self.prompt_ns_per_token.store(avg.max(1), Relaxed);
+        }
+    }
+
+    /// The estimated time to compute one prompt token, from recent prompt-dominated steps;
+    /// `None` before the first.
+    pub fn prompt_token_cost(&self) -> Option<Duration> {
+        match self.prompt_ns_per_token.load(Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
     }
 
     /// Reads every figure.
@@ -100,5 +127,26 @@ impl EngineStats {
             panics: self.panics.load(Relaxed),
             restarts: self.restarts.load(Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_token_cost_follows_prompt_steps_only() {
+        let s = EngineStats::default();
+        assert_eq!(s.prompt_token_cost(), None);
+        s.record_step(8, 0, Duration::from_millis(8));
+        s.record_step(64, 32, Duration::from_millis(64));
+        assert_eq!(s.prompt_token_cost(), None, "small or decode-heavy steps");
+        s.record_step(100, 1, Duration::from_millis(50));
+        assert_eq!(s.prompt_token_cost(), Some(Duration::from_micros(500)));
+        s.record_step(100, 0, Duration::from_millis(10));
+        assert_eq!(
+            s.prompt_token_cost(),
+            Some(Duration::from_nanos((3 * 500_000 + 100_000) / 4))
+        );
     }
 }

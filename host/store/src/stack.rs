@@ -208,12 +208,15 @@ impl TierStack {
     }
 
     /// Takes a block evicted from the hot pool: into the cold tier (whose own evictions spill
-    /// to disk when not there yet), or straight to disk without a cold tier.
+    /// to disk when not there yet), or straight to disk without a cold tier. A block no local
+    /// tier keeps has left this host: the remote tier stops taking it to be held here.
     pub fn demote(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
         let hash = identity.hash;
         self.remote_offer(identity, tokens, data);
         let Some(cold) = &self.cold else {
-            self.persist_disk(identity, tokens, data, false);
+            if !self.persist_disk(identity, tokens, data, false) && !self.on_disk(&hash) {
+                self.remote_left(&hash);
+            }
             return;
         };
         if cold.contains(&hash) {
@@ -231,12 +234,10 @@ impl TierStack {
         }
         for (h, enc) in cold.put_evicting(&hash, encoded) {
             let lossy = codec::parse_header(&enc).is_ok_and(|hd| hd.encoding.is_lossy());
-            if let Some(d) = &self.disk
-                && !lossy
-                && !self.was_lossy(&h)
-                && !d.contains(&h)
-            {
-                d.put(&h, enc);
+            match &self.disk {
+                Some(d) if d.contains(&h) => {}
+                Some(d) if !lossy && !self.was_lossy(&h) => d.put(&h, enc),
+                _ => self.remote_left(&h),
             }
         }
     }

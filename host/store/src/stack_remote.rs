@@ -8,6 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use memoria_kv::{
     BlockHash, KvLayout, ModelFingerprint, NamespaceSalt, PublicChain, context_chain,
@@ -31,6 +32,24 @@ pub const MAX_PREFETCH_BLOCKS: usize = 1024;
 /// `memoria bench cluster`, 1,000-token prefix: fetch p50 18 ms against 28–31 ms with 4 MiB
 /// runs three at a time).
 pub const FETCH_RUN_BYTES: usize = 512 << 10;
+/// The shortest deadline a prefetch gets (capped by the tier's `timeout_ms`): one network
+/// round trip and a connection's set-up always fit, however fast the model computes.
+pub const MIN_PREFETCH_WAIT: Duration = Duration::from_millis(100);
+
+/// How long a prefetch of `blocks` blocks of `block_tokens` tokens may wait, given the
+/// engine's recent cost of a prompt token (`None`: not known yet, no deadline but the tier's
+/// per-operation timeout): the time computing them would take, and never less than
+/// [`MIN_PREFETCH_WAIT`] or `timeout`, whichever is shorter.
+pub fn prefetch_wait(
+    per_token: Option<Duration>,
+    blocks: usize,
+    block_tokens: usize,
+    timeout: Duration,
+) -> Option<Duration> {
+    let tokens = u32::try_from(blocks.saturating_mul(block_tokens)).unwrap_or(u32::MAX);
+    let compute = per_token?.saturating_mul(tokens);
+    Some(compute.max(MIN_PREFETCH_WAIT.min(timeout)))
+}
 
 struct StagedBlock {
     root: BlockHash,
@@ -221,6 +240,14 @@ impl TierStack {
         }
     }
 
+    /// Block `hash` left this host's tiers: the remote tier no longer takes it to be held
+    /// here, so a later prompt looks it up on the server.
+    pub(crate) fn remote_left(&self, hash: &BlockHash) {
+        if let Some(r) = &self.remote {
+            r.tier.forget(hash);
+        }
+    }
+
     pub(crate) fn remote_take(&self, expect: &Expect<'_>, out: &mut [u8]) -> bool {
         self.remote.as_ref().is_some_and(|r| r.take(expect, out))
     }
@@ -237,12 +264,17 @@ impl TierStack {
     /// runs of at most [`FETCH_RUN_BYTES`]), verifies each run as it arrives, keeps the leading
     /// run of good values and stages them for the engine's next prefix match. Returns the
     /// blocks staged. Never fails and never runs on the engine thread: the caller's task awaits
-    /// the tier's thread. Blocks this host wrote or fetched before are
-    /// taken to be held locally (hot): skipping them costs at most a recompute.
+    /// the tier's thread. Blocks this host wrote or fetched before are taken to be held locally
+    /// (hot) until they leave its tiers (see [`RemoteTier::is_known`]): skipping them costs at
+    /// most a recompute.
     ///
     /// `public`: the namespace's public prefixes and the common salt they are keyed under; the
     /// leading public blocks are then looked up (and verified) under the common root and label,
     /// the rest under the namespace's, as the pool chains them.
+    ///
+    /// It waits no longer than computing the looked-up blocks would take at `per_token` (see
+    /// [`prefetch_wait`]): past that deadline it keeps the leading blocks that arrived, counts
+    /// the rest as deadline misses and stops asking.
     pub async fn prefetch_remote(
         &self,
         model: ModelFingerprint,
@@ -250,6 +282,7 @@ impl TierStack {
         salt: NamespaceSalt,
         public: Option<(&PublicChain, NamespaceSalt)>,
         tokens: &[u32],
+        per_token: Option<Duration>,
     ) -> usize {
         let Some(r) = &self.remote else { return 0 };
         let b = layout.block_tokens;
@@ -285,11 +318,26 @@ impl TierStack {
             .map(|&(i, h)| r.tier.key(key_of(i).0, &h))
             .collect();
         let run = (FETCH_RUN_BYTES / raw.max(1)).max(1);
+        let timeout = Duration::from_millis(r.tier.options().timeout_ms);
+        let deadline = prefetch_wait(per_token, want.len(), b, timeout)
+            .map(|w| tokio::time::Instant::now() + w);
         let mut runs = r.tier.get_runs(keys, true, run);
         let st = r.tier.stats();
         let mut want = want.into_iter();
         let mut staged = 0;
-        'runs: while let Some(found) = runs.recv().await {
+        'runs: loop {
+            let next = match deadline {
+                None => runs.recv().await,
+                Some(d) => match tokio::time::timeout_at(d, runs.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        // Dropping `runs` tells the tier's thread to send no further MGET.
+                        RemoteStats::add(&st.miss_deadline, want.len() as u64);
+                        break;
+                    }
+                },
+            };
+            let Some(found) = next else { break };
             // `found` first: zip then never takes a key past this run's answers from `want`.
             for (lookup, (i, hash)) in found.into_iter().zip(want.by_ref()) {
                 let Lookup::Value(bytes) = lookup else {

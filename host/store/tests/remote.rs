@@ -2,7 +2,9 @@
 //! `memoria_store::remote::test_server`): blocks written by one stack are restored bit-exact by
 //! another, namespaces stay apart and no salt reaches the server, bad values are misses and are
 //! deleted, a killed server is a run of counted misses behind an opening breaker that closes
-//! again after a restart, keys expire, and the write queue and write modes hold their bounds.
+//! again after a restart, keys expire, the write queue and write modes hold their bounds, and a
+//! block the host knows is on the server is looked up again once it leaves the host (written
+//! again once half its TTL has passed).
 
 mod remote_support;
 
@@ -11,7 +13,9 @@ use std::time::{Duration, Instant};
 use memoria_kv::{BlockHash, NamespaceSalt};
 use memoria_store::remote::test_server::TestServer;
 use memoria_store::remote::{BreakerState, NamespaceRemote};
-use memoria_store::{BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, Tier, WriteMode};
+use memoria_store::{
+    BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, Tier, WriteMode, prefetch_wait,
+};
 
 use remote_support::*;
 
@@ -57,7 +61,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
         0,
         "nothing staged before the prefetch"
     );
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t));
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None));
     assert_eq!(staged, 5);
     assert_eq!(restore(&b, salt, &t), 5);
     let s = b.remote().unwrap().snapshot();
@@ -69,7 +73,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
     // A longer prompt fetches only the blocks after the known ones, in one MGET.
     let long = [t[..5 * B].to_vec(), tokens(200 * B, 2)].concat();
     seal(&a, salt, &long);
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &long));
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &long, None));
     assert_eq!(staged, 200);
     let s = b.remote().unwrap().snapshot();
     assert_eq!(s.fetches, 2, "one lookup per prefetch");
@@ -98,7 +102,7 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     let b = host(opts(&srv));
     register_label(&b, sb, "team-b");
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), sb, None, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), sb, None, &t, None)),
         0
     );
     assert_eq!(restore(&b, sb, &t), 0);
@@ -112,7 +116,7 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     let c = host(opts(&srv));
     register_label(&c, sb, "team-a");
     assert_eq!(
-        rt().block_on(c.prefetch_remote(MODEL, layout(), sb, None, &t)),
+        rt().block_on(c.prefetch_remote(MODEL, layout(), sb, None, &t, None)),
         0
     );
     seal(&b, sb, &t);
@@ -161,7 +165,7 @@ fn bad_values_are_misses_and_are_deleted() {
         .unwrap();
     let b = host(opts(&srv));
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         2
     );
     assert_eq!(restore(&b, salt, &t), 2);
@@ -178,7 +182,7 @@ fn bad_values_are_misses_and_are_deleted() {
     seal(&host(opts(&srv)), salt, &t[..3 * B]);
     let d = host(opts(&srv));
     assert_eq!(
-        rt().block_on(d.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt().block_on(d.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         3
     );
     assert_eq!(
@@ -209,7 +213,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     let start = Instant::now();
     for _ in 0..3 {
         assert_eq!(
-            rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+            rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
             0
         );
     }
@@ -221,7 +225,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     // While open, lookups answer at once without touching the network.
     let t0 = Instant::now();
     assert_eq!(
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         0
     );
     assert!(
@@ -241,7 +245,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     assert!(all_keys(&srv).is_empty(), "restarted empty");
     seal(&host(opts(&srv)), salt, &t);
     wait_until("the breaker to close", || {
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)) == 3
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)) == 3
     });
     assert_eq!(rb.breaker_state(), BreakerState::Closed);
     assert_eq!(restore(&b, salt, &t), 3);
@@ -340,12 +344,12 @@ fn one_prefetch_stages_no_more_than_fits_and_keeps_its_leading_blocks() {
     };
     let b = host(small);
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         3
     );
     assert_eq!(restore(&b, salt, &t), 3, "the leading three, all usable");
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         3
     );
     assert_eq!(
@@ -353,4 +357,108 @@ fn one_prefetch_stages_no_more_than_fits_and_keeps_its_leading_blocks() {
         0,
         "blocks 0-2 are now known (hot in a real pool)"
     );
+}
+
+#[test]
+fn a_known_block_that_leaves_the_host_is_looked_up_again_and_a_stale_one_written_again() {
+    let srv = server();
+    let salt = NamespaceSalt::derive("leaving");
+    let t = tokens(4 * B, 12);
+    let a = host(opts(&srv));
+    let chain = seal(&a, salt, &t);
+    assert_eq!(
+        rt().block_on(a.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
+        0,
+        "blocks it wrote are taken to be hot here"
+    );
+    // The pool evicts blocks 0 and 1; no local tier keeps them (this stack has none).
+    for (i, h) in chain.iter().enumerate().take(2) {
+        let id = BlockIdentity {
+            model: MODEL,
+            layout: layout(),
+            salt,
+            hash: *h,
+        };
+        a.demote(id, &t[i * B..(i + 1) * B], &block_data(&t, i));
+    }
+    assert_eq!(
+        rt().block_on(a.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
+        2,
+        "the two that left come back from the server"
+    );
+    assert_eq!(restore(&a, salt, &t), 2);
+    let s = a.remote().unwrap().snapshot();
+    assert_eq!((s.writes, s.hits), (4, 2), "nothing written twice: {s:?}");
+
+    // A block stays known for half the keys' TTL: then sealing it again refreshes its key.
+    let short = host(RemoteOptions {
+        ttl_s: 1,
+        ..opts(&srv)
+    });
+    let u = tokens(2 * B, 13);
+    seal(&short, salt, &u);
+    seal(&short, salt, &u);
+    assert_eq!(short.remote().unwrap().snapshot().writes, 2, "known: once");
+    std::thread::sleep(Duration::from_millis(600));
+    seal(&short, salt, &u);
+    assert_eq!(short.remote().unwrap().snapshot().writes, 4, "stale: again");
+}
+
+#[test]
+fn a_prefetch_waits_no_longer_than_computing_its_blocks_would_take() {
+    // DEBUG SLEEP stalls the server (a slow remote); the tier's own timeout is 3 s.
+    let srv = TestServer::start_with(&["--enable-debug-command", "yes"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let salt = NamespaceSalt::derive("deadline");
+    let t = tokens(8 * B, 14);
+    seal(&host(opts(&srv)), salt, &t);
+    let b = host(RemoteOptions {
+        timeout_ms: 3000,
+        ..opts(&srv)
+    });
+    // Connected first (one lookup of another prompt), so the deadline times only the stall.
+    let other = tokens(B, 15);
+    rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &other, None));
+    let url = srv.url();
+    let stall = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: redis::Value = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1.5")
+            .query(&mut c)
+            .unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // Computing 8 blocks at 1 µs a token: shorter than the floor, so the wait is the floor.
+    let per_token = Some(Duration::from_micros(1));
+    let start = Instant::now();
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, per_token));
+    let waited = start.elapsed();
+    assert_eq!(staged, 0);
+    assert!(
+        waited >= Duration::from_millis(90) && waited < Duration::from_millis(900),
+        "waited {waited:?} of the stall, not the 3 s timeout"
+    );
+    let s = b.remote().unwrap().snapshot();
+    assert_eq!(s.miss_deadline, 8, "{s:?}");
+    stall.join().unwrap();
+    // The server is back: no deadline is needed, the blocks come.
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, per_token));
+    assert_eq!(staged, 8);
+    assert_eq!(
+        prefetch_wait(Some(Duration::from_millis(1)), 8, B, Duration::from_secs(3)),
+        Some(Duration::from_millis(128)),
+        "the time computing them takes"
+    );
+    assert_eq!(
+        prefetch_wait(
+            Some(Duration::from_micros(1)),
+            8,
+            B,
+            Duration::from_millis(20)
+        ),
+        Some(Duration::from_millis(20)),
+        "the floor never exceeds the tier's timeout"
+    );
+    assert_eq!(prefetch_wait(None, 8, B, Duration::from_secs(3)), None);
 }

@@ -69,7 +69,7 @@ fn blocks_spread_over_the_three_nodes_and_come_back_in_order() {
     // Another host restores all 200 in order, bit-exact, in ceil(200 / 64) MGET runs.
     let b = host(opts(&c));
     register_label(&b, salt, "shared");
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t));
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None));
     assert_eq!(staged, 200);
     assert_eq!(restore(&b, salt, &t), 200);
     let s = b.remote().unwrap().snapshot();
@@ -142,7 +142,7 @@ fn a_garbage_value_is_a_counted_miss_and_is_deleted() {
         .unwrap();
     let b = host(opts(&c));
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         2
     );
     assert_eq!(restore(&b, salt, &t), 2);
@@ -172,7 +172,7 @@ fn a_killed_node_is_counted_misses_never_an_error_and_a_restarted_one_serves_aga
     let start = Instant::now();
     let rt = rt();
     assert_eq!(
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)),
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         0,
         "block 0's node is down: no leading run"
     );
@@ -195,7 +195,7 @@ fn a_killed_node_is_counted_misses_never_an_error_and_a_restarted_one_serves_aga
     c.restart(dead).unwrap_or_else(|e| panic!("{e}"));
     seal(&host(opts(&c)), salt, &t);
     wait_until("the cluster to serve the chain again", || {
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t)) == 40
+        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)) == 40
     });
     assert_eq!(restore(&b, salt, &t), 40);
     assert_eq!(rb.snapshot().breaker, 0, "closed");

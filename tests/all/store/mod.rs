@@ -2,7 +2,7 @@
 //! crashes that never lose an acknowledged save, corrupted stored blocks that are misses and
 //! never change output, namespace isolation, and durable session save/restore with
 //! bit-identical logits; the remote tier (issue 13) between two hosts on a real Valkey/Redis
-//! server or a 3-node Redis Cluster, named saves included, and `memoria bench cluster` on it; hot prefixes re-warmed and pinned again after a restart (issue 15). Process-level
+//! server or a 3-node Redis Cluster, named saves included, the server flushed or evicting under a tiny `maxmemory`, and `memoria bench cluster` on it; hot prefixes re-warmed and pinned again after a restart (issue 15). Process-level
 //! tests spawn the CLI; the rest run engines in-process.
 
 mod bench_cluster;
@@ -13,8 +13,9 @@ mod damage;
 mod engine;
 mod process;
 mod remote;
-mod remote_cluster_long;
 mod remote_cluster_serve;
+mod remote_faults;
+mod remote_long;
 mod remote_saves;
 mod remote_serve;
 pub(crate) mod rewarm;

@@ -67,7 +67,12 @@ pub(super) fn bits(v: &[f32]) -> Vec<u32> {
 
 /// A fresh session on `tokens`, prefilled, then five greedy tokens: the bits of every logits
 /// vector, then the whole context.
-fn answer(e: &EngineHandle, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]) -> Vec<u32> {
+pub(super) fn answer(
+    e: &EngineHandle,
+    ns: NamespaceId,
+    salt: NamespaceSalt,
+    tokens: &[u32],
+) -> Vec<u32> {
     rt().block_on(async {
         crate::shared::register_salt(e, ns, "default", salt);
         let s = e.open(ns).await.expect("open");
@@ -92,17 +97,20 @@ fn answer(e: &EngineHandle, ns: NamespaceId, salt: NamespaceSalt, tokens: &[u32]
 
 pub(super) const NS: NamespaceId = NamespaceId(1);
 
+/// [`answer`] to each of `prompts` from a host without a remote tier.
+pub(super) fn cold_answers(salt: NamespaceSalt, prompts: &[&[u32]]) -> Vec<Vec<u32>> {
+    let (e, _) = host(None);
+    let r = prompts.iter().map(|t| answer(&e, NS, salt, t)).collect();
+    e.shutdown();
+    r
+}
+
 #[test]
 fn host_b_serves_host_a_prefix_from_the_remote_with_identical_logits() {
     let srv = server();
     let salt = NamespaceSalt::derive("memoria salt v1 shared");
     let tokens = prompt(70);
-    let cold = {
-        let (e, _) = host(None);
-        let r = answer(&e, NS, salt, &tokens);
-        e.shutdown();
-        r
-    };
+    let cold = cold_answers(salt, &[&tokens]).remove(0);
     let (a, sa) = host(Some(&srv.url()));
     assert_eq!(answer(&a, NS, salt, &tokens), cold);
     let ra = sa.remote().expect("remote").clone();
@@ -153,12 +161,7 @@ fn a_remote_killed_mid_run_still_answers_every_request_identically() {
     let mut srv = server();
     let salt = NamespaceSalt::derive("outage");
     let (t1, t2) = (prompt(50), prompt(90));
-    let cold: Vec<_> = {
-        let (e, _) = host(None);
-        let r = [&t1, &t2].map(|t| answer(&e, NS, salt, t)).to_vec();
-        e.shutdown();
-        r
-    };
+    let cold = cold_answers(salt, &[&t1, &t2]);
     let (a, sa) = host(Some(&srv.url()));
     assert_eq!(answer(&a, NS, salt, &t1), cold[0]);
     srv.kill();

@@ -1,5 +1,5 @@
 //! The remote tier's figures (Valkey/Redis, issue 13) in `/metrics` and `/stats`: blocks hit,
-//! misses by reason (absent, timeout, error, breaker, bad value), bytes read and written,
+//! misses by reason (absent, timeout, error, breaker, deadline, bad value), bytes read and written,
 //! writes and dropped writes, write-queue depth, breaker state and opens, and a fetch latency
 //! histogram. Invariant: nothing is written when the server runs without a remote tier.
 
@@ -32,6 +32,7 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
         ("timeout", s.miss_timeout),
         ("error", s.miss_error),
         ("breaker", s.miss_breaker),
+        ("deadline", s.miss_deadline),
         ("bad_value", s.bad_values),
     ] {
         o.sample(

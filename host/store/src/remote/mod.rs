@@ -259,7 +259,8 @@ impl RemoteTier {
     }
 
     /// Whether the server acknowledged this host's write of the block or served it to this
-    /// host (so it is not written again).
+    /// host, within half the keys' TTL, and it has not left this host since (so it is not
+    /// written again, and a prefetch takes it to be held here).
     pub fn is_known(&self, hash: &BlockHash) -> bool {
         self.shared.seen.is_known(hash)
     }
@@ -267,6 +268,12 @@ impl RemoteTier {
     /// Records that the block is on the server (own write, remote hit).
     pub fn mark_known(&self, hash: &BlockHash) {
         self.shared.seen.mark_known(hash);
+    }
+
+    /// Forgets that the block is known: it left this host's tiers, so a later prompt looks it
+    /// up on the server again instead of taking it to be held here.
+    pub fn forget(&self, hash: &BlockHash) {
+        self.shared.seen.forget(hash);
     }
 
     /// Counts one sighting of a block; returns whether, per the write mode, it is to be

@@ -1,11 +1,16 @@
 //! What this host knows about blocks on the remote server: hashes it wrote or fetched (so they
-//! are not written again) and sighting counts for the `second-hit` write mode. Both are bounded
-//! ([`CAP`] entries each, oldest forgotten first): forgetting only costs a redundant write.
-//! A block becomes known when the server acknowledged its write or served it; all are
-//! forgotten when the breaker opens (a server that was down may have restarted empty).
+//! are not written again, and a prefetch takes them to be held here) and sighting counts for
+//! the `second-hit` write mode. Both are bounded ([`CAP`] entries each, oldest forgotten
+//! first): forgetting only costs a redundant write or lookup. A block becomes known when the
+//! server acknowledged its write or served it, and stays known for half the keys' TTL (so a
+//! block still in use is written again, refreshing its key, before the server expires it); it
+//! is forgotten when it leaves this host's tiers ([`Seen::forget`]: a later prompt looks it up
+//! again), and all are forgotten when the breaker opens (a server that was down may have
+//! restarted empty).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use memoria_kv::BlockHash;
 
@@ -14,29 +19,42 @@ pub const CAP: usize = 1 << 18;
 
 #[derive(Default)]
 struct Inner {
-    known: HashSet<BlockHash>,
+    /// Each known block and when it became known.
+    known: HashMap<BlockHash, Instant>,
     known_order: VecDeque<BlockHash>,
     sightings: HashMap<BlockHash, u32>,
     sight_order: VecDeque<BlockHash>,
 }
 
-#[derive(Default)]
 pub(crate) struct Seen {
     inner: Mutex<Inner>,
+    /// How long a block stays known after its write or fetch.
+    fresh_for: Duration,
 }
 
 impl Seen {
+    /// Known blocks stay known for `fresh_for` (half the keys' TTL).
+    pub fn new(fresh_for: Duration) -> Seen {
+        Seen {
+            inner: Mutex::default(),
+            fresh_for,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn is_known(&self, h: &BlockHash) -> bool {
-        self.lock().known.contains(h)
+        self.lock()
+            .known
+            .get(h)
+            .is_some_and(|at| at.elapsed() < self.fresh_for)
     }
 
     pub fn mark_known(&self, h: &BlockHash) {
         let mut g = self.lock();
-        if g.known.insert(*h) {
+        if g.known.insert(*h, Instant::now()).is_none() {
             g.known_order.push_back(*h);
             while g.known_order.len() > CAP {
                 if let Some(old) = g.known_order.pop_front() {
@@ -44,6 +62,11 @@ impl Seen {
                 }
             }
         }
+    }
+
+    /// Forgets one block (it left this host; the server may still hold it).
+    pub fn forget(&self, h: &BlockHash) {
+        self.lock().known.remove(h);
     }
 
     /// Forgets every known block (the server may have lost them: it was down).
@@ -82,7 +105,7 @@ mod tests {
 
     #[test]
     fn known_and_sightings_are_bounded() {
-        let s = Seen::default();
+        let s = Seen::new(Duration::from_secs(3600));
         let h = |i: usize| BlockHash(blake3::hash(&i.to_le_bytes()).into());
         assert_eq!((s.sight(&h(0)), s.sight(&h(0))), (1, 2));
         s.mark_known(&h(0));
@@ -94,5 +117,19 @@ mod tests {
         assert!(!s.is_known(&h(0)), "oldest forgotten");
         assert_eq!(s.sight(&h(0)), 1);
         assert!(s.is_known(&h(CAP)));
+    }
+
+    #[test]
+    fn known_blocks_go_stale_and_can_be_forgotten_one_by_one() {
+        let s = Seen::new(Duration::from_millis(40));
+        let h = |i: u8| BlockHash([i; 32]);
+        s.mark_known(&h(1));
+        s.mark_known(&h(2));
+        s.forget(&h(1));
+        assert!(!s.is_known(&h(1)) && s.is_known(&h(2)));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!s.is_known(&h(2)), "older than half the TTL: written again");
+        s.mark_known(&h(2));
+        assert!(s.is_known(&h(2)), "a new write or fetch renews it");
     }
 }

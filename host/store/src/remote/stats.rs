@@ -24,6 +24,9 @@ pub struct RemoteStats {
     pub miss_error: AtomicU64,
     /// Blocks not asked for because the breaker was open.
     pub miss_breaker: AtomicU64,
+    /// Blocks a prefetch still wanted when its deadline (the estimated time to compute them)
+    /// passed: computed instead.
+    pub miss_deadline: AtomicU64,
     /// Values that failed verification (short, garbage, wrong identity); each is deleted.
     pub bad_values: AtomicU64,
     /// Value bytes received.
@@ -97,6 +100,7 @@ impl RemoteStats {
             miss_timeout: g(&self.miss_timeout),
             miss_error: g(&self.miss_error),
             miss_breaker: g(&self.miss_breaker),
+            miss_deadline: g(&self.miss_deadline),
             bad_values: g(&self.bad_values),
             bytes_read: g(&self.bytes_read),
             bytes_written: g(&self.bytes_written),
@@ -122,7 +126,12 @@ impl RemoteStats {
 impl RemoteSnapshot {
     /// All misses, whatever the reason (bad values included).
     pub fn misses(&self) -> u64 {
-        self.miss_absent + self.miss_timeout + self.miss_error + self.miss_breaker + self.bad_values
+        self.miss_absent
+            + self.miss_timeout
+            + self.miss_error
+            + self.miss_breaker
+            + self.miss_deadline
+            + self.bad_values
     }
 }
 
@@ -134,6 +143,7 @@ pub struct RemoteSnapshot {
     pub miss_timeout: u64,
     pub miss_error: u64,
     pub miss_breaker: u64,
+    pub miss_deadline: u64,
     pub bad_values: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,

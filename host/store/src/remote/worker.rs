@@ -65,15 +65,15 @@ impl Reply {
         run: usize,
     ) {
         match self {
-            Reply::Runs(tx) => {
-                get(s, c, keys, leading, run, |v| {
-                    let _ = tx.send(v);
-                })
-                .await;
-            }
+            // A receiver gone (its prefetch passed its deadline) wants no more runs.
+            Reply::Runs(tx) => get(s, c, keys, leading, run, |v| tx.send(v).is_ok()).await,
             whole => {
                 let mut out = Vec::with_capacity(keys.len());
-                get(s, c, keys, leading, run, |v| out.extend(v)).await;
+                get(s, c, keys, leading, run, |v| {
+                    out.extend(v);
+                    true
+                })
+                .await;
                 whole.send(out);
             }
         }
@@ -162,10 +162,12 @@ impl Shared {
             ms(opts.breaker_min_backoff_ms),
             ms(opts.breaker_max_backoff_ms),
         );
+        // Known for half the keys' TTL: a block still in use is written again before it expires.
+        let seen = Seen::new(Duration::from_secs(opts.ttl_s) / 2);
         Shared {
             opts,
             stats: Arc::new(RemoteStats::default()),
-            seen: Seen::default(),
+            seen,
             write_wake: tokio::sync::Notify::new(),
             breaker: Mutex::new(breaker),
         }
@@ -404,14 +406,15 @@ async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
 /// Looks `keys` up in MGET runs of at most `run` keys, [`GET_WINDOW`] at a time, handing
 /// each run's answers to `sink` in key order; with `leading`, once a run holds a non-value the
 /// answers of runs still in flight are discarded and every later key is [`Lookup::Skipped`].
-/// The whole lookup is one observation of the fetch latency.
+/// A sink that returns false wants no more: no further run is sent. The whole lookup is one
+/// observation of the fetch latency.
 async fn get(
     shared: &Arc<Shared>,
     conn: &Arc<Conn>,
     keys: Vec<String>,
     leading: bool,
     run: usize,
-    mut sink: impl FnMut(Vec<Lookup>),
+    mut sink: impl FnMut(Vec<Lookup>) -> bool,
 ) {
     let start = Instant::now();
     let run = run.clamp(1, MGET_RUN);
@@ -434,12 +437,12 @@ async fn get(
             // Observed before the last answer goes out: whoever received it sees the count.
             observe(shared, start);
         }
-        sink(answers);
-        if stop {
+        let wanted = sink(answers);
+        if stop || !wanted {
             let skipped = left + inflight.iter().map(|(n, _)| n).sum::<usize>();
             // Runs already sent finish detached (never aborted: one may be the breaker's probe).
             inflight.clear();
-            if skipped > 0 {
+            if wanted && skipped > 0 {
                 sink(vec![Lookup::Skipped; skipped]);
             }
             break;

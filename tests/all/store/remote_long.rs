@@ -1,11 +1,13 @@
-//! Issue 13's two-host test at full length on a real 3-node Redis Cluster: two `memoria serve`
-//! processes (separate stores) on the cluster; A answers a prompt of more than 1,000 tokens, B
-//! then answers it with every full block from the cluster (multi-slot MGET runs) and computes
-//! only the last partial block, and B's tokens and per-token log-probabilities (every top-5
-//! alternative) equal those of a cold host without a remote tier, bit for bit. The model is a
-//! small random-weight llama with a 2,048-token context (stories260K's 512 cannot hold it).
+//! Issue 13's two-host test at full length, on one real Valkey/Redis server and on a real
+//! 3-node Redis Cluster: two `memoria serve` processes (separate stores) on the remote; A
+//! answers a prompt of more than 1,000 tokens, B then answers it with every full block from the
+//! remote (multi-slot MGET runs on the cluster) and computes only the last partial block, and
+//! B's tokens and per-token log-probabilities (every top-5 alternative) equal those of a cold
+//! host without a remote tier, bit for bit. The model is a small random-weight llama with a
+//! 2,048-token context (stories260K's 512 cannot hold it).
 
 use memoria_sched::store::remote::test_cluster::TestCluster;
+use memoria_sched::store::remote::test_server::TestServer;
 use serde_json::{Value, json};
 
 use super::remote_cluster_serve::{ADMIN, stats};
@@ -24,10 +26,31 @@ fn complete(s: &Server, prompt: &str) -> (String, Value, Value) {
 }
 
 #[test]
+fn a_long_prompt_crosses_one_server_with_bit_identical_log_probs() {
+    let srv = TestServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let keys = || {
+        let mut c = srv.connection().expect("redis connection");
+        let n: u64 = redis::cmd("DBSIZE").query(&mut c).expect("DBSIZE");
+        vec![n]
+    };
+    crosses("server-long", &["--remote", &srv.url()], keys);
+}
+
+#[test]
 fn a_long_prompt_crosses_the_cluster_with_bit_identical_log_probs() {
-    let m = small_synth(&temp_dir("cluster-long-model").join("long.gguf"), 2048);
+    let c = TestCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let flag = c.urls().join(",");
+    crosses("cluster-long", &["--remote-cluster", &flag], || {
+        c.dbsizes().expect("DBSIZE")
+    });
+}
+
+/// Host A then host B on the remote named by `remote` (flags); `keys()` counts the keys on
+/// each of its nodes.
+fn crosses(name: &str, remote: &[&str], keys: impl Fn() -> Vec<u64>) {
+    let m = small_synth(&temp_dir(&format!("{name}-model")).join("long.gguf"), 2048);
     let prompt: String = (0..700).map(|i| format!("w{} ", (i * 37) % 101)).collect();
-    let cold = Server::start("cluster-long-cold", &["-m", &m]);
+    let cold = Server::start(&format!("{name}-cold"), &["-m", &m]);
     let (want, want_lp, usage) = complete(&cold, &prompt);
     drop(cold);
     let prompt_tokens = usage["prompt_tokens"].as_u64().expect("prompt_tokens");
@@ -36,15 +59,13 @@ fn a_long_prompt_crosses_the_cluster_with_bit_identical_log_probs() {
     let tops = want_lp["top_logprobs"].as_array().map(Vec::len);
     assert_eq!(tops, Some(8), "top-5 log-probs of 8 tokens: {want_lp}");
 
-    let c = TestCluster::start().unwrap_or_else(|e| panic!("{e}"));
-    let flag = c.urls().join(",");
     let host = |name: &str| {
         let store = temp_dir(name).join("store");
         let store = store.to_str().expect("utf-8").to_string();
-        let args = ["-m", &m, "--store", &store, "--remote-cluster", &flag];
-        Server::start(name, &[&args[..], &["--admin-key", ADMIN]].concat())
+        let args = ["-m", &m, "--store", &store];
+        Server::start(name, &[&args[..], remote, &["--admin-key", ADMIN]].concat())
     };
-    let a = host("cluster-long-a");
+    let a = host(&format!("{name}-a"));
     let (got_a, lp_a, _) = complete(&a, &prompt);
     assert_eq!((&got_a, &lp_a), (&want, &want_lp), "A = a cold host");
     let mut written = 0;
@@ -59,13 +80,13 @@ fn a_long_prompt_crosses_the_cluster_with_bit_identical_log_probs() {
         written >= full_blocks,
         "A wrote {written} of {full_blocks} blocks"
     );
-    let sizes = c.dbsizes().expect("DBSIZE");
+    let sizes = keys();
     assert!(
         sizes.iter().all(|&n| n > 0),
         "keys on every node: {sizes:?}"
     );
 
-    let b = host("cluster-long-b");
+    let b = host(&format!("{name}-b"));
     let before = stats(&b)["engine"]["prefill_tokens"]
         .as_u64()
         .expect("prefill_tokens");
