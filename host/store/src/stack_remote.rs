@@ -168,6 +168,9 @@ impl TierStack {
     /// Adds a remote tier (reads through [`TierStack::prefetch_remote`], writes behind every
     /// sealed block per its write mode).
     pub fn with_remote(mut self, tier: Arc<RemoteTier>) -> TierStack {
+        if let Some(d) = self.disk() {
+            d.forget_removed_in(tier.clone());
+        }
         self.remote = Some(RemoteLink::new(tier));
         self
     }

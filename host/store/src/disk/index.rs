@@ -10,6 +10,7 @@ use std::sync::Arc;
 use memoria_kv::BlockHash;
 
 use super::budget::charge;
+use crate::remote::RemoteTier;
 use crate::remote::events::Tier as Place;
 use crate::residency::Residency;
 
@@ -25,6 +26,9 @@ pub(crate) struct DiskIndex {
     pub saves_charged: u64,
     /// Told every block stored and removed (not the file's blocks read at open).
     pub watch: Option<Arc<Residency>>,
+    /// The remote tier, told every block removed: it no longer takes the block to be held
+    /// here, so a later prompt looks it up on the server.
+    pub remote: Option<Arc<RemoteTier>>,
 }
 
 impl DiskIndex {
@@ -77,10 +81,20 @@ impl DiskIndex {
 
     pub fn remove(&mut self, h: &BlockHash) -> bool {
         let removed = self.take(h);
-        if let (Some(r), true) = (&self.watch, removed) {
-            r.record(*h, Place::Disk, false);
+        if removed {
+            self.left(h);
         }
         removed
+    }
+
+    /// Tells the watcher and the remote tier that `h` is no longer on disk.
+    fn left(&self, h: &BlockHash) {
+        if let Some(r) = &self.watch {
+            r.record(*h, Place::Disk, false);
+        }
+        if let Some(r) = &self.remote {
+            r.forget(h);
+        }
     }
 
     /// Removes a stored block without telling the watcher.
@@ -153,14 +167,13 @@ impl DiskIndex {
     pub fn restart(&mut self, disk: DiskIndex) {
         let queued = std::mem::take(&mut self.queued);
         let clock = self.clock;
-        if let Some(r) = &self.watch {
-            for h in self.entries.keys() {
-                r.record(*h, Place::Disk, false);
-            }
+        for h in self.entries.keys() {
+            self.left(h);
         }
-        let watch = self.watch.take();
+        let (watch, remote) = (self.watch.take(), self.remote.take());
         *self = disk;
         self.watch = watch;
+        self.remote = remote;
         self.queued = queued;
         self.clock = self.clock.max(clock);
     }
@@ -191,6 +204,30 @@ mod tests {
         assert!(ix.remove(&b));
         assert_eq!((ix.len(), ix.bytes, ix.oldest()), (1, 10, Some(a)));
         assert_eq!(ix.charged, charge(10));
+    }
+
+    #[test]
+    fn a_block_removed_from_disk_is_no_longer_known_to_the_remote_tier() {
+        // Never connects: the tier's thread dials only when asked to read or write.
+        let opts = crate::RemoteOptions::with_url("redis://127.0.0.1:1".to_string());
+        let remote = RemoteTier::start(opts).expect("remote");
+        let (a, b) = (BlockHash([1; 32]), BlockHash([2; 32]));
+        let mut ix = DiskIndex {
+            remote: Some(remote.clone()),
+            ..DiskIndex::default()
+        };
+        for h in [a, b] {
+            remote.mark_known(&h);
+            ix.insert(h, 10, 0);
+        }
+        assert!(ix.remove(&a));
+        assert!(!remote.is_known(&a) && remote.is_known(&b));
+        ix.restart(DiskIndex::default());
+        assert!(
+            !remote.is_known(&b),
+            "a new file holds none of the old blocks"
+        );
+        assert!(ix.remote.is_some(), "kept across the restart");
     }
 
     #[test]

@@ -521,6 +521,12 @@ impl RedbTier {
         self.index().watch = Some(r);
     }
 
+    /// Tells `remote` every block removed from the file from now on (see
+    /// [`crate::remote::RemoteTier::forget`]).
+    pub(crate) fn forget_removed_in(&self, remote: Arc<crate::remote::RemoteTier>) {
+        self.index().remote = Some(remote);
+    }
+
     /// Moves a block to most recently used (persisted with the next commit).
     pub fn touch(&self, hash: &BlockHash) {
         let _ = self.send(Msg::Touch(*hash));
