@@ -323,7 +323,7 @@ impl TierStack {
         let run = (FETCH_RUN_BYTES / raw.max(1)).max(1);
         let timeout = Duration::from_millis(r.tier.options().timeout_ms);
         let deadline = prefetch_wait(per_token, want.len(), b, timeout)
-            .map(|w| tokio::time::Instant::now() + w);
+            .and_then(|w| tokio::time::Instant::now().checked_add(w));
         let mut runs = r.tier.get_runs(keys, true, run);
         let st = r.tier.stats();
         let mut want = want.into_iter();

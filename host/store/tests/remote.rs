@@ -461,4 +461,11 @@ fn a_prefetch_waits_no_longer_than_computing_its_blocks_would_take() {
         "the floor never exceeds the tier's timeout"
     );
     assert_eq!(prefetch_wait(None, 8, B, Duration::from_secs(3)), None);
+    // An absurd cost saturates (and a deadline past the clock's range is no deadline).
+    let forever = prefetch_wait(Some(Duration::MAX), usize::MAX, B, Duration::from_secs(3));
+    assert_eq!(forever, Some(Duration::MAX));
+    let more = tokens(2 * B, 16);
+    seal(&host(opts(&srv)), salt, &more);
+    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &more, forever));
+    assert_eq!(staged, 2);
 }
