@@ -214,7 +214,9 @@ impl TierStack {
         let hash = identity.hash;
         self.remote_offer(identity, tokens, data);
         let Some(cold) = &self.cold else {
-            if !self.persist_disk(identity, tokens, data, false) && !self.on_disk(&hash) {
+            self.persist_disk(identity, tokens, data, false);
+            // Held or queued on disk keeps it here; otherwise it is gone from this host.
+            if !self.disk.as_ref().is_some_and(|d| d.contains(&hash)) {
                 self.remote_left(&hash);
             }
             return;

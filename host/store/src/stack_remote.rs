@@ -330,15 +330,13 @@ impl TierStack {
         let mut staged = 0;
         'runs: loop {
             let next = match deadline {
-                None => runs.recv().await,
-                Some(d) => match tokio::time::timeout_at(d, runs.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        // Dropping `runs` tells the tier's thread to send no further MGET.
-                        RemoteStats::add(&st.miss_deadline, want.len() as u64);
-                        break;
-                    }
-                },
+                Some(d) => tokio::time::timeout_at(d, runs.recv()).await,
+                None => Ok(runs.recv().await),
+            };
+            let Ok(next) = next else {
+                // Dropping `runs` tells the tier's thread to send no further MGET.
+                RemoteStats::add(&st.miss_deadline, want.len() as u64);
+                break;
             };
             let Some(found) = next else { break };
             // `found` first: zip then never takes a key past this run's answers from `want`.

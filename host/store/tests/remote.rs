@@ -373,13 +373,11 @@ fn a_known_block_that_leaves_the_host_is_looked_up_again_and_a_stale_one_written
     );
     // The pool evicts blocks 0 and 1; no local tier keeps them (this stack has none).
     for (i, h) in chain.iter().enumerate().take(2) {
-        let id = BlockIdentity {
-            model: MODEL,
-            layout: layout(),
-            salt,
-            hash: *h,
-        };
-        a.demote(id, &t[i * B..(i + 1) * B], &block_data(&t, i));
+        a.demote(
+            identity(salt, *h),
+            &t[i * B..(i + 1) * B],
+            &block_data(&t, i),
+        );
     }
     assert_eq!(
         rt().block_on(a.prefetch_remote(MODEL, layout(), salt, None, &t, None)),

@@ -64,6 +64,16 @@ pub fn block_data(tokens: &[u32], i: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The identity of block `hash` of this layout and model, keyed with `salt`.
+pub fn identity(salt: NamespaceSalt, hash: BlockHash) -> BlockIdentity {
+    BlockIdentity {
+        model: MODEL,
+        layout: layout(),
+        salt,
+        hash,
+    }
+}
+
 /// Seals every full block of `tokens` on `stack` (as the engine's write-through does).
 pub fn seal(stack: &TierStack, salt: NamespaceSalt, tokens: &[u32]) -> Vec<BlockHash> {
     seal_with(stack, salt, tokens, |i| block_data(tokens, i))
@@ -79,13 +89,12 @@ pub fn seal_with(
     let root = BlockHash::root(&MODEL, KvElem::F16, B, &salt);
     let chain = SessionRecord::chain(&root, tokens, B);
     for (i, h) in chain.iter().enumerate() {
-        let id = BlockIdentity {
-            model: MODEL,
-            layout: layout(),
-            salt,
-            hash: *h,
-        };
-        stack.persist(id, &tokens[i * B..(i + 1) * B], &data(i), false);
+        stack.persist(
+            identity(salt, *h),
+            &tokens[i * B..(i + 1) * B],
+            &data(i),
+            false,
+        );
     }
     assert!(stack.remote().unwrap().flush(Duration::from_secs(5)));
     chain
