@@ -125,7 +125,7 @@ fn gemma3_sessions_batched_among_others_match_running_alone_bit_for_bit() {
 #[test]
 fn gemma3_cached_prefix_past_the_window_and_fork_change_nothing() {
     let model = model();
-    let window = model.hparams().swa.expect("sliding window").window;
+    let window = model.hparams().swa.as_ref().expect("sliding window").window;
     let prompt: Vec<u32> = sequences().concat().into_iter().chain(300..340).collect();
     assert!(prompt.len() > window + 16, "{} tokens", prompt.len());
     let e = start(

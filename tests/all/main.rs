@@ -1,5 +1,6 @@
 //! memoria's integration tests, one binary. Modules are named after the subject they pin.
 
+mod archs;
 mod biased;
 mod cache_view;
 mod chat;

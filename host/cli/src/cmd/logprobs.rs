@@ -64,17 +64,19 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
     if a.batch == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let loaded = load_model(&a.model, a.json)?;
-    let (model, tok) = (&loaded.model, &loaded.tokenizer);
-    let hp = model.hparams();
+    let mut loaded = load_model(&a.model, a.json)?;
     let ids = match (&a.prompt, &a.ids) {
-        (Some(p), _) => tok.encode(p, true, true),
+        (Some(p), _) => loaded.tokenizer.encode(p, true, true),
         (None, Some(ids)) => ids.clone(),
         (None, None) => bail!("give the sequence with -p TEXT or --ids 1,2,3"),
     };
     if ids.is_empty() {
         bail!("the sequence is empty");
     }
+    // The context is the sequence, as llama.cpp's tools size it (LongRoPE's factors follow).
+    loaded.model.set_context(ids.len());
+    let model = &loaded.model;
+    let hp = model.hparams();
     if let Some((i, id)) = ids
         .iter()
         .enumerate()
@@ -119,7 +121,7 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
     let piece = |id: u32| {
         format!(
             "{:?}",
-            String::from_utf8_lossy(&tok.token_to_piece(id, true))
+            String::from_utf8_lossy(&loaded.tokenizer.token_to_piece(id, true))
         )
     };
     writeln!(

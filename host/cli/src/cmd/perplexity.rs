@@ -91,7 +91,9 @@ pub fn main(a: PerplexityArgs) -> anyhow::Result<()> {
     }
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("reading {}", a.file.display()))?;
-    let loaded = load_model(&a.model, a.json)?;
+    let mut loaded = load_model(&a.model, a.json)?;
+    // Each chunk is a sequence of `-c` tokens (LongRoPE's factors follow, as in llama.cpp).
+    loaded.model.set_context(a.ctx);
     let (model, tok) = (&loaded.model, &loaded.tokenizer);
     let n_ctx_train = model.hparams().n_ctx_train;
     if n_ctx_train > 0 && a.ctx > n_ctx_train {

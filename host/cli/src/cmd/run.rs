@@ -103,12 +103,14 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         ..SamplingParams::default()
     };
     sampling.validate().context("sampling parameters")?;
-    let model = Arc::new(loaded.model);
+    let mut model = loaded.model;
     let max_context = if a.ctx_size > 0 {
         a.ctx_size
     } else {
         model.hparams().n_ctx_train
     };
+    model.set_context(max_context);
+    let model = Arc::new(model);
     let store = crate::cmd::store::open_store(a.store.as_deref())?;
     let cfg = EngineConfig {
         kv_elem: a.cache_type,

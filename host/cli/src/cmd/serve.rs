@@ -110,7 +110,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     };
     let cfg = config::resolve(raw, &a.overrides())?;
     super::init_threads(cfg.threads)?;
-    let (model, tokenizer, model_id) = model(&cfg)?;
+    let (mut model, tokenizer, model_id) = model(&cfg)?;
     let tenants = config::tenants(cfg.namespaces.clone())?;
     let chat = chat_template(&cfg, &model, &tokenizer)?;
     let max_context = if cfg.context == 0 {
@@ -118,6 +118,8 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     } else {
         cfg.context
     };
+    // A session may reach `max_context` tokens (LongRoPE's factors follow it).
+    model.set_context(max_context);
     let budget = kv_budget(&cfg, &model, max_context)?;
     let store_settings = super::store::StoreSettings {
         max_disk_bytes: cfg.store_max_disk_bytes,

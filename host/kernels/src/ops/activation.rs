@@ -1,5 +1,6 @@
 //! Activations of the feed-forward block: SiLU and the gated product `silu(gate) * up` (SwiGLU),
-//! GELU in its tanh form and `gelu(gate) * up` (GeGLU, Gemma), plus the residual add.
+//! GELU in its tanh form and `gelu(gate) * up` (GeGLU, Gemma), gpt-oss's clamped SwiGLU,
+//! soft-capping (`c · tanh(x / c)`), plus the residual add.
 //! The gated products of a batch are split across the worker pool in fixed chunks; each element
 //! is computed by the same scalar formula wherever it lands, so results never depend on the
 //! split or the thread count.
@@ -43,6 +44,31 @@ pub fn gelu_mul_in_place(gate: &mut [f32], up: &[f32]) {
     gated_in_place(gate, up, gelu::gelu_mul);
 }
 
+/// gpt-oss's clamped SwiGLU (ggml's `swiglu_oai`, alpha 1.702, limit 7):
+/// `x = min(gate, 7)`, `y = clamp(up, -7, 7)`, `gate = x · sigmoid(1.702 x) · (y + 1)`, with
+/// ggml's formula and `expf`. Lengths must match.
+pub fn swiglu_oai_in_place(gate: &mut [f32], up: &[f32]) {
+    const ALPHA: f32 = 1.702;
+    const LIMIT: f32 = 7.0;
+    assert_eq!(gate.len(), up.len(), "swiglu_oai: length");
+    gated_in_place(gate, up, |g, u| {
+        for (gv, &uv) in g.iter_mut().zip(u) {
+            let x = gv.min(LIMIT);
+            let y = uv.clamp(-LIMIT, LIMIT);
+            *gv = x / (1.0 + (ALPHA * -x).exp()) * (y + 1.0);
+        }
+    });
+}
+
+/// `x[i] = cap · tanh(x[i] / cap)` in place, as ggml computes a soft-cap from three ops
+/// (`scale(1/cap)`, `tanh`, `scale(cap)`): Gemma 2's final logits.
+pub fn softcap_in_place(x: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    for v in x {
+        *v = (*v * inv).tanh() * cap;
+    }
+}
+
 /// `x[i] *= factor`.
 pub fn scale_in_place(x: &mut [f32], factor: f32) {
     for v in x {
@@ -61,6 +87,25 @@ pub fn add_in_place(acc: &mut [f32], x: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swiglu_oai_clamps_both_inputs() {
+        let mut g = [1.0f32, 20.0, -3.0];
+        swiglu_oai_in_place(&mut g, &[0.5, 100.0, -100.0]);
+        let sig = |x: f32| 1.0 / (1.0 + (-1.702 * x).exp());
+        assert!((g[0] - sig(1.0) * 1.5).abs() < 1e-6);
+        assert!((g[1] - 7.0 * sig(7.0) * 8.0).abs() < 1e-4);
+        assert!((g[2] - (-3.0 * sig(-3.0) * -6.0)).abs() < 1e-5);
+    }
+
+    #[test]
+    fn softcap_bounds_and_keeps_small_values() {
+        let mut x = [0.01f32, 1e6, -1e6];
+        softcap_in_place(&mut x, 30.0);
+        assert!((x[0] - 0.01).abs() < 1e-6);
+        assert_eq!(x[1], 30.0);
+        assert_eq!(x[2], -30.0);
+    }
 
     #[test]
     fn silu_matches_definition() {

@@ -16,7 +16,7 @@ use crate::quant::dequantize_row;
 use super::rows::{
     axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32, extend_f16, round_to_f16_in_place,
 };
-use super::softmax::softmax_in_place;
+use super::softmax::{softmax_in_place, softmax_with_sink_in_place};
 
 /// One cached K or V row (`[n_kv_heads * head_dim]`) in its storage type.
 #[derive(Clone, Copy, Debug)]
@@ -94,12 +94,55 @@ pub(crate) fn zeroed_scores(scores: &mut Vec<f32>, n: usize) {
 
 /// Shape of an attention call.
 #[derive(Clone, Copy, Debug)]
-pub struct AttnShape {
+pub struct AttnShape<'a> {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
     /// Multiplier applied to `q·k` before the softmax (usually `1/sqrt(head_dim)`).
     pub scale: f32,
+    /// Soft-cap `c` of the scores (Gemma 2): `s = c · tanh(q·k · scale / c)`; 0 for none.
+    pub softcap: f32,
+    /// Per-query-head sink logits (gpt-oss): one more logit in each head's softmax, with no
+    /// value row, so the probabilities of the real positions sum to less than 1.
+    pub sinks: Option<&'a [f32]>,
+}
+
+impl<'a> AttnShape<'a> {
+    /// Plain scaled dot-product attention: no soft-cap, no sinks.
+    pub fn new(n_heads: usize, n_kv_heads: usize, head_dim: usize, scale: f32) -> Self {
+        AttnShape {
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            scale,
+            softcap: 0.0,
+            sinks: None,
+        }
+    }
+
+    /// Turns raw `q·k` products into scores in place: `× scale`, then the soft-cap when there
+    /// is one, with ggml's flash-attention arithmetic (`scale / c` folded first, then
+    /// `c · tanh(s)`).
+    pub(crate) fn finish_scores(&self, dots: &mut [f32]) {
+        if self.softcap > 0.0 {
+            let (cap, scale) = (self.softcap, self.scale / self.softcap);
+            for v in dots.iter_mut() {
+                *v = cap * (*v * scale).tanh();
+            }
+        } else {
+            for v in dots.iter_mut() {
+                *v *= self.scale;
+            }
+        }
+    }
+
+    /// The softmax of query head `head`'s scores, in place (with its sink when there is one).
+    pub(crate) fn softmax(&self, head: usize, scores: &mut [f32]) {
+        match self.sinks.and_then(|s| s.get(head)) {
+            Some(&sink) => softmax_with_sink_in_place(scores, sink),
+            None => softmax_in_place(scores),
+        }
+    }
 }
 
 /// Attention of one token whose query is `q` (`[n_heads * head_dim]`, RoPE applied) over the
@@ -121,7 +164,7 @@ pub fn attend(
         n_heads,
         n_kv_heads,
         head_dim,
-        scale,
+        ..
     } = shape;
     assert!(
         n_kv_heads > 0 && n_heads.is_multiple_of(n_kv_heads),
@@ -167,15 +210,12 @@ pub fn attend(
                 }
                 KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("expanded above"),
             }
-            for v in dst.iter_mut() {
-                *v *= scale;
-            }
+            shape.finish_scores(dst);
         }
         pos += len;
     }
-    for i in 0..n_sel {
-        let p = &mut scores[i * n_pos..(i + 1) * n_pos];
-        softmax_in_place(p);
+    for (i, h) in heads.clone().enumerate() {
+        shape.softmax(h, &mut scores[i * n_pos..(i + 1) * n_pos]);
     }
     out.fill(0.0);
     let f16_values = matches!(kv.value(first), KvRow::F16(_));
@@ -219,12 +259,7 @@ mod tests {
     #[test]
     fn single_position_returns_its_value_for_every_grouped_head() {
         let kv = Rows(vec![vec![1.0, 0.0]], vec![vec![3.0, -2.0]]);
-        let shape = AttnShape {
-            n_heads: 2,
-            n_kv_heads: 1,
-            head_dim: 2,
-            scale: 1.0,
-        };
+        let shape = AttnShape::new(2, 1, 2, 1.0);
         let mut out = [0.0; 4];
         attend(
             &[0.5, 0.5, 1.0, 1.0],
@@ -254,12 +289,7 @@ mod tests {
     #[test]
     fn attends_more_to_matching_key() {
         let kv = Rows(vec![vec![10.0], vec![-10.0]], vec![vec![1.0], vec![-1.0]]);
-        let shape = AttnShape {
-            n_heads: 1,
-            n_kv_heads: 1,
-            head_dim: 1,
-            scale: 1.0,
-        };
+        let shape = AttnShape::new(1, 1, 1, 1.0);
         let mut out = [0.0];
         attend(
             &[1.0],
@@ -283,12 +313,7 @@ mod tests {
         let vals: Vec<Vec<f32>> = (0..7).map(|i| vec![i as f32, -(i as f32) * 0.5]).collect();
         let all = Rows(keys.clone(), vals.clone());
         let tail = Rows(keys[4..].to_vec(), vals[4..].to_vec());
-        let shape = AttnShape {
-            n_heads: 1,
-            n_kv_heads: 1,
-            head_dim: 2,
-            scale: 0.7,
-        };
+        let shape = AttnShape::new(1, 1, 2, 0.7);
         let q = [0.9f32, -0.4];
         let (mut windowed, mut alone, mut full) = ([0.0; 2], [0.0; 2], [0.0; 2]);
         let mut scratch = AttnScratch::default();

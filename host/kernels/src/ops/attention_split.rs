@@ -17,7 +17,6 @@ use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
 use super::rows::{
     axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32, extend_f16, round_to_f16_in_place,
 };
-use super::softmax::softmax_in_place;
 use crate::threads::{self, SharedMut};
 
 /// Fewest positions per score task.
@@ -49,7 +48,7 @@ pub fn attend_split(
         n_heads,
         n_kv_heads,
         head_dim: hd,
-        scale,
+        ..
     } = shape;
     let threads = threads::current_threads();
     if threads <= 1
@@ -97,9 +96,7 @@ pub fn attend_split(
                     KvRow::F16(k) => dot_rows_f16(&q16[i * hd..(i + 1) * hd], k, kv_dim, off, dst),
                     KvRow::Q8_0(_) | KvRow::Q4_0(_) => unreachable!("quantized rows fall back"),
                 }
-                for v in dst.iter_mut() {
-                    *v *= scale;
-                }
+                shape.finish_scores(dst);
             }
             pos += len;
         }
@@ -107,8 +104,8 @@ pub fn attend_split(
 
     // Softmax: one task per head row.
     let f16_values = matches!(kv.value(first), KvRow::F16(_));
-    threads::for_each_chunk_mut(&mut scores[..], n_pos, |_, p| {
-        softmax_in_place(p);
+    threads::for_each_chunk_mut(&mut scores[..], n_pos, |i, p| {
+        shape.softmax(heads.start + i, p);
         if f16_values {
             // ggml multiplies an f16 V by the probabilities rounded to f16.
             round_to_f16_in_place(p);
@@ -234,13 +231,21 @@ mod tests {
                     let kv_dim = n_kv_heads * head_dim;
                     let kv = Paged::new(n, kv_dim, block, half, n as u32 + 7);
                     let q = Paged::new(1, n_heads * head_dim, 1, false, 99).k32;
-                    let shape = AttnShape {
-                        n_heads,
-                        n_kv_heads,
-                        head_dim,
-                        scale: 0.125,
+                    let sinks: Vec<f32> = (0..n_heads).map(|h| h as f32 - 2.0).collect();
+                    let plain = AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125);
+                    let capped = AttnShape {
+                        softcap: 2.0,
+                        ..plain
                     };
-                    for (keys, heads) in [(0..n, 0..n_heads), ((n / 3)..n, 1..n_heads)] {
+                    let sunk = AttnShape {
+                        sinks: Some(&sinks),
+                        ..plain
+                    };
+                    let cases = [(0..n, 0..n_heads), ((n / 3)..n, 1..n_heads)];
+                    for (shape, (keys, heads)) in [plain, capped, sunk]
+                        .into_iter()
+                        .flat_map(|s| cases.clone().map(|c| (s, c)))
+                    {
                         let mut want = vec![0.0; heads.len() * head_dim];
                         let mut s = AttnScratch::default();
                         attend(
@@ -270,8 +275,10 @@ mod tests {
                                 bits(&got),
                                 bits(&want),
                                 "{n_heads}/{n_kv_heads}x{head_dim} half={half} n={n} block={block} \
-                                 keys={keys:?} threads={}",
-                                pool.threads()
+                                 keys={keys:?} threads={} softcap={} sinks={}",
+                                pool.threads(),
+                                shape.softcap,
+                                shape.sinks.is_some()
                             );
                         }
                     }

@@ -14,7 +14,6 @@ use half::f16;
 
 use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend, zeroed_scores};
 use super::rows::{extend_f16, round_to_f16_in_place};
-use super::softmax::softmax_in_place;
 
 /// Most query rows (tokens × heads) one tile holds.
 pub const TILE_ROWS: usize = 16;
@@ -127,16 +126,14 @@ pub fn attend_tile(
         });
         for r in 0..n_tok * n_sel {
             if rows.covers(r, pos, len) {
-                for v in &mut scores[at(r)..][..len] {
-                    *v *= shape.scale;
-                }
+                shape.finish_scores(&mut scores[at(r)..][..len]);
             }
         }
         pos += len;
     }
     for r in 0..n_tok * n_sel {
         let own = rows.own(r, span);
-        softmax_in_place(&mut scores[own.clone()]);
+        shape.softmax(heads.start + r % n_sel, &mut scores[own.clone()]);
         round_to_f16_in_place(&mut scores[own]);
     }
     out.fill(0.0);
@@ -448,12 +445,16 @@ mod tests {
             (2, 2, 256),
         ];
         for &(n_heads, n_kv_heads, head_dim) in &shapes {
-            for f32_rows in [false, true] {
+            let sinks: Vec<f32> = (0..n_heads).map(|h| h as f32 * 0.7 - 1.0).collect();
+            for (f32_rows, variant) in [false, true]
+                .into_iter()
+                .flat_map(|f| [(f, 0), (f, 1), (f, 2)])
+            {
+                // Plain, soft-capped (Gemma 2) and with sinks (gpt-oss).
                 let shape = AttnShape {
-                    n_heads,
-                    n_kv_heads,
-                    head_dim,
-                    scale: 0.125,
+                    softcap: if variant == 1 { 1.5 } else { 0.0 },
+                    sinks: (variant == 2).then_some(&sinks[..]),
+                    ..AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125)
                 };
                 let kv_dim = n_kv_heads * head_dim;
                 let cache = Cache::new(90, kv_dim, 16, f32_rows, head_dim as u32);
@@ -507,7 +508,7 @@ mod tests {
                                 .all(|(a, b)| a.to_bits() == b.to_bits());
                             assert!(
                                 same,
-                                "shape {n_heads}/{n_kv_heads}/{head_dim} f32={f32_rows} token {t} of {n_tok} at {first} window {window}"
+                                "shape {n_heads}/{n_kv_heads}/{head_dim} f32={f32_rows} variant {variant} token {t} of {n_tok} at {first} window {window}"
                             );
                         }
                     }

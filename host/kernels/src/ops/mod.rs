@@ -23,13 +23,14 @@ mod softmax;
 
 pub use activation::{
     add_in_place, gelu_mul_in_place, gelu_tanh, scale_in_place, silu, silu_mul_in_place,
+    softcap_in_place, swiglu_oai_in_place,
 };
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
 pub use attention_split::{SplitScratch, attend_split};
 pub use attention_tile::{TILE_ROWS, TileScratch, attend_tile};
 pub use norm::rms_norm;
-pub use rope::{RopeStyle, RopeTables};
+pub use rope::{RopeStyle, RopeTables, Yarn};
 pub use rows::{
     axpy_rows_f16, axpy_rows_f32, dot_rows_f16, dot_rows_f32, extend_f16, round_to_f16_in_place,
 };
-pub use softmax::softmax_in_place;
+pub use softmax::{softmax_in_place, softmax_with_sink_in_place};

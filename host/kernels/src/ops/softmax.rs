@@ -20,6 +20,23 @@ pub fn softmax_in_place(x: &mut [f32]) {
     }
 }
 
+/// Replaces `x` with the first `x.len()` entries of `softmax([x, sink])`: the sink is one more
+/// logit that takes its share of the probability but has no entry of its own (ggml's
+/// `soft_max` with sinks, as gpt-oss's attention uses it). `-inf` entries become exactly 0.
+pub fn softmax_with_sink_in_place(x: &mut [f32], sink: f32) {
+    let max = max_of(x).max(sink);
+    if max == f32::NEG_INFINITY {
+        x.fill(0.0);
+        return;
+    }
+    super::exp::exp_shifted_in_place(x, max);
+    let sum = sum_f64(x) + f64::from((sink - max).exp());
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
 /// `Σ x` in f64: element `i` goes to chain `i % 8` (in ascending order), the chains are added
 /// pairwise (`((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7))`), then the elements past the last full
 /// eight in ascending order. Eight chains keep the adds independent (vectorised) where one
@@ -54,6 +71,28 @@ fn max_of(x: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sink_takes_its_share_and_leaves_the_rest_in_proportion() {
+        let mut plain = [0.5f32, -1.0, 2.0];
+        let mut sunk = plain;
+        softmax_in_place(&mut plain);
+        softmax_with_sink_in_place(&mut sunk, 1.0);
+        let total: f32 = sunk.iter().sum();
+        let expected = (0.5f32.exp() + (-1.0f32).exp() + 2.0f32.exp())
+            / (0.5f32.exp() + (-1.0f32).exp() + 2.0f32.exp() + 1.0f32.exp());
+        assert!((total - expected).abs() < 1e-6, "{total} vs {expected}");
+        for (a, b) in plain.iter().zip(&sunk) {
+            assert!((b / a - expected).abs() < 1e-5);
+        }
+        // A sink far below the scores changes nothing visible; one far above takes everything.
+        let mut low = [0.5f32, -1.0, 2.0];
+        softmax_with_sink_in_place(&mut low, -1e4);
+        assert_eq!(low, plain);
+        let mut high = [0.5f32, -1.0, 2.0];
+        softmax_with_sink_in_place(&mut high, 1e4);
+        assert_eq!(high, [0.0; 3]);
+    }
 
     #[test]
     fn sums_to_one_and_masks() {

@@ -2,27 +2,26 @@
 //! read from a [`KvStore`]. Every op works row by row with a fixed order, so a token's K/V and
 //! logits do not depend on what else is in the batch (batch invariance).
 //!
-//! Gemma 3 follows llama.cpp's `gemma3.cpp` in the same order: embeddings × `sqrt(n_embd)`,
-//! Q and K RMS-normed per head then rotated (local or global RoPE base), Q × `attn_scale` before
-//! its f16 rounding, post-attention and post-FFN norms before each residual add, GeGLU.
+//! One block structure serves every architecture, in the order of llama.cpp's graphs
+//! (`src/models/*.cpp`): optional pre-norm (none for OLMo 2), Q/K/V (fused for Phi-3) with
+//! optional biases, Q/K RMS norms (per head, or over the projection for OLMo 2), RoPE (local or
+//! global tables, none on SmolLM3's NoPE layers), Q pre-scaled where llama.cpp scales it
+//! (Gemma, Phi-3), attention with soft-capping and sinks, optional post-norm and residual
+//! scale before each residual add, then a dense or mixture-of-experts FFN ([`super::ffn`]).
 //! Sliding-window layers keep every position's K/V in the cache and mask the ones outside the
 //! window (they are left out of the softmax, which gives exactly ggml's `-inf` mask); nothing is
 //! evicted early, so a cached prefix, a fork or a tier round trip sees the same rows as a fresh
 //! run.
 
-use std::cell::RefCell;
-use std::ops::Range;
-
-use memoria_kernels::ops::{
-    AttnShape, SplitScratch, TILE_ROWS, TileScratch, add_in_place, attend_split, attend_tile,
-    gelu_mul_in_place, rms_norm, scale_in_place, silu_mul_in_place,
-};
-use memoria_kernels::threads;
+use memoria_kernels::ops::{AttnShape, add_in_place, rms_norm, scale_in_place, softcap_in_place};
 use memoria_kernels::{
     GgmlType, QuantizedActivations, WeightMatrix, matmul::get_rows, matmul_prequantized,
 };
 
-use super::{Arch, FfnAct, KvStore, Model, ModelError};
+use super::attention::attention;
+use super::ffn::FfnScratch;
+use super::weights::{LayerWeights, QkvWeights};
+use super::{KvStore, Model, ModelError};
 
 /// One token of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,18 +39,18 @@ pub struct BatchToken {
 /// Activations quantized for one weight type's dot product, reused across projections that share
 /// an input (q/k/v, gate/up).
 #[derive(Default)]
-struct Activations {
+pub(super) struct Activations {
     q: QuantizedActivations,
     ty: Option<GgmlType>,
 }
 
 impl Activations {
-    fn invalidate(&mut self) {
+    pub(super) fn invalidate(&mut self) {
         self.ty = None;
     }
 
     /// `out[n, rows] = x[n, cols] · wᵀ`, quantizing `x` only when the dot type changes.
-    fn project(&mut self, w: &WeightMatrix, x: &[f32], n: usize, out: &mut [f32]) {
+    pub(super) fn project(&mut self, w: &WeightMatrix, x: &[f32], n: usize, out: &mut [f32]) {
         let ty = w.ty.vec_dot_type();
         if self.ty != Some(ty) {
             self.q.quantize(ty, x, n, w.cols);
@@ -66,19 +65,19 @@ impl Activations {
 pub struct Scratch {
     pub(super) x: Vec<f32>,      // [n, n_embd] residual stream
     xn: Vec<f32>,                // [n, n_embd] normed input of a block
+    qkv: Vec<f32>,               // [n, q_dim + 2 kv_dim] fused projection
     q: Vec<f32>,                 // [n, q_dim]
     k: Vec<f32>,                 // [n, kv_dim]
     v: Vec<f32>,                 // [n, kv_dim]
     att: Vec<f32>,               // [n, q_dim]
     proj: Vec<f32>,              // [n, n_embd]
-    gate: Vec<f32>,              // [n, n_ff]
-    up: Vec<f32>,                // [n, n_ff]
-    head: Vec<f32>,              // [head_dim] one head before its QK-norm
+    head: Vec<f32>,              // [q_dim] one row before its QK-norm
     rope: Vec<(f32, f32)>,       // [n, rope_dims/2]
     rope_local: Vec<(f32, f32)>, // [n, rope_dims/2] sliding-window layers' angles
     ids: Vec<u32>,               // [n]
     picked: Vec<f32>,            // [n_out, n_embd]
     logits: Vec<f32>,            // [n_out, n_vocab]
+    pub(super) ffn: FfnScratch,
     act: Activations,
 }
 
@@ -98,9 +97,9 @@ impl std::fmt::Debug for Scratch {
     }
 }
 
-fn grow(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+pub(super) fn grow<T: Clone + Default>(buf: &mut Vec<T>, len: usize) -> &mut [T] {
     if buf.len() < len {
-        buf.resize(len, 0.0);
+        buf.resize(len, T::default());
     }
     &mut buf[..len]
 }
@@ -116,8 +115,7 @@ impl Model {
     ) -> Result<&'s [f32], ModelError> {
         let hp = &self.hparams;
         let n = batch.len();
-        let (d, kvd, ff, hd) = (hp.n_embd, hp.kv_dim(), hp.n_ff, hp.head_dim);
-        let qd = hp.q_dim();
+        let d = hp.n_embd;
         for (i, t) in batch.iter().enumerate() {
             if t.token as usize >= hp.n_vocab {
                 return Err(ModelError::BadBatch(format!(
@@ -139,7 +137,7 @@ impl Model {
             s.logits.clear();
             return Ok(&s.logits);
         }
-        let half = hp.rope_dims / 2;
+        let half = hp.rope.dims / 2;
         s.rope.resize(n * half, (0.0, 0.0));
         for (t, cs) in batch.iter().zip(s.rope.chunks_exact_mut(half)) {
             self.rope.angles(t.pos, cs);
@@ -152,119 +150,164 @@ impl Model {
         }
         s.ids.clear();
         s.ids.extend(batch.iter().map(|t| t.token));
-        let file = &self.file;
         get_rows(
-            &self.weights.token_embd.view(file),
+            &self.weights.token_embd.view(&self.file),
             &s.ids,
             grow(&mut s.x, n * d),
         );
         if let Some(scale) = hp.embd_scale {
             scale_in_place(&mut s.x[..n * d], scale);
         }
-
-        // llama.cpp scales Q before the attention for Gemma (`ggml_scale(Qcur,
-        // f_attention_scale)`, before Q's f16 rounding) and the scores inside the softmax
-        // otherwise; both orders are kept.
-        let prescale_q = hp.arch == Arch::Gemma3;
-        let shape = AttnShape {
-            n_heads: hp.n_head,
-            n_kv_heads: hp.n_head_kv,
-            head_dim: hd,
-            scale: if prescale_q { 1.0 } else { hp.attn_scale },
-        };
         for (li, lw) in self.weights.layers.iter().enumerate() {
-            let window = hp.layer_window(li);
-            let (rope, angles) = match (&self.rope_local, window) {
-                (Some(local), Some(_)) => (local, &s.rope_local),
-                _ => (&self.rope, &s.rope),
-            };
-            // Attention block.
-            let x = &s.x[..n * d];
-            let xn = grow(&mut s.xn, n * d);
-            for (xr, or) in x.chunks_exact(d).zip(xn.chunks_exact_mut(d)) {
-                rms_norm(xr, &lw.attn_norm, hp.rms_eps, or);
-            }
-            s.act.invalidate();
-            let q = grow(&mut s.q, n * qd);
-            s.act.project(&lw.wq.view(file), &s.xn[..n * d], n, q);
-            let k = grow(&mut s.k, n * kvd);
-            s.act.project(&lw.wk.view(file), &s.xn[..n * d], n, k);
-            let v = grow(&mut s.v, n * kvd);
-            s.act.project(&lw.wv.view(file), &s.xn[..n * d], n, v);
-            add_bias(&mut s.q[..n * qd], lw.bq.as_deref());
-            add_bias(&mut s.k[..n * kvd], lw.bk.as_deref());
-            add_bias(&mut s.v[..n * kvd], lw.bv.as_deref());
-            let head = grow(&mut s.head, hd);
-            norm_heads(&mut s.q[..n * qd], lw.q_norm.as_deref(), hp.rms_eps, head);
-            norm_heads(&mut s.k[..n * kvd], lw.k_norm.as_deref(), hp.rms_eps, head);
-            for (i, t) in batch.iter().enumerate() {
-                let cs = &angles[i * half..(i + 1) * half];
-                let qr = &mut s.q[i * qd..(i + 1) * qd];
-                rope.rotate(qr, hd, cs);
-                if prescale_q {
-                    scale_in_place(qr, hp.attn_scale);
-                }
-                rope.rotate(&mut s.k[i * kvd..(i + 1) * kvd], hd, cs);
-                kv.write(
-                    t.seq,
-                    li,
-                    t.pos,
-                    &s.k[i * kvd..(i + 1) * kvd],
-                    &s.v[i * kvd..(i + 1) * kvd],
-                );
-            }
-            let kv_ro: &K = kv;
-            let q = &s.q[..n * qd];
-            let att = grow(&mut s.att, n * qd);
-            let first_pos = |t: &BatchToken| window.map_or(0, |w| (t.pos + 1).saturating_sub(w));
-            attention(batch, kv_ro, li, q, qd, shape, first_pos, att);
-            s.act.invalidate();
-            let proj = grow(&mut s.proj, n * d);
-            s.act.project(&lw.wo.view(file), &s.att[..n * qd], n, proj);
-            residual_add(
-                &mut s.x[..n * d],
-                &s.proj[..n * d],
-                lw.post_attn_norm.as_deref(),
-                hp.rms_eps,
-                &mut s.xn,
-            );
+            self.attention_block(li, lw, batch, kv, s);
+            self.ffn_block(lw, n, s);
+        }
+        self.output(batch, n_out, s);
+        Ok(&s.logits[..n_out * hp.n_vocab])
+    }
 
-            // Feed-forward block.
-            let xn = grow(&mut s.xn, n * d);
-            for (xr, or) in s.x[..n * d].chunks_exact(d).zip(xn.chunks_exact_mut(d)) {
-                rms_norm(xr, &lw.ffn_norm, hp.rms_eps, or);
+    /// The attention half of block `li`: `x += post(attn(pre(x)))`, K/V written for every token.
+    fn attention_block<K: KvStore>(
+        &self,
+        li: usize,
+        lw: &LayerWeights,
+        batch: &[BatchToken],
+        kv: &mut K,
+        s: &mut Scratch,
+    ) {
+        let hp = &self.hparams;
+        let file = &self.file;
+        let n = batch.len();
+        let (d, kvd, hd, qd) = (hp.n_embd, hp.kv_dim(), hp.head_dim, hp.q_dim());
+        let window = hp.layer_window(li);
+        let (rope, angles) = match (&self.rope_local, window) {
+            (Some(local), Some(_)) => (local, &s.rope_local),
+            _ => (&self.rope, &s.rope),
+        };
+        let half = hp.rope.dims / 2;
+        let input = pre_norm(
+            &s.x[..n * d],
+            lw.attn_norm.as_deref(),
+            hp.rms_eps,
+            &mut s.xn,
+        );
+        s.act.invalidate();
+        match &lw.qkv {
+            QkvWeights::Split { wq, wk, wv } => {
+                s.act
+                    .project(&wq.view(file), input, n, grow(&mut s.q, n * qd));
+                s.act
+                    .project(&wk.view(file), input, n, grow(&mut s.k, n * kvd));
+                s.act
+                    .project(&wv.view(file), input, n, grow(&mut s.v, n * kvd));
             }
-            s.act.invalidate();
-            let gate = grow(&mut s.gate, n * ff);
-            s.act
-                .project(&lw.w_gate.view(file), &s.xn[..n * d], n, gate);
-            let up = grow(&mut s.up, n * ff);
-            s.act.project(&lw.w_up.view(file), &s.xn[..n * d], n, up);
-            match hp.ffn_act {
-                FfnAct::Silu => silu_mul_in_place(&mut s.gate[..n * ff], &s.up[..n * ff]),
-                FfnAct::GeluTanh => gelu_mul_in_place(&mut s.gate[..n * ff], &s.up[..n * ff]),
+            QkvWeights::Fused(w) => {
+                let width = qd + 2 * kvd;
+                let qkv = grow(&mut s.qkv, n * width);
+                s.act.project(&w.view(file), input, n, qkv);
+                let (q, k, v) = (
+                    grow(&mut s.q, n * qd),
+                    grow(&mut s.k, n * kvd),
+                    grow(&mut s.v, n * kvd),
+                );
+                for (i, row) in s.qkv[..n * width].chunks_exact(width).enumerate() {
+                    q[i * qd..(i + 1) * qd].copy_from_slice(&row[..qd]);
+                    k[i * kvd..(i + 1) * kvd].copy_from_slice(&row[qd..qd + kvd]);
+                    v[i * kvd..(i + 1) * kvd].copy_from_slice(&row[qd + kvd..]);
+                }
             }
-            s.act.invalidate();
-            let proj = grow(&mut s.proj, n * d);
-            s.act
-                .project(&lw.w_down.view(file), &s.gate[..n * ff], n, proj);
-            residual_add(
-                &mut s.x[..n * d],
-                &s.proj[..n * d],
-                lw.post_ffn_norm.as_deref(),
-                hp.rms_eps,
-                &mut s.xn,
+        }
+        add_bias(&mut s.q[..n * qd], lw.bq.as_deref());
+        add_bias(&mut s.k[..n * kvd], lw.bk.as_deref());
+        add_bias(&mut s.v[..n * kvd], lw.bv.as_deref());
+        let head = grow(&mut s.head, qd);
+        norm_chunks(&mut s.q[..n * qd], lw.q_norm.as_deref(), hp.rms_eps, head);
+        norm_chunks(&mut s.k[..n * kvd], lw.k_norm.as_deref(), hp.rms_eps, head);
+        let use_rope = hp.layer_has_rope(li);
+        let prescale_q = hp.arch.prescales_q();
+        for (i, t) in batch.iter().enumerate() {
+            let cs = &angles[i * half..(i + 1) * half];
+            let qr = &mut s.q[i * qd..(i + 1) * qd];
+            if use_rope {
+                rope.rotate(qr, hd, cs);
+                rope.rotate(&mut s.k[i * kvd..(i + 1) * kvd], hd, cs);
+            }
+            if prescale_q {
+                scale_in_place(qr, hp.attn_scale);
+            }
+            kv.write(
+                t.seq,
+                li,
+                t.pos,
+                &s.k[i * kvd..(i + 1) * kvd],
+                &s.v[i * kvd..(i + 1) * kvd],
             );
         }
+        // llama.cpp scales Q before the attention for Gemma and Phi-3 (`ggml_scale(Qcur,
+        // ...)`, before Q's f16 rounding) and the scores inside the softmax otherwise; both
+        // orders are kept.
+        let shape = AttnShape {
+            softcap: hp.attn_softcap.unwrap_or(0.0),
+            sinks: lw.sinks.as_deref(),
+            ..AttnShape::new(
+                hp.n_head,
+                hp.n_head_kv,
+                hd,
+                if prescale_q { 1.0 } else { hp.attn_scale },
+            )
+        };
+        let kv_ro: &K = kv;
+        let att = grow(&mut s.att, n * qd);
+        let first_pos = |t: &BatchToken| window.map_or(0, |w| (t.pos + 1).saturating_sub(w));
+        attention(batch, kv_ro, li, &s.q[..n * qd], qd, shape, first_pos, att);
+        s.act.invalidate();
+        let proj = grow(&mut s.proj, n * d);
+        s.act.project(&lw.wo.view(file), &s.att[..n * qd], n, proj);
+        add_bias(proj, lw.bo.as_deref());
+        self.residual_add(n, lw.post_attn_norm.as_deref(), s);
+    }
 
+    /// The FFN half of a block: `x += post(ffn(pre(x)))`.
+    fn ffn_block(&self, lw: &LayerWeights, n: usize, s: &mut Scratch) {
+        let hp = &self.hparams;
+        let d = hp.n_embd;
+        let input = pre_norm(&s.x[..n * d], lw.ffn_norm.as_deref(), hp.rms_eps, &mut s.xn);
+        let proj = grow(&mut s.proj, n * d);
+        s.act.invalidate();
+        self.ffn(&lw.ffn, input, n, &mut s.ffn, &mut s.act, proj);
+        self.residual_add(n, lw.post_ffn_norm.as_deref(), s);
+    }
+
+    /// `x += y` where `y` is `s.proj`, RMS-normed first when there is a post-norm weight and
+    /// scaled by the residual scale (Granite) when there is one.
+    fn residual_add(&self, n: usize, post_norm: Option<&[f32]>, s: &mut Scratch) {
+        let hp = &self.hparams;
+        let d = hp.n_embd;
+        let y = &mut s.proj[..n * d];
+        if let Some(w) = post_norm {
+            let normed = grow(&mut s.xn, n * d);
+            for (yr, or) in y.chunks_exact(d).zip(normed.chunks_exact_mut(d)) {
+                rms_norm(yr, w, hp.rms_eps, or);
+            }
+            y.copy_from_slice(normed);
+        }
+        if let Some(scale) = hp.residual_scale {
+            scale_in_place(y, scale);
+        }
+        add_in_place(&mut s.x[..n * d], y);
+    }
+
+    /// The logits of the tokens marked `logits`: output norm, output projection, then the
+    /// final soft-cap (Gemma 2) or logit scale (Granite).
+    fn output(&self, batch: &[BatchToken], n_out: usize, s: &mut Scratch) {
+        let hp = &self.hparams;
+        let d = hp.n_embd;
         let picked = grow(&mut s.picked, n_out * d);
-        for (row, (t, xr)) in batch
+        let rows = batch
             .iter()
             .zip(s.x.chunks_exact(d))
-            .filter(|(t, _)| t.logits)
-            .enumerate()
-        {
-            let _ = t;
+            .filter(|(t, _)| t.logits);
+        for (row, (_, xr)) in rows.enumerate() {
             rms_norm(
                 xr,
                 &self.weights.output_norm,
@@ -275,233 +318,58 @@ impl Model {
         let logits = grow(&mut s.logits, n_out * hp.n_vocab);
         s.act.invalidate();
         s.act.project(
-            &self.weights.output.view(file),
+            &self.weights.output.view(&self.file),
             &s.picked[..n_out * d],
             n_out,
             logits,
         );
-        Ok(&s.logits[..n_out * hp.n_vocab])
-    }
-}
-
-/// Contexts from this many positions on are split across threads when the batch alone gives
-/// too few tasks (the split never changes a bit, see `attend_split`).
-const SPLIT_MIN_POS: usize = 256;
-
-thread_local! {
-    static ATTN: RefCell<TileScratch> = RefCell::default();
-    static ATTN_SPLIT: RefCell<SplitScratch> = RefCell::default();
-    /// The batch's attention tiles, kept between steps (no allocation once warmed up).
-    static TILES: RefCell<Vec<Range<usize>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Attention of every token of the batch into `att` (`[n, q_dim]`), on the worker pool: one task
-/// per (tile, K/V head group), a tile being up to [`TILE_ROWS`] query rows of consecutive tokens
-/// of one sequence times the group's heads ([`attend_tile`]: each K/V row converted once per
-/// tile), heaviest tiles first. So decode of a single sequence still uses every thread, and a
-/// result never depends on the tiling (`attend_tile` gives `attend`'s bits). When that gives
-/// fewer than two tasks per thread and a context is long, each token is instead split over
-/// positions and columns ([`attend_split`], same bits).
-#[allow(clippy::too_many_arguments)]
-fn attention<K: KvStore>(
-    batch: &[BatchToken],
-    kv: &K,
-    layer: usize,
-    q: &[f32],
-    qd: usize,
-    shape: AttnShape,
-    first_pos: impl Fn(&BatchToken) -> usize + Sync,
-    att: &mut [f32],
-) {
-    let (n_kv, hd) = (shape.n_kv_heads, shape.head_dim);
-    let group = shape.n_heads / n_kv;
-    let mut tiles = TILES.with(RefCell::take);
-    cut_tiles(batch, (TILE_ROWS / group).max(1), &mut tiles);
-    let tasks = tiles.len() * n_kv;
-    let threads = threads::current_threads();
-    let long = batch
-        .iter()
-        .any(|t| t.pos + 1 - first_pos(t) >= SPLIT_MIN_POS);
-    if threads > 1 && tasks < 2 * threads && long {
-        let mut sc = ATTN_SPLIT.with(RefCell::take);
-        for ((t, qr), out) in batch
-            .iter()
-            .zip(q.chunks_exact(qd))
-            .zip(att.chunks_exact_mut(qd))
-        {
-            let view = kv.view(t.seq, layer);
-            let heads = 0..shape.n_heads;
-            attend_split(
-                qr,
-                &view,
-                first_pos(t)..t.pos + 1,
-                shape,
-                heads,
-                &mut sc,
-                out,
-            );
+        if let Some(cap) = hp.final_softcap {
+            softcap_in_place(logits, cap);
         }
-        ATTN_SPLIT.with(|c| *c.borrow_mut() = sc);
-        TILES.with(|c| *c.borrow_mut() = tiles);
-        return;
-    }
-    let width = group * hd;
-    let shared = threads::SharedMut::new(att);
-    threads::for_each(tasks, |i| {
-        let (tile, g) = (&tiles[tiles.len() - 1 - i / n_kv], i % n_kv);
-        let lead = &batch[tile.start];
-        let view = kv.view(lead.seq, layer);
-        let mut keys: [Range<usize>; TILE_ROWS] = std::array::from_fn(|_| 0..0);
-        for (k, t) in keys.iter_mut().zip(&batch[tile.clone()]) {
-            *k = first_pos(t)..t.pos + 1;
-        }
-        // Taken out while in use, so a nested call would get a fresh one, not a borrow panic.
-        let mut sc = ATTN.with(RefCell::take);
-        let mut out = sc.take_out(tile.len() * width);
-        attend_tile(
-            &q[tile.start * qd..tile.end * qd],
-            &keys[..tile.len()],
-            &view,
-            shape,
-            g * group..(g + 1) * group,
-            &mut sc,
-            &mut out,
-        );
-        for (t, o) in tile.clone().zip(out.chunks_exact(width)) {
-            // SAFETY: task (tile, g) alone writes these columns of these tokens' rows.
-            unsafe { shared.slice(t * qd + g * width, width) }.copy_from_slice(o);
-        }
-        sc.put_out(out);
-        ATTN.with(|c| *c.borrow_mut() = sc);
-    });
-    TILES.with(|c| *c.borrow_mut() = tiles);
-}
-
-/// Cuts `batch` into tiles of up to `max_tokens` consecutive entries of one sequence at
-/// consecutive positions.
-fn cut_tiles(batch: &[BatchToken], max_tokens: usize, tiles: &mut Vec<Range<usize>>) {
-    tiles.clear();
-    let mut start = 0;
-    for i in 1..=batch.len() {
-        let cut = i == batch.len()
-            || i - start == max_tokens
-            || batch[i].seq != batch[i - 1].seq
-            || batch[i].pos != batch[i - 1].pos + 1;
-        if cut {
-            tiles.push(start..i);
-            start = i;
+        if let Some(scale) = hp.logit_scale {
+            scale_in_place(logits, 1.0 / scale);
         }
     }
 }
 
-/// RMS-normalises every head (`[.., head_dim]` chunks of `x`) with `weight` (`[head_dim]`), in
-/// place; nothing without a weight. `head` is a `[head_dim]` buffer.
-fn norm_heads(x: &mut [f32], weight: Option<&[f32]>, eps: f32, head: &mut [f32]) {
-    if let Some(w) = weight {
-        for h in x.chunks_exact_mut(w.len()) {
-            head.copy_from_slice(h);
-            rms_norm(head, w, eps, h);
-        }
-    }
-}
-
-/// `x += y`, or `x += rms_norm(y) · weight` row by row when there is a post-norm weight
-/// (`[n_embd]`); `buf` holds the normed rows.
-fn residual_add(x: &mut [f32], y: &[f32], post_norm: Option<&[f32]>, eps: f32, buf: &mut Vec<f32>) {
-    match post_norm {
-        None => add_in_place(x, y),
+/// `x` RMS-normed row by row into `buf` when there is a norm weight, else `x` itself (OLMo 2's
+/// blocks read the residual stream directly).
+fn pre_norm<'a>(
+    x: &'a [f32],
+    weight: Option<&[f32]>,
+    eps: f32,
+    buf: &'a mut Vec<f32>,
+) -> &'a [f32] {
+    match weight {
+        None => x,
         Some(w) => {
-            let normed = grow(buf, y.len());
-            for (yr, or) in y
-                .chunks_exact(w.len())
-                .zip(normed.chunks_exact_mut(w.len()))
-            {
-                rms_norm(yr, w, eps, or);
+            let out = grow(buf, x.len());
+            for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+                rms_norm(xr, w, eps, or);
             }
-            add_in_place(x, normed);
+            out
+        }
+    }
+}
+
+/// RMS-normalises every `weight.len()` chunk of `x` with `weight`, in place: each head when the
+/// weight is `[head_dim]`, each token's whole projection when it is as wide as the row; nothing
+/// without a weight. `buf` holds one chunk.
+fn norm_chunks(x: &mut [f32], weight: Option<&[f32]>, eps: f32, buf: &mut [f32]) {
+    if let Some(w) = weight {
+        let tmp = &mut buf[..w.len()];
+        for h in x.chunks_exact_mut(w.len()) {
+            tmp.copy_from_slice(h);
+            rms_norm(tmp, w, eps, h);
         }
     }
 }
 
 /// Adds a per-column bias to every row of `x` (`[n, bias.len()]`).
-fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
+pub(super) fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
     if let Some(b) = bias {
         for row in x.chunks_exact_mut(b.len()) {
             add_in_place(row, b);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use memoria_kernels::GgmlType;
-    use memoria_kernels::threads::Pool;
-
-    use super::{BatchToken, Scratch};
-    use crate::gguf::GgufFile;
-    use crate::llama::{KvDtype, Model};
-    use crate::synth::{self, Arch, SynthSpec};
-
-    /// Every position's logits of `tokens` run as a prefill of `prefill` tokens, then one token
-    /// at a time, on a pool of `threads`.
-    fn run(
-        model: &Model,
-        tokens: &[u32],
-        prefill: usize,
-        dtype: KvDtype,
-        threads: usize,
-    ) -> Vec<u32> {
-        let pool = Pool::new(threads);
-        let mut kv = model.new_contiguous_kv(dtype, 1, tokens.len());
-        let mut s = Scratch::default();
-        let mut all = Vec::new();
-        let tok = |pos: usize| BatchToken {
-            token: tokens[pos],
-            pos,
-            seq: 0,
-            logits: true,
-        };
-        pool.install(|| {
-            let batch: Vec<BatchToken> = (0..prefill).map(tok).collect();
-            all.extend_from_slice(model.forward(&batch, &mut kv, &mut s).expect("prefill"));
-            for pos in prefill..tokens.len() {
-                all.extend_from_slice(model.forward(&[tok(pos)], &mut kv, &mut s).expect("decode"));
-            }
-        });
-        all.iter().map(|v| v.to_bits()).collect()
-    }
-
-    /// Decode past `SPLIT_MIN_POS` with a single K/V head (the split attention path) gives the
-    /// same bits on 1, 2 and 3 threads, and the same bits as a prefill of the whole sequence
-    /// (which runs one attention task per token).
-    #[test]
-    fn long_context_decode_is_thread_and_chunk_invariant() {
-        let spec = SynthSpec {
-            kv_heads: 1,
-            context: 320,
-            ..SynthSpec::tiny(Arch::Llama, GgmlType::Q8_0)
-        };
-        let bytes = synth::synthesize(&spec).expect("synthesize").to_bytes();
-        let model = Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load");
-        let tokens: Vec<u32> = (0..300).map(|i| (7 + i * 37) % 512).collect();
-        for dtype in [KvDtype::F16, KvDtype::F32] {
-            let one = run(&model, &tokens, 260, dtype, 1);
-            assert!(one.iter().all(|b| f32::from_bits(*b).is_finite()));
-            assert_eq!(
-                one,
-                run(&model, &tokens, 260, dtype, 2),
-                "{dtype:?} 2 threads"
-            );
-            assert_eq!(
-                one,
-                run(&model, &tokens, 260, dtype, 3),
-                "{dtype:?} 3 threads"
-            );
-            assert_eq!(
-                one,
-                run(&model, &tokens, 300, dtype, 2),
-                "{dtype:?} whole prefill"
-            );
         }
     }
 }

@@ -138,8 +138,11 @@ fn gemma3_shape_and_layer_pattern() {
     let local = Some(WINDOW);
     assert_eq!(windows, [local, local, local, local, local, None, local]);
     let lw = &model.weights().layers[0];
+    let super::QkvWeights::Split { wq, .. } = &lw.qkv else {
+        panic!("Gemma 3 has separate Q, K and V");
+    };
     assert_eq!(
-        (lw.wq.rows, lw.wq.cols, lw.wo.rows, lw.wo.cols),
+        (wq.rows, wq.cols, lw.wo.rows, lw.wo.cols),
         (128, 64, 64, 128)
     );
 }
@@ -188,10 +191,14 @@ fn gemma3_load_checks() {
         matches!(err, Err(ModelError::BadHParam { ref key, .. }) if key.ends_with("value_length")),
         "{err:?}"
     );
+    // As llama.cpp's gemma3 loader: without `sliding_window` no layer is windowed.
     let no_window = [("attention.sliding_window", None)];
-    let err = load(gemma_bytes(1, GgmlType::F32, &no_window));
+    let model = load(gemma_bytes(7, GgmlType::F32, &no_window)).expect("loads without a window");
+    assert!((0..7).all(|il| model.hparams().layer_window(il).is_none()));
+    let huge = [("attention.sliding_window", Some(MetaValue::U32(u32::MAX)))];
+    let err = load(gemma_bytes(1, GgmlType::F32, &huge));
     assert!(
-        matches!(err, Err(ModelError::MissingKey(ref k)) if k == "gemma3.attention.sliding_window"),
+        matches!(err, Err(ModelError::BadHParam { ref key, .. }) if key.ends_with("sliding_window")),
         "{err:?}"
     );
     // Without key_length the head size is n_embd / n_head, and the q weights no longer fit.

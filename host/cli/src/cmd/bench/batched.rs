@@ -58,7 +58,8 @@ struct Row {
 
 pub fn main(a: BatchedArgs) -> anyhow::Result<()> {
     crate::cmd::init_threads(a.threads)?;
-    let loaded = load_model(&a.model, a.json)?;
+    let mut loaded = load_model(&a.model, a.json)?;
+    loaded.model.set_context(a.npp + a.ntg);
     let n_vocab = loaded.model.hparams().n_vocab;
     let n_ctx = loaded.model.hparams().n_ctx_train;
     anyhow::ensure!(

@@ -46,12 +46,14 @@ pub fn main(a: ModelBenchArgs) -> anyhow::Result<()> {
         .clone()
         .ok_or_else(|| anyhow::anyhow!("give a model with -m"))?;
     crate::cmd::init_threads(a.threads)?;
-    let loaded = load_model(&path, a.json)?;
+    let mut loaded = load_model(&path, a.json)?;
+    let longest = a.depth.saturating_add(a.n_prompt.max(a.n_gen));
+    // llama-bench's context: the test's depth plus its tokens.
+    loaded.model.set_context(longest.max(1));
     let model = &loaded.model;
     let n_vocab = model.hparams().n_vocab as u32;
     let reps = a.repetitions.max(1);
     let n_ctx = model.hparams().n_ctx_train;
-    let longest = a.depth.saturating_add(a.n_prompt.max(a.n_gen));
     if n_ctx > 0 && longest > n_ctx {
         anyhow::bail!(
             "-d {} + -p/-n exceed the model's context of {n_ctx} tokens",
