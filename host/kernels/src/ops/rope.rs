@@ -52,7 +52,7 @@ impl Yarn {
     /// ggml's `rope_yarn_ramp` for dimension pair `i` (`i0 / 2`).
     fn ramp(&self, i: usize) -> f32 {
         let y = (i as f32 - self.low) / (self.high - self.low).max(0.001);
-        1.0 - y.max(0.0).min(1.0)
+        1.0 - y.clamp(0.0, 1.0)
     }
 }
 

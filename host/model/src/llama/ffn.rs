@@ -259,9 +259,10 @@ fn route(spec: &Moe, logits: &[f32], n: usize, s: &mut FfnScratch) {
             softmax_in_place(wt);
         }
         if spec.normalize {
-            // ggml_sum_rows sums in double; the clamp keeps a zero sum from dividing.
+            // ggml_sum_rows sums in double; the clamp (f16's smallest normal, 2^-14) keeps a
+            // zero sum from dividing.
             let sum = wt.iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
-            let sum = sum.max(6.103_515_625e-5);
+            let sum = sum.max(1.0 / 16384.0);
             for w in wt.iter_mut() {
                 *w /= sum;
             }

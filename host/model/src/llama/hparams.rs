@@ -398,7 +398,7 @@ fn mixture(k: &Keys, arch: Arch) -> Result<Moe, ModelError> {
     let n_ff = k.count("expert_feed_forward_length", 8 * MAX_DIM)?;
     let weights_scale = match k.f32("expert_weights_scale") {
         None => 1.0,
-        Some(v) if v == 0.0 => 1.0,
+        Some(0.0) => 1.0,
         Some(v) if v.is_finite() && v > 0.0 => v,
         Some(v) => return Err(k.bad("expert_weights_scale", format!("{v} is not positive"))),
     };

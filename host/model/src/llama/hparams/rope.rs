@@ -76,7 +76,7 @@ pub(super) fn read(
     };
     let factor = match factor {
         None => 1.0,
-        Some(v) if v == 0.0 => 1.0,
+        Some(0.0) => 1.0,
         Some(v) if v.is_finite() && v > 0.0 => v,
         Some(v) => {
             return Err(k.bad("rope.scaling.factor", format!("{v} is not positive")));
