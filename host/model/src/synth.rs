@@ -225,6 +225,8 @@ const fn file_type(ty: GgmlType) -> u32 {
         GgmlType::IQ4NL => 25,
         GgmlType::IQ4XS => 30,
         GgmlType::BF16 => 32,
+        // LLAMA_FTYPE_MOSTLY_MXFP4_MOE (llama.cpp keeps 1-d tensors in F32 in such files).
+        GgmlType::Mxfp4 => 38,
         GgmlType::Q8_1 | GgmlType::Q8K => 0,
     }
 }
