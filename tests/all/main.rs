@@ -1,9 +1,11 @@
 //! memoria's integration tests, one binary. Modules are named after the subject they pin.
 
 mod biased;
+mod bin;
 mod cache_view;
 mod chat;
 mod cli;
+mod cors_browser;
 mod deploy;
 mod embeddings;
 mod engine;

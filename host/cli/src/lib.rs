@@ -72,13 +72,14 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// `memoria serve` accepts llama-server's two-letter `-np` (clap short flags are one letter).
+/// `memoria serve` accepts llama-server's multi-letter short flags (`-np`, `-ngl`, `-fa`, ...;
+/// clap's short flags are one letter).
 fn llama_server_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     let mut v: Vec<std::ffi::OsString> = args.collect();
     if v.get(1).is_some_and(|a| a == "serve") {
         for a in v.iter_mut().skip(2) {
-            if a == "-np" {
-                *a = "--parallel".into();
+            if let Some((_, long)) = cmd::serve_flags::SHORT_FLAGS.iter().find(|(s, _)| a == s) {
+                *a = (*long).into();
             }
         }
     }

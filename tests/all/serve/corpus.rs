@@ -171,7 +171,11 @@ pub fn cases() -> Vec<Case> {
             400,
             Some("stop"),
         ),
-        chat_with("unknown field", r#""colour": "blue""#),
+        pinned(
+            chat_with("seed is text", r#""seed": "blue""#),
+            400,
+            Some("seed"),
+        ),
         pinned(
             chat_with("top_logprobs without logprobs", r#""top_logprobs": 3"#),
             400,
