@@ -34,14 +34,14 @@ def main() -> None:
     client = anthropic.Anthropic(base_url=base, api_key=key, max_retries=0, timeout=300)
     msgs = [{"role": "user", "content": "Tell me a short story about a cat."}]
 
-    m = client.messages.create(model="claude-sonnet-4-5", max_tokens=24, temperature=0,
+    m = client.messages.create(model="claude-sonnet-4-5", max_tokens=24, extra_body={"temperature": 0},
                                system="You are a storyteller.", messages=msgs)
     assert m.type == "message" and m.role == "assistant", m
     assert m.content and m.content[0].type == "text" and m.content[0].text, m
     assert m.stop_reason in ("end_turn", "max_tokens"), m.stop_reason
     assert m.usage.input_tokens > 0 and m.usage.output_tokens > 0, m.usage
 
-    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=24, temperature=0,
+    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=24, extra_body={"temperature": 0},
                                 system="You are a storyteller.", messages=msgs) as stream:
         streamed = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -54,23 +54,23 @@ def main() -> None:
     assert n.input_tokens == m.usage.input_tokens, (n, m.usage)
 
     # Tools: a forced call whose input follows the schema, then its result answered.
-    t = client.messages.create(model="claude-sonnet-4-5", max_tokens=64, temperature=0,
-                               tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather"},
+    t = client.messages.create(model="claude-sonnet-4-5", max_tokens=128, extra_body={"temperature": 0},
+                               tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
                                messages=[{"role": "user", "content": "What is the weather in Paris?"}])
     assert t.stop_reason == "tool_use", t
     use = [b for b in t.content if b.type == "tool_use"]
     assert len(use) >= 1 and use[0].name == "get_weather", t.content
     assert isinstance(use[0].input, dict) and isinstance(use[0].input.get("city"), str), use[0].input
     back = client.messages.create(
-        model="claude-sonnet-4-5", max_tokens=24, temperature=0, tools=[WEATHER],
+        model="claude-sonnet-4-5", max_tokens=24, extra_body={"temperature": 0}, tools=[WEATHER],
         messages=[{"role": "user", "content": "What is the weather in Paris?"},
                   {"role": "assistant", "content": t.content},
                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use[0].id,
                                                 "content": "Sunny, 21 degrees."}]}])
     assert back.content, back
     # Streaming with tools gives the same blocks as events.
-    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=64, temperature=0,
-                                tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather"},
+    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=128, extra_body={"temperature": 0},
+                                tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
                                 messages=[{"role": "user", "content": "What is the weather in Paris?"}]) as s:
         streamed_tool = s.get_final_message()
     assert [b.type for b in streamed_tool.content] == [b.type for b in t.content], streamed_tool.content
@@ -78,11 +78,11 @@ def main() -> None:
 
     # cache_control: the first request writes the system prompt's prefix, the next reads it.
     system = [{"type": "text", "text": MANUAL, "cache_control": {"type": "ephemeral"}}]
-    first = client.messages.create(model="claude-sonnet-4-5", max_tokens=8, temperature=0, system=system,
+    first = client.messages.create(model="claude-sonnet-4-5", max_tokens=8, extra_body={"temperature": 0}, system=system,
                                    messages=[{"role": "user", "content": "Where is room 7?"}])
     assert first.usage.cache_creation_input_tokens > 500, first.usage
     assert first.usage.cache_read_input_tokens == 0, first.usage
-    second = client.messages.create(model="claude-sonnet-4-5", max_tokens=8, temperature=0, system=system,
+    second = client.messages.create(model="claude-sonnet-4-5", max_tokens=8, extra_body={"temperature": 0}, system=system,
                                     messages=[{"role": "user", "content": "Where is room 12?"}])
     assert second.usage.cache_read_input_tokens >= first.usage.cache_creation_input_tokens - 16, second.usage
     assert second.usage.cache_creation_input_tokens < 16, second.usage

@@ -68,7 +68,8 @@ def everything(client):
 
     # A function tool, forced; its output goes back as the next turn.
     t = client.responses.create(model="gpt-4o", input="What is the weather in Paris?", tools=[TOOL],
-                                tool_choice="required", max_output_tokens=64, temperature=0)
+                                tool_choice="required", parallel_tool_calls=False,
+                                max_output_tokens=128, temperature=0)
     calls = [o for o in t.output if o.type == "function_call"]
     assert calls and calls[0].name == "get_weather", t.output
     assert isinstance(json.loads(calls[0].arguments).get("city"), str), calls[0].arguments
