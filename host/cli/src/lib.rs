@@ -38,7 +38,7 @@ enum Command {
     #[command(subcommand)]
     Model(cmd::synth::ModelCommand),
     /// Serve the OpenAI-compatible API, metrics and admin API (the host).
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Route OpenAI requests to several hosts by prompt prefix and load.
     Route(cmd::route::RouteArgs),
     /// Inspect, verify, compact or clear a persistent prefix-state store.
@@ -59,7 +59,7 @@ pub fn main() -> ExitCode {
         Command::Pull(a) => cmd::pull::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
-        Command::Serve(a) => cmd::serve::main(a),
+        Command::Serve(a) => cmd::serve::main(*a),
         Command::Route(a) => cmd::route::main(a),
         Command::Store(c) => cmd::store::main(c),
     };

@@ -53,7 +53,7 @@ impl CorsOrigins {
             CorsOrigins::Localhost => is_localhost(origin),
             CorsOrigins::List(v) => {
                 let o = origin.trim_end_matches('/').to_ascii_lowercase();
-                v.iter().any(|a| *a == o)
+                v.contains(&o)
             }
         }
     }

@@ -20,12 +20,12 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: NativeRequest = crate::openai::parse_json(&body)?;
     ctx.check_model(req.model.as_deref())?;
     let tok = ctx.state.engine.tokenizer().clone();
+    let mut prefix_text = extra_context(req.input_extra.as_deref())?;
     let fim = tok.fim().ok_or_else(|| {
         ApiError::not_implemented(
             "infill needs a model with fill-in-the-middle tokens (FIM prefix, suffix and middle), and this model has none",
         )
     })?;
-    let mut prefix_text = extra_context(req.input_extra.as_deref())?;
     prefix_text.push_str(req.input_prefix.as_deref().unwrap_or(""));
     let middle = match &req.prompt {
         None | Some(Value::Null) => String::new(),

@@ -195,7 +195,7 @@ impl SseFormat for ChatChunks {
     fn first(&mut self, index: usize) -> Option<Value> {
         Some(self.chunk(
             index,
-            json!({"role": "assistant", "content": ""}),
+            json!({"role": "assistant", "content": null}),
             Value::Null,
             Value::Null,
         ))

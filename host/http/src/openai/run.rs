@@ -92,7 +92,7 @@ pub struct Timings {
 
 impl Timings {
     /// llama-server's `timings` object.
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let per_token = |d, n: usize| if n > 0 { ms(d) / n as f64 } else { 0.0 };
         serde_json::json!({

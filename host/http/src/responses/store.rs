@@ -25,14 +25,17 @@ pub struct Record {
     pub tokens: Vec<u32>,
 }
 
+/// Records by (namespace, id), and their keys oldest first.
+type Kept = (
+    HashMap<(String, String), Record>,
+    VecDeque<(String, String)>,
+);
+
 /// The store.
 #[derive(Default)]
 pub struct ResponseStore {
     dir: Option<PathBuf>,
-    mem: Mutex<(
-        HashMap<(String, String), Record>,
-        VecDeque<(String, String)>,
-    )>,
+    mem: Mutex<Kept>,
 }
 
 impl ResponseStore {
