@@ -2,9 +2,11 @@
 
 mod archs;
 mod biased;
+mod bin;
 mod cache_view;
 mod chat;
 mod cli;
+mod cors_browser;
 mod deploy;
 mod embeddings;
 mod engine;
