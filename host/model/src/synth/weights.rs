@@ -1,100 +1,68 @@
-//! Deterministic random weights for synthetic models, in llama.cpp tensor names and layouts.
+//! Deterministic random weights for synthetic models, encoded row by row while the file is
+//! written.
 //!
 //! Invariant: each row's values come from splitmix64 seeded by (seed, tensor name, row index)
-//! only, so the bytes do not depend on thread count, scheduling or platform.
+//! only, so the bytes do not depend on thread count, chunking, scheduling or platform.
 
+use std::io;
+use std::sync::Arc;
+
+use memoria_kernels::GgmlType;
 use memoria_kernels::quant::quantize_row;
-use memoria_kernels::{GgmlType, KernelError};
 use rayon::prelude::*;
 
-use super::{Arch, SynthError, SynthSpec};
-use crate::gguf::GgufWriter;
+use super::SynthError;
+use super::plan::{Init, Planned};
+use crate::gguf::{GgufWriter, RowFill};
 
-/// How a tensor's values are drawn.
-#[derive(Clone, Copy)]
-enum Init {
-    /// Uniform in ±sqrt(3)*0.02 (std 0.02).
-    Weight,
-    /// 1 ± 0.05.
-    Norm,
-    /// Uniform in ±0.02.
-    Bias,
-}
-
+/// Adds every planned tensor, of its type, to `w`; its rows are drawn as the file is written.
 pub(super) fn add_tensors(
     w: &mut GgufWriter,
-    spec: &SynthSpec,
-    vocab: usize,
+    seed: u64,
+    plan: &[Planned],
+    types: &[GgmlType],
 ) -> Result<(), SynthError> {
-    let (dim, ffn, kv) = (spec.dim as u64, spec.ffn as u64, spec.kv_dim() as u64);
-    let emb = spec.embedding_type();
-    let mut add = |name: &str, dims: &[u64], ty: GgmlType, init: Init| -> Result<(), SynthError> {
-        let data = tensor_bytes(spec.seed, name, dims, ty, init)?;
-        w.add_tensor(name, dims, ty, data)?;
-        Ok(())
-    };
-    add("token_embd.weight", &[dim, vocab as u64], emb, Init::Weight)?;
-    add("output_norm.weight", &[dim], GgmlType::F32, Init::Norm)?;
-    if !spec.tied_embeddings {
-        add("output.weight", &[dim, vocab as u64], emb, Init::Weight)?;
-    }
-    let ty = spec.ty;
-    for i in 0..spec.layers {
-        let n = |t: &str| format!("blk.{i}.{t}");
-        add(&n("attn_norm.weight"), &[dim], GgmlType::F32, Init::Norm)?;
-        add(&n("attn_q.weight"), &[dim, dim], ty, Init::Weight)?;
-        add(&n("attn_k.weight"), &[dim, kv], ty, Init::Weight)?;
-        add(&n("attn_v.weight"), &[dim, kv], ty, Init::Weight)?;
-        if spec.arch == Arch::Qwen2 {
-            add(&n("attn_q.bias"), &[dim], GgmlType::F32, Init::Bias)?;
-            add(&n("attn_k.bias"), &[kv], GgmlType::F32, Init::Bias)?;
-            add(&n("attn_v.bias"), &[kv], GgmlType::F32, Init::Bias)?;
-        }
-        add(&n("attn_output.weight"), &[dim, dim], ty, Init::Weight)?;
-        add(&n("ffn_norm.weight"), &[dim], GgmlType::F32, Init::Norm)?;
-        add(&n("ffn_gate.weight"), &[dim, ffn], ty, Init::Weight)?;
-        add(&n("ffn_down.weight"), &[ffn, dim], ty, Init::Weight)?;
-        add(&n("ffn_up.weight"), &[dim, ffn], ty, Init::Weight)?;
+    for (t, &ty) in plan.iter().zip(types) {
+        let fill = row_fill(seed, &t.name, t.dims[0] as usize, ty, t.init);
+        w.add_tensor_rows(&t.name, &t.dims, ty, fill)?;
     }
     Ok(())
 }
 
-/// Encoded data of one tensor; rows are drawn and quantized in parallel.
-fn tensor_bytes(
-    seed: u64,
-    name: &str,
-    dims: &[u64],
-    ty: GgmlType,
-    init: Init,
-) -> Result<Vec<u8>, SynthError> {
-    let cols = dims[0] as usize;
-    let rows: usize = dims[1..].iter().map(|&d| d as usize).product();
-    let row_bytes = ty.row_bytes(cols).ok_or(KernelError::RowNotBlockAligned {
-        ty,
-        cols,
-        block: ty.block_size(),
-    })?;
+/// Draws and encodes rows `first..` of tensor `name` (rows of `cols` values of type `ty`), in
+/// parallel.
+fn row_fill(seed: u64, name: &str, cols: usize, ty: GgmlType, init: Init) -> RowFill {
     let tensor_seed = splitmix64(seed ^ fnv1a(name.as_bytes()));
-    let mut data = vec![0u8; row_bytes * rows];
-    data.par_chunks_mut(row_bytes)
-        .enumerate()
-        .try_for_each_init(
-            || vec![0f32; cols],
-            |row, (r, dst)| {
-                fill_row(row, tensor_seed, r as u64, init);
-                quantize_row(ty, row, dst)
-            },
-        )?;
-    Ok(data)
+    // The writer checked the row length against the type before any fill runs.
+    let row_bytes = ty.row_bytes(cols).unwrap_or(1).max(1);
+    Arc::new(move |first: u64, out: &mut [u8]| {
+        out.par_chunks_mut(row_bytes)
+            .enumerate()
+            .try_for_each_init(
+                || vec![0f32; cols],
+                |row, (i, dst)| {
+                    fill_row(row, tensor_seed, first + i as u64, init);
+                    quantize_row(ty, row, dst)
+                },
+            )
+            .map_err(io::Error::other)
+    })
 }
 
 fn fill_row(row: &mut [f32], tensor_seed: u64, r: u64, init: Init) {
-    let mut state = splitmix64(tensor_seed.wrapping_add(r.wrapping_mul(0xA24B_AED4_963E_E407)));
     let (center, half_width) = match init {
         Init::Weight => (0.0, 3f32.sqrt() * 0.02),
         Init::Norm => (1.0, 0.05),
         Init::Bias => (0.0, 0.02),
+        Init::Ramp { last } => {
+            let steps = row.len().saturating_sub(1).max(1) as f32;
+            for (c, x) in row.iter_mut().enumerate() {
+                *x = last.powf(c as f32 / steps);
+            }
+            return;
+        }
     };
+    let mut state = splitmix64(tensor_seed.wrapping_add(r.wrapping_mul(0xA24B_AED4_963E_E407)));
     for x in row {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         // 24 random bits -> uniform in [-1, 1).
