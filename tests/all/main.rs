@@ -32,6 +32,7 @@ mod sessions;
 mod shared;
 mod status_page;
 mod store;
+mod synth;
 mod tail_reuse;
 mod tenants;
 mod tokenizer;
