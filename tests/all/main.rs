@@ -24,6 +24,7 @@ mod prompt_logprobs;
 mod public_bench;
 mod public_prefixes;
 mod pull;
+mod pull_hf;
 mod route;
 mod salt_owner;
 mod sampling;
