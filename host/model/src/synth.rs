@@ -152,6 +152,7 @@ impl SynthSpec {
             WeightTypes::Single(GgmlType::Q4_0 | GgmlType::Q4K) => GgmlType::Q6K,
             WeightTypes::Single(ty) => ty,
             WeightTypes::Q4KM => GgmlType::Q6K,
+            WeightTypes::Mxfp4Moe => GgmlType::Q8_0,
         }
     }
 }

@@ -27,7 +27,8 @@ pub struct SynthArgs {
     /// Output GGUF path.
     out: PathBuf,
     /// A released model's shape: stories110m, qwen3-1.7b, qwen3-4b, qwen3-30b-a3b,
-    /// qwen3-30b-a3b-half, gemma2-2b, phi3-mini. The flags below override its values.
+    /// qwen3-30b-a3b-half, gemma2-2b, phi3-mini, gpt-oss-20b. The flags below override its
+    /// values.
     #[arg(long)]
     preset: Option<String>,
     /// Architecture: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, granite, smollm3,
@@ -71,8 +72,9 @@ pub struct SynthArgs {
     /// preset's).
     #[arg(long)]
     vocab_size: Option<usize>,
-    /// Weight types: q4_k_m (llama-quantize's mix; the default with --preset) or one type for
-    /// every matrix: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, ... (default q8_0).
+    /// Weight types: q4_k_m or mxfp4_moe (llama-quantize's mixes; with --preset the default is
+    /// what the model ships as: mxfp4_moe for gpt-oss, else q4_k_m) or one type for every
+    /// matrix: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mxfp4, ... (default q8_0).
     #[arg(long = "type")]
     ty: Option<String>,
     /// Training context length written to the metadata (default 2048, or the preset's).

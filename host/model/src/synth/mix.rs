@@ -20,6 +20,9 @@ pub enum WeightTypes {
     /// `attn_v`/`attn_qkv` and `ffn_down` on the "more bits" layers, Q5_0/Q8_0/F16 where a row
     /// is not a multiple of 256, and the bumps of 8-expert models.
     Q4KM,
+    /// llama-quantize's `MXFP4_MOE` (gpt-oss as released): MXFP4 experts, Q8_0 for every
+    /// other matrix, output and embedding included.
+    Mxfp4Moe,
 }
 
 impl From<GgmlType> for WeightTypes {
@@ -33,15 +36,19 @@ impl fmt::Display for WeightTypes {
         match self {
             WeightTypes::Single(ty) => write!(f, "{ty}"),
             WeightTypes::Q4KM => f.write_str("q4_k_m"),
+            WeightTypes::Mxfp4Moe => f.write_str("mxfp4_moe"),
         }
     }
 }
 
 impl WeightTypes {
-    /// `q4_k_m`, or the name of a weight type (`q8_0`, `Q4_K`, ...).
+    /// `q4_k_m`, `mxfp4_moe`, or the name of a weight type (`q8_0`, `Q4_K`, ...).
     pub fn parse(name: &str) -> Option<WeightTypes> {
         if name.eq_ignore_ascii_case("q4_k_m") {
             return Some(WeightTypes::Q4KM);
+        }
+        if name.eq_ignore_ascii_case("mxfp4_moe") {
+            return Some(WeightTypes::Mxfp4Moe);
         }
         GgmlType::parse(name)
             .filter(|t| !t.is_activation_only())
@@ -52,6 +59,7 @@ impl WeightTypes {
     pub const fn file_type(self) -> u32 {
         match self {
             WeightTypes::Q4KM => 15,
+            WeightTypes::Mxfp4Moe => 38,
             WeightTypes::Single(ty) => match ty {
                 GgmlType::F32 => 0,
                 GgmlType::F16 => 1,
@@ -247,6 +255,23 @@ pub(crate) fn q4_k_m_types(tensors: &[QuantTensor], facts: ModelFacts) -> Vec<Op
     out
 }
 
+/// The type llama-quantize gives each tensor of a model quantized to MXFP4_MOE (`None`: left
+/// as it is): experts (3-D, more than one) MXFP4, every other quantizable matrix Q8_0.
+pub(crate) fn mxfp4_moe_types(tensors: &[QuantTensor]) -> Vec<Option<GgmlType>> {
+    tensors
+        .iter()
+        .map(|&t| {
+            let experts = t.dims.len() >= 3 && t.dims[2] > 1;
+            let ty = if experts {
+                GgmlType::Mxfp4
+            } else {
+                GgmlType::Q8_0
+            };
+            allows_quantization(t).then(|| fallback(ty, t.dims[0]))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +288,8 @@ mod tests {
         assert_eq!(WeightTypes::Q4KM.file_type(), 15);
         assert_eq!(WeightTypes::Single(GgmlType::Q8_0).file_type(), 7);
         assert_eq!(WeightTypes::Q4KM.to_string(), "q4_k_m");
+        assert_eq!(WeightTypes::parse("MXFP4_MOE"), Some(WeightTypes::Mxfp4Moe));
+        assert_eq!(WeightTypes::Mxfp4Moe.file_type(), 38);
         assert!(!WeightTypes::Single(GgmlType::BF16).is_quantized());
     }
 
@@ -284,6 +311,7 @@ mod tests {
         assert_eq!(fallback(GgmlType::Q5K, 96), GgmlType::Q5_1);
         assert_eq!(fallback(GgmlType::Q6K, 100), GgmlType::F16);
         assert_eq!(fallback(GgmlType::Q8_0, 100), GgmlType::F16);
+        assert_eq!(fallback(GgmlType::Mxfp4, 2880), GgmlType::Mxfp4);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use memoria_kernels::GgmlType;
 
 use super::arch::{Arch, QkNorm};
-use super::mix::{ModelFacts, QuantTensor, allows_quantization, q4_k_m_types};
+use super::mix::{ModelFacts, QuantTensor, allows_quantization, mxfp4_moe_types, q4_k_m_types};
 use super::{SynthSpec, WeightTypes};
 
 /// How a tensor's values are drawn.
@@ -183,5 +183,9 @@ pub(crate) fn types(spec: &SynthSpec, plan: &[Planned]) -> Vec<GgmlType> {
                 .map(|t| t.unwrap_or(GgmlType::F32))
                 .collect()
         }
+        WeightTypes::Mxfp4Moe => mxfp4_moe_types(&qt)
+            .into_iter()
+            .map(|t| t.unwrap_or(GgmlType::F32))
+            .collect(),
     }
 }

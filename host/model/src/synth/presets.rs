@@ -11,9 +11,10 @@
 //! | `qwen3-30b-a3b-half` | the same, 24 layers | about half the bytes: fits beside llama.cpp in 24 GiB |
 //! | `gemma2-2b` | google/gemma-2-2b (`LLM_TYPE_2B`) | 26 layers, 2304, 8/4 heads × 256, ffn 9216, vocab 256000, window 4096, soft-caps 50/30 |
 //! | `phi3-mini` | microsoft/Phi-3.5-mini-instruct (`LLM_TYPE_3B`) | 32 layers, 3072, 32/32 heads × 96, ffn 8192, vocab 32064, LongRoPE 128k over 4k, untied |
+//! | `gpt-oss-20b` | openai/gpt-oss-20b (`LLM_TYPE_20B`) | 24 layers, 2880, 64/8 heads × 64, 32 experts, top 4, expert ffn 2880, vocab 201088, window 128, YaRN ×32 over 4k, untied; MXFP4_MOE by default |
 //!
 //! Contexts, RoPE bases and epsilons are the released models' (Qwen3: 40960, base 1e6; Gemma 2:
-//! 8192; Phi-3.5: 131072). Vocabularies are generated unless the caller copies one (the Qwen
+//! 8192; Phi-3.5: 131072; gpt-oss: 131072, base 150000). Vocabularies are generated unless the caller copies one (the Qwen
 //! presets match llama.cpp's `models/ggml-vocab-qwen2.gguf`, 151936 tokens; `phi3-mini` its
 //! `ggml-vocab-phi-3.gguf`, 32064).
 
@@ -34,6 +35,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     ("gemma2-2b", "Gemma 2 2B (gemma2)"),
     ("phi3-mini", "Phi-3.5-mini (phi3, LongRoPE)"),
+    (
+        "gpt-oss-20b",
+        "gpt-oss-20b (gpt-oss, 32 experts, top 4; mxfp4_moe by default)",
+    ),
 ];
 
 /// Qwen3's common shape.
@@ -54,6 +59,16 @@ fn qwen3(layers: usize, dim: usize, heads: usize, kv_heads: usize, ffn: usize) -
         seed: 1,
         rope_base: 1_000_000.0,
         tied_embeddings: true,
+    }
+}
+
+/// The weight types a preset is written in unless asked otherwise: what the model ships as
+/// (gpt-oss: MXFP4 experts), else Q4_K_M.
+pub fn default_types(name: &str) -> WeightTypes {
+    if name.eq_ignore_ascii_case("gpt-oss-20b") {
+        WeightTypes::Mxfp4Moe
+    } else {
+        WeightTypes::Q4KM
     }
 }
 
@@ -108,6 +123,27 @@ pub fn preset(name: &str, ty: WeightTypes) -> Option<SynthSpec> {
             context: 131_072,
             seed: 1,
             rope_base: 10_000.0,
+            tied_embeddings: false,
+        },
+        "gpt-oss-20b" => SynthSpec {
+            arch: Arch::GptOss,
+            dim: 2880,
+            layers: 24,
+            heads: 64,
+            kv_heads: 8,
+            head_dim: Some(64),
+            ffn: 2880,
+            moe: Some(SynthMoe {
+                experts: 32,
+                used: 4,
+                ffn: 2880,
+            }),
+            window: Some(128),
+            vocab: SynthVocab::Size(201_088),
+            ty,
+            context: 131_072,
+            seed: 1,
+            rope_base: 150_000.0,
             tied_embeddings: false,
         },
         _ => return None,

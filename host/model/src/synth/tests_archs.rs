@@ -43,6 +43,7 @@ fn every_architecture_loads_and_runs_in_every_mix() {
             WeightTypes::Single(GgmlType::F32),
             WeightTypes::Single(GgmlType::Q8_0),
             WeightTypes::Q4KM,
+            WeightTypes::Mxfp4Moe,
         ] {
             let spec = SynthSpec::tiny(arch, ty);
             let (model, out) = logits(&spec);
@@ -72,7 +73,11 @@ fn quantized_architectures_stay_near_f32() {
     let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
     for arch in Arch::ALL {
         let (_, want) = logits(&SynthSpec::tiny(arch, GgmlType::F32));
-        for ty in [WeightTypes::Single(GgmlType::Q8_0), WeightTypes::Q4KM] {
+        for ty in [
+            WeightTypes::Single(GgmlType::Q8_0),
+            WeightTypes::Q4KM,
+            WeightTypes::Mxfp4Moe,
+        ] {
             let (_, got) = logits(&SynthSpec::tiny(arch, ty));
             let diff: Vec<f32> = got.iter().zip(&want).map(|(a, b)| a - b).collect();
             let rel = norm(&diff) / norm(&want);
@@ -228,6 +233,16 @@ fn presets_have_the_released_shapes() {
         (p.layers, p.dim, p.head_dim(), p.kv_heads, p.context),
         (32, 3072, 96, 32, 131_072)
     );
+    let o = preset("gpt-oss-20b", WeightTypes::Mxfp4Moe).unwrap();
+    assert_eq!(
+        (o.layers, o.dim, o.heads, o.kv_heads, o.q_dim(), o.window()),
+        (24, 2880, 64, 8, 4096, Some(128))
+    );
+    let tensors = plan::plan(&o, 201_088);
+    let types = plan::types(&o, &tensors);
+    let at = |n: &str| types[tensors.iter().position(|t| t.name == n).unwrap()];
+    assert_eq!(at("blk.3.ffn_down_exps.weight"), GgmlType::Mxfp4);
+    assert_eq!(at("blk.3.attn_q.weight"), GgmlType::Q8_0);
     let tensors = plan::plan(&m, 151_936);
     // token_embd, output_norm, output, then 12 per layer.
     assert_eq!(tensors.len(), 3 + 48 * 12);
@@ -237,6 +252,27 @@ fn presets_have_the_released_shapes() {
     assert_eq!(at("blk.6.ffn_down_exps.weight"), GgmlType::Q4K);
     assert_eq!(at("blk.6.ffn_up_exps.weight"), GgmlType::Q4K);
     assert_eq!(at("output.weight"), GgmlType::Q6K);
+}
+
+/// MXFP4_MOE: the experts MXFP4, every other matrix Q8_0 (the embedding and output too).
+#[test]
+fn mxfp4_moe_puts_the_experts_in_mxfp4() {
+    let f = read_back(&SynthSpec::tiny(Arch::GptOss, WeightTypes::Mxfp4Moe));
+    let ty = |name: &str| f.tensor(name).unwrap().ty;
+    for t in ["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] {
+        assert_eq!(ty(&format!("blk.1.{t}.weight")), GgmlType::Mxfp4, "{t}");
+    }
+    for t in [
+        "token_embd.weight",
+        "output.weight",
+        "blk.0.attn_q.weight",
+        "blk.0.attn_output.weight",
+    ] {
+        assert_eq!(ty(t), GgmlType::Q8_0, "{t}");
+    }
+    assert_eq!(ty("blk.0.ffn_gate_inp.weight"), GgmlType::F32);
+    assert_eq!(ty("blk.0.ffn_down_exps.bias"), GgmlType::F32);
+    assert_eq!(f.get_u32("general.file_type"), Some(38));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 use memoria_kernels::GgmlType;
-use memoria_model::synth::presets::{preset, preset_names};
+use memoria_model::synth::presets::{default_types, preset, preset_names};
 use memoria_model::synth::{Arch, SynthMoe, SynthSpec, SynthVocab, WeightTypes};
 
 use super::SynthArgs;
@@ -63,7 +63,7 @@ pub(super) fn resolve(a: &SynthArgs) -> anyhow::Result<SynthSpec> {
     let ty = a.ty.as_deref().map(parse_types).transpose()?;
     let mut spec = match &a.preset {
         Some(name) => {
-            let spec = preset(name, ty.unwrap_or(WeightTypes::Q4KM))
+            let spec = preset(name, ty.unwrap_or(default_types(name)))
                 .with_context(|| format!("--preset {name:?}: use one of {}", preset_names()))?;
             if let Some(arch) = arch.filter(|&x| x != spec.arch) {
                 bail!(
@@ -203,6 +203,14 @@ mod tests {
         assert!(err.to_string().contains("qwen3 model"), "{err}");
         let err = spec(&["--preset", "nope"]).unwrap_err();
         assert!(err.to_string().contains("gemma2-2b"), "{err}");
+    }
+
+    #[test]
+    fn gpt_oss_ships_in_mxfp4() {
+        let s = spec(&["--preset", "gpt-oss-20b"]).unwrap();
+        assert_eq!((s.arch, s.ty), (Arch::GptOss, WeightTypes::Mxfp4Moe));
+        let s = spec(&["--preset", "gpt-oss-20b", "--type", "q4_k_m"]).unwrap();
+        assert_eq!(s.ty, WeightTypes::Q4KM);
     }
 
     #[test]
