@@ -139,6 +139,9 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     model.set_context(max_context);
     let model = Arc::new(model);
     let store = crate::cmd::store::open_store(a.store.as_deref())?;
+    if !a.json {
+        eprintln!("memoria: {}", crate::load::summary(&model, max_context));
+    }
     let cfg = EngineConfig {
         kv_elem: a.cache_type,
         max_context,

@@ -149,6 +149,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     // A session may reach `max_context` tokens (LongRoPE's factors follow it).
     model.set_context(max_context);
     let budget = kv_budget(&cfg, &model, max_context)?;
+    eprintln!("memoria: {}", crate::load::summary(&model, max_context));
     let store_settings = super::store::StoreSettings {
         max_disk_bytes: cfg.store_max_disk_bytes,
         max_saves_bytes: cfg.store_max_saves_bytes,
