@@ -1,9 +1,10 @@
 //! Built-in chat templates by name, as llama.cpp's `--chat-template NAME` knows them
 //! (`src/llama-chat.cpp`): our own minijinja sources that give exactly llama.cpp's formatting,
 //! BOS excluded (llama.cpp adds it when tokenizing the prompt). `c_trim` is C `isspace` trimming,
-//! the `trim` llama.cpp applies.
+//! the `trim` llama.cpp applies. Besides llama.cpp's names, `olmo2`: OLMo 2's own (Tülu-style)
+//! template, verbatim, for OLMo 2 files that carry none.
 
-/// The names, in llama.cpp's order.
+/// The names, in llama.cpp's order, then memoria's own.
 pub const BUILTIN_NAMES: &[&str] = &[
     "chatml",
     "llama2",
@@ -27,6 +28,7 @@ pub const BUILTIN_NAMES: &[&str] = &[
     "vicuna-orca",
     "deepseek",
     "llama3",
+    "olmo2",
 ];
 
 /// ChatML, the template llama.cpp falls back to when a model ships none.
@@ -172,6 +174,9 @@ const LLAMA3: &str = r#"{%- for m in messages -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}{%- endif -%}"#;
 
+/// OLMo 2 Instruct's template as its tokenizer config ships it (BOS written by the template).
+pub(crate) const OLMO2: &str = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}";
+
 /// The minijinja source of the built-in template `name` (one of [`BUILTIN_NAMES`]).
 pub fn source(name: &str) -> Option<String> {
     let with = |sets: &[(&str, &str)], body: &str| {
@@ -217,15 +222,17 @@ pub fn source(name: &str) -> Option<String> {
         "vicuna-orca" => with(&[("orca", "true")], VICUNA),
         "deepseek" => DEEPSEEK.to_owned(),
         "llama3" => LLAMA3.to_owned(),
+        "olmo2" => OLMO2.to_owned(),
         _ => return None,
     })
 }
 
 /// The built-in template used for an architecture whose file has no template: `gemma` for the
-/// Gemma family, ChatML otherwise (llama.cpp's fallback).
+/// Gemma family, `olmo2` for OLMo 2, ChatML otherwise (llama.cpp's fallback).
 pub fn default_for_arch(arch: &str) -> &'static str {
     match arch {
         "gemma" | "gemma2" | "gemma3" | "gemma3n" => "gemma",
+        "olmo2" => "olmo2",
         _ => "chatml",
     }
 }

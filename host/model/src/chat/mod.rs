@@ -8,6 +8,8 @@
 mod builtin;
 mod env;
 mod error;
+#[cfg(test)]
+mod family_tests;
 mod json;
 mod strftime;
 #[cfg(test)]
@@ -39,6 +41,12 @@ pub struct ChatMessage {
     /// A `tool` turn's function name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// An assistant turn's reasoning, apart from its answer (Qwen3's templates read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// An assistant turn's reasoning under the name gpt-oss's (harmony) template reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
 }
 
 /// One tool call of an assistant turn, in OpenAI's shape but with `arguments` as a JSON value
@@ -106,6 +114,8 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            reasoning_content: None,
+            thinking: None,
         }
     }
 
@@ -240,6 +250,26 @@ impl ChatTemplate {
         tools: Option<&[ChatTool]>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatError> {
+        self.render_with(
+            messages,
+            tools,
+            add_generation_prompt,
+            &serde_json::Map::new(),
+        )
+    }
+
+    /// Renders as [`render_with_tools`](Self::render_with_tools) with `kwargs` as further
+    /// template variables (llama-server's `chat_template_kwargs`, HF's extra
+    /// `apply_chat_template` arguments: `enable_thinking`, `reasoning_effort`, ...). The
+    /// variables the renderer sets itself (`messages`, `tools`, `add_generation_prompt`,
+    /// `bos_token`, `eos_token`) win over a kwarg of the same name.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&[ChatTool]>,
+        add_generation_prompt: bool,
+        kwargs: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String, ChatError> {
         let template = self
             .env
             .get_template(NAME)
@@ -251,9 +281,14 @@ impl ChatTemplate {
             eos_token => self.eos_token.as_str(),
             add_generation_prompt => add_generation_prompt,
         };
-        let ctx = match tools {
+        let base = match tools {
             Some(tools) => context! { tools => Value::from(Serde(tools)), ..base },
             None => base,
+        };
+        let ctx = if kwargs.is_empty() {
+            base
+        } else {
+            context! { ..base, ..Value::from(Serde(kwargs)) }
         };
         template.render(ctx).map_err(|e| ChatError::from_render(&e))
     }

@@ -258,6 +258,11 @@ fn builtin_templates_format_as_llama_cpp() {
             "llama3",
             "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
         ),
+        // OLMo 2's own template (not a llama.cpp built-in), as Python jinja2 renders it.
+        (
+            "olmo2",
+            "<s><|system|>\nYou are a helpful assistant\n<|user|>\nHello\n<|assistant|>\nHi there</s>\n<|user|>\nWho are you\n<|assistant|>\n   I am an assistant   </s>\n<|user|>\nAnother question\n<|assistant|>\n",
+        ),
     ];
     let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
     assert_eq!(names, BUILTIN_NAMES, "one case per built-in, in order");
