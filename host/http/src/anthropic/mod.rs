@@ -199,6 +199,7 @@ async fn pin_breakpoints(
     let closed = Render {
         generation_prompt: false,
         continue_final: false,
+        ..Render::default()
     };
     let mut use_ = CacheUse::default();
     let mut last = 0;
@@ -209,7 +210,7 @@ async fn pin_breakpoints(
             tok,
             &prepared.messages[..upto],
             tools,
-            closed,
+            &closed,
         )?;
         let common = head.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         // The last token stays uncached, as every prompt's does.

@@ -1,7 +1,8 @@
 //! `POST /v1/chat/completions`: validates the conversation, renders it with the model's chat
 //! template (ChatML when the model has none), tokenizes the result as llama-server does (BOS
 //! unless the template already wrote it, special tokens parsed) and generates `n` choices, with
-//! `logit_bias` and `logprobs`/`top_logprobs` in OpenAI's shapes (streamed too).
+//! `logit_bias` and `logprobs`/`top_logprobs` in OpenAI's shapes (streamed too); a reasoning
+//! model's reasoning is answered apart, as `reasoning_content` (`reasoning`).
 
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ use memoria_sched::sampling::TokenLogprobs;
 use serde_json::{Value, json};
 
 use super::chat_run::{Prepared, prepare};
+use super::reasoning::ReasoningSyntax;
+use super::reasoning_stream::ReasoningChunks;
 use super::run::{self, End, SseFormat};
 use super::schema::ChatRequest;
 use super::tool_stream::ToolChunks;
@@ -45,15 +48,24 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let created = unix_now();
     let model = ctx.model_id().to_string();
     let fmt = ChatChunks::new(&id, created, &model, tok.clone(), top_logprobs);
+    let reasoning = ReasoningSyntax::detect(&ctx.state.chat);
+    if stream {
+        let choices = running.choices();
+        // Calls stream as they are written: a call's name once whole, its arguments piece by piece.
+        let inner: Box<dyn SseFormat> = match tool_plan {
+            Some(_) => Box::new(ToolChunks::new(fmt.clone(), choices, syntax)),
+            None => Box::new(fmt.clone()),
+        };
+        let sse: Box<dyn SseFormat> = match reasoning {
+            ReasoningSyntax::None => inner,
+            r => Box::new(ReasoningChunks::new(inner, fmt, choices, r)),
+        };
+        return Ok(running.sse(sse, include_usage, permit));
+    }
+    let (done, usage, timings) = running.collect().await?;
+    drop(permit);
     if tool_plan.is_some() {
-        if stream {
-            // Calls stream as they are written: a call's name once whole, its arguments piece by piece.
-            let fmt = ToolChunks::new(fmt, running.choices(), syntax);
-            return Ok(running.sse(Box::new(fmt), include_usage, permit));
-        }
-        let (done, usage, timings) = running.collect().await?;
-        drop(permit);
-        let choices: Vec<Value> = tool_answers(&id, done, syntax)
+        let choices: Vec<Value> = tool_answers(&id, done, syntax, reasoning)
             .into_iter()
             .enumerate()
             .map(|(i, (message, finish))| {
@@ -62,11 +74,6 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             .collect();
         return Ok(completion(&id, created, &model, choices, &usage, &timings));
     }
-    if stream {
-        return Ok(running.sse(Box::new(fmt), include_usage, permit));
-    }
-    let (done, usage, timings) = running.collect().await?;
-    drop(permit);
     let choices: Vec<Value> = done
         .into_iter()
         .enumerate()
@@ -78,15 +85,26 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
                 }),
                 None => Value::Null,
             };
+            let split = reasoning.split(&f.text, true);
+            let mut message =
+                json!({"role": "assistant", "content": split.content, "refusal": null});
+            with_reasoning(&mut message, split.reasoning);
             json!({
                 "index": i,
-                "message": {"role": "assistant", "content": f.text, "refusal": null},
+                "message": message,
                 "logprobs": logprobs,
                 "finish_reason": f.reason.as_str(),
             })
         })
         .collect();
     Ok(completion(&id, created, &model, choices, &usage, &timings))
+}
+
+/// Adds a message's `reasoning_content` when the answer reasoned.
+fn with_reasoning(message: &mut Value, reasoning: String) {
+    if !reasoning.is_empty() {
+        message["reasoning_content"] = Value::String(reasoning);
+    }
 }
 
 /// A whole (non-streamed) chat completion, with llama-server's `timings`.
@@ -110,17 +128,20 @@ fn completion(
     }))
 }
 
-/// Each choice's message and finish reason under a tool plan.
+/// Each choice's message and finish reason under a tool plan: the reasoning split off first,
+/// the content read in the tool syntax.
 pub(crate) fn tool_answers(
     id: &str,
     done: Vec<run::Finished>,
     syntax: ToolSyntax,
+    reasoning: ReasoningSyntax,
 ) -> Vec<(Value, &'static str)> {
     done.into_iter()
         .enumerate()
         .map(|(i, f)| {
             let base = format!("{}_{i}", id.trim_start_matches("chatcmpl-"));
-            match tools::parse_answer(&f.text, &base, syntax) {
+            let split = reasoning.split(&f.text, true);
+            let (mut message, finish) = match tools::parse_answer(&split.content, &base, syntax) {
                 Some(tools::Answer::Calls(calls)) => (
                     json!({"role": "assistant", "content": null, "tool_calls": calls, "refusal": null}),
                     "tool_calls",
@@ -130,15 +151,18 @@ pub(crate) fn tool_answers(
                     f.reason.as_str(),
                 ),
                 None => (
-                    json!({"role": "assistant", "content": f.text, "refusal": null}),
+                    json!({"role": "assistant", "content": split.content, "refusal": null}),
                     f.reason.as_str(),
                 ),
-            }
+            };
+            with_reasoning(&mut message, split.reasoning);
+            (message, finish)
         })
         .collect()
 }
 
 /// Chunks of a streamed chat completion.
+#[derive(Clone)]
 pub(super) struct ChatChunks {
     pub(super) id: String,
     created: u64,

@@ -93,9 +93,16 @@ pub(crate) fn check(
         tools::instruct(&mut messages, p);
         template_tools = p.template_tools.take();
     }
+    let mut kwargs = req.chat_template_kwargs.take().unwrap_or_default();
+    if let Some(effort) = req.reasoning_effort.take() {
+        kwargs
+            .entry("reasoning_effort")
+            .or_insert(serde_json::Value::String(effort));
+    }
     let render = super::prompt::Render {
         generation_prompt: req.add_generation_prompt.unwrap_or(true),
         continue_final: req.continue_final_message.unwrap_or(true),
+        kwargs,
     };
     let max_tokens = match (req.max_completion_tokens, req.max_tokens, req.n_predict) {
         (Some(m), _, _) => ("max_completion_tokens", Some(m)),
@@ -149,8 +156,9 @@ pub(crate) fn llama_format(
 }
 
 /// Validates roles and flattens content parts to text; an assistant turn's `tool_calls` become
-/// the template's structured calls (a native syntax) or the generic form's text, and a `tool`
-/// turn keeps its `tool_call_id` and `name`.
+/// the template's structured calls (a native syntax) or the generic form's text, its
+/// `reasoning_content` goes to the template (and, with calls, as harmony's `thinking`), and a
+/// `tool` turn keeps its `tool_call_id` and `name`.
 fn messages(msgs: Vec<Message>, syntax: ToolSyntax) -> Result<Vec<ChatMessage>, ApiError> {
     if msgs.is_empty() {
         return Err(ApiError::invalid(
@@ -212,6 +220,13 @@ fn messages(msgs: Vec<Message>, syntax: ToolSyntax) -> Result<Vec<ChatMessage>, 
         if msg.role == "tool" {
             msg.tool_call_id = m.tool_call_id;
             msg.name = m.name;
+        }
+        if msg.role == "assistant" {
+            // gpt-oss's template reads a call's reasoning as `thinking` (as llama.cpp passes it).
+            if syntax == ToolSyntax::Harmony && !msg.tool_calls.is_empty() {
+                msg.thinking.clone_from(&m.reasoning_content);
+            }
+            msg.reasoning_content = m.reasoning_content;
         }
         out.push(msg);
     }

@@ -62,7 +62,7 @@ pub(crate) async fn prepare(ctx: &Ctx, req: ChatRequest) -> Result<Prepared, Api
         &tok,
         &messages,
         template_tools.as_deref(),
-        render,
+        &render,
     )?;
     let mut budget = [params::token_budget(
         field,

@@ -11,13 +11,17 @@ pub mod completions;
 pub mod embeddings;
 #[cfg(test)]
 mod fuzz_tests;
+mod harmony_scan;
 mod json;
 mod logprobs;
 pub use json::parse as parse_json;
 pub mod models;
+mod native_plan;
 mod native_scan;
 pub(crate) mod params;
 pub mod prompt;
+pub(crate) mod reasoning;
+mod reasoning_stream;
 pub(crate) mod run;
 pub(crate) mod schema;
 pub mod structured;

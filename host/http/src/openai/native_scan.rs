@@ -5,7 +5,8 @@
 //! still become the trigger is `Undecided`. Whitespace around the wrappers' texts is lenient;
 //! anything else after the calls, or a call that is not of the form, is `Other` (the caller
 //! then answers the raw text as content). Calls are recognized only at the answer's start,
-//! where the constraint puts them.
+//! where the constraint puts them. A list syntax (Granite's) has one opening text and then the
+//! calls as a JSON list.
 
 use super::tool_scan::{CallScan, Cursor, Scan, Step, Stop, calls_scan};
 use super::tool_syntax::Wrapping;
@@ -24,8 +25,59 @@ pub fn scan<'a>(w: &Wrapping, text: &'a str) -> Scan<'a> {
     }
     let mut c = Cursor { s: text, at: 0 };
     let mut calls = Vec::new();
-    let read = read_calls(w, &mut c, &mut calls);
+    let read = if w.list {
+        read_list(w, &mut c, &mut calls)
+    } else {
+        read_calls(w, &mut c, &mut calls)
+    };
     calls_scan(read, calls)
+}
+
+/// One `{"name": ..., "<arguments key>": ...}` object.
+fn read_call<'a>(w: &Wrapping, c: &mut Cursor<'a>, calls: &mut Vec<CallScan<'a>>) -> Step<()> {
+    c.eat(b'{')?;
+    c.key("name")?;
+    let name = c.decoded()?;
+    calls.push(CallScan {
+        name: Some(name),
+        arguments: "",
+        arguments_done: false,
+    });
+    c.eat(b',')?;
+    c.key(w.arguments_key)?;
+    let (arguments, done) = c.value();
+    if let Some(last) = calls.last_mut() {
+        last.arguments = arguments;
+        last.arguments_done = done;
+    }
+    if !done {
+        return Err(Stop::End);
+    }
+    c.eat(b'}')
+}
+
+/// The opening text, then the calls as one JSON list, to the end of the text.
+fn read_list<'a>(w: &Wrapping, c: &mut Cursor<'a>, calls: &mut Vec<CallScan<'a>>) -> Step<()> {
+    literal(c, w.open.trim())?;
+    c.eat(b'[')?;
+    loop {
+        read_call(w, c, calls)?;
+        c.ws();
+        match c.s.as_bytes().get(c.at) {
+            None => return Err(Stop::End),
+            Some(b',') => c.at += 1,
+            Some(b']') => {
+                c.at += 1;
+                c.ws();
+                return if c.at == c.s.len() {
+                    Ok(())
+                } else {
+                    Err(Stop::Bad)
+                };
+            }
+            Some(_) => return Err(Stop::Bad),
+        }
+    }
 }
 
 /// Expects the literal `lit` (after whitespace); a text ending inside it is `End`.
@@ -48,25 +100,7 @@ fn read_calls<'a>(w: &Wrapping, c: &mut Cursor<'a>, calls: &mut Vec<CallScan<'a>
     let close = w.close.trim();
     loop {
         literal(c, open)?;
-        c.eat(b'{')?;
-        c.key("name")?;
-        let name = c.decoded()?;
-        calls.push(CallScan {
-            name: Some(name),
-            arguments: "",
-            arguments_done: false,
-        });
-        c.eat(b',')?;
-        c.key(w.arguments_key)?;
-        let (arguments, done) = c.value();
-        if let Some(last) = calls.last_mut() {
-            last.arguments = arguments;
-            last.arguments_done = done;
-        }
-        if !done {
-            return Err(Stop::End);
-        }
-        c.eat(b'}')?;
+        read_call(w, c, calls)?;
         literal(c, close)?;
         c.ws();
         let rest = &c.s[c.at..];
@@ -145,6 +179,55 @@ mod tests {
             got,
             [("get_weather".to_owned(), r#"{"city": "Oslo"}"#.to_owned())]
         );
+    }
+
+    fn granite() -> &'static Wrapping {
+        ToolSyntax::Granite.wrapping().unwrap()
+    }
+
+    const GRANITE_TWO: &str = "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"get_time\", \"arguments\": {}}]";
+
+    #[test]
+    fn granite_lists_read_whole_and_grow_at_every_byte() {
+        let (got, closed) = calls(scan(granite(), GRANITE_TWO));
+        assert!(closed);
+        assert_eq!(
+            got,
+            [
+                ("get_weather".to_owned(), r#"{"city": "Oslo"}"#.to_owned()),
+                ("get_time".to_owned(), "{}".to_owned())
+            ]
+        );
+        let mut shown: Vec<(String, String)> = Vec::new();
+        for end in 0..=GRANITE_TWO.len() {
+            match scan(granite(), &GRANITE_TWO[..end]) {
+                Scan::Undecided => assert!(shown.is_empty()),
+                Scan::Calls { calls, closed } => {
+                    assert_eq!(closed, end == GRANITE_TWO.len(), "at {end}");
+                    for (k, c) in calls.iter().enumerate() {
+                        let name = c.name.clone().unwrap();
+                        match shown.get_mut(k) {
+                            Some((n, a)) => {
+                                assert_eq!(*n, name);
+                                assert!(c.arguments.starts_with(a.as_str()));
+                                *a = c.arguments.to_owned();
+                            }
+                            None => shown.push((name, c.arguments.to_owned())),
+                        }
+                    }
+                }
+                other => panic!("prefix {end}: {other:?}"),
+            }
+        }
+        assert_eq!(shown.len(), 2);
+        assert!(matches!(scan(granite(), "Hi there"), Scan::Response { .. }));
+        for bad in [
+            "<|tool_call|>{\"name\": \"f\", \"arguments\": {}}",
+            "<|tool_call|>[{\"name\": \"f\", \"arguments\": {}}] and more",
+            "<|tool_call|>[{\"name\": \"f\"}]",
+        ] {
+            assert_eq!(scan(granite(), bad), Scan::Other, "{bad:?}");
+        }
     }
 
     #[test]

@@ -18,17 +18,19 @@ pub fn chat_tokens(
     messages: &[ChatMessage],
     tools: Option<&[ChatTool]>,
 ) -> Result<Vec<u32>, ApiError> {
-    chat_tokens_as(template, tok, messages, tools, Render::default())
+    chat_tokens_as(template, tok, messages, tools, &Render::default())
 }
 
 /// How a conversation is rendered: with the opening of the assistant's answer
 /// (`add_generation_prompt`, default true), and whether a final assistant message is continued
 /// as the start of the answer (assistant prefill, `continue_final_message`, default true) rather
-/// than closed and answered anew.
-#[derive(Clone, Copy, Debug)]
+/// than closed and answered anew; `kwargs` are further template variables
+/// (`chat_template_kwargs`).
+#[derive(Clone, Debug)]
 pub struct Render {
     pub generation_prompt: bool,
     pub continue_final: bool,
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for Render {
@@ -36,6 +38,7 @@ impl Default for Render {
         Render {
             generation_prompt: true,
             continue_final: true,
+            kwargs: serde_json::Map::new(),
         }
     }
 }
@@ -46,7 +49,7 @@ pub fn chat_tokens_as(
     tok: &Tokenizer,
     messages: &[ChatMessage],
     tools: Option<&[ChatTool]>,
-    render: Render,
+    render: &Render,
 ) -> Result<Vec<u32>, ApiError> {
     let text = chat_text_of(template, messages, tools, render)?;
     let bos_written = tok
@@ -64,7 +67,7 @@ pub fn chat_text_of(
     template: &ChatTemplate,
     messages: &[ChatMessage],
     tools: Option<&[ChatTool]>,
-    render: Render,
+    render: &Render,
 ) -> Result<String, ApiError> {
     let refused = |e: memoria_model::chat::ChatError| {
         ApiError::invalid(
@@ -77,11 +80,11 @@ pub fn chat_text_of(
         if last.content.is_empty() && last.tool_calls.is_empty() {
             let head = &messages[..messages.len() - 1];
             return template
-                .render_with_tools(head, tools, true)
+                .render_with(head, tools, true, &render.kwargs)
                 .map_err(refused);
         }
         let full = template
-            .render_with_tools(messages, tools, false)
+            .render_with(messages, tools, false, &render.kwargs)
             .map_err(refused)?;
         if !last.content.is_empty()
             && let Some(at) = full.rfind(last.content.as_str())
@@ -91,7 +94,7 @@ pub fn chat_text_of(
         return Ok(full);
     }
     template
-        .render_with_tools(messages, tools, render.generation_prompt)
+        .render_with(messages, tools, render.generation_prompt, &render.kwargs)
         .map_err(refused)
 }
 
@@ -108,7 +111,7 @@ pub(crate) fn chat_text(
         &state.chat,
         &checked.messages,
         checked.template_tools.as_deref(),
-        checked.render,
+        &checked.render,
     )
 }
 
@@ -129,7 +132,7 @@ pub fn request_tokens(
             let defaults = crate::state::RequestDefaults::default();
             let checked = super::chat_check::check(req, tok.n_vocab(), syntax, &defaults).ok()?;
             let tools = checked.template_tools.as_deref();
-            chat_tokens_as(template, tok, &checked.messages, tools, checked.render).ok()
+            chat_tokens_as(template, tok, &checked.messages, tools, &checked.render).ok()
         }
         "/v1/completions" => {
             let req: CompletionRequest = super::json::parse(body).ok()?;

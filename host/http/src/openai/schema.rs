@@ -55,6 +55,8 @@ pub struct Message {
     pub tool_calls: Option<Value>,
     pub tool_call_id: Option<String>,
     pub refusal: Option<String>,
+    /// An assistant turn's reasoning (as a reasoning answer returned it).
+    pub reasoning_content: Option<String>,
 }
 
 /// `POST /v1/chat/completions`.
@@ -104,6 +106,11 @@ pub struct ChatRequest {
     pub json_schema: Option<Value>,
     /// llama-server's: a GBNF grammar (not supported: refused with a 400).
     pub grammar: Option<String>,
+    /// llama-server's: further chat template variables (`enable_thinking`, ...).
+    pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
+    /// OpenAI's reasoning effort; given to the template as `reasoning_effort` (gpt-oss reads it)
+    /// unless `chat_template_kwargs` sets that.
+    pub reasoning_effort: Option<String>,
 }
 
 /// `prompt` of a completion: text or token ids, one or a list (each its own choices).

@@ -4,7 +4,8 @@
 //! written) or of the direct response (its decoded text so far). Streaming sends the growth of
 //! these between chunks; the finished answer uses the same raw arguments text, so the streamed
 //! pieces assemble to exactly the non-streamed `arguments`. [`scan_as`] reads an answer in any
-//! tool syntax: the generic form here, a template's own syntax in `native_scan`.
+//! tool syntax: the generic form here, a template's own syntax in `native_scan` (harmony's in
+//! `harmony_scan`).
 
 use super::tool_syntax::ToolSyntax;
 
@@ -165,6 +166,7 @@ fn value_extent(s: &str) -> (usize, bool) {
 /// Reads `text`, an answer in `syntax`, as far as it goes.
 pub fn scan_as(syntax: ToolSyntax, text: &str) -> Scan<'_> {
     match syntax.wrapping() {
+        None if syntax == ToolSyntax::Harmony => super::harmony_scan::scan(text),
         None => scan(text),
         Some(w) => super::native_scan::scan(w, text),
     }

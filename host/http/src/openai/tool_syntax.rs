@@ -1,8 +1,11 @@
 //! The tool-call syntax a chat template teaches its model, detected from the template text as
 //! llama.cpp's `--jinja` server does: Hermes 2 Pro / Qwen 2.5 (`<tool_call>\n{"name": ...,
-//! "arguments": {...}}\n</tool_call>`, several calls one after another), Llama 3.x (one bare
-//! `{"name": ..., "parameters": {...}}` after the assistant header), or, for any other template,
-//! memoria's generic JSON form (tools described in the system message).
+//! "arguments": {...}}\n</tool_call>`, several calls one after another; Qwen3, Granite 4), Llama
+//! 3.x (one bare `{"name": ..., "parameters": {...}}` after the assistant header), Granite 3.x
+//! (`<|tool_call|>` then a JSON list of `{"name", "arguments"}`), gpt-oss's harmony
+//! (`<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{args}`, read by
+//! `harmony_scan`), or, for any other template, memoria's generic JSON form (tools described in
+//! the system message).
 
 use memoria_model::chat::ChatTemplate;
 
@@ -15,6 +18,10 @@ pub enum ToolSyntax {
     Hermes,
     /// A bare `{"name": ..., "parameters": ...}` (Llama 3.1, 3.2, 3.3).
     Llama3,
+    /// `<|tool_call|>[{"name": ..., "arguments": ...}, ...]` (Granite 3.x).
+    Granite,
+    /// A harmony `commentary` message to `functions.NAME` whose body is the arguments (gpt-oss).
+    Harmony,
 }
 
 /// The literal texts of a native syntax.
@@ -32,6 +39,9 @@ pub struct Wrapping {
     pub trigger: &'static str,
     /// Whether an answer may hold several calls.
     pub parallel: bool,
+    /// Whether the calls are one JSON list after `open` (then `close` and `separator` are
+    /// empty) rather than each wrapped on its own.
+    pub list: bool,
 }
 
 const HERMES: Wrapping = Wrapping {
@@ -41,6 +51,7 @@ const HERMES: Wrapping = Wrapping {
     arguments_key: "arguments",
     trigger: "<tool_call>",
     parallel: true,
+    list: false,
 };
 
 const LLAMA3: Wrapping = Wrapping {
@@ -50,6 +61,17 @@ const LLAMA3: Wrapping = Wrapping {
     arguments_key: "parameters",
     trigger: "{",
     parallel: false,
+    list: false,
+};
+
+const GRANITE: Wrapping = Wrapping {
+    open: "<|tool_call|>",
+    close: "",
+    separator: "",
+    arguments_key: "arguments",
+    trigger: "<|tool_call|>",
+    parallel: true,
+    list: true,
 };
 
 impl ToolSyntax {
@@ -62,6 +84,10 @@ impl ToolSyntax {
     pub fn detect_source(source: &str, uses_tools: bool) -> ToolSyntax {
         if !uses_tools {
             ToolSyntax::Generic
+        } else if source.contains("<|channel|>") && source.contains("functions.") {
+            ToolSyntax::Harmony
+        } else if source.contains("<|tool_call|>") {
+            ToolSyntax::Granite
         } else if source.contains("<tool_call>") {
             ToolSyntax::Hermes
         } else if source.contains("<|start_header_id|>")
@@ -73,12 +99,14 @@ impl ToolSyntax {
         }
     }
 
-    /// The wrapping of a native syntax (`None` for the generic form).
+    /// The wrapping of a syntax whose calls are JSON objects between literal texts (`None` for
+    /// the generic form and harmony).
     pub fn wrapping(self) -> Option<&'static Wrapping> {
         match self {
-            ToolSyntax::Generic => None,
+            ToolSyntax::Generic | ToolSyntax::Harmony => None,
             ToolSyntax::Hermes => Some(&HERMES),
             ToolSyntax::Llama3 => Some(&LLAMA3),
+            ToolSyntax::Granite => Some(&GRANITE),
         }
     }
 
@@ -95,6 +123,32 @@ mod tests {
 
     const QWEN: &str = include_str!("../../../../tests/data/templates/qwen2.5-tools.jinja");
     const LLAMA31: &str = include_str!("../../../../tests/data/templates/llama3.1-tools.jinja");
+    const DIR: &str = "../../tests/data/templates";
+
+    #[test]
+    fn family_templates_name_their_syntax() {
+        for (file, want) in [
+            ("Qwen-Qwen3-0.6B.jinja", ToolSyntax::Hermes),
+            ("ibm-granite-granite-4.0.jinja", ToolSyntax::Hermes),
+            (
+                "ibm-granite-granite-3.3-2B-Instruct.jinja",
+                ToolSyntax::Granite,
+            ),
+            ("openai-gpt-oss-120b.jinja", ToolSyntax::Harmony),
+            // These templates do not read `tools`: the generic form.
+            ("HuggingFaceTB-SmolLM3-3B.jinja", ToolSyntax::Generic),
+            ("microsoft-Phi-3.5-mini-instruct.jinja", ToolSyntax::Generic),
+            ("google-gemma-2-2b-it.jinja", ToolSyntax::Generic),
+            ("olmo2.jinja", ToolSyntax::Generic),
+        ] {
+            let src = std::fs::read_to_string(format!("{DIR}/{file}")).unwrap();
+            let t = ChatTemplate::new(&src, "", "").unwrap();
+            assert_eq!(ToolSyntax::detect(&t), want, "{file}");
+        }
+        assert!(ToolSyntax::Granite.wrapping().unwrap().list);
+        assert!(ToolSyntax::Harmony.wrapping().is_none());
+        assert!(ToolSyntax::Harmony.is_native());
+    }
 
     #[test]
     fn syntaxes_are_detected_from_the_template_text() {

@@ -7,16 +7,17 @@
 //! "arguments"}]}` or, with `auto`, `{"response": "..."}`. Either way the answer is parsed back
 //! into OpenAI's `message.tool_calls`; `none` leaves tools out.
 
-use memoria_constrain::{Json, ResponseFormat, Wrapped};
+use memoria_constrain::ResponseFormat;
 use memoria_model::chat::{ChatFunctionCall, ChatMessage, ChatTool, ChatToolCall};
 use serde_json::{Value, json};
 
+use super::native_plan;
 use super::tool_scan::{self, Scan};
-use super::tool_syntax::{ToolSyntax, Wrapping};
+use super::tool_syntax::ToolSyntax;
 use crate::error::ApiError;
 
 /// At most this many calls in one answer (one when `parallel_tool_calls` is false).
-const MAX_CALLS: usize = 4;
+pub(super) const MAX_CALLS: usize = 4;
 
 /// How a request's tools shape its generation.
 pub struct ToolPlan {
@@ -29,10 +30,10 @@ pub struct ToolPlan {
 }
 
 /// One validated tool.
-struct Tool {
-    name: String,
-    description: String,
-    parameters: Value,
+pub(super) struct Tool {
+    pub(super) name: String,
+    pub(super) description: String,
+    pub(super) parameters: Value,
 }
 
 fn tool_of(i: usize, v: &Value) -> Result<Tool, ApiError> {
@@ -136,8 +137,8 @@ pub fn plan(
             (vec![t], false)
         }
     };
-    if let Some(w) = syntax.wrapping() {
-        return native_plan(&tools, &offered, may_answer, parallel, w).map(Some);
+    if syntax.is_native() {
+        return native_plan::plan(&tools, &offered, may_answer, parallel, syntax).map(Some);
     }
     // Written as text: member order matters (a call names its function before its arguments).
     let call = |t: &Tool| {
@@ -185,54 +186,6 @@ pub fn plan(
         format,
         template_tools: None,
     }))
-}
-
-/// The plan for a template's own syntax: every tool goes to the template; the answer is the
-/// offered tools' calls in the syntax's wrapping (or, when it may answer, prose instead).
-fn native_plan(
-    tools: &[Tool],
-    offered: &[&Tool],
-    may_answer: bool,
-    parallel: bool,
-    w: &Wrapping,
-) -> Result<ToolPlan, ApiError> {
-    let call = |t: &Tool| {
-        format!(
-            r#"{{"type":"object","properties":{{"name":{{"const":{}}},{}:{}}},"required":["name",{}],"additionalProperties":false}}"#,
-            json!(t.name),
-            json!(w.arguments_key),
-            t.parameters,
-            json!(w.arguments_key)
-        )
-    };
-    let calls: Vec<String> = offered.iter().map(|t| call(t)).collect();
-    let schema = match calls.as_slice() {
-        [one] => one.clone(),
-        many => format!(r#"{{"anyOf":[{}]}}"#, many.join(",")),
-    };
-    let schema = Json::parse(&schema)
-        .map_err(|e| ApiError::invalid("tools", format!("a tool's `parameters`: {e}")))?;
-    let format = ResponseFormat::Wrapped(Wrapped {
-        open: w.open.to_owned(),
-        schema,
-        close: w.close.to_owned(),
-        separator: w.separator.to_owned(),
-        max_items: if parallel && w.parallel { MAX_CALLS } else { 1 },
-        free_text_unless: may_answer.then(|| w.trigger.to_owned()),
-    });
-    let template_tools = tools
-        .iter()
-        .map(|t| ChatTool {
-            name: t.name.clone(),
-            description: (!t.description.is_empty()).then(|| t.description.clone()),
-            parameters: t.parameters.clone(),
-        })
-        .collect();
-    Ok(ToolPlan {
-        instructions: None,
-        format,
-        template_tools: Some(template_tools),
-    })
 }
 
 /// Adds the plan's instructions (if any) to the conversation's system message (or as one).
@@ -346,6 +299,7 @@ pub fn parse_answer(text: &str, id_base: &str, syntax: ToolSyntax) -> Option<Ans
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memoria_constrain::Wrapped;
 
     const G: ToolSyntax = ToolSyntax::Generic;
 
