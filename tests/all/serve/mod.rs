@@ -18,6 +18,7 @@ pub mod server;
 mod small;
 mod structured;
 mod structured_tools;
+mod family_chat;
 
 use std::process::Command;
 

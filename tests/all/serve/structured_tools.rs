@@ -17,7 +17,7 @@ use super::client::{Stream, post};
 use super::server::{Server, temp_dir};
 
 /// Synthesizes a tiny model with `vocab`'s tokenizer and the template file `template`.
-fn synth(name: &str, arch: &str, vocab: &str, template: &str) -> PathBuf {
+pub(super) fn synth(name: &str, arch: &str, vocab: &str, template: &str) -> PathBuf {
     let out = temp_dir(name).join(format!("{name}.gguf"));
     let template = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/templates")
@@ -53,7 +53,7 @@ fn synth(name: &str, arch: &str, vocab: &str, template: &str) -> PathBuf {
     out
 }
 
-fn tools() -> Value {
+pub(super) fn tools() -> Value {
     json!([
         {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
             "parameters": {"type": "object", "properties": {
@@ -66,12 +66,12 @@ fn tools() -> Value {
     ])
 }
 
-fn ask() -> Value {
+pub(super) fn ask() -> Value {
     json!([{"role": "user", "content": "What is the weather in Oslo?"}])
 }
 
 /// Checks one call of OpenAI's shape against the tools; its arguments text.
-fn check_call(call: &Value, name: Option<&str>) -> String {
+pub(super) fn check_call(call: &Value, name: Option<&str>) -> String {
     assert_eq!(call["type"], "function", "{call}");
     assert!(call["id"].as_str().is_some_and(|i| !i.is_empty()), "{call}");
     let f = &call["function"];
@@ -100,7 +100,7 @@ fn check_call(call: &Value, name: Option<&str>) -> String {
 }
 
 /// A whole (non-streamed) answer under `choice`: its calls' (name, arguments).
-fn called(s: &Server, choice: &Value) -> Vec<(String, String)> {
+pub(super) fn called(s: &Server, choice: &Value) -> Vec<(String, String)> {
     let body = json!({"messages": ask(), "tools": tools(), "tool_choice": choice,
         "parallel_tool_calls": false, "max_tokens": 200, "temperature": 0});
     let r = post(s.addr, "/v1/chat/completions", &body, &[]);
@@ -122,7 +122,7 @@ fn called(s: &Server, choice: &Value) -> Vec<(String, String)> {
 }
 
 /// The same request streamed: the assembled calls and the finish reason.
-fn streamed(s: &Server, choice: &Value) -> (Vec<(String, String)>, String) {
+pub(super) fn streamed(s: &Server, choice: &Value) -> (Vec<(String, String)>, String) {
     let body = json!({"messages": ask(), "tools": tools(), "tool_choice": choice,
         "parallel_tool_calls": false, "max_tokens": 200, "temperature": 0, "stream": true});
     let mut st = Stream::open(s.addr, "/v1/chat/completions", &body, &[]);
@@ -152,7 +152,7 @@ fn streamed(s: &Server, choice: &Value) -> (Vec<(String, String)>, String) {
 }
 
 /// Required, named, streamed and auto choices against a served model.
-fn choices_hold(s: &Server) {
+pub(super) fn choices_hold(s: &Server) {
     called(s, &json!("required"));
     let named = json!({"type": "function", "function": {"name": "get_time"}});
     let whole = called(s, &named);
