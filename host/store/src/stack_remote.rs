@@ -16,7 +16,7 @@ use memoria_kv::{
 
 use crate::codec::{self, BlockIdentity, Expect};
 use crate::error::StoreError;
-use crate::remote::{Lookup, RemoteStats, RemoteTier, keys};
+use crate::remote::{Lookup, Refusal, RemoteStats, RemoteTier, keys};
 use crate::session::{SessionError, SessionRecord};
 use crate::stack::TierStack;
 
@@ -223,15 +223,19 @@ impl TierStack {
         let key = r.tier.session_key(&self.label(salt), name);
         let found = r.tier.get_many(vec![key.clone()], false).await;
         match found.into_iter().next() {
-            Some(Lookup::Value(bytes)) => match SessionRecord::decode_shared(&bytes, salt) {
-                Ok(rec) => Ok(Some(rec)),
-                Err(SessionError::Namespace) => Ok(None),
-                Err(_) => {
-                    RemoteStats::add(&r.tier.stats().bad_values, 1);
-                    r.tier.delete(key);
-                    Ok(None)
+            Some(Lookup::Value(stored)) => {
+                let Some(bytes) = r.tier.open_value(&key, stored) else {
+                    return Ok(None);
+                };
+                match SessionRecord::decode_shared(&bytes, salt) {
+                    Ok(rec) => Ok(Some(rec)),
+                    Err(SessionError::Namespace) => Ok(None),
+                    Err(_) => {
+                        r.tier.refuse(key, Refusal::Corrupt);
+                        Ok(None)
+                    }
                 }
-            },
+            }
             Some(Lookup::Absent) => Ok(None),
             _ => Err(StoreError::RemoteUnavailable),
         }
@@ -341,10 +345,14 @@ impl TierStack {
             let Some(found) = next else { break };
             // `found` first: zip then never takes a key past this run's answers from `want`.
             for (lookup, (i, hash)) in found.into_iter().zip(want.by_ref()) {
-                let Lookup::Value(bytes) = lookup else {
+                let Lookup::Value(stored) = lookup else {
                     break 'runs;
                 };
                 let (block_label, block_root) = key_of(i);
+                let key = r.tier.key(block_label, &hash);
+                let Some(bytes) = r.tier.open_value(&key, stored) else {
+                    break 'runs;
+                };
                 let block_tokens = &tokens[i * b..(i + 1) * b];
                 let expect = Expect {
                     model,
@@ -353,10 +361,12 @@ impl TierStack {
                     root: Some(block_root),
                     tokens: Some(block_tokens),
                 };
-                let Some((data, at)) = verified(bytes, &expect, raw) else {
-                    RemoteStats::add(&st.bad_values, 1);
-                    r.tier.delete(r.tier.key(block_label, &hash));
-                    break 'runs;
+                let (data, at) = match verified(bytes, &expect, raw) {
+                    Ok(v) => v,
+                    Err(why) => {
+                        r.tier.refuse(key, why);
+                        break 'runs;
+                    }
                 };
                 RemoteStats::add(&st.hits, 1);
                 r.tier.mark_known(&hash);
@@ -378,17 +388,25 @@ impl TierStack {
     }
 }
 
-/// A fetched value checked against `expect` as the staged bytes: the value itself when raw
-/// (with the payload's offset), else its decoded block; `None` for a bad or foreign value.
-fn verified(value: Vec<u8>, expect: &Expect<'_>, raw: usize) -> Option<(Vec<u8>, usize)> {
-    let h = codec::check(&value, expect, raw)
-        .ok()
-        .filter(|h| h.shared)?;
+/// A fetched value (its tag verified) checked against `expect` as the staged bytes: the value
+/// itself when raw (with the payload's offset), else its decoded block; why it was refused
+/// otherwise.
+fn verified(
+    value: Vec<u8>,
+    expect: &Expect<'_>,
+    raw: usize,
+) -> Result<(Vec<u8>, usize), Refusal> {
+    let h = match codec::check(&value, expect, raw) {
+        Ok(h) if h.shared => h,
+        Ok(_) => return Err(Refusal::Foreign),
+        Err(e) if e.is_corrupt() => return Err(Refusal::Corrupt),
+        Err(_) => return Err(Refusal::Foreign),
+    };
     if h.encoding == codec::Encoding::Raw {
         let at = h.payload_offset(&value);
-        return Some((value, at));
+        return Ok((value, at));
     }
     let mut data = vec![0u8; raw];
-    h.decode(&mut data).ok()?;
-    Some((data, 0))
+    h.decode(&mut data).map_err(|_| Refusal::Corrupt)?;
+    Ok((data, 0))
 }

@@ -31,6 +31,7 @@ pub(super) fn host_on(endpoint: Option<Endpoint>) -> (EngineHandle, Arc<TierStac
             timeout_ms: 300,
             breaker_min_backoff_ms: 100,
             breaker_max_backoff_ms: 400,
+            auth: Some(memoria_sched::store::remote::test_server::test_key()),
             ..RemoteOptions::default()
         };
         stack = stack.with_remote(RemoteTier::start(o).expect("remote"));

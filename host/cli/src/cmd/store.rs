@@ -1,7 +1,7 @@
 //! `memoria store stats|verify|compact|clear|repair`: offline tools over a store directory (the
 //! redb file written by `memoria run/serve --store DIR`), and the hidden `stress` child used by
 //! the crash test. Also builds the store for commands that take `--store DIR`: with its disk
-//! budgets, and (`serve --store-recover`) moving a damaged file aside to start fresh.
+//! budgets, and (`serve --store-recover`) salvaging a damaged file into a fresh one.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,8 @@ pub struct StoreSettings {
     pub max_saves_bytes: Option<u64>,
     /// `cold_mb`, `page_cache_mb`, `write_queue_mb`.
     pub ram: crate::config::StoreRam,
-    /// `--store-recover`: a damaged file is moved aside and an empty store started.
+    /// `--store-recover`: a damaged file is salvaged (what still reads goes on in a fresh file)
+    /// and moved aside.
     pub recover: bool,
     /// Print the budgets in force on stderr.
     pub announce: bool,
@@ -57,8 +58,8 @@ pub fn open_store_with(
     if let Some(b) = set.ram.write_queue_bytes {
         opts.disk.queue_bytes = b;
     }
-    // With --store-recover the store moves a damaged file aside itself: one found at open (redb's
-    // integrity check runs then) or met by a write later, and goes on with an empty one.
+    // With --store-recover the store salvages a damaged file itself: one found at open (redb's
+    // integrity check runs then) or met by a write later, and goes on with what still reads.
     opts.disk.recover = set.recover;
     let stack =
         TierStack::open(d, opts).with_context(|| format!("opening the store {}", d.display()))?;
@@ -93,8 +94,9 @@ pub enum StoreCommand {
     Compact(PathArgs),
     /// Remove one namespace's blocks and sessions, or everything.
     Clear(ClearArgs),
-    /// Repair a damaged store: redb's repair, then removal of bad entries; a file still unusable
-    /// is moved aside as memoria.redb.corrupt-<unix time> and an empty store started.
+    /// Repair a damaged store: redb's repair, then removal of bad entries; a file damaged beyond
+    /// that is salvaged: every entry that still reads and verifies is copied into a fresh file,
+    /// and the damaged one kept aside as memoria.redb.corrupt-<unix time>.
     Repair(PathArgs),
     /// Crash-test child: prefill random prompts and save them, printing `saved NAME` after each
     /// save is durable.
@@ -157,7 +159,7 @@ fn namespace_salt(name: &str, config: Option<&Path>) -> anyhow::Result<Namespace
         None => crate::config::RawConfig::default(),
     };
     let cfg = crate::config::resolve(raw, &crate::config::Overrides::default())?;
-    let tenants = crate::config::tenants(cfg.namespaces)?;
+    let tenants = crate::config::tenants(cfg.namespaces, cfg.remote.as_ref())?;
     let (table, id) = match tenants.get(name) {
         Some(ns) => {
             if ns.spec.isolation != memoria_tenant::Isolation::Isolated {
@@ -222,6 +224,16 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
             let r = maintenance::verify(&a.path.store, a.repair)?;
             if a.path.json {
                 println!("{}", serde_json::to_string(&r)?);
+            } else if let (Some(damage), Some(s)) = (&r.damage, &r.salvageable) {
+                println!(
+                    "file DAMAGED beyond redb's repair ({damage}) | `memoria store repair --store \
+                     {}` would keep what still reads: {}",
+                    a.path.store.display(),
+                    s.summary()
+                );
+                for b in &r.bad {
+                    println!("bad {} {}: {}", b.table, b.key, b.reason);
+                }
             } else {
                 println!(
                     "file {} | {} blocks, {} sessions{}{} checked | {} bad | {} removed",
@@ -244,6 +256,13 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                 for b in &r.bad {
                     println!("bad {} {}: {}", b.table, b.key, b.reason);
                 }
+            }
+            if r.damage.is_some() {
+                anyhow::bail!(
+                    "the store file is damaged; nothing was changed (run `memoria store repair \
+                     --store {}`)",
+                    a.path.store.display()
+                );
             }
             anyhow::ensure!(r.ok(), "the store has {} bad entries", r.bad.len());
             Ok(())
@@ -290,10 +309,18 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                             "the file structure is intact"
                         }
                     ),
-                    RepairReport::MovedAside { moved_to, reason } => println!(
-                        "the file could not be repaired ({reason}); moved it to {moved_to} and \
-                         started an empty store"
-                    ),
+                    RepairReport::Salvaged(r) => {
+                        println!(
+                            "the file was damaged beyond redb's repair ({}); salvaged it ({}) \
+                             into a fresh store file and moved the damaged file to {}",
+                            r.reason,
+                            r.summary(),
+                            r.moved_to
+                        );
+                        for name in &r.lost_sessions {
+                            println!("lost saved session {name}");
+                        }
+                    }
                 }
             }
             Ok(())

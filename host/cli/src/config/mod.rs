@@ -40,6 +40,8 @@ pub struct Overrides {
     pub remote: Option<String>,
     /// `--remote-cluster URL,...`: the shared tier on a Redis Cluster (its seed nodes).
     pub remote_cluster: Vec<String>,
+    /// `--remote-key-file PATH`: the key remote values are authenticated with.
+    pub remote_key_file: Option<PathBuf>,
 }
 
 /// A validated server configuration.
@@ -164,6 +166,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         raw.store.remote.as_ref(),
         o.remote.as_deref(),
         &o.remote_cluster,
+        o.remote_key_file.as_deref(),
     )?;
     let events = events::resolve(raw.store.remote.as_ref(), remote.as_ref())?;
     let components_dir = s
@@ -394,9 +397,16 @@ pub fn namespaces(
     Ok(all)
 }
 
-/// Validates namespaces into the registry.
-pub fn tenants(specs: Vec<(String, NamespaceSpec)>) -> anyhow::Result<Tenants> {
-    Tenants::new(specs).map_err(|e| anyhow::anyhow!("{e}"))
+/// Validates namespaces into the registry; with a remote tier, their salts are derived from
+/// its key as well as their names (see `memoria_tenant::Isolation`).
+pub fn tenants(
+    specs: Vec<(String, NamespaceSpec)>,
+    remote: Option<&memoria_store::RemoteOptions>,
+) -> anyhow::Result<Tenants> {
+    let secret = remote.and_then(|r| r.auth.as_ref()).map(|k| k.salt_secret());
+    Tenants::new(specs)
+        .map(|t| t.with_salt_secret(secret))
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 #[cfg(test)]

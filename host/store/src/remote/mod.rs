@@ -12,6 +12,7 @@
 //! counters, write-behind and miss semantics are the same. [`NamespaceRemote`] is the blocking
 //! [`crate::Tier`] view of one namespace label, for tools and tests, never for the engine.
 
+pub mod auth;
 pub mod breaker;
 mod endpoint;
 pub mod events;
@@ -34,7 +35,8 @@ use tokio::sync::{mpsc, oneshot};
 pub use breaker::BreakerState;
 pub use endpoint::{Endpoint, MAX_CLUSTER_NODES};
 pub use options::{RemoteOptions, WriteMode};
-pub use stats::{LATENCY_BOUNDS_US, RemoteSnapshot, RemoteStats};
+pub use auth::RemoteKey;
+pub use stats::{LATENCY_BOUNDS_US, Refusal, RemoteSnapshot, RemoteStats};
 pub use worker::{GET_WINDOW, Lookup, MGET_RUN};
 
 use crate::codec::BlockIdentity;
@@ -63,8 +65,12 @@ impl RemoteTier {
     /// server is a run of counted misses until it answers.
     pub fn start(opts: RemoteOptions) -> Result<Arc<RemoteTier>, String> {
         opts.validate()?;
+        let key = opts
+            .auth
+            .clone()
+            .ok_or_else(|| "store.remote.auth_key_file is not set".to_string())?;
         let connector = link::Connector::new(&opts.endpoint, opts.timeout())?;
-        let shared = Arc::new(Shared::new(opts));
+        let shared = Arc::new(Shared::new(opts, key));
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
         let (writes, writes_rx) = mpsc::unbounded_channel();
         let thread = worker::spawn(shared.clone(), connector, jobs_rx, writes_rx)
@@ -107,16 +113,17 @@ impl RemoteTier {
         keys::session_key(&self.shared.opts.key_prefix, label, name)
     }
 
-    /// Writes one already encoded value now (`SET key value EX ttl_s`, not through the
-    /// write-behind queue); `done` runs on the tier's thread with whether the server
-    /// acknowledged it, or here with `false` when the tier has stopped (then this returns
-    /// false too).
+    /// Writes one already encoded value now (`SET key value EX ttl_s`, sealed with the hosts'
+    /// key, not through the write-behind queue); `done` runs on the tier's thread with whether
+    /// the server acknowledged it, or here with `false` when the tier has stopped (then this
+    /// returns false too).
     pub fn set_then(
         &self,
         key: String,
         value: Vec<u8>,
         done: Box<dyn FnOnce(bool) + Send>,
     ) -> bool {
+        let value = self.shared.key.seal(&key, value);
         match self.jobs.send(Job::Set { key, value, done }) {
             Ok(()) => true,
             Err(e) => {
@@ -126,6 +133,24 @@ impl RemoteTier {
                 false
             }
         }
+    }
+
+    /// The value stored under `key`, if its tag verifies under the hosts' key (else counted as
+    /// refused, [`Refusal::Auth`], and left on the server: a host with the key overwrites it
+    /// when it writes that block). Every value read must pass here before anything looks at it.
+    pub fn open_value(&self, key: &str, stored: Vec<u8>) -> Option<Vec<u8>> {
+        let v = self.shared.key.open(key, stored);
+        if v.is_none() {
+            self.shared.stats.refused(Refusal::Auth);
+        }
+        v
+    }
+
+    /// Counts a value refused after its tag verified (and deletes it: a host with the key wrote
+    /// something no host can use under that key).
+    pub(crate) fn refuse(&self, key: String, why: Refusal) {
+        self.shared.stats.refused(why);
+        self.delete(key);
     }
 
     /// The values under `keys`, in order (MGET in runs of [`MGET_RUN`]); with `leading`, keys
@@ -331,15 +356,16 @@ impl Tier for NamespaceRemote {
     }
 
     fn get_many(&self, hashes: &[BlockHash]) -> Vec<Option<Vec<u8>>> {
-        let keys = hashes
+        let keys: Vec<String> = hashes
             .iter()
             .map(|h| self.remote.key(&self.label, h))
             .collect();
         self.remote
-            .get_many_blocking(keys, false)
+            .get_many_blocking(keys.clone(), false)
             .into_iter()
-            .map(|l| match l {
-                Lookup::Value(v) => Some(v),
+            .zip(keys)
+            .map(|(l, key)| match l {
+                Lookup::Value(v) => self.remote.open_value(&key, v),
                 _ => None,
             })
             .collect()
