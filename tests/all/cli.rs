@@ -2,14 +2,14 @@
 //! bench, and clear failures on bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 use crate::shared;
 
 fn memoria(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    crate::bin::command()
         .args(args)
         .env("RUST_BACKTRACE", "0")
         .output()

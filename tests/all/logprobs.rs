@@ -4,7 +4,7 @@
 //! finite, and the same whatever the batch size).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -23,7 +23,7 @@ said, \"Me too, Lily. Let's play again tomorrow.\" Lily went home and told her m
 friend. Her mom was happy too. They ate dinner and Lily went to sleep with a big smile.";
 
 fn memoria(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    crate::bin::command()
         .args(args)
         .env("RUST_BACKTRACE", "0")
         .output()

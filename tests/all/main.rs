@@ -2,9 +2,11 @@
 
 mod archs;
 mod biased;
+mod bin;
 mod cache_view;
 mod chat;
 mod cli;
+mod cors_browser;
 mod deploy;
 mod embeddings;
 mod engine;
@@ -22,6 +24,7 @@ mod prompt_logprobs;
 mod public_bench;
 mod public_prefixes;
 mod pull;
+mod pull_hf;
 mod route;
 mod salt_owner;
 mod sampling;
@@ -30,6 +33,7 @@ mod sessions;
 mod shared;
 mod status_page;
 mod store;
+mod synth;
 mod tail_reuse;
 mod tenants;
 mod tokenizer;

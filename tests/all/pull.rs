@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
@@ -106,7 +106,7 @@ fn serve_one(mut conn: TcpStream, body: &[u8], mode: First) -> Option<String> {
 }
 
 fn pull(models: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    crate::bin::command()
         .arg("pull")
         .args(args)
         .env("MEMORIA_MODELS", models)

@@ -20,7 +20,7 @@ use crate::serve::server::{Server, model, temp_dir};
 const ADMIN: &str = "admin-key-for-the-page";
 
 /// The browser: `$MEMORIA_CHROMIUM`, else the first of Debian's and others' names on PATH.
-fn chromium() -> PathBuf {
+pub(crate) fn chromium() -> PathBuf {
     if let Some(p) = std::env::var_os("MEMORIA_CHROMIUM") {
         return PathBuf::from(p);
     }
@@ -41,7 +41,7 @@ fn chromium() -> PathBuf {
 }
 
 /// Runs headless chromium on `url` with `extra` flags, after `budget_ms` of page time.
-fn browse(profile: &Path, url: &str, budget_ms: u32, extra: &[&str]) -> String {
+pub(crate) fn browse(profile: &Path, url: &str, budget_ms: u32, extra: &[&str]) -> String {
     let out = Command::new(chromium())
         .args([
             "--headless",

@@ -648,7 +648,7 @@ fn memoria_serve_routes_the_example_config_to_each_example() {
     }
     let config_path = dir.join("tenants.toml");
     std::fs::write(&config_path, config).expect("write config");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let mut child = crate::bin::command()
         .arg("serve")
         .arg("--config")
         .arg(&config_path)

@@ -38,7 +38,7 @@ enum Command {
     #[command(subcommand)]
     Model(cmd::synth::ModelCommand),
     /// Serve the OpenAI-compatible API, metrics and admin API (the host).
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Route OpenAI requests to several hosts by prompt prefix and load.
     Route(cmd::route::RouteArgs),
     /// Inspect, verify, compact or clear a persistent prefix-state store.
@@ -59,7 +59,7 @@ pub fn main() -> ExitCode {
         Command::Pull(a) => cmd::pull::main(a),
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
-        Command::Serve(a) => cmd::serve::main(a),
+        Command::Serve(a) => cmd::serve::main(*a),
         Command::Route(a) => cmd::route::main(a),
         Command::Store(c) => cmd::store::main(c),
     };
@@ -72,13 +72,14 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// `memoria serve` accepts llama-server's two-letter `-np` (clap short flags are one letter).
+/// `memoria serve` accepts llama-server's multi-letter short flags (`-np`, `-ngl`, `-fa`, ...;
+/// clap's short flags are one letter).
 fn llama_server_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     let mut v: Vec<std::ffi::OsString> = args.collect();
     if v.get(1).is_some_and(|a| a == "serve") {
         for a in v.iter_mut().skip(2) {
-            if a == "-np" {
-                *a = "--parallel".into();
+            if let Some((_, long)) = cmd::serve_flags::SHORT_FLAGS.iter().find(|(s, _)| a == s) {
+                *a = (*long).into();
             }
         }
     }

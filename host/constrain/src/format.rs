@@ -42,21 +42,28 @@ fn format_err(field: &str, reason: impl Into<String>) -> ConstrainError {
     }
 }
 
-fn check_members(
-    obj: &[(String, Json)],
-    allowed: &[&str],
-    field: &str,
-) -> Result<(), ConstrainError> {
-    match obj.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
-        Some((k, _)) => Err(format_err(
-            &format!("{field}.{k}"),
-            "unknown parameter".to_owned(),
-        )),
-        None => Ok(()),
+/// The name a schema gets when the request gives none.
+const DEFAULT_NAME: &str = "response";
+
+/// A schema value: an object or `true`.
+fn schema_value(v: &Json, field: &str) -> Result<Json, ConstrainError> {
+    match v {
+        Json::Object(_) | Json::Bool(true) => Ok(v.clone()),
+        _ => Err(format_err(field, "expected an object")),
     }
 }
 
 impl ResponseFormat {
+    /// A bare JSON Schema (llama.cpp's top-level `json_schema` field): the JSON it describes.
+    pub fn from_schema(schema: &Json, field: &str) -> Result<ResponseFormat, ConstrainError> {
+        Ok(ResponseFormat::JsonSchema(JsonSchemaFormat {
+            name: DEFAULT_NAME.to_owned(),
+            description: None,
+            schema: Some(schema_value(schema, field)?),
+            strict: false,
+        }))
+    }
+
     /// Reads the value of the request's `response_format` field.
     pub fn from_json(v: &Json) -> Result<ResponseFormat, ConstrainError> {
         const F: &str = "response_format";
@@ -69,16 +76,18 @@ impl ResponseFormat {
             None => return Err(format_err("response_format.type", "missing")),
         };
         match ty {
-            "text" => {
-                check_members(obj, &["type"], F)?;
-                Ok(ResponseFormat::Text)
-            }
-            "json_object" => {
-                check_members(obj, &["type"], F)?;
-                Ok(ResponseFormat::JsonObject)
-            }
+            "text" => Ok(ResponseFormat::Text),
+            // llama.cpp's form: a schema beside `json_object` constrains the object.
+            "json_object" => match obj.iter().find(|(k, _)| k == "schema") {
+                None | Some((_, Json::Null)) => Ok(ResponseFormat::JsonObject),
+                Some((_, schema)) => Ok(ResponseFormat::JsonSchema(JsonSchemaFormat {
+                    name: DEFAULT_NAME.to_owned(),
+                    description: None,
+                    schema: Some(schema_value(schema, "response_format.schema")?),
+                    strict: false,
+                })),
+            },
             "json_schema" => {
-                check_members(obj, &["type", "json_schema"], F)?;
                 let js = v
                     .get("json_schema")
                     .ok_or_else(|| format_err("response_format.json_schema", "missing"))?;
@@ -106,10 +115,10 @@ impl ResponseFormat {
 impl JsonSchemaFormat {
     fn from_json(v: &Json) -> Result<JsonSchemaFormat, ConstrainError> {
         const F: &str = "response_format.json_schema";
-        let Json::Object(obj) = v else {
+        let Json::Object(_) = v else {
             return Err(format_err(F, "expected an object"));
         };
-        check_members(obj, &["name", "description", "schema", "strict"], F)?;
+        // OpenAI requires a name; llama.cpp and most local servers do not.
         let name = match v.get("name") {
             Some(Json::String(n)) => n.clone(),
             Some(_) => {
@@ -118,7 +127,7 @@ impl JsonSchemaFormat {
                     "expected a string",
                 ));
             }
-            None => return Err(format_err("response_format.json_schema.name", "missing")),
+            None => DEFAULT_NAME.to_owned(),
         };
         let name_ok = !name.is_empty()
             && name.len() <= MAX_NAME_LEN
@@ -143,13 +152,7 @@ impl JsonSchemaFormat {
         };
         let schema = match v.get("schema") {
             None | Some(Json::Null) => None,
-            Some(s @ (Json::Object(_) | Json::Bool(true))) => Some(s.clone()),
-            Some(_) => {
-                return Err(format_err(
-                    "response_format.json_schema.schema",
-                    "expected an object",
-                ));
-            }
+            Some(s) => Some(schema_value(s, "response_format.json_schema.schema")?),
         };
         let strict = match v.get("strict") {
             None | Some(Json::Null) => false,
@@ -222,8 +225,8 @@ mod tests {
                 "response_format.json_schema.strict",
             ),
             (
-                r#"{"type":"json_object","extra":1}"#,
-                "response_format.extra",
+                r#"{"type":"json_object","schema":7}"#,
+                "response_format.schema",
             ),
         ];
         for (text, field) in cases {

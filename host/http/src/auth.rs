@@ -11,11 +11,11 @@ use memoria_tenant::Namespace;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The bearer token of a request, if any: `Authorization: Bearer KEY`, the scheme in any case,
-/// surrounding spaces trimmed.
+/// The key a request carries, if any: `Authorization: Bearer KEY` (the scheme in any case,
+/// surrounding spaces trimmed), else Anthropic's `X-Api-Key: KEY`.
 pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(v) = headers.get(http::header::AUTHORIZATION) else {
-        return Ok(None);
+        return api_key_header(headers);
     };
     let v = v
         .to_str()
@@ -28,6 +28,21 @@ pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
             "the Authorization header must be `Bearer KEY`",
         )),
     }
+}
+
+/// `X-Api-Key: KEY` (the Anthropic SDK's header), surrounding spaces trimmed.
+fn api_key_header(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(v) = headers.get("x-api-key") else {
+        return Ok(None);
+    };
+    let key = v
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("the X-Api-Key header is not valid text"))?
+        .trim();
+    if key.is_empty() {
+        return Err(ApiError::unauthorized("the X-Api-Key header is empty"));
+    }
+    Ok(Some(key))
 }
 
 /// The namespace of an OpenAI-route request without a namespace in its path.
@@ -51,7 +66,7 @@ pub fn namespace_for_key(
             .cloned()
             .ok_or_else(|| ApiError::unauthorized("invalid API key")),
         None => Err(ApiError::unauthorized(
-            "missing API key: send `Authorization: Bearer KEY`",
+            "missing API key: send `Authorization: Bearer KEY` (or `X-Api-Key: KEY`)",
         )),
     }
 }

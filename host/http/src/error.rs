@@ -137,6 +137,12 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }
 
+    /// Sets `param`.
+    pub fn with_param(mut self, param: impl Into<String>) -> ApiError {
+        self.param = Some(param.into());
+        self
+    }
+
     /// Sets `code`.
     pub fn with_code(mut self, code: &'static str) -> ApiError {
         self.code = Some(code);

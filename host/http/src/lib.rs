@@ -7,25 +7,33 @@
 //! admission refuses with 429 at once instead of failing accepted work; every error a client
 //! sees is an OpenAI error object; a client that disconnects cancels its generation.
 
+mod access_log;
 mod admin;
 mod admission;
+mod anthropic;
 mod auth;
 mod body;
 mod components;
+mod cors;
 mod error;
 mod framing;
+mod llama;
 mod metrics;
 mod observe;
 mod openai;
 mod preface;
+mod responses;
 mod router;
+mod routes;
 mod server;
 mod sessions;
 mod state;
 mod ui;
 
+pub use access_log::LogLevel;
+pub use cors::CorsOrigins;
 pub use error::ApiError;
 pub use observe::PromptObserver;
 pub use openai::prompt::{chat_tokens, request_tokens};
 pub use server::{Server, ShutdownReport, shutdown_signal};
-pub use state::{AppState, HttpConfig, Reloader, ServerParts};
+pub use state::{AppState, HttpConfig, Reloader, RequestDefaults, ServerParts};

@@ -1,11 +1,11 @@
 //! Routing: method and path to a handler, with the namespace resolved first (route or key) and
-//! every failure turned into an OpenAI-format error. Counts each response by route and status.
+//! every failure turned into an OpenAI-format error. Counts each response by route and status,
+//! answers browsers' CORS preflights and adds the CORS headers (`cors.rs`).
 //!
-//! Routes: `GET /health`, `GET /metrics`, `GET /stats`, `GET /ui` (the status page),
-//! `GET /v1/models[/{id}]`,
-//! `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/embeddings`,
-//! `POST /tokenize`, `POST /detokenize`, `/admin/...` (admin key), and `/ns/{namespace}/...`
-//! (the namespace's component, or the `/v1` routes above in that namespace).
+//! Routes: `GET /health`, `GET /metrics`, `GET /stats`, `GET /ui` (the status page), the API
+//! endpoints of `routes.rs` (OpenAI's with and without `/v1`, llama-server's own), `/admin/...`
+//! (admin key), and `/ns/{namespace}/...` (the namespace's component, or the API endpoints
+//! in that namespace).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use crate::body::{Response, bytes_response, json_response, ok_json, read_limited
 use crate::error::ApiError;
 use crate::metrics;
 use crate::openai::{self, Ctx};
+use crate::routes::{self, Api};
 use crate::state::AppState;
 
 type Request = hyper::Request<Incoming>;
@@ -29,9 +30,19 @@ type Request = hyper::Request<Incoming>;
 /// Serves one request; never fails (errors become responses).
 pub async fn handle(state: Arc<AppState>, req: Request) -> Result<Response, Infallible> {
     let started = Instant::now();
+    let origin = crate::cors::allowed_origin(&state.config.cors_origins, req.headers());
+    if req.method() == Method::OPTIONS {
+        let resp = crate::cors::preflight(origin, req.headers());
+        state.metrics.response("preflight", resp.status().as_u16());
+        return Ok(resp);
+    }
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
     let (route, result) = dispatch(state.clone(), req, started).await;
-    let resp = result.unwrap_or_else(ApiError::into_response);
+    let mut resp = result.unwrap_or_else(ApiError::into_response);
+    crate::cors::decorate(&mut resp, origin);
     state.metrics.response(route, resp.status().as_u16());
+    crate::access_log::log(&state, &method, &path, resp.status(), started);
     Ok(resp)
 }
 
@@ -56,7 +67,7 @@ async fn dispatch(
         return ("admin", r);
     }
     match path.as_str() {
-        "/health" => (
+        "/health" | "/v1/health" => (
             "health",
             only(&method, &Method::GET, &path).map(|()| health(&state)),
         ),
@@ -75,25 +86,24 @@ async fn dispatch(
             observe(&state, &method, &path, req.headers())
                 .map(|()| ok_json(&metrics::stats_json(&state))),
         ),
-        "/ui" | "/ui/" if state.config.status_page => (
+        "/" | "/ui" | "/ui/" if state.config.status_page => (
             "ui",
             only(&method, &Method::GET, &path).map(|()| crate::ui::page()),
         ),
-        _ if path == "/v1"
-            || path.starts_with("/v1/")
-            || path == "/tokenize"
-            || path == "/detokenize" =>
-        {
-            let ns = match auth::namespace_for_key(&state, req.headers()) {
-                Ok(ns) => ns,
-                Err(e) => return (route_name(&path), Err(e)),
-            };
-            openai_route(state, ns, req, ("", &path), started).await
-        }
-        _ => (
-            "unknown",
-            Err(ApiError::not_found(format!("no route {method} {path}"))),
-        ),
+        _ => match routes::lookup(&path) {
+            Some((api, rest)) => {
+                let ns = match auth::namespace_for_key(&state, req.headers()) {
+                    Ok(ns) => ns,
+                    Err(e) => return (api.label(), Err(e)),
+                };
+                let r = api_route(state, ns, req, (api, rest, ""), started).await;
+                (api.label(), r)
+            }
+            None => (
+                "unknown",
+                Err(ApiError::not_found(format!("no route {method} {path}"))),
+            ),
+        },
     }
 }
 
@@ -103,18 +113,6 @@ fn admin_body_limit(state: &AppState, method: &Method, rest: &str) -> usize {
         state.config.max_component_bytes
     } else {
         state.config.max_body_bytes
-    }
-}
-
-fn route_name(path: &str) -> &'static str {
-    match path.trim_end_matches('/') {
-        "/v1/chat/completions" => "chat",
-        "/v1/completions" => "completions",
-        "/v1/embeddings" => "embeddings",
-        "/tokenize" => "tokenize",
-        "/detokenize" => "detokenize",
-        p if p == "/v1/models" || p.starts_with("/v1/models/") => "models",
-        _ => "unknown",
     }
 }
 
@@ -161,54 +159,89 @@ fn health(state: &AppState) -> Response {
     }
 }
 
-/// The OpenAI routes in namespace `ns`; `path` starts with `/v1/` (or is a tokenize route),
-/// `label` is the route label (`""`, or the namespace of `/ns/{namespace}/...`).
-async fn openai_route(
+/// The API endpoint `api` in namespace `ns`; `rest` is what follows the endpoint's prefix (a
+/// model id, a slot id), `label` the route label (`""`, or the namespace of
+/// `/ns/{namespace}/...`). llama-server's own endpoints answer errors in its shape.
+async fn api_route(
     state: Arc<AppState>,
     ns: Arc<Namespace>,
     req: Request,
-    (label, path): (&str, &str),
+    (api, rest, label): (Api, &str, &str),
     started: Instant,
-) -> (&'static str, Result<Response, ApiError>) {
-    let route = route_name(path);
-    let method = req.method().clone();
-    let get = method == Method::GET;
-    let r = match (route, get) {
-        ("models", true) => match path.trim_end_matches('/').strip_prefix("/v1/models/") {
-            Some(id) => openai::models::get(&state, id),
-            None => Ok(openai::models::list(&state)),
-        },
-        ("unknown", _) => Err(ApiError::not_found(format!("no route {method} {path}"))),
-        ("models", false) | (_, true) => Err(ApiError::method_not_allowed(&method, path)),
-        _ if method != Method::POST => Err(ApiError::method_not_allowed(&method, path)),
-        _ => match read_limited(req, state.config.max_body_bytes).await {
-            Err(e) => Err(e),
-            Ok(body) => match route {
-                "tokenize" => openai::tokenize::tokenize(&state, &body),
-                "detokenize" => openai::tokenize::detokenize(&state, &body),
-                _ => {
-                    let observer = state.observer.clone();
-                    let ctx = Ctx::new(state.clone(), ns.clone(), started);
-                    let r = match route {
-                        "chat" => openai::chat::handle(ctx, body.clone()).await,
-                        "completions" => openai::completions::handle(ctx, body.clone()).await,
-                        _ => openai::embeddings::handle(ctx, body.clone()).await,
-                    };
-                    if let (Some(o), Ok(resp)) = (observer, &r)
-                        && matches!(route, "chat" | "completions")
-                        && resp.status().is_success()
-                    {
-                        o.served(&ns, label, path, &body);
-                    }
-                    r
-                }
-            },
-        },
-    };
-    (route, r)
+) -> Result<Response, ApiError> {
+    let r = endpoint(state, ns, req, (api, rest, label), started).await;
+    match r {
+        Err(e) if api.native() => Ok(crate::llama::error_response(e)),
+        Err(e) if api.anthropic() => Ok(crate::anthropic::error_response(e)),
+        r => r,
+    }
 }
 
-/// `/ns/{namespace}/...`: the namespace's component, else its `/v1` routes.
+async fn endpoint(
+    state: Arc<AppState>,
+    ns: Arc<Namespace>,
+    req: Request,
+    (api, rest, label): (Api, &str, &str),
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let method = req.method().clone();
+    if !api.takes(&method) {
+        return Err(ApiError::method_not_allowed(&method, req.uri().path()));
+    }
+    match api {
+        Api::Models => {
+            return match rest {
+                "" => Ok(openai::models::list(&state)),
+                id => openai::models::get(&state, id),
+            };
+        }
+        Api::Props => return Ok(crate::llama::props::get(&state)),
+        Api::Slots => return crate::llama::slots::list(&state, &ns),
+        _ => {}
+    }
+    let query = req.uri().query().map(str::to_string);
+    let body = read_limited(req, state.config.max_body_bytes).await?;
+    match api {
+        Api::Tokenize => return crate::llama::tokenize::tokenize(&state, &body),
+        Api::Detokenize => return crate::llama::tokenize::detokenize(&state, &body),
+        Api::ApplyTemplate => return crate::llama::template::apply(&state, &body),
+        Api::SlotAction => {
+            return crate::llama::slots::action(&state, &ns, rest, query.as_deref(), &body).await;
+        }
+        _ => {}
+    }
+    let observer = state.observer.clone();
+    let ctx = Ctx::new(state.clone(), ns.clone(), started);
+    let (r, canonical) = match api {
+        Api::Chat => (
+            openai::chat::handle(ctx, body.clone()).await,
+            "/v1/chat/completions",
+        ),
+        Api::Completions => (
+            openai::completions::handle(ctx, body.clone()).await,
+            "/v1/completions",
+        ),
+        Api::Completion => (
+            crate::llama::completion::handle(ctx, body.clone()).await,
+            "",
+        ),
+        Api::Infill => (crate::llama::infill::handle(ctx, body.clone()).await, ""),
+        Api::Embedding => (crate::llama::embedding::handle(ctx, body.clone()).await, ""),
+        Api::Messages => (crate::anthropic::messages(ctx, body.clone()).await, ""),
+        Api::CountTokens => (crate::anthropic::count_tokens(ctx, body.clone()).await, ""),
+        Api::Responses => (crate::responses::handle(ctx, body.clone()).await, ""),
+        _ => (openai::embeddings::handle(ctx, body.clone()).await, ""),
+    };
+    if let (Some(o), Ok(resp)) = (observer, &r)
+        && !canonical.is_empty()
+        && resp.status().is_success()
+    {
+        o.served(&ns, label, canonical, &body);
+    }
+    r
+}
+
+/// `/ns/{namespace}/...`: the namespace's component, else its API endpoints.
 async fn tenant(
     state: Arc<AppState>,
     req: Request,
@@ -223,10 +256,10 @@ async fn tenant(
     {
         return Ok(router.handle(ns, sub, req).await);
     }
-    if sub.starts_with("/v1/") {
-        return openai_route(state, ns, req, (name, &sub), started).await.1;
+    if let Some((api, id)) = routes::lookup(&sub) {
+        return api_route(state, ns, req, (api, id, name), started).await;
     }
     Err(ApiError::not_found(format!(
-        "namespace {name:?} has no component for {sub}; its OpenAI routes are under /ns/{name}/v1/"
+        "namespace {name:?} has no component for {sub}; its API is under /ns/{name}/v1/"
     )))
 }

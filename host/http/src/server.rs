@@ -103,8 +103,11 @@ impl Server {
                         };
                         let Some(stream) = head else { return };
                         let svc = service_fn(move |req| crate::router::handle(st.clone(), req));
+                        // Title-Case header names, as llama-server's (clients that read
+                        // headers into a plain dict look them up that way).
                         let conn = http1::Builder::new()
                             .keep_alive(true)
+                            .title_case_headers(true)
                             .timer(TokioTimer::new())
                             .header_read_timeout(header_timeout)
                             .serve_connection(TokioIo::new(Framed::new(stream, limits)), svc);

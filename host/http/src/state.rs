@@ -27,8 +27,12 @@ pub type Reloader = Box<dyn Fn(&Tenants) -> Result<Tenants, String> + Send + Syn
 pub struct HttpConfig {
     /// The model id `/v1/models` reports and responses carry.
     pub model_id: String,
+    /// The model file (`/props`; empty for the embedded demo model).
+    pub model_path: String,
     /// Other names a request's `model` may give (the file's stem, configured aliases).
     pub model_aliases: Vec<String>,
+    /// Free labels `/v1/models` lists with the model (`--tags`).
+    pub model_tags: Vec<String>,
     /// Largest request body accepted (413 past it).
     pub max_body_bytes: usize,
     /// Bearer key of the `/admin` API (None: the admin API is off).
@@ -53,13 +57,40 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// Whether `GET /ui` serves the status page (404 otherwise).
     pub status_page: bool,
+    /// Whether a request's `model` must name the served model (OpenAI's 404 otherwise); when
+    /// false, any name is answered by the one served model, as llama-server does.
+    pub strict_model: bool,
+    /// Origins whose pages may call the API from a browser (CORS).
+    pub cors_origins: crate::cors::CorsOrigins,
+    /// What the server logs to stderr after start-up.
+    pub log_level: crate::access_log::LogLevel,
+    /// Sampling and length defaults for requests that do not set them (`--temp`, `-n`, ...).
+    pub defaults: RequestDefaults,
+    /// Whether `GET /slots` is served (llama-server's `--slots`).
+    pub slots: bool,
+    /// Where stored responses are kept across restarts (`<store>/responses`; None: memory only).
+    pub responses_dir: Option<std::path::PathBuf>,
+}
+
+/// The server-wide defaults of a request's generation settings.
+#[derive(Clone, Debug, Default)]
+pub struct RequestDefaults {
+    /// Sampling settings a request's own fields override.
+    pub sampling: memoria_sched::sampling::SamplingParams,
+    /// Tokens generated when a request sets no limit (None: until the context is full).
+    pub n_predict: Option<usize>,
+    /// A request without a seed gets a fresh one (llama-server's `--seed -1`) instead of
+    /// `sampling.seed`.
+    pub random_seed: bool,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             model_id: "memoria".into(),
+            model_path: String::new(),
             model_aliases: Vec::new(),
+            model_tags: Vec::new(),
             max_body_bytes: 4 << 20,
             admin_key: None,
             default_namespace: "shared".into(),
@@ -72,6 +103,12 @@ impl Default for HttpConfig {
             min_body_rate: 1024,
             max_connections: 1024,
             status_page: true,
+            strict_model: false,
+            cors_origins: crate::cors::CorsOrigins::Any,
+            log_level: crate::access_log::LogLevel::Info,
+            defaults: RequestDefaults::default(),
+            slots: true,
+            responses_dir: None,
         }
     }
 }
@@ -108,6 +145,10 @@ pub struct AppState {
     pub admission: Admission,
     pub metrics: Metrics,
     pub sessions: SessionRegistry,
+    /// Stored Responses API answers (`previous_response_id`).
+    pub responses: crate::responses::store::ResponseStore,
+    /// What each llama-server slot last held (`/slots`).
+    pub slots: crate::llama::slots::SlotTable,
     /// Compiled `response_format`s (structured outputs).
     pub structured: crate::openai::structured::StructuredOutputs,
     /// The recompute-time estimate that padded namespaces release first tokens by (shared
@@ -139,6 +180,8 @@ impl AppState {
     /// Builds the shared state and registers the namespaces with the engine.
     pub fn new(parts: ServerParts) -> AppState {
         register_namespaces(&parts.engine, &parts.chat, &parts.tenants);
+        let responses =
+            crate::responses::store::ResponseStore::new(parts.config.responses_dir.clone());
         AppState {
             structured: Default::default(),
             hit_pad: parts.hit_pad,
@@ -154,6 +197,8 @@ impl AppState {
             admission: Admission::default(),
             metrics: Metrics::default(),
             sessions: SessionRegistry::default(),
+            slots: Default::default(),
+            responses,
             started: Instant::now(),
             shutting_down: AtomicBool::new(false),
             admin_lock: tokio::sync::Mutex::new(()),

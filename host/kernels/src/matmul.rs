@@ -6,8 +6,9 @@
 //! in the batch, the tiling and the thread count. Every (row, token) pair is computed by the
 //! same per-pair kernel (`dot::avx2::tile` accumulates each pair independently; the scalar path
 //! calls the reference per pair); tiles only decide which pairs share weight loads. Matrices
-//! with an [`Interleaved`] copy (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1 and the K-quants Q4_K, Q5_K, Q6_K on AVX-512 VNNI CPUs) are read through it, for
-//! every batch size alike, in the order of [`crate::dot::sequential`].
+//! with an [`Interleaved`] copy (on AVX-512 VNNI CPUs: Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL,
+//! MXFP4, the K-quants Q2_K..Q6_K and IQ4_XS) are read through it, for every batch size alike,
+//! in the order of [`crate::dot::sequential`].
 
 // Index loops mirror ggml's reference C, which keeps the formulas easy to compare.
 #![allow(clippy::needless_range_loop)]

@@ -55,8 +55,8 @@ pub fn detected() -> SimdLevel {
     SimdLevel::Scalar
 }
 
-/// Whether the AVX2 int8 tiles (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, Q8_K, IQ4_NL) use AVX-512
-/// VNNI on 256-bit vectors: the CPU has avx512vnni + avx512vl, the level is AVX2, and
+/// Whether the AVX2 int8 tiles (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, Q8_K, IQ4_NL, MXFP4) use
+/// AVX-512 VNNI on 256-bit vectors: the CPU has avx512vnni + avx512vl, the level is AVX2, and
 /// `MEMORIA_SIMD` is not `avx2` or `scalar`. Fixed on first call.
 pub fn vnni() -> bool {
     *VNNI.get_or_init(|| {

@@ -11,7 +11,7 @@ pub const QK_K: usize = 256;
 pub const QK8_0: usize = 32;
 pub const QK4_0: usize = 32;
 /// Elements per block of the other 32-element formats (`QK4_1`, `QK5_0`, `QK5_1`, `QK8_1`,
-/// `QK4_NL` in ggml).
+/// `QK4_NL`, `QK_MXFP4` in ggml).
 pub const QK32: usize = 32;
 
 /// The subset of ggml types memoria reads, writes and computes with.
@@ -35,11 +35,13 @@ pub enum GgmlType {
     IQ4NL,
     IQ4XS,
     BF16,
+    /// OCP microscaling FP4: E2M1 values with one E8M0 (power of two) scale per 32 elements.
+    Mxfp4,
 }
 
 impl GgmlType {
     /// All supported types, in ggml id order.
-    pub const ALL: [GgmlType; 17] = [
+    pub const ALL: [GgmlType; 18] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -57,6 +59,7 @@ impl GgmlType {
         GgmlType::IQ4NL,
         GgmlType::IQ4XS,
         GgmlType::BF16,
+        GgmlType::Mxfp4,
     ];
 
     /// The numeric id stored in GGUF tensor infos (`enum ggml_type`).
@@ -79,6 +82,7 @@ impl GgmlType {
             GgmlType::IQ4NL => 20,
             GgmlType::IQ4XS => 23,
             GgmlType::BF16 => 30,
+            GgmlType::Mxfp4 => 39,
         }
     }
 
@@ -102,6 +106,7 @@ impl GgmlType {
             20 => GgmlType::IQ4NL,
             23 => GgmlType::IQ4XS,
             30 => GgmlType::BF16,
+            39 => GgmlType::Mxfp4,
             _ => return None,
         })
     }
@@ -138,6 +143,7 @@ impl GgmlType {
             28 => "f64",
             29 => "iq1_m",
             30 => "bf16",
+            39 => "mxfp4",
             _ => "unknown",
         }
     }
@@ -152,7 +158,8 @@ impl GgmlType {
             | GgmlType::Q5_1
             | GgmlType::Q8_0
             | GgmlType::Q8_1
-            | GgmlType::IQ4NL => QK32,
+            | GgmlType::IQ4NL
+            | GgmlType::Mxfp4 => QK32,
             GgmlType::Q2K
             | GgmlType::Q3K
             | GgmlType::Q4K
@@ -182,6 +189,7 @@ impl GgmlType {
             GgmlType::Q8K => 292,
             GgmlType::IQ4NL => 18,
             GgmlType::IQ4XS => 136,
+            GgmlType::Mxfp4 => 17,
         }
     }
 
@@ -218,7 +226,11 @@ impl GgmlType {
             GgmlType::F32 => GgmlType::F32,
             GgmlType::F16 => GgmlType::F16,
             GgmlType::BF16 => GgmlType::BF16,
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4NL => GgmlType::Q8_0,
+            GgmlType::Q4_0
+            | GgmlType::Q5_0
+            | GgmlType::Q8_0
+            | GgmlType::IQ4NL
+            | GgmlType::Mxfp4 => GgmlType::Q8_0,
             GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
             GgmlType::Q2K
             | GgmlType::Q3K
@@ -264,6 +276,7 @@ mod tests {
             (GgmlType::Q2K, 10, 256, 84),
             (GgmlType::IQ4NL, 20, 32, 18),
             (GgmlType::IQ4XS, 23, 256, 136),
+            (GgmlType::Mxfp4, 39, 32, 17),
         ] {
             assert_eq!((t.id(), t.block_size(), t.type_size()), (id, bs, ts), "{t}");
         }
@@ -273,5 +286,7 @@ mod tests {
         assert_eq!(GgmlType::IQ4XS.vec_dot_type(), GgmlType::Q8K);
         assert_eq!(GgmlType::Q2K.vec_dot_type(), GgmlType::Q8K);
         assert_eq!(GgmlType::parse("IQ4_NL"), Some(GgmlType::IQ4NL));
+        assert_eq!(GgmlType::Mxfp4.vec_dot_type(), GgmlType::Q8_0);
+        assert_eq!(GgmlType::parse("MXFP4"), Some(GgmlType::Mxfp4));
     }
 }

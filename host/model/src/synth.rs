@@ -1,48 +1,36 @@
-//! Synthetic llama-family models: deterministic random weights in llama.cpp's tensor layout and
-//! metadata, for tests and benchmarks that need a model of a given shape and type.
+//! Synthetic models of every architecture memoria runs: deterministic random weights in
+//! llama.cpp's tensor layout and metadata, at real shapes ([`presets`]) and in the type mixes
+//! people download ([`WeightTypes`]), for tests and benchmarks that need a model of a given
+//! shape and type.
 //!
 //! Invariant: the output depends only on the `SynthSpec` (values come from a splitmix64 stream
 //! seeded per tensor and per row, so thread count and platform do not change a single byte),
 //! and every file is one llama.cpp can load: its names, shapes, types and metadata keys.
+//! Tensors are encoded while the file is written, so a file larger than memory streams to disk.
 
+mod arch;
 pub mod demo;
+mod meta;
+mod mix;
+mod plan;
+pub mod presets;
 mod vocab;
 mod weights;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_archs;
 
 use std::path::{Path, PathBuf};
 
 use memoria_kernels::{GgmlType, KernelError};
 
-use crate::gguf::{GgufError, GgufWriter, MetaArray, MetaValue};
-use vocab::{FIRST_NORMAL, spm_tokenizer, tokenizer_from_file};
-use weights::add_tensors;
-
-/// Architectures the synthesizer writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    Llama,
-    Qwen2,
-}
-
-impl Arch {
-    /// `general.architecture` value and metadata key prefix.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        }
-    }
-
-    const fn rms_eps(self) -> f32 {
-        match self {
-            Arch::Llama => 1e-5,
-            Arch::Qwen2 => 1e-6,
-        }
-    }
-}
+use crate::gguf::{GgufError, GgufWriter};
+pub use arch::Arch;
+use arch::Tying;
+pub use mix::WeightTypes;
+use vocab::FIRST_NORMAL;
 
 /// Where the vocabulary comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +41,17 @@ pub enum SynthVocab {
     Size(usize),
 }
 
+/// The mixture of experts of a MoE model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SynthMoe {
+    /// Experts per layer.
+    pub experts: usize,
+    /// Experts per token.
+    pub used: usize,
+    /// Rows of each expert's gate and up matrices.
+    pub ffn: usize,
+}
+
 /// Shape, type and seed of a synthetic model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SynthSpec {
@@ -61,10 +60,18 @@ pub struct SynthSpec {
     pub layers: usize,
     pub heads: usize,
     pub kv_heads: usize,
+    /// Head size; `None`: `dim / heads`.
+    pub head_dim: Option<usize>,
+    /// Rows of the dense FFN's gate and up matrices (`feed_forward_length`; MoE models carry
+    /// it too).
     pub ffn: usize,
+    /// The experts, for the MoE architectures (and only for them).
+    pub moe: Option<SynthMoe>,
+    /// Sliding window of the architectures that have one; `None`: the family's.
+    pub window: Option<usize>,
     pub vocab: SynthVocab,
-    /// Type of the 2-D weights.
-    pub ty: GgmlType,
+    /// Types of the weights.
+    pub ty: WeightTypes,
     pub context: usize,
     pub seed: u64,
     pub rope_base: f32,
@@ -72,35 +79,47 @@ pub struct SynthSpec {
 }
 
 impl SynthSpec {
-    /// A small model every type can represent (all row lengths are multiples of 256).
-    pub fn tiny(arch: Arch, ty: GgmlType) -> SynthSpec {
+    /// A small model of `arch` every type can represent (all row lengths are multiples of 256):
+    /// width 256, 2 layers, 4/2 heads of 64, FFN 512, 512 tokens; MoE architectures get 4
+    /// experts of 256 rows, 2 per token; Gemma 2's output is tied, as llama.cpp requires.
+    pub fn tiny(arch: Arch, ty: impl Into<WeightTypes>) -> SynthSpec {
         SynthSpec {
             arch,
             dim: 256,
             layers: 2,
             heads: 4,
             kv_heads: 2,
+            head_dim: None,
             ffn: 512,
+            moe: arch.is_moe().then_some(SynthMoe {
+                experts: 4,
+                used: 2,
+                ffn: 256,
+            }),
+            window: None,
             vocab: SynthVocab::Size(512),
-            ty,
+            ty: ty.into(),
             context: 256,
             seed: 1,
             rope_base: 10000.0,
-            tied_embeddings: false,
+            tied_embeddings: arch.tying() == Tying::Always,
         }
     }
 
     /// The shape of llama2.c's stories110M (dim 768, 12 layers, 32000 tokens).
-    pub fn stories110m(ty: GgmlType) -> SynthSpec {
+    pub fn stories110m(ty: impl Into<WeightTypes>) -> SynthSpec {
         SynthSpec {
             arch: Arch::Llama,
             dim: 768,
             layers: 12,
             heads: 12,
             kv_heads: 12,
+            head_dim: None,
             ffn: 2048,
+            moe: None,
+            window: None,
             vocab: SynthVocab::Size(32000),
-            ty,
+            ty: ty.into(),
             context: 1024,
             seed: 110,
             rope_base: 10000.0,
@@ -109,18 +128,31 @@ impl SynthSpec {
     }
 
     pub(crate) fn head_dim(&self) -> usize {
-        self.dim / self.heads
+        self.head_dim.unwrap_or(self.dim / self.heads.max(1))
+    }
+
+    /// Width of the queries: `heads * head_dim`.
+    pub(crate) fn q_dim(&self) -> usize {
+        self.head_dim() * self.heads
     }
 
     pub(crate) fn kv_dim(&self) -> usize {
         self.head_dim() * self.kv_heads
     }
 
-    /// Type of token_embd (and an untied output): Q6_K for Q4_0/Q4_K models, as llama-quantize.
+    /// The sliding window written, for the architectures that have one.
+    pub(crate) fn window(&self) -> Option<usize> {
+        self.arch.default_window().map(|w| self.window.unwrap_or(w))
+    }
+
+    /// Type of token_embd (and an untied output) for a single weight type: Q6_K for Q4_0/Q4_K
+    /// models, as llama-quantize.
     pub(crate) fn embedding_type(&self) -> GgmlType {
         match self.ty {
-            GgmlType::Q4_0 | GgmlType::Q4K => GgmlType::Q6K,
-            ty => ty,
+            WeightTypes::Single(GgmlType::Q4_0 | GgmlType::Q4K) => GgmlType::Q6K,
+            WeightTypes::Single(ty) => ty,
+            WeightTypes::Q4KM => GgmlType::Q6K,
+            WeightTypes::Mxfp4Moe => GgmlType::Q8_0,
         }
     }
 }
@@ -138,12 +170,16 @@ pub enum SynthError {
     Kernel(#[from] KernelError),
 }
 
-/// Builds the model in memory; `write_to` or `to_bytes` on the result gives the file.
+/// Builds the model: metadata and vocabulary in memory, each tensor described with the rows
+/// it will be filled with; `write_to` (streaming) or `to_bytes` on the result gives the file.
 pub fn synthesize(spec: &SynthSpec) -> Result<GgufWriter, SynthError> {
     validate(spec)?;
     let mut w = GgufWriter::new();
-    let vocab_size = add_vocab_metadata(&mut w, spec)?;
-    add_tensors(&mut w, spec, vocab_size)?;
+    let vocab_size = meta::add_metadata(&mut w, spec)?;
+    let tensors = plan::plan(spec, vocab_size);
+    let types = plan::types(spec, &tensors);
+    check_rows(&tensors, &types)?;
+    weights::add_tensors(&mut w, spec.seed, &tensors, &types)?;
     Ok(w)
 }
 
@@ -153,124 +189,122 @@ pub fn write_synth(spec: &SynthSpec, path: impl AsRef<Path>) -> Result<(), Synth
     Ok(())
 }
 
-fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
-    let bad = |m: String| Err(SynthError::BadSpec(m));
-    let sizes = [
-        ("dim", spec.dim),
-        ("layers", spec.layers),
-        ("heads", spec.heads),
-        ("kv_heads", spec.kv_heads),
-        ("ffn", spec.ffn),
-        ("context", spec.context),
-    ];
-    if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
-        return bad(format!("{name} must be at least 1"));
-    }
-    if !spec.dim.is_multiple_of(spec.heads) || !spec.heads.is_multiple_of(spec.kv_heads) {
-        return bad(format!(
-            "dim {} must divide into {} heads, and heads into {} kv_heads",
-            spec.dim, spec.heads, spec.kv_heads
-        ));
-    }
-    if !spec.head_dim().is_multiple_of(2) {
-        return bad(format!(
-            "head_dim {} must be even for rope",
-            spec.head_dim()
-        ));
-    }
-    if spec.ty.is_activation_only() {
-        return bad(format!(
-            "{} is an activation type; llama.cpp has no {} weight kernels",
-            spec.ty, spec.ty
-        ));
-    }
-    for (ty, what, n) in [
-        (spec.ty, "dim", spec.dim),
-        (spec.ty, "ffn", spec.ffn),
-        (spec.embedding_type(), "dim", spec.dim),
-    ] {
-        if !n.is_multiple_of(ty.block_size()) {
-            return bad(format!(
-                "{what} {n} is not a multiple of the {ty} block size {}",
+/// Every tensor's rows fit its type's blocks.
+fn check_rows(tensors: &[plan::Planned], types: &[GgmlType]) -> Result<(), SynthError> {
+    for (t, ty) in tensors.iter().zip(types) {
+        if ty.row_bytes(t.dims[0] as usize).is_none() {
+            return Err(SynthError::BadSpec(format!(
+                "{}: a row of {} values is not a multiple of the {ty} block size {}",
+                t.name,
+                t.dims[0],
                 ty.block_size()
-            ));
+            )));
         }
-    }
-    if let SynthVocab::Size(n) = spec.vocab
-        && n < FIRST_NORMAL + 1
-    {
-        return bad(format!(
-            "vocabulary size {n} is below the minimum of {}",
-            FIRST_NORMAL + 1
-        ));
     }
     Ok(())
 }
 
-/// `general.file_type` (llama_ftype) for a weight type.
-const fn file_type(ty: GgmlType) -> u32 {
-    match ty {
-        GgmlType::F32 => 0,
-        GgmlType::F16 => 1,
-        GgmlType::Q4_0 => 2,
-        GgmlType::Q4_1 => 3,
-        GgmlType::Q8_0 => 7,
-        GgmlType::Q5_0 => 8,
-        GgmlType::Q5_1 => 9,
-        GgmlType::Q2K => 10,
-        GgmlType::Q3K => 12,
-        GgmlType::Q4K => 15,
-        GgmlType::Q5K => 17,
-        GgmlType::Q6K => 18,
-        GgmlType::IQ4NL => 25,
-        GgmlType::IQ4XS => 30,
-        GgmlType::BF16 => 32,
-        GgmlType::Q8_1 | GgmlType::Q8K => 0,
-    }
-}
+/// Upper bounds that keep a mistyped size from asking for absurd files.
+const MAX_DIM: usize = 1 << 17;
+const MAX_LAYERS: usize = 1024;
+const MAX_EXPERTS: usize = 1024;
 
-/// Writes general/arch/tokenizer metadata; returns the vocabulary size.
-fn add_vocab_metadata(w: &mut GgufWriter, spec: &SynthSpec) -> Result<usize, SynthError> {
-    let arch = spec.arch.name();
-    let u32_of = |v: usize| MetaValue::U32(u32::try_from(v).unwrap_or(u32::MAX));
-    w.set("general.architecture", MetaValue::String(arch.to_owned()))
-        .set(
-            "general.name",
-            MetaValue::String(format!("synth-{arch}-{}", spec.ty)),
-        )
-        .set("general.file_type", MetaValue::U32(file_type(spec.ty)));
-    if !matches!(spec.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
-        w.set("general.quantization_version", MetaValue::U32(2));
-    }
-    let tokenizer = match &spec.vocab {
-        SynthVocab::FromFile(path) => tokenizer_from_file(path)?,
-        SynthVocab::Size(n) => spm_tokenizer(*n),
-    };
-    let vocab_size = tokenizer
-        .iter()
-        .find(|(k, _)| k == "tokenizer.ggml.tokens")
-        .and_then(|(_, v)| v.as_array())
-        .map_or(0, MetaArray::len);
-    let hp = [
-        ("context_length", u32_of(spec.context)),
-        ("embedding_length", u32_of(spec.dim)),
-        ("block_count", u32_of(spec.layers)),
-        ("feed_forward_length", u32_of(spec.ffn)),
-        ("attention.head_count", u32_of(spec.heads)),
-        ("attention.head_count_kv", u32_of(spec.kv_heads)),
-        (
-            "attention.layer_norm_rms_epsilon",
-            MetaValue::F32(spec.arch.rms_eps()),
-        ),
-        ("rope.dimension_count", u32_of(spec.head_dim())),
-        ("rope.freq_base", MetaValue::F32(spec.rope_base)),
-        ("vocab_size", u32_of(vocab_size)),
+fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
+    let bad = |m: String| Err(SynthError::BadSpec(m));
+    let arch = spec.arch;
+    let mut sizes = vec![
+        ("dim", spec.dim, MAX_DIM),
+        ("layers", spec.layers, MAX_LAYERS),
+        ("heads", spec.heads, MAX_DIM),
+        ("kv_heads", spec.kv_heads, MAX_DIM),
+        ("ffn", spec.ffn, 8 * MAX_DIM),
+        ("context", spec.context, u32::MAX as usize),
+        ("head_dim", spec.head_dim(), MAX_DIM),
     ];
-    for (key, value) in hp {
-        w.set(&format!("{arch}.{key}"), value);
+    if let Some(m) = spec.moe {
+        sizes.extend([
+            ("experts", m.experts, MAX_EXPERTS),
+            ("experts used", m.used, m.experts),
+            ("expert ffn", m.ffn, 8 * MAX_DIM),
+        ]);
     }
-    for (key, value) in tokenizer {
-        w.set(&key, value);
+    if let Some(w) = spec.window {
+        sizes.push(("window", w, u32::MAX as usize));
     }
-    Ok(vocab_size)
+    if let Some((name, v, max)) = sizes.iter().find(|(_, v, max)| !(1..=*max).contains(v)) {
+        return bad(format!("{name} {v} is out of range 1..={max}"));
+    }
+    if !spec.heads.is_multiple_of(spec.kv_heads) {
+        return bad(format!(
+            "heads {} must be a multiple of kv_heads {}",
+            spec.heads, spec.kv_heads
+        ));
+    }
+    match spec.head_dim {
+        None if !spec.dim.is_multiple_of(spec.heads) => {
+            return bad(format!(
+                "dim {} must divide into {} heads (or give the head size)",
+                spec.dim, spec.heads
+            ));
+        }
+        Some(h) if arch.q_dim_is_width() && h * spec.heads != spec.dim => {
+            return bad(format!(
+                "{}: llama.cpp sizes the attention as the width, so the head size must be dim / heads = {}",
+                arch.name(),
+                spec.dim / spec.heads
+            ));
+        }
+        _ => {}
+    }
+    if !spec.head_dim().is_multiple_of(2) || spec.q_dim() > MAX_DIM {
+        return bad(format!(
+            "head size {} with {} heads: it must be even, and the queries at most {MAX_DIM} wide",
+            spec.head_dim(),
+            spec.heads
+        ));
+    }
+    match (arch.tying(), spec.tied_embeddings) {
+        (Tying::Always, false) => {
+            return bad(format!(
+                "{}: llama.cpp always ties the output to the embedding",
+                arch.name()
+            ));
+        }
+        (Tying::Never, true) => {
+            return bad(format!(
+                "{}: llama.cpp requires its own output projection (untied)",
+                arch.name()
+            ));
+        }
+        _ => {}
+    }
+    match (arch.is_moe(), spec.moe.is_some()) {
+        (true, false) => return bad(format!("{} needs experts", arch.name())),
+        (false, true) => return bad(format!("{} has no experts", arch.name())),
+        _ => {}
+    }
+    if spec.window.is_some() && arch.default_window().is_none() {
+        return bad(format!("{} has no sliding window", arch.name()));
+    }
+    if !(spec.rope_base.is_finite() && spec.rope_base > 0.0) {
+        return bad(format!("rope base {} must be positive", spec.rope_base));
+    }
+    if let WeightTypes::Single(ty) = spec.ty
+        && ty.is_activation_only()
+    {
+        return bad(format!(
+            "{ty} is an activation type; llama.cpp has no {ty} weight kernels"
+        ));
+    }
+    let extra = usize::from(arch == Arch::Phi3);
+    if let SynthVocab::Size(n) = spec.vocab
+        && !(FIRST_NORMAL + 1 + extra..=1 << 22).contains(&n)
+    {
+        return bad(format!(
+            "vocabulary size {n} is out of range {}..={}",
+            FIRST_NORMAL + 1 + extra,
+            1 << 22
+        ));
+    }
+    Ok(())
 }

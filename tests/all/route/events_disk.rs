@@ -90,7 +90,7 @@ fn a_restarted_host_announces_the_blocks_its_disk_still_holds() {
         again.stderr()
     );
     drop(again);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let out = crate::bin::command()
         .args(["store", "verify", "--store", &store])
         .output()
         .expect("memoria store verify");

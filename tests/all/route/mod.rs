@@ -173,7 +173,8 @@ fn route_shared_prefixes_meet_on_one_host_and_move_when_it_dies() {
     assert_eq!(health.json()["backends_up"], 2, "{}", health.text());
 }
 
-/// The `data:` events of an SSE body with the per-response `id` and `created` removed.
+/// The `data:` events of an SSE body with what differs per response (`id`, `created`, the
+/// llama-server `timings`) removed.
 fn events(body: &str) -> Vec<Value> {
     body.lines()
         .filter_map(|l| l.strip_prefix("data: "))
@@ -182,6 +183,7 @@ fn events(body: &str) -> Vec<Value> {
                 if let Some(o) = v.as_object_mut() {
                     o.remove("id");
                     o.remove("created");
+                    o.remove("timings");
                 }
                 v
             }

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use crate::serve::server::{Server, model, temp_dir};
 
@@ -20,7 +20,7 @@ impl Router {
     pub fn start(name: &str, hosts: &[&Server], args: &[&str]) -> Router {
         let stderr = temp_dir(name).join("route-stderr.txt");
         let err_file = std::fs::File::create(&stderr).expect("stderr file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"));
+        let mut cmd = crate::bin::command();
         cmd.args(["route", "-m", &model(), "--port", "0", "--poll-ms", "100"]);
         for h in hosts {
             cmd.arg("--backend").arg(format!("http://{}", h.addr));

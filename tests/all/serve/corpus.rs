@@ -105,9 +105,9 @@ pub fn cases() -> Vec<Case> {
             r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}"#,
         ),
         case(
-            "unknown message field",
+            "message name is a number",
             CHAT,
-            r#"{"messages":[{"role":"user","content":"hi","foo":1}]}"#,
+            r#"{"messages":[{"role":"user","content":"hi","name":7}]}"#,
         ),
         pinned(
             chat_with("temperature is text", r#""temperature": "hot""#),
@@ -171,7 +171,11 @@ pub fn cases() -> Vec<Case> {
             400,
             Some("stop"),
         ),
-        chat_with("unknown field", r#""colour": "blue""#),
+        pinned(
+            chat_with("seed is text", r#""seed": "blue""#),
+            400,
+            Some("seed"),
+        ),
         pinned(
             chat_with("top_logprobs without logprobs", r#""top_logprobs": 3"#),
             400,
@@ -199,8 +203,8 @@ pub fn cases() -> Vec<Case> {
             Some("stream_options"),
         ),
         pinned(
-            chat_with("unknown model", r#""model": "gpt-4o""#),
-            404,
+            chat_with("model is a number", r#""model": 7"#),
+            400,
             Some("model"),
         ),
         pinned(

@@ -3,11 +3,13 @@
 //! with a fixed-seed canary, cancellation on disconnect, namespaces and keys, the admin API,
 //! SIGTERM draining, the demo model and `memoria bench serve`.
 
+mod agents;
 mod api;
 pub mod client;
 mod corpus;
 mod default_model;
 mod deploy;
+mod dropin;
 mod faults;
 mod infill;
 mod limits;
@@ -501,7 +503,7 @@ fn serve_config_errors_name_the_key() {
     let dir = temp_dir("badcfg");
     let cfg = dir.join("host.toml");
     std::fs::write(&cfg, "[cache]\nblock_tokens = 0\n").expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let out = crate::bin::command()
         .args([
             "serve",
             "--port",
@@ -516,7 +518,7 @@ fn serve_config_errors_name_the_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cache.block_tokens"), "{err}");
     std::fs::write(&cfg, "[modle]\npath = \"x\"\n").expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let out = crate::bin::command()
         .args([
             "serve",
             "--port",
@@ -598,7 +600,7 @@ fn serve_runs_the_demo_model_without_arguments() {
 #[test]
 fn bench_serve_reports_rounds_against_a_running_server() {
     let s = Server::start("bench", &["-m", &model(), "-np", "4"]);
-    let out = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let out = crate::bin::command()
         .args([
             "bench",
             "serve",
@@ -635,7 +637,7 @@ fn bench_serve_reports_rounds_against_a_running_server() {
         rounds[1]["hit_rate"].as_f64().expect("hit rate") > 0.5,
         "{v}"
     );
-    let refused = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let refused = crate::bin::command()
         .args(["bench", "serve", "--url", "http://192.0.2.1:80"])
         .env("RUST_BACKTRACE", "0")
         .output()

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use crate::shared;
 
@@ -28,7 +28,7 @@ pub fn model() -> String {
 /// tokens of context, written to `out` by `memoria model synth` unless already there.
 pub fn small_synth(out: &std::path::Path, context: u32) -> String {
     if !out.is_file() {
-        let st = std::process::Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+        let st = crate::bin::command()
             .args(["model", "synth"])
             .arg(out)
             .args([
@@ -73,7 +73,7 @@ impl Server {
     fn spawn(name: &str, args: &[&str], models: &std::path::Path, env: &[(&str, &str)]) -> Server {
         let stderr = temp_dir(name).join("stderr.txt");
         let err_file = std::fs::File::create(&stderr).expect("stderr file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+        let mut child = crate::bin::command()
             .arg("serve")
             .args(args)
             .args(remote_key_args(args))

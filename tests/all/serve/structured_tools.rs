@@ -7,7 +7,6 @@
 //! what the server counted).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use memoria_model::chat::{ChatFunctionCall, ChatMessage, ChatTemplate, ChatTool, ChatToolCall};
 use memoria_model::gguf::GgufFile;
@@ -24,7 +23,7 @@ fn synth(name: &str, arch: &str, vocab: &str, template: &str) -> PathBuf {
         .join("data/templates")
         .join(template);
     let vocab = crate::shared::path(&format!("vocab/{vocab}"));
-    let st = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let st = crate::bin::command()
         .args(["model", "synth"])
         .arg(&out)
         .args([

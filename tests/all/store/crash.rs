@@ -2,7 +2,7 @@
 //! store opens, verifies (every block and record), and holds every save the child acknowledged.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ const KILLS: usize = 50;
 /// Reads the child's lines until `ready`, lets it run `delay`, kills it, and returns the names
 /// it acknowledged as saved.
 fn run_and_kill(dir: &std::path::Path, seed: u64, delay: Duration) -> Vec<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let mut child = crate::bin::command()
         .args(["store", "stress", "-m", s(&model()), "--store", s(dir)])
         .args(["--seed", &seed.to_string(), "--rounds", "400"])
         .env("RUST_BACKTRACE", "0")

@@ -4,7 +4,7 @@
 //! and say what they did; named saves past `[store] max_saves_mb` answer 507.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::json;
 
@@ -109,7 +109,7 @@ fn byte_flips_in_the_store_file_never_exit_101() {
 
     // serve refuses a damaged store with the advice, and starts fresh with --store-recover.
     corrupt(&file, &pristine, at);
-    let o = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let o = crate::bin::command()
         .args([
             "serve",
             "-m",

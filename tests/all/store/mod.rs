@@ -21,7 +21,7 @@ mod remote_serve;
 pub(crate) mod rewarm;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 pub fn temp_store(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("memoria-store-it-{name}-{}", std::process::id()));
@@ -30,7 +30,7 @@ pub fn temp_store(name: &str) -> PathBuf {
 }
 
 pub fn memoria(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    crate::bin::command()
         .args(args)
         .env("RUST_BACKTRACE", "0")
         .output()

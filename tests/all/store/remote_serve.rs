@@ -111,7 +111,7 @@ fn serve_with_remote_shares_a_prefix_between_two_processes() {
         String::from_utf8_lossy(&out.stderr)
     );
     // A bad URL is refused at start with the key to fix.
-    let bad = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let bad = crate::bin::command()
         .args([
             "serve",
             "-m",

@@ -11,6 +11,7 @@ pub mod route;
 pub mod run;
 pub mod serve;
 mod serve_events;
+pub mod serve_flags;
 mod softmax;
 pub mod store;
 pub mod synth;

@@ -18,9 +18,13 @@ use crate::load::load_model;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// GGUF model file.
+    /// GGUF model file, or a pulled catalogue name (`smollm2-135m-instruct`).
     #[arg(short = 'm', long)]
     model: PathBuf,
+    /// Send the prompt as a user message in the model's chat template (for chat models, as
+    /// llama-cli's conversation mode does for one turn).
+    #[arg(long = "chat", visible_alias = "cnv")]
+    chat: bool,
     /// Prompt text.
     #[arg(short = 'p', long, conflicts_with = "file")]
     prompt: Option<String>,
@@ -89,10 +93,33 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         }
         (None, None) => anyhow::bail!("give a prompt with -p TEXT or -f FILE"),
     };
-    let loaded = load_model(&a.model, a.json)?;
+    let path = super::pull::catalogue::model_arg(&a.model)?;
+    let loaded = load_model(&path, a.json)?;
     let load_ms = loaded.load_ms;
     let tok = &loaded.tokenizer;
-    let prompt_tokens = tok.encode(&prompt, true, true);
+    let chat_template =
+        memoria_model::chat::ChatTemplate::for_model(loaded.model.gguf(), tok, None)
+            .ok()
+            .filter(|_| {
+                loaded
+                    .model
+                    .gguf()
+                    .get_str("tokenizer.chat_template")
+                    .is_some()
+            });
+    let prompt_tokens = match (&chat_template, a.chat) {
+        (Some(t), true) => {
+            let msgs = [memoria_model::chat::ChatMessage::new(
+                "user",
+                prompt.clone(),
+            )];
+            memoria_http::chat_tokens(t, tok, &msgs, None)
+                .map_err(|e| anyhow::anyhow!("--chat: {}", e.message))?
+        }
+        (None, true) => anyhow::bail!("--chat: this model has no chat template"),
+        (_, false) => tok.encode(&prompt, true, true),
+    };
+    let is_chat_model = chat_template.is_some();
     let sampling = SamplingParams {
         temperature: a.temp,
         top_k: a.top_k,
@@ -112,6 +139,9 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     model.set_context(max_context);
     let model = Arc::new(model);
     let store = crate::cmd::store::open_store(a.store.as_deref())?;
+    if !a.json {
+        eprintln!("memoria: {}", crate::load::summary(&model, max_context));
+    }
     let cfg = EngineConfig {
         kv_elem: a.cache_type,
         max_context,
@@ -212,6 +242,11 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
             t.predicted_ms,
             rate(t.predicted_n, t.predicted_ms)
         );
+        if is_chat_model && !a.chat && t.predicted_n <= 1 {
+            eprintln!(
+                "hint: this is a chat model and it ended the text at once; add --chat to send the prompt as a user message in its chat template"
+            );
+        }
     }
     Ok(())
 }

@@ -23,11 +23,13 @@ use crate::load::load_model;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// GGUF model file (default: the first `memoria pull` catalogue model in the models folder,
-    /// else the embedded demo model, random weights).
+    /// GGUF model file or a pulled catalogue name (default: the first `memoria pull` catalogue
+    /// model in the models folder, else the embedded demo model, random weights).
     #[arg(short = 'm', long)]
     model: Option<PathBuf>,
-    /// Tokens per request context (0: the model's training context).
+    /// Tokens of context one request may use (0: the model's training context). llama-server's
+    /// `-c N -np P` splits N over P slots; here every running request may use all N (as with
+    /// its `--kv-unified`), and the K/V pool holds P requests of N tokens (docs/llama-server.md).
     #[arg(short = 'c', long = "ctx-size")]
     ctx_size: Option<usize>,
     /// Requests running at once in the default namespace (llama-server's -np).
@@ -80,31 +82,53 @@ pub struct ServeArgs {
     #[arg(long = "cache-type", value_parser = super::run::parse_kv)]
     cache_type: Option<KvElem>,
     /// Chat template by built-in name (chatml, gemma, llama3, llama2, phi3, mistral-v7, zephyr,
-    /// ...) instead of the model's; default: the model's, else gemma for Gemma, else chatml.
+    /// ...) or as Jinja source, instead of the model's; default: the model's, else gemma for
+    /// Gemma, else chatml.
     #[arg(long = "chat-template")]
     chat_template: Option<String>,
+    #[command(flatten)]
+    dropin: super::serve_flags::DropInArgs,
 }
 
 impl ServeArgs {
-    fn overrides(&self) -> Overrides {
-        Overrides {
-            model: self.model.clone(),
+    fn overrides(&self) -> anyhow::Result<Overrides> {
+        let model = match &self.model {
+            Some(m) => Some(super::pull::catalogue::model_arg(m)?),
+            None => None,
+        };
+        let d = &self.dropin;
+        let cache_type = match (self.cache_type, d.cache_type_k, d.cache_type_v) {
+            (_, Some(k), Some(v)) if k != v => {
+                bail!(
+                    "--cache-type-k and --cache-type-v: memoria keeps K and V in one type; give the same"
+                )
+            }
+            (Some(t), _, _) => Some(t),
+            (None, k, v) => k.or(v),
+        };
+        let chat_template = super::super::config::dropin::chat_template(
+            self.chat_template.as_deref(),
+            d.chat_template_file.as_deref(),
+        )?;
+        Ok(Overrides {
+            model,
             context: self.ctx_size,
             parallel: self.parallel,
             queue: self.max_queue,
             host: self.host.clone(),
             port: self.port,
             state_share: self.state_share,
-            store: self.store.clone(),
+            store: self.store.clone().or(d.slot_save_path.clone()),
             api_key: self.api_key.clone(),
             admin_key: self.admin_key.clone(),
             threads: self.threads,
-            cache_type: self.cache_type,
-            chat_template: self.chat_template.clone(),
+            cache_type,
+            chat_template,
             remote: self.remote.clone(),
             remote_cluster: self.remote_cluster.clone(),
             remote_key_file: self.remote_key_file.clone(),
-        }
+            dropin: self.dropin.clone(),
+        })
     }
 }
 
@@ -113,7 +137,11 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         Some(p) => RawConfig::load(p)?,
         None => RawConfig::default(),
     };
-    let cfg = config::resolve(raw, &a.overrides())?;
+    let overrides = a.overrides()?;
+    let cfg = config::resolve(raw, &overrides)?;
+    for w in config::short_key_warnings(&cfg) {
+        eprintln!("memoria: warning: {w}");
+    }
     super::init_threads(cfg.threads)?;
     let (mut model, tokenizer, model_id) = model(&cfg)?;
     let tenants = config::tenants(cfg.namespaces.clone(), cfg.remote.as_ref())?;
@@ -126,6 +154,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     // A session may reach `max_context` tokens (LongRoPE's factors follow it).
     model.set_context(max_context);
     let budget = kv_budget(&cfg, &model, max_context)?;
+    eprintln!("memoria: {}", crate::load::summary(&model, max_context));
     let store_settings = super::store::StoreSettings {
         max_disk_bytes: cfg.store_max_disk_bytes,
         max_saves_bytes: cfg.store_max_saves_bytes,
@@ -160,6 +189,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         .then(|| components(&cfg, &tenants, &engine, &model_id, store.as_ref(), pads))
         .transpose()?;
     let http = HttpConfig {
+        model_path: model_file(&cfg).map_or_else(String::new, |p| p.display().to_string()),
         model_aliases: model_aliases(&cfg, &model_id),
         model_id,
         max_body_bytes: cfg.max_body_bytes,
@@ -173,7 +203,14 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         body_timeout: cfg.body_timeout,
         min_body_rate: cfg.min_body_rate,
         max_connections: cfg.max_connections,
-        status_page: cfg.status_page,
+        status_page: cfg.status_page && !a.dropin.no_ui,
+        strict_model: cfg.dropin.strict_model,
+        cors_origins: cfg.dropin.cors_origins.clone(),
+        log_level: cfg.dropin.log_level,
+        defaults: cfg.dropin.defaults.clone(),
+        model_tags: cfg.dropin.tags.clone(),
+        slots: cfg.dropin.slots,
+        responses_dir: cfg.store.as_ref().map(|d| d.join("responses")),
     };
     let events = cfg
         .events
@@ -182,7 +219,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     let reloader = a
         .config
         .clone()
-        .map(|path| reloader(path, a.overrides(), &cfg));
+        .map(|path| reloader(path, overrides.clone(), &cfg));
     let parts = ServerParts {
         engine: engine.clone(),
         tenants,
@@ -282,10 +319,7 @@ fn with_remote(
 /// The names besides `id` that requests may give in `model`: the configured aliases, and the
 /// model file's name and stem.
 fn model_aliases(cfg: &ServeConfig, id: &str) -> Vec<String> {
-    let path = cfg
-        .model
-        .clone()
-        .or_else(|| super::pull::catalogue::first_present().map(|(_, path)| path));
+    let path = model_file(cfg);
     let mut names = cfg.model_aliases.clone();
     if let Some(p) = path {
         for n in [p.file_stem(), p.file_name()].into_iter().flatten() {
@@ -298,6 +332,13 @@ fn model_aliases(cfg: &ServeConfig, id: &str) -> Vec<String> {
     names
 }
 
+/// The served model's file (None: the embedded demo model).
+fn model_file(cfg: &ServeConfig) -> Option<PathBuf> {
+    cfg.model
+        .clone()
+        .or_else(|| super::pull::catalogue::first_present().map(|(_, path)| path))
+}
+
 fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
     let pulled = match &cfg.model {
         Some(_) => None,
@@ -305,7 +346,7 @@ fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
     };
     match (&cfg.model, pulled) {
         (Some(path), _) => {
-            let loaded = load_model(path, false)?;
+            let loaded = load_announced(path)?;
             let id = cfg.model_name.clone().unwrap_or_else(|| {
                 path.file_stem()
                     .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
@@ -318,7 +359,7 @@ fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
                 entry.name,
                 path.display()
             );
-            let loaded = load_model(&path, false)?;
+            let loaded = load_announced(&path)?;
             let id = cfg.model_name.clone().unwrap_or_else(|| entry.name.into());
             Ok((loaded.model, loaded.tokenizer, id))
         }
@@ -337,6 +378,15 @@ fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
             Ok((model, tok, id))
         }
     }
+}
+
+/// Loads `path`, saying so on stderr before and after (a large model takes a while).
+fn load_announced(path: &std::path::Path) -> anyhow::Result<crate::load::Loaded> {
+    let mib = std::fs::metadata(path).map_or(0, |m| m.len() >> 20);
+    eprintln!("memoria: loading {} ({mib} MiB)", path.display());
+    let loaded = load_model(path, false)?;
+    eprintln!("memoria: model loaded in {:.1} s", loaded.load_ms / 1000.0);
+    Ok(loaded)
 }
 
 /// Whether this host can ever serve a component: one is configured, the components folder holds

@@ -1,14 +1,20 @@
-//! `memoria model synth`: writes a random-weight model of a real shape (e.g. the 110M llama
-//! shape) as GGUF, for benchmarks and tests; never downloads anything.
+//! `memoria model synth`: writes a random-weight model of a real shape (a named preset such as
+//! `qwen3-4b`, or any architecture and sizes) as GGUF, of one weight type or the Q4_K_M mix,
+//! streaming it to disk with a progress bar; never downloads anything.
 
+mod spec;
+
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use memoria_kernels::GgmlType;
+use indicatif::{ProgressBar, ProgressStyle};
 use memoria_model::gguf::MetaValue;
-use memoria_model::synth::{Arch as SynthArch, SynthSpec, SynthVocab, synthesize};
+use memoria_model::synth::synthesize;
+
+use crate::load::{human_count, type_mix};
 
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
@@ -20,45 +26,72 @@ pub enum ModelCommand {
 pub struct SynthArgs {
     /// Output GGUF path.
     out: PathBuf,
-    /// Architecture: llama or qwen2.
-    #[arg(long, default_value = "llama")]
-    arch: String,
-    /// Embedding width.
-    #[arg(long, default_value_t = 768)]
-    dim: usize,
-    /// Transformer blocks.
-    #[arg(long, default_value_t = 12)]
-    layers: usize,
-    /// Attention heads.
-    #[arg(long, default_value_t = 12)]
-    heads: usize,
-    /// K/V heads (defaults to --heads).
+    /// A released model's shape: stories110m, qwen3-1.7b, qwen3-4b, qwen3-30b-a3b,
+    /// qwen3-30b-a3b-half, gemma2-2b, phi3-mini, gpt-oss-20b. The flags below override its
+    /// values.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Architecture: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, granite, smollm3,
+    /// olmo2, gpt-oss (default llama, or the preset's).
+    #[arg(long)]
+    arch: Option<String>,
+    /// Embedding width (default 768).
+    #[arg(long)]
+    dim: Option<usize>,
+    /// Transformer blocks (default 12).
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Attention heads (default 12).
+    #[arg(long)]
+    heads: Option<usize>,
+    /// K/V heads (defaults to --heads, or the preset's).
     #[arg(long)]
     kv_heads: Option<usize>,
-    /// Feed-forward width.
-    #[arg(long, default_value_t = 2048)]
-    ffn: usize,
+    /// Head size (default dim / heads).
+    #[arg(long)]
+    head_dim: Option<usize>,
+    /// Feed-forward width (default 2048).
+    #[arg(long)]
+    ffn: Option<usize>,
+    /// Experts per layer (qwen3moe, gpt-oss).
+    #[arg(long)]
+    experts: Option<usize>,
+    /// Experts per token.
+    #[arg(long)]
+    experts_used: Option<usize>,
+    /// Rows of each expert's gate and up matrices.
+    #[arg(long)]
+    expert_ffn: Option<usize>,
+    /// Sliding window (gemma2, gemma3, gpt-oss; default the family's).
+    #[arg(long)]
+    window: Option<usize>,
     /// Copy the tokenizer from this GGUF file (e.g. a vocab-only file).
     #[arg(long, conflicts_with = "vocab_size")]
     vocab_from: Option<PathBuf>,
-    /// Generate a SentencePiece-style vocabulary of this size instead.
+    /// Generate a SentencePiece-style vocabulary of this size instead (default 512, or the
+    /// preset's).
     #[arg(long)]
     vocab_size: Option<usize>,
-    /// Weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k.
-    #[arg(long = "type", default_value = "q8_0")]
-    ty: String,
-    /// Training context length written to the metadata.
-    #[arg(long, default_value_t = 2048)]
-    context: usize,
-    /// RoPE frequency base.
-    #[arg(long, default_value_t = 10000.0)]
-    rope_base: f32,
-    /// Write a separate output projection instead of tying it to the embedding.
+    /// Weight types: q4_k_m or mxfp4_moe (llama-quantize's mixes; with --preset the default is
+    /// what the model ships as: mxfp4_moe for gpt-oss, else q4_k_m) or one type for every
+    /// matrix: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mxfp4, ... (default q8_0).
+    #[arg(long = "type")]
+    ty: Option<String>,
+    /// Training context length written to the metadata (default 2048, or the preset's).
     #[arg(long)]
+    context: Option<usize>,
+    /// RoPE frequency base (default 10000, or the preset's).
+    #[arg(long)]
+    rope_base: Option<f32>,
+    /// Write a separate output projection instead of tying it to the embedding.
+    #[arg(long, conflicts_with = "tied")]
     untied: bool,
-    /// Random seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Tie the output projection to the embedding (the default where the architecture allows).
+    #[arg(long)]
+    tied: bool,
+    /// Random seed (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Write this file's text (Jinja) as the model's `tokenizer.chat_template`, replacing one
     /// copied with --vocab-from.
     #[arg(long, value_name = "FILE")]
@@ -79,86 +112,48 @@ fn read_template(path: &std::path::Path) -> anyhow::Result<String> {
 
 pub fn main(c: ModelCommand) -> anyhow::Result<()> {
     let ModelCommand::Synth(a) = c;
-    let arch = match a.arch.as_str() {
-        "llama" => SynthArch::Llama,
-        "qwen2" => SynthArch::Qwen2,
-        other => anyhow::bail!("--arch {other:?}: use llama or qwen2"),
-    };
-    let ty = parse_weight_type(&a.ty)?;
-    let vocab = match (a.vocab_from, a.vocab_size) {
-        (Some(p), None) => SynthVocab::FromFile(p),
-        (None, Some(n)) => SynthVocab::Size(n),
-        (None, None) => SynthVocab::Size(512),
-        (Some(_), Some(_)) => anyhow::bail!("give --vocab-from or --vocab-size, not both"),
-    };
-    let spec = SynthSpec {
-        arch,
-        dim: a.dim,
-        layers: a.layers,
-        heads: a.heads,
-        kv_heads: a.kv_heads.unwrap_or(a.heads),
-        ffn: a.ffn,
-        vocab,
-        ty,
-        context: a.context,
-        seed: a.seed,
-        rope_base: a.rope_base,
-        tied_embeddings: !a.untied,
-    };
+    let spec = spec::resolve(&a)?;
     let template = a.chat_template.as_deref().map(read_template).transpose()?;
     let started = Instant::now();
     let mut model = synthesize(&spec).with_context(|| format!("building {}", a.out.display()))?;
     if let Some(text) = template {
         model.set("tokenizer.chat_template", MetaValue::String(text));
     }
-    model
-        .write_to(&a.out)
-        .with_context(|| format!("writing {}", a.out.display()))?;
-    let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
+    let params: u64 = model
+        .tensor_shapes()
+        .map(|(_, dims, _)| dims.iter().product::<u64>())
+        .sum();
+    let mix = type_mix(model.tensor_shapes().map(|(_, _, ty)| ty));
+    let total = model.file_size();
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(format!("writing {}", a.out.display()));
+    let written = model.write_to_reporting(&a.out, &mut |n| bar.set_position(n));
+    bar.finish_and_clear();
+    written.with_context(|| format!("writing {}", a.out.display()))?;
     eprintln!(
-        "wrote {} ({size} bytes) in {:.1} s",
+        "wrote {} ({total} bytes) in {:.1} s: {}, {} parameters, {mix}",
         a.out.display(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        spec.arch.name(),
+        human_count(params),
     );
     Ok(())
-}
-
-/// Parses `--type`: any weight type memoria implements (not the activation-only q8_1 / q8_k).
-fn parse_weight_type(name: &str) -> anyhow::Result<GgmlType> {
-    GgmlType::parse(name)
-        .filter(|t| !t.is_activation_only())
-        .with_context(|| format!("--type {name:?}: use {}", weight_type_names()))
-}
-
-/// The `--type` values accepted, comma-separated: every weight type memoria implements.
-fn weight_type_names() -> String {
-    GgmlType::ALL
-        .into_iter()
-        .filter(|t| !t.is_activation_only())
-        .map(GgmlType::name)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn type_accepts_every_weight_type() {
-        for t in GgmlType::ALL {
-            assert_eq!(
-                parse_weight_type(t.name()).ok(),
-                (!t.is_activation_only()).then_some(t),
-                "{t}"
-            );
-        }
-        for name in ["q4_1", "Q5_0", "q8_0", "q4_k", "q6_k"] {
-            assert!(parse_weight_type(name).is_ok(), "{name}");
-        }
-        let err = parse_weight_type("q8_1").unwrap_err().to_string();
-        assert!(err.contains("q4_1") && !err.contains("q8_k"), "{err}");
-    }
 
     #[test]
     fn chat_template_files_must_exist_and_hold_text() {

@@ -21,6 +21,9 @@ pub struct RawConfig {
     pub cache: RawCache,
     #[serde(default)]
     pub store: RawStore,
+    /// `[sampling]`: defaults of requests that set none (config/dropin.rs).
+    #[serde(default)]
+    pub sampling: super::dropin::RawSampling,
     /// `[namespaces.NAME]` tables.
     #[serde(default)]
     pub namespaces: BTreeMap<String, NamespaceSpec>,
@@ -50,6 +53,10 @@ pub struct RawServer {
     pub status_page: Option<bool>,
     pub default_namespace: Option<String>,
     pub state_share: Option<bool>,
+    /// Origins whose pages may call the API (config/dropin.rs).
+    pub cors_origins: Option<String>,
+    /// error, warn, info or debug (config/dropin.rs).
+    pub log_level: Option<String>,
 }
 
 /// `[model]`.
@@ -62,6 +69,10 @@ pub struct RawModel {
     pub aliases: Option<Vec<String>>,
     pub context: Option<usize>,
     pub chat_template: Option<String>,
+    /// Refuse requests naming another model (404) instead of answering them.
+    pub strict_name: Option<bool>,
+    /// Free labels `/v1/models` lists.
+    pub tags: Option<Vec<String>>,
 }
 
 /// `[cache]`.

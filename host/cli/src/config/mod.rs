@@ -5,6 +5,7 @@
 //! a bare `memoria serve` is a single-user host with one shared namespace.
 
 pub mod cache;
+pub mod dropin;
 pub mod events;
 pub mod file;
 pub mod remote;
@@ -42,6 +43,8 @@ pub struct Overrides {
     pub remote_cluster: Vec<String>,
     /// `--remote-key-file PATH`: the key remote values are authenticated with.
     pub remote_key_file: Option<PathBuf>,
+    /// llama-server's flags (sampling defaults, names, CORS, logging).
+    pub dropin: crate::cmd::serve_flags::DropInArgs,
 }
 
 /// A validated server configuration.
@@ -103,6 +106,8 @@ pub struct ServeConfig {
     pub target_hit_rate: f64,
     /// `[cache] auto_pin` (see `cache`).
     pub auto_pin: usize,
+    /// llama-server's settings: sampling defaults, CORS, log level, model names.
+    pub dropin: dropin::DropIn,
 }
 
 /// Merges `raw` under `o` and validates.
@@ -113,9 +118,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         .clone()
         .or(s.host.clone())
         .unwrap_or_else(|| "127.0.0.1".into());
-    let ip: IpAddr = host.parse().with_context(|| {
-        format!("server.host / --host: {host:?} is not an IP address (e.g. 127.0.0.1 or 0.0.0.0)")
-    })?;
+    let ip = host_ip(&host)?;
     let port = o.port.or(s.port).unwrap_or(8080);
     let c = &raw.cache;
     let kv_elem = match (o.cache_type, c.dtype.as_deref()) {
@@ -177,15 +180,21 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         bail!("server.parallel / -np: must be at least 1");
     }
     let admin_key = o.admin_key.clone().or(s.admin_key.clone());
-    if admin_key.as_ref().is_some_and(|k| k.len() < 8) {
-        bail!("server.admin_key / --admin-key: use at least 8 characters");
+    if admin_key.as_ref().is_some_and(|k| k.trim().is_empty()) {
+        bail!("server.admin_key / --admin-key: the key is empty");
     }
     let default_namespace = s
         .default_namespace
         .clone()
         .unwrap_or_else(|| "shared".into());
     let namespaces = namespaces(&raw, o, &default_namespace, None)?;
-    let model_aliases = raw.model.aliases.clone().unwrap_or_default();
+    let dropin = dropin::resolve(&raw.sampling, &raw.server, &raw.model, &o.dropin)?;
+    let mut model_aliases = raw.model.aliases.clone().unwrap_or_default();
+    let mut model_name = raw.model.name.clone();
+    if let Some((first, rest)) = dropin.aliases.split_first() {
+        model_name = Some(first.clone());
+        model_aliases.extend(rest.iter().cloned());
+    }
     if model_aliases
         .iter()
         .any(|a| a.trim().is_empty() || a.len() > 256)
@@ -195,7 +204,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     Ok(ServeConfig {
         addr: SocketAddr::new(ip, port),
         model: o.model.clone().or(raw.model.path.clone()),
-        model_name: raw.model.name.clone(),
+        model_name,
         model_aliases,
         context: o.context.or(raw.model.context).unwrap_or(0),
         chat_template: o.chat_template.clone().or(raw.model.chat_template.clone()),
@@ -233,7 +242,30 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         namespaces,
         target_hit_rate: cache::target_hit_rate(c.target_hit_rate)?,
         auto_pin: cache::auto_pin(c.auto_pin)?,
+        dropin,
     })
+}
+
+/// The address `--host` names: an IP address, or a name such as `localhost` (its first
+/// address).
+fn host_ip(host: &str) -> anyhow::Result<IpAddr> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    let bad = || {
+        format!(
+            "server.host / --host: {host:?} is neither an IP address (e.g. 127.0.0.1 or 0.0.0.0) nor a name this machine resolves"
+        )
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(IpAddr::from([127, 0, 0, 1]));
+    }
+    use std::net::ToSocketAddrs;
+    let mut addrs = (host, 0u16).to_socket_addrs().with_context(bad)?;
+    addrs
+        .next()
+        .map(|a| a.ip())
+        .ok_or_else(|| anyhow::anyhow!(bad()))
 }
 
 /// `[server] header_timeout_s`, `body_timeout_s`, `min_body_bytes_per_s` and
@@ -397,6 +429,26 @@ pub fn namespaces(
     Ok(all)
 }
 
+/// Warnings for keys shorter than 8 characters (accepted, as llama-server accepts them, but
+/// easy to guess).
+pub fn short_key_warnings(cfg: &ServeConfig) -> Vec<String> {
+    const SHORT: usize = 8;
+    let mut out = Vec::new();
+    if cfg.admin_key.as_ref().is_some_and(|k| k.len() < SHORT) {
+        out.push(format!(
+            "the admin key has fewer than {SHORT} characters: it is easy to guess"
+        ));
+    }
+    for (name, spec) in &cfg.namespaces {
+        if spec.api_keys.iter().any(|k| k.len() < SHORT) {
+            out.push(format!(
+                "namespace {name} has an API key of fewer than {SHORT} characters: it is easy to guess"
+            ));
+        }
+    }
+    out
+}
+
 /// Validates namespaces into the registry; with a remote tier, their salts are derived from
 /// its key as well as their names (see `memoria_tenant::Isolation`).
 pub fn tenants(
@@ -514,7 +566,7 @@ mod tests {
         assert_eq!(names, ["shared", "alpha"]);
         assert_eq!(cfg.namespaces[0].1.limits.max_concurrent, 2);
         assert_eq!(cfg.namespaces[0].1.api_keys, ["shared-key-1"]);
-        let t = tenants(cfg.namespaces).expect("tenants");
+        let t = tenants(cfg.namespaces, cfg.remote.as_ref()).expect("tenants");
         assert_eq!(
             t.by_key("alpha-key-1").map(|n| n.name.as_str()),
             Some("alpha")
@@ -575,7 +627,7 @@ mod tests {
         let text = include_str!("../../../../host.example.toml");
         let raw = RawConfig::parse(text).expect("host.example.toml parses");
         let cfg = resolve(raw, &Overrides::default()).expect("host.example.toml validates");
-        tenants(cfg.namespaces).expect("its namespaces validate");
+        tenants(cfg.namespaces, cfg.remote.as_ref()).expect("its namespaces validate");
     }
 
     #[test]

@@ -7,17 +7,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::Usage;
+use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
-use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
-use super::chat_check::{Checked, check};
-use super::run::{self, Plan, SseFormat};
+use super::chat_run::{Prepared, prepare};
+use super::run::{self, End, SseFormat};
 use super::schema::ChatRequest;
 use super::tool_stream::ToolChunks;
 use super::tool_syntax::ToolSyntax;
 use super::{Ctx, response_id, unix_now, usage_json};
-use super::{logprobs, params, structured, tools};
+use super::{logprobs, tools};
 use crate::body::{Response, ok_json};
 use crate::error::ApiError;
 
@@ -27,58 +28,22 @@ const SYSTEM_FINGERPRINT: &str = "memoria";
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: ChatRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
-    let syntax = ToolSyntax::detect(&ctx.state.chat);
-    let checked = check(req, ctx.state.engine.tokenizer().n_vocab(), syntax)?;
-    let Checked {
-        n,
-        top_logprobs,
+    let prepared = prepare(&ctx, req).await?;
+    let Prepared {
+        plan,
         tool_plan,
-        format,
+        syntax,
+        top_logprobs,
         stream,
         include_usage,
-        sampling,
-        stop,
-        ignore_eos,
-        messages,
-        template_tools,
-        syntax,
-        max_tokens: (field, requested),
-    } = checked;
-    let constraint = structured::constraint(&ctx.state, format).await?;
+        ..
+    } = prepared;
     let tok = ctx.state.engine.tokenizer().clone();
-    let prompt =
-        super::prompt::chat_tokens(&ctx.state.chat, &tok, &messages, template_tools.as_deref())?;
-    let mut budget = [params::token_budget(
-        field,
-        requested,
-        prompt.len(),
-        ctx.max_context(),
-        ctx.ns.spec.limits.max_tokens_per_request,
-    )?];
-    params::share_budgets(
-        field,
-        requested,
-        &[prompt.len()],
-        n,
-        &mut budget,
-        ctx.max_context(),
-    )?;
-    let [budget] = budget;
     let permit = ctx.admit().await?;
-    let plan = Plan {
-        prompts: vec![(prompt, budget)],
-        n,
-        params: GenerateParams {
-            constraint,
-            ..params::generate_params(sampling, budget, stop, ignore_eos)
-        },
-        score: None,
-    };
     let running = run::start(&ctx, "chat", plan, stream).await?;
     let id = response_id("chatcmpl");
     let created = unix_now();
     let model = ctx.model_id().to_string();
-    let top_logprobs = top_logprobs.filter(|_| tool_plan.is_none());
     let fmt = ChatChunks::new(&id, created, &model, tok.clone(), top_logprobs);
     if tool_plan.is_some() {
         if stream {
@@ -86,7 +51,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             let fmt = ToolChunks::new(fmt, running.choices(), syntax);
             return Ok(running.sse(Box::new(fmt), include_usage, permit));
         }
-        let (done, usage) = running.collect().await?;
+        let (done, usage, timings) = running.collect().await?;
         drop(permit);
         let choices: Vec<Value> = tool_answers(&id, done, syntax)
             .into_iter()
@@ -95,12 +60,12 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
                 json!({"index": i, "message": message, "logprobs": null, "finish_reason": finish})
             })
             .collect();
-        return Ok(completion(&id, created, &model, choices, &usage));
+        return Ok(completion(&id, created, &model, choices, &usage, &timings));
     }
     if stream {
         return Ok(running.sse(Box::new(fmt), include_usage, permit));
     }
-    let (done, usage) = running.collect().await?;
+    let (done, usage, timings) = running.collect().await?;
     drop(permit);
     let choices: Vec<Value> = done
         .into_iter()
@@ -121,11 +86,18 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             })
         })
         .collect();
-    Ok(completion(&id, created, &model, choices, &usage))
+    Ok(completion(&id, created, &model, choices, &usage, &timings))
 }
 
-/// A whole (non-streamed) chat completion.
-fn completion(id: &str, created: u64, model: &str, choices: Vec<Value>, usage: &Usage) -> Response {
+/// A whole (non-streamed) chat completion, with llama-server's `timings`.
+fn completion(
+    id: &str,
+    created: u64,
+    model: &str,
+    choices: Vec<Value>,
+    usage: &Usage,
+    timings: &run::Timings,
+) -> Response {
     ok_json(&json!({
         "id": id,
         "object": "chat.completion",
@@ -134,11 +106,12 @@ fn completion(id: &str, created: u64, model: &str, choices: Vec<Value>, usage: &
         "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": choices,
         "usage": usage_json(usage),
+        "timings": timings.to_json(),
     }))
 }
 
 /// Each choice's message and finish reason under a tool plan.
-fn tool_answers(
+pub(crate) fn tool_answers(
     id: &str,
     done: Vec<run::Finished>,
     syntax: ToolSyntax,
@@ -209,17 +182,32 @@ impl ChatChunks {
     }
 }
 
+impl ChatChunks {
+    /// llama-server's `timings` on a stream's last chunk.
+    pub(super) fn add_timings(chunk: &mut Value, end: Option<&End>) {
+        if let (Some(end), Some(obj)) = (end, chunk.as_object_mut()) {
+            obj.insert("timings".into(), end.timings.to_json());
+        }
+    }
+}
+
 impl SseFormat for ChatChunks {
     fn first(&mut self, index: usize) -> Option<Value> {
         Some(self.chunk(
             index,
-            json!({"role": "assistant", "content": ""}),
+            json!({"role": "assistant", "content": null}),
             Value::Null,
             Value::Null,
         ))
     }
 
-    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Option<Value> {
+    fn delta(
+        &mut self,
+        index: usize,
+        text: &str,
+        _ids: &[u32],
+        lps: &[TokenLogprobs],
+    ) -> Option<Value> {
         let lp = match self.top_logprobs {
             Some(k) => {
                 json!({"content": logprobs::chat_content(&self.tok, lps, k), "refusal": null})
@@ -229,11 +217,13 @@ impl SseFormat for ChatChunks {
         Some(self.chunk(index, json!({"content": text}), lp, Value::Null))
     }
 
-    fn finish(&mut self, index: usize, reason: &str) -> Value {
-        self.chunk(index, json!({}), Value::Null, json!(reason))
+    fn finish(&mut self, index: usize, reason: StopReason, end: Option<&End>) -> Value {
+        let mut c = self.chunk(index, json!({}), Value::Null, json!(reason.as_str()));
+        ChatChunks::add_timings(&mut c, end);
+        c
     }
 
-    fn usage(&self, usage: &Usage) -> Value {
+    fn usage(&self, end: &End) -> Value {
         json!({
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -241,7 +231,8 @@ impl SseFormat for ChatChunks {
             "model": self.model,
             "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": [],
-            "usage": usage_json(usage),
+            "usage": usage_json(&end.usage),
+            "timings": end.timings.to_json(),
         })
     }
 }

@@ -12,6 +12,7 @@ use super::schema::{ChatRequest, Content, Message};
 use super::tool_syntax::ToolSyntax;
 use super::{params, tools};
 use crate::error::ApiError;
+use crate::state::RequestDefaults;
 
 /// A chat request that passed [`check`].
 pub(crate) struct Checked {
@@ -33,14 +34,17 @@ pub(crate) struct Checked {
     pub syntax: ToolSyntax,
     /// The field that sets the completion budget and its value.
     pub max_tokens: (&'static str, Option<u64>),
+    /// How the conversation is rendered (generation prompt, assistant prefill).
+    pub render: super::prompt::Render,
 }
 
 /// Checks `req` for a model of `n_vocab` tokens whose chat template writes tool calls in
-/// `syntax`.
+/// `syntax`; fields the request leaves out take the server's `defaults`.
 pub(crate) fn check(
     mut req: ChatRequest,
     n_vocab: usize,
     syntax: ToolSyntax,
+    defaults: &RequestDefaults,
 ) -> Result<Checked, ApiError> {
     let n = params::choices("n", req.n, 1)?;
     let top_logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
@@ -75,9 +79,10 @@ pub(crate) fn check(
         (Some(p), _) => Some(p.format.clone()),
         (None, f) => f,
     };
+    let format = llama_format(format, req.json_schema.take(), req.grammar.take())?;
     let stream = req.stream.unwrap_or(false);
     let include_usage = params::include_usage(stream, req.stream_options.as_ref())?;
-    let mut sampling = params::sampling(&params::sampling_fields_of!(req))?;
+    let mut sampling = params::sampling(&params::sampling_fields_of!(req), defaults)?;
     sampling.logit_bias = params::logit_bias(req.logit_bias.as_ref(), n_vocab)?;
     sampling.logprobs = top_logprobs;
     let stop = params::stops(req.stop)?;
@@ -88,9 +93,15 @@ pub(crate) fn check(
         tools::instruct(&mut messages, p);
         template_tools = p.template_tools.take();
     }
-    let max_tokens = match (req.max_completion_tokens, req.max_tokens) {
-        (Some(m), _) => ("max_completion_tokens", Some(m)),
-        (None, m) => ("max_tokens", m),
+    let render = super::prompt::Render {
+        generation_prompt: req.add_generation_prompt.unwrap_or(true),
+        continue_final: req.continue_final_message.unwrap_or(true),
+    };
+    let max_tokens = match (req.max_completion_tokens, req.max_tokens, req.n_predict) {
+        (Some(m), _, _) => ("max_completion_tokens", Some(m)),
+        (None, Some(m), _) => ("max_tokens", Some(m)),
+        (None, None, Some(n)) if n > 0 => ("n_predict", Some(n.unsigned_abs())),
+        (None, None, _) => ("max_tokens", None),
     };
     Ok(Checked {
         n,
@@ -106,7 +117,35 @@ pub(crate) fn check(
         template_tools,
         syntax,
         max_tokens,
+        render,
     })
+}
+
+/// llama-server's structured-output fields beside `response_format`: a top-level JSON Schema
+/// (`json_schema`) when no format is given; a GBNF `grammar` is refused (not supported).
+pub(crate) fn llama_format(
+    format: Option<ResponseFormat>,
+    json_schema: Option<serde_json::Value>,
+    grammar: Option<String>,
+) -> Result<Option<ResponseFormat>, ApiError> {
+    if grammar.as_ref().is_some_and(|g| !g.trim().is_empty()) {
+        return Err(ApiError::invalid(
+            "grammar",
+            "GBNF `grammar` is not supported by this server; use `json_schema` or `response_format`",
+        ));
+    }
+    match (format, json_schema) {
+        (Some(f), _) => Ok(Some(f)),
+        (None, Some(serde_json::Value::Null)) | (None, None) => Ok(None),
+        (None, Some(schema)) => {
+            let json = memoria_constrain::Json::parse(&schema.to_string()).map_err(|e| {
+                ApiError::invalid("json_schema", format!("invalid `json_schema`: {e}"))
+            })?;
+            ResponseFormat::from_schema(&json, "json_schema")
+                .map(Some)
+                .map_err(|e| ApiError::invalid(e.param(), e.to_string()))
+        }
+    }
 }
 
 /// Validates roles and flattens content parts to text; an assistant turn's `tool_calls` become

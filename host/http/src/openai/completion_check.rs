@@ -16,6 +16,7 @@ use memoria_sched::sampling::SamplingParams;
 use super::params;
 use super::schema::{CompletionRequest, Prompt};
 use crate::error::ApiError;
+use crate::state::RequestDefaults;
 
 /// The most prompts one request may list.
 const MAX_PROMPTS: usize = params::MAX_CHOICES;
@@ -38,8 +39,13 @@ pub(crate) struct Checked {
     pub max_tokens: Option<u64>,
 }
 
-/// Checks `req`, tokenizing its prompts with `tok`.
-pub(crate) fn check(req: CompletionRequest, tok: &Tokenizer) -> Result<Checked, ApiError> {
+/// Checks `req`, tokenizing its prompts with `tok`; fields the request leaves out take the
+/// server's `defaults`.
+pub(crate) fn check(
+    req: CompletionRequest,
+    tok: &Tokenizer,
+    defaults: &RequestDefaults,
+) -> Result<Checked, ApiError> {
     let suffix = req.suffix.filter(|s| !s.is_empty());
     let fim = match &suffix {
         None => None,
@@ -87,7 +93,7 @@ pub(crate) fn check(req: CompletionRequest, tok: &Tokenizer) -> Result<Checked, 
             "`best_of` above `n` cannot be streamed (the best choices are known only at the end)",
         ));
     }
-    let mut sampling = params::sampling(&params::sampling_fields_of!(req))?;
+    let mut sampling = params::sampling(&params::sampling_fields_of!(req), defaults)?;
     sampling.logit_bias = params::logit_bias(req.logit_bias.as_ref(), tok.n_vocab())?;
     // Choosing the best of several needs every token's log-prob.
     sampling.logprobs = k.or((best_of > n).then_some(0));

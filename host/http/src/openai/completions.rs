@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::GenerateParams;
+use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
-use memoria_sched::{GenerateParams, Usage};
 use serde_json::{Value, json};
 
 use super::completion_check::{Checked, check};
 use super::logprobs::{Legacy, echoed_prompt, joined};
-use super::run::{self, Finished, Plan, SseFormat};
+use super::run::{self, End, Finished, Plan, SseFormat};
 use super::schema::CompletionRequest;
 use super::{Ctx, response_id, unix_now, usage_json};
 use super::{params, structured};
@@ -39,7 +40,11 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         ignore_eos,
         response_format,
         max_tokens,
-    } = check(req, ctx.state.engine.tokenizer())?;
+    } = check(
+        req,
+        ctx.state.engine.tokenizer(),
+        &ctx.state.config.defaults,
+    )?;
     let tok = ctx.state.engine.tokenizer().clone();
     let constraint = structured::constraint(&ctx.state, response_format).await?;
     let mut planned = Vec::with_capacity(prompts.len());
@@ -50,7 +55,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             max_tokens,
             ids.len(),
             ctx.max_context(),
-            ctx.ns.spec.limits.max_tokens_per_request,
+            (
+                ctx.ns.spec.limits.max_tokens_per_request,
+                ctx.state.config.defaults.n_predict,
+            ),
         )
         .map_err(|mut e| {
             if e.param.as_deref() == Some("messages") {
@@ -115,7 +123,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             .collect();
         return Ok(running.sse(Box::new(fmt), include_usage, permit));
     }
-    let (done, usage) = running.collect().await?;
+    let (done, usage, timings) = running.collect().await?;
     drop(permit);
     let mut choices = Vec::with_capacity(fmt.echoes.len() * n);
     for (p, group) in chunks(done, best_of).into_iter().enumerate() {
@@ -148,6 +156,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         "system_fingerprint": "memoria",
         "choices": choices,
         "usage": usage_json(&usage),
+        "timings": timings.to_json(),
     })))
 }
 
@@ -220,7 +229,13 @@ impl SseFormat for CompletionChunks {
             .then(|| self.chunk(index, echo, prompt, Value::Null))
     }
 
-    fn delta(&mut self, index: usize, text: &str, lps: &[TokenLogprobs]) -> Option<Value> {
+    fn delta(
+        &mut self,
+        index: usize,
+        text: &str,
+        _ids: &[u32],
+        lps: &[TokenLogprobs],
+    ) -> Option<Value> {
         let lp = match (self.k, self.offsets.get_mut(index)) {
             (Some(k), Some(legacy)) => legacy.block(&self.tok, lps, k),
             _ => Value::Null,
@@ -228,18 +243,21 @@ impl SseFormat for CompletionChunks {
         Some(self.chunk(index, text, lp, Value::Null))
     }
 
-    fn finish(&mut self, index: usize, reason: &str) -> Value {
-        self.chunk(index, "", Value::Null, json!(reason))
+    fn finish(&mut self, index: usize, reason: StopReason, end: Option<&End>) -> Value {
+        let mut c = self.chunk(index, "", Value::Null, json!(reason.as_str()));
+        super::chat::ChatChunks::add_timings(&mut c, end);
+        c
     }
 
-    fn usage(&self, usage: &Usage) -> Value {
+    fn usage(&self, end: &End) -> Value {
         json!({
             "id": self.id,
             "object": "text_completion",
             "created": self.created,
             "model": self.model,
             "choices": [],
-            "usage": usage_json(usage),
+            "usage": usage_json(&end.usage),
+            "timings": end.timings.to_json(),
         })
     }
 }
@@ -247,11 +265,11 @@ impl SseFormat for CompletionChunks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memoria_sched::generate::StopReason;
 
     fn finished(lp: f64) -> Finished {
         Finished {
             text: format!("{lp}"),
+            tokens: Vec::new(),
             reason: StopReason::Length,
             logprobs: Vec::new(),
             cumulative_logprob: lp,

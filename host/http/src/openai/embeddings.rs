@@ -55,6 +55,36 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         EmbedInput::Tokens(ids) => vec![ids],
         EmbedInput::TokenLists(v) => v,
     };
+    let (out, prompt_tokens) = compute(&ctx, inputs).await?;
+    let data: Vec<Value> = out
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let embedding = if base64 {
+                Value::String(encode_base64(&e.vector))
+            } else {
+                json!(*e.vector)
+            };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
+        .collect();
+    Ok(ok_json(&json!({
+        "object": "list",
+        "data": data,
+        "model": ctx.model_id(),
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    })))
+}
+
+/// The embeddings of `inputs` (checked: 1 to [`MAX_INPUTS`], each non-empty, within the
+/// context, in the vocabulary) and their token count, through the engine, released no earlier
+/// than a padded namespace's estimate (also llama-server's `/embedding`).
+pub(crate) async fn compute(
+    ctx: &Ctx,
+    inputs: Vec<Vec<u32>>,
+) -> Result<(Vec<memoria_sched::Embedded>, usize), ApiError> {
+    let engine = &ctx.state.engine;
+    let n_vocab = engine.tokenizer().n_vocab();
     if inputs.is_empty() || inputs.len() > MAX_INPUTS {
         return Err(ApiError::invalid(
             "input",
@@ -64,7 +94,6 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             ),
         ));
     }
-    let n_vocab = tok.n_vocab();
     let max = ctx.max_context();
     for (i, ids) in inputs.iter().enumerate() {
         if ids.is_empty() {
@@ -100,18 +129,6 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             .embed_pad
             .observe(prompt_tokens, computed, started.elapsed());
     }
-    let data: Vec<Value> = out
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let embedding = if base64 {
-                Value::String(encode_base64(&e.vector))
-            } else {
-                json!(*e.vector)
-            };
-            json!({"object": "embedding", "index": i, "embedding": embedding})
-        })
-        .collect();
     if ctx.ns.spec.pads_hits() {
         let at = ctx
             .state
@@ -119,15 +136,10 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             .release_at(started, prompt_tokens, Instant::now());
         tokio::time::sleep_until(at.into()).await;
     }
-    Ok(ok_json(&json!({
-        "object": "list",
-        "data": data,
-        "model": ctx.model_id(),
-        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
-    })))
+    Ok((out, prompt_tokens))
 }
 
-fn text_tokens(
+pub(crate) fn text_tokens(
     tok: &memoria_model::tokenizer::Tokenizer,
     text: &str,
     i: usize,

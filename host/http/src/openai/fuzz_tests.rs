@@ -16,6 +16,7 @@ use super::schema::{ChatRequest, CompletionRequest};
 use super::tool_syntax::ToolSyntax;
 use super::{chat_check, completion_check, json as body};
 use crate::error::ApiError;
+use crate::state::RequestDefaults;
 
 /// The demo model's tokenizer (built once).
 fn tokenizer() -> &'static Tokenizer {
@@ -288,7 +289,7 @@ proptest! {
         let n_vocab = tokenizer().n_vocab();
         // Every tool syntax checks the same request without a panic.
         for syntax in [ToolSyntax::Generic, ToolSyntax::Hermes, ToolSyntax::Llama3] {
-            match body::parse::<ChatRequest>(&bytes).and_then(|r| chat_check::check(r, n_vocab, syntax)) {
+            match body::parse::<ChatRequest>(&bytes).and_then(|r| chat_check::check(r, n_vocab, syntax, &RequestDefaults::default())) {
                 Ok(c) => {
                     prop_assert!((1..=super::params::MAX_CHOICES).contains(&c.n));
                     prop_assert!(!c.messages.is_empty());
@@ -307,7 +308,7 @@ proptest! {
         bytes in body_bytes(completion_request()),
     ) {
         let tok = tokenizer();
-        match body::parse::<CompletionRequest>(&bytes).and_then(|r| completion_check::check(r, tok)) {
+        match body::parse::<CompletionRequest>(&bytes).and_then(|r| completion_check::check(r, tok, &RequestDefaults::default())) {
             Ok(c) => {
                 prop_assert!(!c.prompts.is_empty());
                 prop_assert!(c.prompts.iter().all(|(ids, _)| !ids.is_empty()
@@ -328,11 +329,16 @@ fn openai_fuzz_plain_requests_are_accepted() {
         body::parse(chat).unwrap(),
         tokenizer().n_vocab(),
         ToolSyntax::Generic,
+        &RequestDefaults::default(),
     )
     .unwrap_or_else(|e| panic!("{}", e.message));
     assert_eq!((c.n, c.messages.len(), c.stop.len()), (2, 1, 1));
     let comp = br#"{"prompt":[[1,2],[3]],"n":1,"best_of":2}"#;
-    let c = completion_check::check(body::parse(comp).unwrap(), tokenizer())
-        .unwrap_or_else(|e| panic!("{}", e.message));
+    let c = completion_check::check(
+        body::parse(comp).unwrap(),
+        tokenizer(),
+        &RequestDefaults::default(),
+    )
+    .unwrap_or_else(|e| panic!("{}", e.message));
     assert_eq!((c.prompts.len(), c.n, c.best_of), (2, 1, 2));
 }

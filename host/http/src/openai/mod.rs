@@ -1,11 +1,12 @@
 //! The OpenAI-compatible API: chat completions and completions (whole or streamed as SSE),
-//! embeddings, models, and llama-server's tokenize/detokenize. Every handler gets a [`Ctx`]
+//! embeddings and models (llama-server's own endpoints are in `llama`). Every handler gets a [`Ctx`]
 //! whose namespace was resolved from the route or key; it parses and validates the body (400s
 //! name the field), checks the token budget, then takes an admission slot (429 when full).
 
 pub mod chat;
-mod chat_check;
-mod completion_check;
+pub(crate) mod chat_check;
+pub(crate) mod chat_run;
+pub(crate) mod completion_check;
 pub mod completions;
 pub mod embeddings;
 #[cfg(test)]
@@ -15,16 +16,15 @@ mod logprobs;
 pub use json::parse as parse_json;
 pub mod models;
 mod native_scan;
-mod params;
+pub(crate) mod params;
 pub mod prompt;
-mod run;
-mod schema;
+pub(crate) mod run;
+pub(crate) mod schema;
 pub mod structured;
-pub mod tokenize;
 mod tool_scan;
 mod tool_stream;
-mod tool_syntax;
-mod tools;
+pub(crate) mod tool_syntax;
+pub(crate) mod tools;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -88,20 +88,23 @@ impl Ctx {
         &self.state.config.model_id
     }
 
-    /// Checks a request's `model`: absent, the served model's id or one of its aliases; any other
-    /// name is OpenAI's 404 `model_not_found`.
+    /// Checks a request's `model` (see [`check_model`]).
     pub fn check_model(&self, requested: Option<&str>) -> Result<(), ApiError> {
         check_model(&self.state.config, requested)
     }
 }
 
-/// Whether `requested` names the served model (see [`Ctx::check_model`]).
+/// Checks a request's `model`. One model is served, so by default any name is answered by it
+/// (clients send placeholders such as `gpt-3.5-turbo`) and responses carry the served id; with
+/// `strict_model`, only the served id or one of its aliases is accepted and any other name is
+/// OpenAI's 404 `model_not_found`.
 pub fn check_model(
     cfg: &crate::state::HttpConfig,
     requested: Option<&str>,
 ) -> Result<(), ApiError> {
     match requested {
         None => Ok(()),
+        Some(_) if !cfg.strict_model => Ok(()),
         Some(m) if m == cfg.model_id || cfg.model_aliases.iter().any(|a| a == m) => Ok(()),
         Some(m) => {
             let shown: String = m.chars().take(200).collect();

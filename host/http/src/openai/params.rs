@@ -10,6 +10,21 @@ use serde_json::Value;
 
 use super::schema::{Stop, StreamOptions};
 use crate::error::ApiError;
+use crate::state::RequestDefaults;
+
+/// A seed no earlier request of this process got (for `--seed -1`).
+fn fresh_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = NEXT.fetch_add(1, Relaxed);
+    let h = blake3::hash(&[nanos.to_le_bytes(), n.to_le_bytes()].concat());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&h.as_bytes()[..8]);
+    u64::from_le_bytes(b)
+}
 
 /// The sampling fields of a request.
 #[derive(Debug, Default)]
@@ -52,9 +67,13 @@ fn in_range(field: &str, v: Option<f64>, lo: f64, hi: f64) -> Result<Option<f32>
     }
 }
 
-/// llama.cpp's sampling defaults overridden by the request's fields.
-pub fn sampling(f: &SamplingFields) -> Result<SamplingParams, ApiError> {
-    let mut p = SamplingParams::default();
+/// The server's sampling defaults (llama.cpp's unless `--temp`, `--top-k`, ... changed them)
+/// overridden by the request's fields.
+pub fn sampling(f: &SamplingFields, d: &RequestDefaults) -> Result<SamplingParams, ApiError> {
+    let mut p = d.sampling.clone();
+    if f.seed.is_none() && d.random_seed {
+        p.seed = fresh_seed();
+    }
     if let Some(t) = in_range("temperature", f.temperature, 0.0, 2.0)? {
         p.temperature = t;
     }
@@ -205,14 +224,15 @@ pub fn logit_bias(
     Ok(out)
 }
 
-/// The completion budget: the request's `max_tokens` (≥ 1, within the namespace's limit) or what
-/// the context leaves; the prompt plus the budget must fit the context.
+/// The completion budget: the request's `max_tokens` (≥ 1, within the namespace's limit) or,
+/// without one, the server's default (`-n`) within what the context leaves; the prompt plus the
+/// budget must fit the context.
 pub fn token_budget(
     field: &str,
     requested: Option<u64>,
     prompt_tokens: usize,
     max_context: usize,
-    limit: usize,
+    (limit, default): (usize, Option<usize>),
 ) -> Result<usize, ApiError> {
     if prompt_tokens == 0 {
         return Err(ApiError::bad_request("the prompt is empty"));
@@ -228,7 +248,7 @@ pub fn token_budget(
     }
     let room = max_context - prompt_tokens;
     match requested {
-        None => Ok(room.min(limit)),
+        None => Ok(room.min(limit).min(default.unwrap_or(usize::MAX))),
         Some(0) => Err(ApiError::invalid(field, format!("`{field}` must be at least 1"))),
         Some(m) if m > limit as u64 => Err(ApiError::invalid(
             field,
@@ -308,21 +328,25 @@ mod tests {
     #[test]
     fn budget_checks_name_counts() {
         assert_eq!(
-            token_budget("max_tokens", None, 10, 100, 4096).expect("fits"),
+            token_budget("max_tokens", None, 10, 100, (4096, None)).expect("fits"),
             90
         );
         assert_eq!(
-            token_budget("max_tokens", None, 10, 100, 20).expect("fits"),
+            token_budget("max_tokens", None, 10, 100, (20, None)).expect("fits"),
             20
         );
-        let e = token_budget("max_tokens", Some(95), 10, 100, 4096).expect_err("too long");
+        assert_eq!(
+            token_budget("max_tokens", None, 10, 100, (4096, Some(16))).expect("-n"),
+            16
+        );
+        let e = token_budget("max_tokens", Some(95), 10, 100, (4096, None)).expect_err("too long");
         assert!(
             e.message.contains("105") && e.message.contains("100"),
             "{}",
             e.message
         );
-        assert!(token_budget("max_tokens", Some(0), 10, 100, 4096).is_err());
-        assert!(token_budget("max_tokens", Some(5), 100, 100, 4096).is_err());
+        assert!(token_budget("max_tokens", Some(0), 10, 100, (4096, None)).is_err());
+        assert!(token_budget("max_tokens", Some(5), 100, 100, (4096, Some(3))).is_err());
     }
 
     #[test]
@@ -332,7 +356,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            sampling(&f).expect_err("hot").param.as_deref(),
+            sampling(&f, &RequestDefaults::default())
+                .expect_err("hot")
+                .param
+                .as_deref(),
             Some("temperature")
         );
         let f = SamplingFields {
@@ -340,10 +367,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            sampling(&f).expect_err("top_p").param.as_deref(),
+            sampling(&f, &RequestDefaults::default())
+                .expect_err("top_p")
+                .param
+                .as_deref(),
             Some("top_p")
         );
-        assert!(sampling(&SamplingFields::default()).is_ok());
+        assert!(sampling(&SamplingFields::default(), &RequestDefaults::default()).is_ok());
     }
 
     #[test]

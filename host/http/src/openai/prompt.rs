@@ -11,26 +11,105 @@ use super::schema::{ChatRequest, CompletionRequest, Prompt};
 use crate::error::ApiError;
 
 /// The tokens of a rendered conversation (the chat handler's prompt); `tools` is the template's
-/// `tools` variable.
+/// `tools` variable. A final assistant message is continued (see [`Render`]).
 pub fn chat_tokens(
     template: &ChatTemplate,
     tok: &Tokenizer,
     messages: &[ChatMessage],
     tools: Option<&[ChatTool]>,
 ) -> Result<Vec<u32>, ApiError> {
-    let text = template
-        .render_with_tools(messages, tools, true)
-        .map_err(|e| {
-            ApiError::invalid(
-                "messages",
-                format!("the chat template refused the conversation: {e}"),
-            )
-        })?;
+    chat_tokens_as(template, tok, messages, tools, Render::default())
+}
+
+/// How a conversation is rendered: with the opening of the assistant's answer
+/// (`add_generation_prompt`, default true), and whether a final assistant message is continued
+/// as the start of the answer (assistant prefill, `continue_final_message`, default true) rather
+/// than closed and answered anew.
+#[derive(Clone, Copy, Debug)]
+pub struct Render {
+    pub generation_prompt: bool,
+    pub continue_final: bool,
+}
+
+impl Default for Render {
+    fn default() -> Self {
+        Render {
+            generation_prompt: true,
+            continue_final: true,
+        }
+    }
+}
+
+/// [`chat_tokens`] rendered as `render` says.
+pub fn chat_tokens_as(
+    template: &ChatTemplate,
+    tok: &Tokenizer,
+    messages: &[ChatMessage],
+    tools: Option<&[ChatTool]>,
+    render: Render,
+) -> Result<Vec<u32>, ApiError> {
+    let text = chat_text_of(template, messages, tools, render)?;
     let bos_written = tok
         .bos()
         .and_then(|b| tok.token_text(b))
         .is_some_and(|b| !b.is_empty() && text.starts_with(b));
     Ok(tok.encode(&text, !bos_written, true))
+}
+
+/// The rendered conversation. With a final assistant message to continue, the template renders
+/// the whole conversation and the text is cut right after that message's content, so the
+/// answer goes on from it (the template's end of turn is left out); an empty one is dropped and
+/// the answer opened as usual.
+pub fn chat_text_of(
+    template: &ChatTemplate,
+    messages: &[ChatMessage],
+    tools: Option<&[ChatTool]>,
+    render: Render,
+) -> Result<String, ApiError> {
+    let refused = |e: memoria_model::chat::ChatError| {
+        ApiError::invalid(
+            "messages",
+            format!("the chat template refused the conversation: {e}"),
+        )
+    };
+    let last = messages.last().filter(|m| m.role == "assistant");
+    if let Some(last) = last.filter(|_| render.continue_final && messages.len() > 1) {
+        if last.content.is_empty() && last.tool_calls.is_empty() {
+            let head = &messages[..messages.len() - 1];
+            return template
+                .render_with_tools(head, tools, true)
+                .map_err(refused);
+        }
+        let full = template
+            .render_with_tools(messages, tools, false)
+            .map_err(refused)?;
+        if !last.content.is_empty()
+            && let Some(at) = full.rfind(last.content.as_str())
+        {
+            return Ok(full[..at + last.content.len()].to_string());
+        }
+        return Ok(full);
+    }
+    template
+        .render_with_tools(messages, tools, render.generation_prompt)
+        .map_err(refused)
+}
+
+/// The text `POST /apply-template` answers: the chat request checked as the chat endpoint
+/// checks it (tool instructions added) and rendered.
+pub(crate) fn chat_text(
+    state: &crate::state::AppState,
+    req: ChatRequest,
+) -> Result<String, ApiError> {
+    let syntax = super::tool_syntax::ToolSyntax::detect(&state.chat);
+    let n_vocab = state.engine.tokenizer().n_vocab();
+    let checked = super::chat_check::check(req, n_vocab, syntax, &state.config.defaults)?;
+    chat_text_of(
+        &state.chat,
+        &checked.messages,
+        checked.template_tools.as_deref(),
+        checked.render,
+    )
 }
 
 /// The prompt tokens the body of `POST {path}` asks for, where `path` is `/v1/chat/completions`
@@ -47,9 +126,10 @@ pub fn request_tokens(
             let req: ChatRequest = super::json::parse(body).ok()?;
             // The handler's own checks, which also add the tool instructions.
             let syntax = super::tool_syntax::ToolSyntax::detect(template);
-            let checked = super::chat_check::check(req, tok.n_vocab(), syntax).ok()?;
+            let defaults = crate::state::RequestDefaults::default();
+            let checked = super::chat_check::check(req, tok.n_vocab(), syntax, &defaults).ok()?;
             let tools = checked.template_tools.as_deref();
-            chat_tokens(template, tok, &checked.messages, tools).ok()
+            chat_tokens_as(template, tok, &checked.messages, tools, checked.render).ok()
         }
         "/v1/completions" => {
             let req: CompletionRequest = super::json::parse(body).ok()?;

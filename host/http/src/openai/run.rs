@@ -64,14 +64,56 @@ pub struct Running {
     seen_first: bool,
     /// The shared state (its hit-timing estimate) and whether this namespace pads first tokens.
     state: Arc<crate::state::AppState>,
+    /// The route and namespace, for the generation's log line.
+    route: &'static str,
+    ns_name: String,
     pads: bool,
     /// When the first output was ready (before any padding).
     first_ready: Option<Instant>,
+    /// The engine's own time to the first token of the first choice that finished (events may
+    /// reach this task in a burst, so their arrival times understate generation).
+    engine_ttft: Option<std::time::Duration>,
+}
+
+/// What a request's generation took, in llama-server's `timings` shape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    /// Prompt tokens whose K/V came from the cache.
+    pub cached: usize,
+    /// Prompt tokens computed.
+    pub prompt_n: usize,
+    /// From the request's arrival to its first output.
+    pub prompt: std::time::Duration,
+    /// Tokens generated.
+    pub predicted_n: usize,
+    /// From the first output to the last.
+    pub predicted: std::time::Duration,
+}
+
+impl Timings {
+    /// llama-server's `timings` object.
+    pub fn to_json(self) -> Value {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let per_token = |d, n: usize| if n > 0 { ms(d) / n as f64 } else { 0.0 };
+        serde_json::json!({
+            "cache_n": self.cached,
+            "prompt_n": self.prompt_n,
+            "prompt_ms": ms(self.prompt),
+            "prompt_per_token_ms": per_token(self.prompt, self.prompt_n),
+            "prompt_per_second": crate::access_log::per_second(self.prompt_n, self.prompt),
+            "predicted_n": self.predicted_n,
+            "predicted_ms": ms(self.predicted),
+            "predicted_per_token_ms": per_token(self.predicted, self.predicted_n),
+            "predicted_per_second": crate::access_log::per_second(self.predicted_n, self.predicted),
+        })
+    }
 }
 
 /// How one choice ended.
 pub struct Finished {
     pub text: String,
+    /// The generated token ids.
+    pub tokens: Vec<u32>,
     pub reason: StopReason,
     /// Per generated token, when the sampling params asked for log-probs.
     pub logprobs: Vec<TokenLogprobs>,
@@ -187,8 +229,11 @@ pub async fn start(
         last: vec![None; choices],
         seen_first: false,
         state: ctx.state.clone(),
+        route,
+        ns_name: ctx.ns.name.clone(),
         pads: ctx.ns.spec.pads_hits(),
         first_ready: None,
+        engine_ttft: None,
     })
 }
 
@@ -215,6 +260,13 @@ impl Running {
                     .release_at(self.started, self.prompt_tokens, ready);
                 tokio::time::sleep_until(at.into()).await;
             }
+        }
+        if let Some(Event::Done { ttft_ms, .. }) = &ev
+            && self.engine_ttft.is_none()
+            && ttft_ms.is_finite()
+            && *ttft_ms >= 0.0
+        {
+            self.engine_ttft = Some(std::time::Duration::from_secs_f64(ttft_ms / 1e3));
         }
         if let Some(Event::Token { .. }) = &ev {
             let now = Instant::now();
@@ -261,11 +313,13 @@ impl Running {
         u
     }
 
-    /// Waits for every choice; they come back in index order.
-    pub async fn collect(mut self) -> Result<(Vec<Finished>, Usage), ApiError> {
+    /// Waits for every choice; they come back in index order, with the request's usage and
+    /// timings.
+    pub async fn collect(mut self) -> Result<(Vec<Finished>, Usage, Timings), ApiError> {
         let mut out: Vec<Finished> = (0..self.choices)
             .map(|_| Finished {
                 text: String::new(),
+                tokens: Vec::new(),
                 reason: StopReason::Length,
                 logprobs: Vec::new(),
                 cumulative_logprob: 0.0,
@@ -282,8 +336,11 @@ impl Running {
             };
             let Some(f) = out.get_mut(i) else { continue };
             match ev {
-                Some(Event::Token { text, logprobs, .. }) => {
+                Some(Event::Token {
+                    id, text, logprobs, ..
+                }) => {
                     f.text.push_str(&text);
+                    f.tokens.push(id);
                     if let Some(lp) = logprobs {
                         f.cumulative_logprob += f64::from(lp.sampled.logprob);
                         f.logprobs.push(lp);
@@ -307,7 +364,39 @@ impl Running {
             }
         }
         let usage = self.usage(&totals);
-        Ok((out, usage))
+        let timings = self.timings(&usage);
+        Ok((out, usage, timings))
+    }
+
+    /// The request's timings, now that its last choice finished (logged at `info`).
+    fn timings(&self, usage: &Usage) -> Timings {
+        let total = self.started.elapsed();
+        let first = self
+            .first_ready
+            .map_or(total, |f| f.saturating_duration_since(self.started));
+        // The prompt's time is the engine's time to its first token, when known (events may
+        // arrive here in a burst); generation is the rest of the request's time.
+        let prompt = self.engine_ttft.map_or(first, |t| t.min(total));
+        let t = Timings {
+            cached: usage.cached_tokens,
+            prompt_n: usage.prompt_tokens.saturating_sub(usage.cached_tokens),
+            prompt,
+            predicted_n: usage.completion_tokens,
+            predicted: total.saturating_sub(prompt),
+        };
+        crate::access_log::generation(
+            &self.state,
+            &crate::access_log::GenerationTimes {
+                route: self.route,
+                namespace: self.ns_name.clone(),
+                prompt_tokens: usage.prompt_tokens,
+                cached_tokens: usage.cached_tokens,
+                completion_tokens: usage.completion_tokens,
+                prompt: t.prompt,
+                generation: t.predicted,
+            },
+        );
+        t
     }
 
     /// How many choices are generating.
@@ -328,11 +417,12 @@ impl Running {
         let (tx, body) = ChannelBody::channel(64);
         tokio::spawn(async move {
             let _permit = permit;
-            let send = |v: Value| Bytes::from(format!("data: {v}\n\n"));
+            let named = fmt.named_events();
+            let send = |v: Value| Bytes::from(events(named, v));
             let mut head = String::new();
             for i in 0..self.choices {
                 if let Some(first) = fmt.first(i) {
-                    head.push_str(&format!("data: {first}\n\n"));
+                    head.push_str(&events(named, first));
                 }
             }
             if !head.is_empty() && tx.send(Bytes::from(head)).await.is_err() {
@@ -340,6 +430,7 @@ impl Running {
                 return;
             }
             let mut pending: Vec<Vec<TokenLogprobs>> = vec![Vec::new(); self.choices];
+            let mut ids: Vec<Vec<u32>> = vec![Vec::new(); self.choices];
             let mut totals = Totals {
                 cached: 0,
                 completion: 0,
@@ -354,19 +445,23 @@ impl Running {
                     }
                 };
                 let Some((i, ev)) = next else { return };
-                let Some(held) = pending.get_mut(i) else {
+                let (Some(held), Some(held_ids)) = (pending.get_mut(i), ids.get_mut(i)) else {
                     continue;
                 };
                 let chunk = match ev {
-                    Some(Event::Token { text, logprobs, .. }) => {
+                    Some(Event::Token {
+                        id, text, logprobs, ..
+                    }) => {
                         held.extend(logprobs);
+                        held_ids.push(id);
                         if text.is_empty() {
                             continue;
                         }
-                        let Some(c) = fmt.delta(i, &text, held) else {
+                        let Some(c) = fmt.delta(i, &text, held_ids, held) else {
                             continue;
                         };
                         held.clear();
+                        held_ids.clear();
                         send(c)
                     }
                     Some(Event::Done {
@@ -379,20 +474,26 @@ impl Running {
                         left -= 1;
                         let mut out = String::new();
                         if !text_tail.is_empty() || !held.is_empty() {
-                            if let Some(c) = fmt.delta(i, &text_tail, held) {
-                                out.push_str(&format!("data: {c}\n\n"));
+                            if let Some(c) = fmt.delta(i, &text_tail, held_ids, held) {
+                                out.push_str(&events(named, c));
                             }
                             held.clear();
+                            held_ids.clear();
                         }
-                        out.push_str(&format!("data: {}\n\n", fmt.finish(i, reason.as_str())));
-                        if left == 0 {
+                        let end = (left == 0).then(|| {
+                            let usage = self.usage(&totals);
+                            let timings = self.timings(&usage);
+                            End { usage, timings }
+                        });
+                        let last = fmt.finish(i, reason, end.as_ref());
+                        out.push_str(&events(named, last));
+                        if let Some(end) = &end {
                             if include_usage {
-                                let usage = self.usage(&totals);
-                                out.push_str(&format!("data: {}\n\n", fmt.usage(&usage)));
-                            } else {
-                                self.usage(&totals);
+                                out.push_str(&events(named, fmt.usage(end)));
                             }
-                            out.push_str("data: [DONE]\n\n");
+                            if fmt.done_marker() {
+                                out.push_str("data: [DONE]\n\n");
+                            }
                         }
                         let _ = tx.send(Bytes::from(out)).await;
                         if left == 0 {
@@ -402,7 +503,7 @@ impl Running {
                     }
                     Some(Event::Error(m)) => {
                         let e = ApiError::internal(format!("generation failed: {m}"));
-                        let out = format!("data: {}\n\ndata: [DONE]\n\n", e.to_json());
+                        let out = fmt.error_events(&e);
                         let _ = tx.send(Bytes::from(out)).await;
                         return;
                     }
@@ -415,6 +516,19 @@ impl Running {
             }
         });
         event_stream(body)
+    }
+}
+
+/// Server-sent events of `v`: one per element when it is a list; with `named`, each with
+/// `event: TYPE` from its `type` member.
+pub fn events(named: bool, v: Value) -> String {
+    let one = |v: &Value| match (named, v.get("type").and_then(Value::as_str)) {
+        (true, Some(t)) => format!("event: {t}\ndata: {v}\n\n"),
+        _ => format!("data: {v}\n\n"),
+    };
+    match &v {
+        Value::Array(items) => items.iter().map(one).collect(),
+        v => one(v),
     }
 }
 
@@ -431,16 +545,42 @@ fn event_stream(body: memoria_runtime::HttpBody) -> Response {
     resp
 }
 
+/// How a streamed request ended: its usage and timings (given with its last choice's end).
+pub struct End {
+    pub usage: Usage,
+    pub timings: Timings,
+}
+
 /// Formats the chunks of one streaming response; `index` is the choice's.
 pub trait SseFormat: Send + 'static {
     /// A chunk sent before any token (chat: the assistant role; completions: the echo).
     fn first(&mut self, index: usize) -> Option<Value>;
-    /// A chunk carrying text and the log-probs of the tokens it completes; `None` when the text
-    /// shows nothing yet (a tool answer's JSON before a name or argument is readable): the
-    /// log-probs then wait for the next chunk.
-    fn delta(&mut self, index: usize, text: &str, logprobs: &[TokenLogprobs]) -> Option<Value>;
-    /// The chunk with `finish_reason`.
-    fn finish(&mut self, index: usize, reason: &str) -> Value;
+    /// A chunk carrying text and the ids and log-probs of the tokens it completes; `None` when
+    /// the text shows nothing yet (a tool answer's JSON before a name or argument is
+    /// readable): the ids and log-probs then wait for the next chunk.
+    fn delta(
+        &mut self,
+        index: usize,
+        text: &str,
+        ids: &[u32],
+        logprobs: &[TokenLogprobs],
+    ) -> Option<Value>;
+    /// The chunk that ends choice `index`; `end` is given with the request's last one (llama-server
+    /// puts its `timings` there).
+    fn finish(&mut self, index: usize, reason: StopReason, end: Option<&End>) -> Value;
     /// The usage chunk (`stream_options.include_usage`).
-    fn usage(&self, usage: &Usage) -> Value;
+    fn usage(&self, end: &End) -> Value;
+    /// Whether every event carries `event: TYPE` (its `type` member), as Anthropic's stream does.
+    fn named_events(&self) -> bool {
+        false
+    }
+    /// The events that end a stream whose generation failed.
+    fn error_events(&self, e: &ApiError) -> String {
+        format!("data: {}\n\ndata: [DONE]\n\n", e.to_json())
+    }
+    /// Whether the stream ends with `data: [DONE]` (OpenAI's; llama-server's native stream
+    /// does not).
+    fn done_marker(&self) -> bool {
+        true
+    }
 }

@@ -1,7 +1,6 @@
-//! The OpenAI request schema memoria accepts, strictly: unknown fields are refused (400 naming
-//! them) and every known field has a type. Fields memoria cannot honour (tools, structured
-//! outputs, suffix) are accepted by the decoder and refused by validation with a message that
-//! says so.
+//! The OpenAI request schema memoria accepts: every known field has a type (a value of the wrong
+//! type is a 400 naming it), and fields memoria does not know are ignored, as OpenAI's and
+//! llama-server's clients expect (a new client library's new field must not break requests).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -16,14 +15,12 @@ pub enum Stop {
 
 /// `stream_options`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
 /// A content part of a chat message.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 #[allow(
     dead_code,
     reason = "some fields are accepted for OpenAI compatibility and ignored"
@@ -47,7 +44,6 @@ pub enum Content {
 
 /// One chat message.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 #[allow(
     dead_code,
     reason = "some fields are accepted for OpenAI compatibility and ignored"
@@ -63,7 +59,6 @@ pub struct Message {
 
 /// `POST /v1/chat/completions`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 #[allow(
     dead_code,
     reason = "some fields are accepted for OpenAI compatibility and ignored"
@@ -99,6 +94,16 @@ pub struct ChatRequest {
     pub service_tier: Option<String>,
     /// llama-server's: keep generating past end-of-generation tokens.
     pub ignore_eos: Option<bool>,
+    /// Open the assistant's answer after the conversation (default true).
+    pub add_generation_prompt: Option<bool>,
+    /// Continue a final assistant message instead of answering anew (default true).
+    pub continue_final_message: Option<bool>,
+    /// llama-server's: tokens to generate, when `max_tokens` is absent.
+    pub n_predict: Option<i64>,
+    /// llama-server's: a JSON Schema the answer must follow.
+    pub json_schema: Option<Value>,
+    /// llama-server's: a GBNF grammar (not supported: refused with a 400).
+    pub grammar: Option<String>,
 }
 
 /// `prompt` of a completion: text or token ids, one or a list (each its own choices).
@@ -113,7 +118,6 @@ pub enum Prompt {
 
 /// `POST /v1/completions`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 #[allow(
     dead_code,
     reason = "some fields are accepted for OpenAI compatibility and ignored"
@@ -158,7 +162,6 @@ pub enum EmbedInput {
 
 /// `POST /v1/embeddings`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 #[allow(
     dead_code,
     reason = "some fields are accepted for OpenAI compatibility and ignored"
@@ -169,20 +172,4 @@ pub struct EmbeddingRequest {
     pub encoding_format: Option<String>,
     pub dimensions: Option<u64>,
     pub user: Option<String>,
-}
-
-/// `POST /tokenize` (llama-server's).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenizeRequest {
-    pub content: String,
-    pub add_special: Option<bool>,
-    pub parse_special: Option<bool>,
-}
-
-/// `POST /detokenize` (llama-server's).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DetokenizeRequest {
-    pub tokens: Vec<u32>,
 }

@@ -7,11 +7,11 @@
 use serde_json::{Value, json};
 
 use super::chat::ChatChunks;
-use super::run::SseFormat;
+use super::run::{End, SseFormat};
 use super::tool_scan::{Scan, scan_as};
 use super::tool_syntax::ToolSyntax;
 use super::tools::call_json;
-use memoria_sched::Usage;
+use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 
 /// What one choice has written and sent.
@@ -98,20 +98,28 @@ impl SseFormat for ToolChunks {
         self.chat.first(index)
     }
 
-    fn delta(&mut self, index: usize, text: &str, _lps: &[TokenLogprobs]) -> Option<Value> {
+    fn delta(
+        &mut self,
+        index: usize,
+        text: &str,
+        _ids: &[u32],
+        _lps: &[TokenLogprobs],
+    ) -> Option<Value> {
         self.choices.get_mut(index)?.text.push_str(text);
         let delta = self.growth(index)?;
         Some(self.chat.chunk(index, delta, Value::Null, Value::Null))
     }
 
-    fn finish(&mut self, index: usize, reason: &str) -> Value {
+    fn finish(&mut self, index: usize, reason: StopReason, end: Option<&End>) -> Value {
         let Some(sent) = self.choices.get_mut(index) else {
-            return self.chat.finish(index, reason);
+            return self.chat.finish(index, reason, end);
         };
         if sent.called {
-            return self
+            let mut c = self
                 .chat
                 .chunk(index, json!({}), Value::Null, json!("tool_calls"));
+            ChatChunks::add_timings(&mut c, end);
+            return c;
         }
         // An answer cut before its form was readable goes out as the text it is.
         let unsent = match scan_as(self.syntax, &sent.text) {
@@ -123,11 +131,15 @@ impl SseFormat for ToolChunks {
         } else {
             json!({"content": unsent})
         };
-        self.chat.chunk(index, delta, Value::Null, json!(reason))
+        let mut c = self
+            .chat
+            .chunk(index, delta, Value::Null, json!(reason.as_str()));
+        ChatChunks::add_timings(&mut c, end);
+        c
     }
 
-    fn usage(&self, usage: &Usage) -> Value {
-        self.chat.usage(usage)
+    fn usage(&self, end: &End) -> Value {
+        self.chat.usage(end)
     }
 }
 
@@ -188,10 +200,10 @@ mod tests {
             while !text.is_char_boundary(end) {
                 end += 1;
             }
-            feed(f.delta(index, &text[at..end], &[]), &mut calls);
+            feed(f.delta(index, &text[at..end], &[], &[]), &mut calls);
             at = end;
         }
-        let fin = f.finish(index, "stop");
+        let fin = f.finish(index, StopReason::Eog, None);
         feed(Some(fin.clone()), &mut calls);
         (calls, content, fin["choices"][0]["finish_reason"].clone())
     }

@@ -94,4 +94,6 @@ fn vec_dot_unchecked_lengths(ty: GgmlType, level: SimdLevel, a: &[u8], b: &[u8],
 }
 
 #[cfg(test)]
+mod mxfp4_tests;
+#[cfg(test)]
 mod tests;

@@ -8,9 +8,10 @@
 use half::{bf16, f16};
 
 use crate::quant::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0,
-    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, KVALUES_IQ4NL, bf16_to_f32,
-    q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k, unpack_q5k, unpack_q6k, unpack5, xs_scale,
+    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K,
+    BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, KVALUES_IQ4NL,
+    KVALUES_MXFP4, bf16_to_f32, e8m0_to_f32_half, q3k_scales, scale_min_k4, unpack_q2k, unpack_q3k,
+    unpack_q5k, unpack_q6k, unpack5, xs_scale,
 };
 use crate::types::QK_K;
 
@@ -118,6 +119,22 @@ pub fn dot_iq4nl_q8_0(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
         for j in 0..16 {
             sumi1 += by.qs[j] as i32 * KVALUES_IQ4NL[(bx.qs[j] & 0xF) as usize] as i32;
             sumi2 += by.qs[j + 16] as i32 * KVALUES_IQ4NL[(bx.qs[j] >> 4) as usize] as i32;
+        }
+        sumf += d * (sumi1 + sumi2) as f32;
+    }
+    sumf
+}
+
+/// `ggml_vec_dot_mxfp4_q8_0`: IQ4_NL's formula with the E8M0 scale (`f16(dy) · 2^(e - 128)`)
+/// and the doubled E2M1 table.
+pub fn dot_mxfp4_q8_0(x: &[BlockMxfp4], y: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let d = by.d.to_f32() * e8m0_to_f32_half(bx.e);
+        let (mut sumi1, mut sumi2) = (0i32, 0i32);
+        for j in 0..16 {
+            sumi1 += by.qs[j] as i32 * KVALUES_MXFP4[(bx.qs[j] & 0xF) as usize] as i32;
+            sumi2 += by.qs[j + 16] as i32 * KVALUES_MXFP4[(bx.qs[j] >> 4) as usize] as i32;
         }
         sumf += d * (sumi1 + sumi2) as f32;
     }

@@ -70,5 +70,6 @@ pub(crate) fn vec_dot_scalar(ty: GgmlType, a: &[u8], b: &[u8], _n: usize) -> f32
         GgmlType::Q8K => reference::dot_q8k_q8k(cs(a), cs(b)),
         GgmlType::IQ4NL => reference::dot_iq4nl_q8_0(cs(a), cs(b)),
         GgmlType::IQ4XS => reference::dot_iq4xs_q8k(cs(a), cs(b)),
+        GgmlType::Mxfp4 => reference::dot_mxfp4_q8_0(cs(a), cs(b)),
     }
 }

@@ -1,12 +1,13 @@
 //! Scalar reference of the interleaved kernels ([`crate::matmul::Interleaved`]): one float
 //! accumulator per (row, token), fed block by block from block 0 with
-//! `acc = fma(f32(Σ_int), dw · dx, acc)`, then for Q4_1 and Q5_1 `acc = fma(m_w, s_x, acc)`. Q4_K
-//! and Q5_K (against Q8_K) take one step pair per 256-element super-block: the exact integer sums
-//! `Σ_j sc_j · Σ_l u·x` and `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then
-//! `acc = fma(f32(sums), d · dx, acc)` and `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K
-//! likewise with one step: `acc = fma(f32(Σ_j sc_j · Σ_l q·x), d · dx, acc)` over its 16
-//! sub-blocks; IQ4_XS and Q3_K likewise over their 8 / 16 sub-blocks of signed values; Q2_K as
-//! Q4_K over its 16 sub-blocks (4-bit scales and mins).
+//! `acc = fma(f32(Σ_int), dw · dx, acc)` (MXFP4's `dw` is its E8M0 scale `2^(e - 128)`), then
+//! for Q4_1 and Q5_1 `acc = fma(m_w, s_x, acc)`. Q4_K and Q5_K (against Q8_K) take one step
+//! pair per 256-element super-block: the exact integer sums `Σ_j sc_j · Σ_l u·x` and
+//! `Σ_j m_j · Σ_l x` over its 8 sub-blocks, then `acc = fma(f32(sums), d · dx, acc)` and
+//! `acc = fma(-f32(mins), dmin · dx, acc)`. Q6_K likewise with one step:
+//! `acc = fma(f32(Σ_j sc_j · Σ_l q·x), d · dx, acc)` over its 16 sub-blocks; IQ4_XS and Q3_K
+//! likewise over their 8 / 16 sub-blocks of signed values; Q2_K as Q4_K over its 16 sub-blocks
+//! (4-bit scales and mins).
 //!
 //! Invariant: integer block sums are exact; the float sequence above is the one the AVX-512
 //! interleaved kernels run lane by lane, so their results equal these bit for bit. It differs
@@ -14,7 +15,9 @@
 
 use half::f16;
 
-use crate::quant::{BlockQ6K, scale_min_k4, unpack_q5k, unpack_q6k};
+use crate::quant::{
+    BlockQ6K, KVALUES_IQ4NL, KVALUES_MXFP4, e8m0_to_f32_half, scale_min_k4, unpack_q5k, unpack_q6k,
+};
 use crate::types::GgmlType;
 
 fn f16_at(c: &[u8]) -> f32 {
@@ -31,6 +34,7 @@ pub fn has_sequential(ty: GgmlType) -> bool {
             | GgmlType::Q4_1
             | GgmlType::Q5_1
             | GgmlType::IQ4NL
+            | GgmlType::Mxfp4
             | GgmlType::Q4K
             | GgmlType::Q5K
             | GgmlType::Q6K
@@ -53,7 +57,8 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     match ty {
         GgmlType::Q4_0 => nib(&b[2..]) - 8,
         GgmlType::Q4_1 => nib(&b[4..]),
-        GgmlType::IQ4NL => crate::quant::KVALUES_IQ4NL[nib(&b[2..]) as usize] as i32,
+        GgmlType::IQ4NL => KVALUES_IQ4NL[nib(&b[2..]) as usize] as i32,
+        GgmlType::Mxfp4 => KVALUES_MXFP4[nib(&b[1..]) as usize] as i32,
         GgmlType::Q5_0 => {
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
             nib(&b[6..]) + (((qh >> i) & 1) << 4) as i32 - 16
@@ -66,12 +71,19 @@ fn value(ty: GgmlType, b: &[u8], i: usize) -> i32 {
     }
 }
 
-/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, a K-quant or IQ4_XS,
-/// GGML
-/// layout) with one
-/// activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1 and Q5_1, Q8_K for the K-quants), in the
-/// sequential order. Panics on another type or on rows that are not whole rows of the same
-/// number of blocks.
+/// The scale of one 32-element weight block of `ty`: the f16 at its start, MXFP4's E8M0 byte.
+fn block_scale(ty: GgmlType, b: &[u8]) -> f32 {
+    if ty == GgmlType::Mxfp4 {
+        e8m0_to_f32_half(b[0])
+    } else {
+        f16_at(b)
+    }
+}
+
+/// Dot product of one weight row of `ty` (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, a K-quant
+/// or IQ4_XS, GGML layout) with one activation row of its `vec_dot_type` (Q8_0; Q8_1 for Q4_1
+/// and Q5_1, Q8_K for the K-quants and IQ4_XS), in the sequential order. Panics on another type
+/// or on rows that are not whole rows of the same number of blocks.
 pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
     assert!(
         has_sequential(ty),
@@ -100,7 +112,7 @@ pub fn vec_dot_sequential(ty: GgmlType, w: &[u8], x: &[u8]) -> f32 {
         let sumi: i32 = (0..32)
             .map(|i| value(ty, bw, i) * bx[xq + i] as i8 as i32)
             .sum();
-        acc = (sumi as f32).mul_add(f16_at(bw) * f16_at(bx), acc);
+        acc = (sumi as f32).mul_add(block_scale(ty, bw) * f16_at(bx), acc);
         if with_min {
             acc = f16_at(&bw[2..]).mul_add(f16_at(&bx[2..]), acc);
         }
@@ -220,7 +232,7 @@ fn iq4xs_sequential(w: &[u8], x: &[u8]) -> f32 {
         for j in 0..8 {
             let dot: i32 = (32 * j..32 * j + 32)
                 .map(|i| {
-                    let v = crate::quant::KVALUES_IQ4NL[iq4xs_index(block, i) as usize] as i32;
+                    let v = KVALUES_IQ4NL[iq4xs_index(block, i) as usize] as i32;
                     v * bx[4 + i] as i8 as i32
                 })
                 .sum();

@@ -98,6 +98,7 @@ fn integer_parts_are_exact() {
         GgmlType::Q8K,
         GgmlType::IQ4NL,
         GgmlType::IQ4XS,
+        GgmlType::Mxfp4,
     ] {
         let (mut a, mut b) = operands(ty, n, 70);
         // Force scales to 1 (f16 at known offsets) and affine mins to 0, keep the levels.
@@ -124,6 +125,9 @@ fn integer_parts_are_exact() {
             }
             if ty == GgmlType::Q8K {
                 blk[..4].copy_from_slice(&1.0f32.to_le_bytes());
+            }
+            if ty == GgmlType::Mxfp4 {
+                blk[0] = 128; // E8M0 2^(128 - 128) = 1
             }
         }
         let ybs = ty.vec_dot_type().type_size();
@@ -294,6 +298,7 @@ fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
         GgmlType::Q8_1,
         GgmlType::Q5_1,
         GgmlType::IQ4NL,
+        GgmlType::Mxfp4,
     ];
     for ty in int8_types {
         let mut rng = Rng::new(ty.id() as u64 + 77);
@@ -315,6 +320,7 @@ fn vnni_tiles_are_bit_identical_to_avx2_tiles() {
             GgmlType::Q8_1 => Some((4, 0x81)),   // -127
             GgmlType::Q5_1 => Some((4, 0xFF)),   // level 31
             GgmlType::IQ4NL => Some((2, 0x00)),  // index 0 → -127
+            GgmlType::Mxfp4 => Some((1, 0xFF)),  // code 15 → -12
             _ => None,
         };
         let x_qs = if vdt == GgmlType::Q8_1 { 4 } else { 2 };

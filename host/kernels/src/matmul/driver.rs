@@ -13,7 +13,7 @@ use crate::simd::{self, SimdLevel};
 use crate::types::GgmlType;
 
 /// Weight rows per kernel call for batches (n > 1): `ROW_TILE_WIDE` for the 32-element int8
-/// formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL), `ROW_TILE`
+/// formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL, MXFP4), `ROW_TILE`
 /// for the others (measured on AVX2: 16 accumulators spill less than the K-quant tiles do);
 /// `ROW_TILE_DECODE` for single tokens (more independent accumulators while streaming).
 /// `per_task` is a multiple of all of them.
@@ -82,7 +82,8 @@ pub(super) fn run(level: SimdLevel, w: &WeightMatrix, xq: &QuantizedActivations,
                     | GgmlType::Q5_0
                     | GgmlType::Q5_1
                     | GgmlType::Q8_1
-                    | GgmlType::IQ4NL,
+                    | GgmlType::IQ4NL
+                    | GgmlType::Mxfp4,
                 ) => run_rows_avx2::<ROW_TILE_WIDE, TOKEN_TILE>(w, xq, build, r0, r1, ptr),
                 // Formats with heavier decoded tiles (K-quants, floats): fewer rows, less spill.
                 _ => run_rows_avx2::<ROW_TILE, TOKEN_TILE>(w, xq, build, r0, r1, ptr),

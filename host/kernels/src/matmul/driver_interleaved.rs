@@ -65,7 +65,7 @@ trait GroupKernel: Sync {
     );
 }
 
-/// Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL: 32-element blocks against Q8_0 / Q8_1.
+/// Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4: 32-element blocks against Q8_0 / Q8_1.
 struct Block32(GgmlType);
 
 impl GroupKernel for Block32 {
@@ -73,7 +73,7 @@ impl GroupKernel for Block32 {
     fn infos(&self, row: &[u8], dst: &mut [XInfo]) {
         // The levels' offset K per format, and the activation block's size (Q8_1 for Q4_1).
         let (k, xb) = match self.0 {
-            GgmlType::Q8_0 | GgmlType::IQ4NL => (128, 34),
+            GgmlType::Q8_0 | GgmlType::IQ4NL | GgmlType::Mxfp4 => (128, 34),
             GgmlType::Q5_0 => (16, 34),
             GgmlType::Q4_1 | GgmlType::Q5_1 => (0, 36),
             _ => (8, 34),

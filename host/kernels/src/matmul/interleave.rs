@@ -1,15 +1,15 @@
-//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS weight
-//! matrix re-laid 16 rows at a time for
-//! the AVX-512 VNNI kernels, built once at load from the GGML rows.
+//! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+//! or IQ4_XS weight matrix re-laid 16 rows at a time for the AVX-512 VNNI kernels, built once at
+//! load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
-//! block is the 16 rows' f16 scales (32 bytes; Q4_1 and Q5_1 then their 16 f16 mins), Q5_0's and
-//! Q5_1's high bits as 8 u64 masks (mask `c`: bit `4r + k` is element `4c + k`'s fifth bit in row `r`), then the quants
-//! as 64-byte chunks where chunk `c` holds bytes `4c..4c + 4` of each of the 16 rows (row `r` at
-//! bytes `4r..4r + 4`). The 4-bit formats keep their nibbles (4 chunks: low nibbles are elements
-//! `4c..`, high nibbles `16 + 4c..`; IQ4_NL keeps its 4-bit indices into the non-linear table,
-//! laid out as Q4_0's); Q8_0 stores `q + 128` as unsigned levels (8 chunks).
-//! Same size as the GGML rows.
+//! block is the 16 rows' f16 scales (32 bytes; Q4_1 and Q5_1 then their 16 f16 mins; MXFP4: its
+//! 16 E8M0 exponent bytes instead), Q5_0's and Q5_1's high bits as 8 u64 masks (mask `c`: bit
+//! `4r + k` is element `4c + k`'s fifth bit in row `r`), then the quants as 64-byte chunks where
+//! chunk `c` holds bytes `4c..4c + 4` of each of the 16 rows (row `r` at bytes `4r..4r + 4`).
+//! The 4-bit formats keep their nibbles (4 chunks: low nibbles are elements `4c..`, high
+//! nibbles `16 + 4c..`; IQ4_NL and MXFP4 keep their 4-bit indices into their tables, laid out as
+//! Q4_0's); Q8_0 stores `q + 128` as unsigned levels (8 chunks). Same size as the GGML rows.
 //!
 //! Q4_K group blocks (one 256-element super-block of 16 rows, 2368 bytes, 2.8% over the GGML
 //! rows): the 16 f16 `d`, the 16 f16 `dmin`, the 6-bit sub-block scales as bytes `[j][r]`
@@ -95,6 +95,7 @@ pub(crate) struct GroupLayout {
 pub(crate) fn layout(ty: GgmlType) -> Option<GroupLayout> {
     let (bytes, quants, source, elems) = match ty {
         GgmlType::Q4_0 | GgmlType::IQ4NL => (32 + 4 * 64, 32, 18, 32),
+        GgmlType::Mxfp4 => (16 + 4 * 64, 16, 17, 32),
         GgmlType::Q8_0 => (32 + 8 * 64, 32, 34, 32),
         GgmlType::Q5_0 => (32 + 64 + 4 * 64, 96, 22, 32),
         GgmlType::Q4_1 => (64 + 4 * 64, 64, 20, 32),
@@ -145,9 +146,9 @@ impl Interleaved {
         simd::level() == SimdLevel::Avx2 && simd::vnni() && simd::avx512_detected()
     }
 
-    /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` is
-    /// Q4_0, Q8_0, Q5_0, Q4_1, IQ4_NL or a K-quant with a whole number of groups; `None` otherwise (the GGML rows
-    /// are used).
+    /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` has a
+    /// group layout (see the module doc) and a whole number of groups; `None` otherwise (the
+    /// GGML rows are used).
     pub fn build(w: &WeightMatrix) -> Option<Interleaved> {
         Self::build_all(std::slice::from_ref(w), |_| {})
             .pop()
@@ -267,8 +268,13 @@ impl Interleaved {
                         }
                         _ => {}
                     }
-                    dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
+                    if w.ty == GgmlType::Mxfp4 {
+                        dst[r] = src[0];
+                    } else {
+                        dst[2 * r..2 * r + 2].copy_from_slice(&src[..2]);
+                    }
                     let qs = match w.ty {
+                        GgmlType::Mxfp4 => &src[1..],
                         GgmlType::Q4_1 => {
                             dst[32 + 2 * r..32 + 2 * r + 2].copy_from_slice(&src[2..4]);
                             &src[4..]

@@ -8,12 +8,13 @@ use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
 const ROWS: usize = 48;
-const INTERLEAVED: [GgmlType; 12] = [
+const INTERLEAVED: [GgmlType; 13] = [
     GgmlType::Q2K,
     GgmlType::Q3K,
     GgmlType::IQ4XS,
     GgmlType::Q4_0,
     GgmlType::IQ4NL,
+    GgmlType::Mxfp4,
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q4_1,
@@ -38,6 +39,15 @@ fn weights(ty: GgmlType, rows: usize, seed: u64) -> Vec<u8> {
         // Extreme levels, -128 included (a file may hold it), in the first block of row 0.
         w[2] = 0x80;
         w[3] = 0x7F;
+    }
+    if ty == GgmlType::Mxfp4 {
+        // Row 0's three blocks at the limits: codes 15 and 7 (-12, 12) under the E8M0 scales
+        // 0 and 1 (subnormal f32) and 200; row 1's first block at exponent 2.
+        for (b, e) in [0u8, 1, 200].into_iter().enumerate() {
+            w[17 * b] = e;
+            w[17 * b + 1..17 * b + 17].fill(if b % 2 == 0 { 0xFF } else { 0x77 });
+        }
+        w[3 * 17] = 2;
     }
     if matches!(ty, GgmlType::Q4K | GgmlType::Q5K) {
         // Row 0's first super-block at the limits: scales and mins 63, every level 15 (Q5_K 31).
@@ -92,6 +102,14 @@ fn only_the_formats_with_a_sequential_kernel_and_whole_groups_are_interleaved() 
         iw.bytes(),
         (ROWS * 54).next_multiple_of(64),
         "the GGML rows' size"
+    );
+    let data = weights(GgmlType::Mxfp4, ROWS, 2);
+    let w = WeightMatrix::new(GgmlType::Mxfp4, &data, ROWS, 96).unwrap();
+    let iw = Interleaved::repack(&w).unwrap();
+    assert_eq!(
+        iw.bytes(),
+        (ROWS * 51).next_multiple_of(64),
+        "MXFP4: the GGML rows' size too"
     );
 }
 

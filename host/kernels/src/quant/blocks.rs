@@ -79,6 +79,17 @@ pub struct BlockIq4Xs {
     pub qs: [u8; QK_K / 2],
 }
 
+/// `block_mxfp4`: 32 weights as 4-bit E2M1 codes, indices into
+/// [`KVALUES_MXFP4`](super::KVALUES_MXFP4) (the E2M1 values doubled), nibble layout as Q4_0,
+/// and one shared E8M0 exponent `e`: element `j` is `KVALUES_MXFP4[code_j] * 2^(e - 128)`
+/// ([`e8m0_to_f32_half`](super::e8m0_to_f32_half)).
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockMxfp4 {
+    pub e: u8,
+    pub qs: [u8; 16],
+}
+
 /// `block_q8_0`: 32 signed 8-bit values and one f16 scale.
 #[repr(C, packed)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -171,6 +182,8 @@ const _: () = assert!(size_of::<BlockQ2K>() == 84);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
 const _: () = assert!(align_of::<BlockIq4Nl>() == 1);
+const _: () = assert!(size_of::<BlockMxfp4>() == 17);
+const _: () = assert!(align_of::<BlockMxfp4>() == 1);
 const _: () = assert!(align_of::<BlockIq4Xs>() == 1);
 const _: () = assert!(align_of::<BlockQ2K>() == 1);
 const _: () = assert!(align_of::<BlockQ3K>() == 1);
@@ -216,6 +229,7 @@ mod tests {
         assert_eq!(size_of::<BlockQ2K>(), GgmlType::Q2K.type_size());
         assert_eq!(size_of::<BlockIq4Nl>(), GgmlType::IQ4NL.type_size());
         assert_eq!(size_of::<BlockIq4Xs>(), GgmlType::IQ4XS.type_size());
+        assert_eq!(size_of::<BlockMxfp4>(), GgmlType::Mxfp4.type_size());
         assert_eq!(size_of::<BlockQ8K>(), GgmlType::Q8K.type_size());
     }
 

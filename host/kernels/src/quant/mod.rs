@@ -10,6 +10,7 @@
 mod blocks;
 mod float;
 mod iq4;
+mod mxfp4;
 mod q2k;
 mod q3k;
 mod q4_0;
@@ -30,12 +31,13 @@ mod round;
 mod search;
 
 pub use blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0,
-    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, scale_min_k4,
+    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K,
+    BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, scale_min_k4,
 };
 pub use float::{f16_to_f32_row, f32_to_f16_row};
 pub use iq4::KVALUES_IQ4NL;
 pub(crate) use iq4::xs_scale;
+pub use mxfp4::{KVALUES_MXFP4, e8m0_to_f32_half};
 pub(crate) use q2k::unpack as unpack_q2k;
 pub(crate) use q3k::{scales as q3k_scales, scales_of as q3k_scales_of, unpack as unpack_q3k};
 pub(crate) use q5_0::unpack5;
@@ -85,6 +87,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         GgmlType::Q8K => q8k::dequantize(bytemuck::cast_slice(src), dst),
         GgmlType::IQ4NL => iq4::dequantize_nl(bytemuck::cast_slice(src), dst),
         GgmlType::IQ4XS => iq4::dequantize_xs(bytemuck::cast_slice(src), dst),
+        GgmlType::Mxfp4 => mxfp4::dequantize(bytemuck::cast_slice(src), dst),
     }
     Ok(())
 }
@@ -111,9 +114,12 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         GgmlType::Q8K => q8k::quantize(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::IQ4NL => iq4::quantize_nl(src, bytemuck::cast_slice_mut(dst)),
         GgmlType::IQ4XS => iq4::quantize_xs(src, bytemuck::cast_slice_mut(dst)),
+        GgmlType::Mxfp4 => mxfp4::quantize(src, bytemuck::cast_slice_mut(dst)),
     }
     Ok(())
 }
 
+#[cfg(test)]
+mod mxfp4_tests;
 #[cfg(test)]
 mod tests;

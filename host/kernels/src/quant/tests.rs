@@ -44,6 +44,7 @@ fn round_trip_error_bounds_every_type() {
         (GgmlType::Q2K, 0.45),
         (GgmlType::IQ4NL, 0.12),
         (GgmlType::IQ4XS, 0.12),
+        (GgmlType::Mxfp4, 0.2),
     ];
     for (ty, bound) in bounds {
         let y = round_trip(ty, &x);
@@ -493,8 +494,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Bit-exactness with llama.cpp: the FNV-1a hashes of 1024 exactly representable values (four
 /// super-blocks of growing scale, elements 32..64 zero) quantized by ggml's `quantize_row_*_ref`
-/// (ggml-quants.c compiled with `-ffp-contract=off`; Q4_0..Q8_0 by gguf-py's ports of them, which
-/// agree).
+/// (ggml-quants.c compiled with `-ffp-contract=off`; Q4_0..Q8_0 and MXFP4 by gguf-py's ports of
+/// them, which agree).
 #[test]
 fn quantizers_match_llama_cpp_reference_bytes() {
     let mut x: Vec<f32> = (0..1024)
@@ -516,6 +517,7 @@ fn quantizers_match_llama_cpp_reference_bytes() {
         (GgmlType::Q8K, 0x7796_c410_81d6_05e0),
         (GgmlType::IQ4NL, 0x0f7d_9144_138f_9a12),
         (GgmlType::IQ4XS, 0xa572_397f_8291_dbb8),
+        (GgmlType::Mxfp4, 0xadef_9b2f_a60e_9172),
     ];
     for (ty, hash) in want {
         let mut q = vec![0u8; ty.row_bytes(x.len()).unwrap()];

@@ -199,10 +199,10 @@ impl ChatTemplate {
     ) -> Result<ChatTemplate, ChatError> {
         let (bos, eos) = special_texts(tok);
         match override_template {
-            Some(source) if source.contains("{{") || source.contains("{%") => {
-                ChatTemplate::new(source, &bos, &eos)
-            }
-            Some(name) => ChatTemplate::builtin(name.trim(), &bos, &eos),
+            // A single word is a built-in's name (an unknown one is an error); anything else is
+            // Jinja source, as llama-server's `--chat-template` takes either.
+            Some(name) if is_template_name(name) => ChatTemplate::builtin(name.trim(), &bos, &eos),
+            Some(source) => ChatTemplate::new(source, &bos, &eos),
             None => match gguf.get_str(GGUF_TEMPLATE_KEY) {
                 Some(source) => ChatTemplate::new(source, &bos, &eos),
                 None => ChatTemplate::default_for(gguf, tok),
@@ -282,4 +282,14 @@ impl ChatTemplate {
 fn special_texts(tok: &Tokenizer) -> (String, String) {
     let text = |id: Option<u32>| id.and_then(|i| tok.token_text(i)).unwrap_or("").to_owned();
     (text(tok.bos()), text(tok.eos()))
+}
+
+/// Whether a `--chat-template` value is a built-in's name (one word of letters, digits, `.`,
+/// `_` and `-`) rather than Jinja source.
+fn is_template_name(s: &str) -> bool {
+    let t = s.trim();
+    !t.is_empty()
+        && t.len() <= 64
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }

@@ -30,6 +30,9 @@ impl Backing {
     }
 }
 
+/// Told the byte length of each tensor released.
+type ReleaseObserver = Box<dyn Fn(u64) + Send + Sync>;
+
 /// A validated GGUF file. Weights are used in place from the mapping.
 pub struct GgufFile {
     backing: Backing,
@@ -44,6 +47,7 @@ pub struct GgufFile {
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
     unsupported: Vec<UnsupportedTensor>,
+    on_release: Option<ReleaseObserver>,
 }
 
 impl GgufFile {
@@ -95,6 +99,7 @@ impl GgufFile {
             tensors,
             tensor_index,
             unsupported,
+            on_release: None,
         })
     }
 
@@ -216,6 +221,16 @@ impl GgufFile {
                 m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, data.len())
             };
         }
+        if let Some(observe) = &self.on_release {
+            observe(info.size);
+        }
+    }
+
+    /// Calls `observe` with the byte length of every tensor [`GgufFile::release`]d from now on
+    /// (mapped or in memory). Loading a model releases each matrix as soon as its interleaved
+    /// copy is made, so this follows that copy, the slow part of loading a large model.
+    pub fn on_release(&mut self, observe: impl Fn(u64) + Send + Sync + 'static) {
+        self.on_release = Some(Box::new(observe));
     }
 
     /// blake3 of the whole file. A mapped file is read with `pread` in stretches rather than
@@ -270,5 +285,45 @@ impl fmt::Debug for GgufFile {
             .field("unsupported_tensors", &self.unsupported.len())
             .field("file_size", &self.file_size())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use memoria_kernels::GgmlType;
+
+    use super::super::GgufWriter;
+    use super::*;
+
+    /// The observer hears the byte length of every tensor released, in memory as mapped.
+    #[test]
+    fn release_tells_the_observer() {
+        let mut w = GgufWriter::new();
+        w.add_tensor("a", &[4, 2], GgmlType::F32, vec![0; 32])
+            .unwrap();
+        w.add_tensor("b", &[32], GgmlType::Q8_0, vec![0; 34])
+            .unwrap();
+        let path =
+            std::env::temp_dir().join(format!("memoria-release-{}.gguf", std::process::id()));
+        w.write_to(&path).unwrap();
+        for mut f in [
+            GgufFile::from_bytes(w.to_bytes()).unwrap(),
+            GgufFile::open(&path).unwrap(),
+        ] {
+            let heard = Arc::new(AtomicU64::new(0));
+            let h = Arc::clone(&heard);
+            f.on_release(move |n| {
+                h.fetch_add(n, Ordering::Relaxed);
+            });
+            for t in f.tensors() {
+                f.release(t);
+            }
+            assert_eq!(heard.load(Ordering::Relaxed), 32 + 34);
+            assert_eq!(f.tensor_data(f.tensor("a").unwrap()), &[0u8; 32][..]);
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -1,9 +1,11 @@
 //! `GgufWriter`: builds a GGUF v3 file from metadata and tensors, in memory or atomically on disk.
+//! A tensor's bytes are given up front or produced row by row while the file is written
+//! ([`RowFill`]), so a file larger than memory streams to disk.
 //!
 //! Invariant: tensors are checked (dims, block alignment, data length, unique name) when added,
 //! so everything `to_bytes`/`write_to` emit is a file `GgufFile` accepts, provided any
 //! `general.alignment` set by the caller is a u32 power of two (otherwise 32 is used for layout
-//! and the key is written as given, which the reader rejects).
+//! and the key is written as given, which the reader rejects), and every fill writes its rows.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -13,8 +15,11 @@ use memoria_kernels::GgmlType;
 
 use super::error::GgufError;
 use super::reader::DEFAULT_ALIGNMENT;
+use super::stream::{TensorData, write_data};
 use super::tensor::{check_dims, data_size};
 use super::value::{MetaArray, MetaValue};
+
+pub use super::stream::RowFill;
 
 /// Version written by the writer.
 pub const WRITE_VERSION: u32 = 3;
@@ -26,7 +31,13 @@ struct PendingTensor {
     /// ggml type id as written; `ty` is its type when memoria knows it.
     type_id: u32,
     ty: Option<GgmlType>,
-    data: Vec<u8>,
+    data: TensorData,
+}
+
+impl PendingTensor {
+    pub(super) fn data(&self) -> &TensorData {
+        &self.data
+    }
 }
 
 /// Accumulates metadata and tensors for a GGUF file.
@@ -81,7 +92,34 @@ impl GgufWriter {
             dims: dims.to_vec(),
             type_id: ty.id(),
             ty: Some(ty),
-            data,
+            data: TensorData::Bytes(data),
+        });
+        Ok(())
+    }
+
+    /// Adds a tensor (ggml `ne` order) whose rows `fill` encodes while the file is written, a
+    /// bounded number of rows at a time, on another thread than the one writing.
+    pub fn add_tensor_rows(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        ty: GgmlType,
+        fill: RowFill,
+    ) -> Result<(), GgufError> {
+        self.check_new_name(name)?;
+        let size = data_size(name, dims, ty)?;
+        // data_size checked that dims[0] fits and is block-aligned.
+        let row_bytes = ty.row_bytes(dims[0] as usize).unwrap_or(1).max(1);
+        self.tensors.push(PendingTensor {
+            name: name.to_owned(),
+            dims: dims.to_vec(),
+            type_id: ty.id(),
+            ty: Some(ty),
+            data: TensorData::Rows {
+                size,
+                row_bytes,
+                fill,
+            },
         });
         Ok(())
     }
@@ -114,7 +152,7 @@ impl GgufWriter {
             dims: dims.to_vec(),
             type_id,
             ty: None,
-            data,
+            data: TensorData::Bytes(data),
         });
         Ok(())
     }
@@ -157,13 +195,36 @@ impl GgufWriter {
         out
     }
 
+    /// Bytes of the whole file.
+    pub fn file_size(&self) -> u64 {
+        let align = self.alignment();
+        let data: u64 = self
+            .tensors
+            .iter()
+            .map(|t| t.data.size().next_multiple_of(align))
+            .sum();
+        (self.header().len() as u64).next_multiple_of(align) + data
+    }
+
     /// Writes the file to `path` atomically: a `.tmp` sibling is written, synced, then renamed.
     pub fn write_to(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
+        self.write_to_reporting(path, &mut |_| {})
+    }
+
+    /// [`GgufWriter::write_to`], calling `progress` with the bytes written so far as the file
+    /// grows.
+    pub fn write_to_reporting(
+        &self,
+        path: impl AsRef<Path>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), GgufError> {
         let path = path.as_ref();
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        let result = self.write_file(&tmp).and_then(|()| fs::rename(&tmp, path));
+        let result = self
+            .write_file(&tmp, progress)
+            .and_then(|()| fs::rename(&tmp, path));
         result.map_err(|source| {
             // Best effort: the temp file is useless after a failure.
             let _ = fs::remove_file(&tmp);
@@ -174,15 +235,38 @@ impl GgufWriter {
         })
     }
 
-    fn write_file(&self, tmp: &Path) -> io::Result<()> {
+    fn write_file(&self, tmp: &Path, progress: &mut dyn FnMut(u64)) -> io::Result<()> {
         let mut w = BufWriter::with_capacity(1 << 20, File::create(tmp)?);
-        self.write_into(&mut w)?;
+        self.write_reporting(&mut w, progress)?;
         let file = w.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()
     }
 
     /// Streams the file to `w`.
     pub fn write_into(&self, w: &mut impl Write) -> io::Result<()> {
+        self.write_reporting(w, &mut |_| {})
+    }
+
+    fn write_reporting(&self, w: &mut impl Write, progress: &mut dyn FnMut(u64)) -> io::Result<()> {
+        let align = self.alignment();
+        let header = self.header();
+        w.write_all(&header)?;
+        if self.tensors.is_empty() {
+            return w.flush();
+        }
+        // Each tensor starts aligned, so only its own length decides the padding after it.
+        let zeros = vec![0u8; align as usize];
+        let start = header.len() as u64;
+        w.write_all(&zeros[..padding(start, align)])?;
+        let data: Vec<&TensorData> = self.tensors.iter().map(PendingTensor::data).collect();
+        let first = start.next_multiple_of(align);
+        progress(first);
+        write_data(w, &data, align, &mut |done| progress(first + done))?;
+        w.flush()
+    }
+
+    /// Magic, counts, metadata and tensor infos.
+    fn header(&self) -> Vec<u8> {
         let align = self.alignment();
         let mut header = Vec::new();
         header.extend_from_slice(MAGIC);
@@ -203,24 +287,13 @@ impl GgufWriter {
             }
             header.extend_from_slice(&t.type_id.to_le_bytes());
             header.extend_from_slice(&rel.to_le_bytes());
-            rel = (rel + t.data.len() as u64).next_multiple_of(align);
+            rel = (rel + t.data.size()).next_multiple_of(align);
         }
-        w.write_all(&header)?;
-        if self.tensors.is_empty() {
-            return w.flush();
-        }
-        // Each tensor starts aligned, so only its own length decides the padding after it.
-        let zeros = vec![0u8; align as usize];
-        w.write_all(&zeros[..padding(header.len() as u64, align)])?;
-        for t in &self.tensors {
-            w.write_all(&t.data)?;
-            w.write_all(&zeros[..padding(t.data.len() as u64, align)])?;
-        }
-        w.flush()
+        header
     }
 }
 
-fn padding(pos: u64, align: u64) -> usize {
+pub(super) fn padding(pos: u64, align: u64) -> usize {
     (pos.next_multiple_of(align) - pos) as usize
 }
 

@@ -30,7 +30,10 @@ fn synth_tiny_model_every_type_reads_back() {
             assert_eq!(f.get_u32(&format!("{a}.attention.head_count_kv")), Some(2));
             assert_eq!(f.get_u32(&format!("{a}.rope.dimension_count")), Some(64));
             assert_eq!(f.get_u32(&format!("{a}.vocab_size")), Some(512));
-            assert_eq!(f.get_u32("general.file_type"), Some(file_type(ty)));
+            assert_eq!(
+                f.get_u32("general.file_type"),
+                Some(WeightTypes::Single(ty).file_type())
+            );
             assert_eq!(
                 f.get_array("tokenizer.ggml.tokens").map(MetaArray::len),
                 Some(512)
@@ -86,7 +89,7 @@ fn synth_is_deterministic_and_seed_dependent() {
 
 #[test]
 fn synth_vocab_is_spm_shaped_and_unique() {
-    let meta = spm_tokenizer(5000);
+    let meta = spm_tokenizer(5000, &[]);
     let get = |k: &str| &meta.iter().find(|(key, _)| key == k).unwrap().1;
     let tokens = get("tokenizer.ggml.tokens")
         .as_array()

@@ -3,7 +3,7 @@
 //!
 //! Invariant: a generated vocabulary of size n has exactly n unique tokens: `<unk>`=0 (type 2),
 //! `<s>`=1 and `</s>`=2 (type 3), `<0x00>`..`<0xFF>` at 3..259 (type 6), then normal pieces
-//! (type 1) with strictly decreasing scores.
+//! (type 1) with strictly decreasing scores, then the extra control tokens asked for (type 3).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -32,18 +32,22 @@ pub(super) fn tokenizer_from_file(path: &Path) -> Result<Vec<(String, MetaValue)
 /// Ids before the first normal piece: `<unk>`, `<s>`, `</s>` and 256 byte tokens.
 pub(crate) const FIRST_NORMAL: usize = 3 + 256;
 
-/// A SentencePiece ("llama" model) vocabulary of `n` tokens: specials, byte fallback tokens,
-/// then unique pieces (common English fragments first) with decreasing scores.
-pub(crate) fn spm_tokenizer(n: usize) -> Vec<(String, MetaValue)> {
+/// A SentencePiece ("llama" model) vocabulary of `n` tokens (at least `FIRST_NORMAL + 1 +
+/// extra.len()`): specials, byte fallback tokens, unique pieces (common English fragments
+/// first) with decreasing scores, then the control tokens `extra` (none of them a piece).
+pub(crate) fn spm_tokenizer(n: usize, extra: &[&str]) -> Vec<(String, MetaValue)> {
     let mut tokens = vec!["<unk>".to_owned(), "<s>".to_owned(), "</s>".to_owned()];
     let mut types = vec![2i32, 3, 3];
     tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
     types.extend([6i32; 256]);
-    let pieces = normal_pieces(n - FIRST_NORMAL);
+    let pieces = normal_pieces(n.saturating_sub(FIRST_NORMAL + extra.len()));
     types.extend(std::iter::repeat_n(1i32, pieces.len()));
     let mut scores = vec![0f32; FIRST_NORMAL];
     scores.extend((0..pieces.len()).map(|i| -(i as f32)));
     tokens.extend(pieces);
+    tokens.extend(extra.iter().map(|t| (*t).to_owned()));
+    types.extend(std::iter::repeat_n(3i32, extra.len()));
+    scores.extend(std::iter::repeat_n(0f32, extra.len()));
     let s = |v: &str| MetaValue::String(v.to_owned());
     vec![
         ("tokenizer.ggml.model".to_owned(), s("llama")),

@@ -98,6 +98,27 @@ pub fn present(dir: &Path, entry: &Entry) -> Option<PathBuf> {
     (meta.is_file() && meta.len() == entry.size).then_some(path)
 }
 
+/// The file a `-m` argument names: the path itself when it exists, else the pulled file of the
+/// catalogue model of that name (`-m smollm2-135m-instruct`), else an error saying what to do.
+pub fn model_arg(arg: &Path) -> anyhow::Result<PathBuf> {
+    if arg.exists() {
+        return Ok(arg.to_path_buf());
+    }
+    let Some(entry) = arg.to_str().and_then(find) else {
+        return Ok(arg.to_path_buf());
+    };
+    let dir = models_dir()?;
+    match present(&dir, entry) {
+        Some(p) => Ok(p),
+        None => bail!(
+            "-m {}: a catalogue model that is not in the models folder ({}); fetch it first with `memoria pull {}`",
+            entry.name,
+            dir.display(),
+            entry.name
+        ),
+    }
+}
+
 /// The first catalogue model present in the models folder, for `memoria serve` without `-m`.
 pub fn first_present() -> Option<(&'static Entry, PathBuf)> {
     let dir = models_dir().ok()?;

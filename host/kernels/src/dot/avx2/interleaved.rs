@@ -4,13 +4,15 @@
 //! 16 rows instead of one.
 //!
 //! Weights are unsigned levels `u = value + K` (Q4_0: nibbles, K = 8; Q5_0: 5-bit levels,
-//! K = 16; Q8_0: `q + 128`; Q4_1 / Q5_1: their levels, K = 0, the min entering as `m_w · s_x`; IQ4_NL:
-//! its table's value + 128, looked up from the nibble by one byte shuffle, K = 128); each
-//! token's block sum starts from `-K·Σx` ([`XInfo`]), so the i32 lanes are the exact signed sums.
+//! K = 16; Q8_0: `q + 128`; Q4_1 / Q5_1: their levels, K = 0, the min entering as `m_w · s_x`;
+//! IQ4_NL and MXFP4: their table's value + 128, looked up from the nibble by one byte shuffle,
+//! K = 128); each token's block sum starts from `-K·Σx` ([`XInfo`]), so the i32 lanes are the
+//! exact signed sums. The 16 rows' scales are f16, converted at once; MXFP4's are E8M0 bytes,
+//! decoded to f32 bits as `GGML_E8M0_TO_FP32_HALF` builds them.
 //! Invariant (batch invariance): lane `r` of token `t` runs
 //! `acc = fma(f32(Σ_int), dw · dx, acc)` (Q4_1, Q5_1: then `fma(m_w, s_x, acc)`) block by block
-//! from 0, whatever the tile's token
-//! count: the order of [`crate::dot::sequential`], bit for bit.
+//! from 0, whatever the tile's token count: the order of [`crate::dot::sequential`], bit for
+//! bit.
 
 use std::arch::x86_64::*;
 
@@ -34,6 +36,35 @@ const Q5_0: u8 = 2;
 const Q4_1: u8 = 3;
 const IQ4_NL: u8 = 4;
 const Q5_1: u8 = 5;
+const MXFP4: u8 = 6;
+
+/// MXFP4's table as unsigned levels (`value + 128`), for `vpshufb` (repeated per 128-bit lane).
+const MXFP4_LEVELS: [u8; 16] = {
+    let mut u = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        u[i] = (crate::quant::KVALUES_MXFP4[i] as i16 + 128) as u8;
+        i += 1;
+    }
+    u
+};
+
+/// The f32 scales `2^(e - 128)` of 16 E8M0 bytes at `p` (`GGML_E8M0_TO_FP32_HALF` lane by
+/// lane: `(e - 1) << 23`, the subnormal `0x00200000 << e` for `e` < 2).
+///
+/// # Safety
+/// avx512f/bw/vl; `p` points to 16 readable bytes.
+#[inline(always)]
+unsafe fn e8m0_half_x16(p: *const u8) -> __m512 {
+    // SAFETY: 16 readable bytes (caller), unaligned load; features enabled (caller).
+    unsafe {
+        let e = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()));
+        let normal = _mm512_slli_epi32::<23>(_mm512_sub_epi32(e, _mm512_set1_epi32(1)));
+        let small = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
+        let is_small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+        _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_small, normal, small))
+    }
+}
 
 /// One group × `T` tokens over `nb` blocks of format `F`.
 ///
@@ -51,6 +82,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
 ) {
     let (gb, quants) = match F {
         Q4_0 | IQ4_NL => (32 + 4 * 64, 32),
+        MXFP4 => (16 + 4 * 64, 16),
         Q8_0 => (32 + 8 * 64, 32),
         Q5_0 => (32 + 64 + 4 * 64, 96),
         Q5_1 => (64 + 64 + 4 * 64, 128),
@@ -63,10 +95,19 @@ unsafe fn group_tile<const T: usize, const F: u8>(
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
         let low = _mm512_set1_epi8(0x0F);
-        let table = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4NL_LEVELS.as_ptr().cast()));
+        let levels = if F == MXFP4 {
+            &MXFP4_LEVELS
+        } else {
+            &IQ4NL_LEVELS
+        };
+        let table = _mm512_broadcast_i32x4(_mm_loadu_si128(levels.as_ptr().cast()));
         for b in 0..nb {
             let blk = w.add(b * gb);
-            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
+            let dw = if F == MXFP4 {
+                e8m0_half_x16(blk)
+            } else {
+                _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()))
+            };
             let mut wq = [_mm512_setzero_si512(); 8];
             if F == Q8_0 {
                 for (c, v) in wq.iter_mut().enumerate() {
@@ -79,7 +120,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
                     wq[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
                 }
             }
-            if F == IQ4_NL {
+            if F == IQ4_NL || F == MXFP4 {
                 for v in &mut wq[..] {
                     *v = _mm512_shuffle_epi8(table, *v);
                 }
@@ -119,7 +160,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
 }
 
 /// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved group of `ty`
-/// (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1 or IQ4_NL; another type is treated as Q4_0).
+/// (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL or MXFP4; another type is treated as Q4_0).
 ///
 /// # Safety
 /// As [`group_tile`] for the format `ty`.
@@ -140,6 +181,7 @@ pub(crate) unsafe fn group<const T: usize>(
             GgmlType::Q4_1 => group_tile::<T, Q4_1>(w, nb, x, info, out),
             GgmlType::Q5_1 => group_tile::<T, Q5_1>(w, nb, x, info, out),
             GgmlType::IQ4NL => group_tile::<T, IQ4_NL>(w, nb, x, info, out),
+            GgmlType::Mxfp4 => group_tile::<T, MXFP4>(w, nb, x, info, out),
             _ => group_tile::<T, Q4_0>(w, nb, x, info, out),
         }
     }

@@ -117,6 +117,8 @@ pub(crate) unsafe fn tile_on<const R: usize, const C: usize>(
             GgmlType::Q3K => kquants::tile_q3k::<R, C>(w, x, n / 256, out),
             GgmlType::IQ4NL if vnni => iq4::tile_iq4_nl_vnni::<R, C>(w, x, n / 32, out),
             GgmlType::IQ4NL => iq4::tile_iq4_nl::<R, C>(w, x, n / 32, out),
+            GgmlType::Mxfp4 if vnni => iq4::tile_mxfp4_vnni::<R, C>(w, x, n / 32, out),
+            GgmlType::Mxfp4 => iq4::tile_mxfp4::<R, C>(w, x, n / 32, out),
             GgmlType::IQ4XS => iq4::tile_iq4_xs::<R, C>(w, x, n / 256, out),
             GgmlType::Q4K if kwide => kquants_wide::tile_q4k::<R, C>(w, x, n / 256, out),
             GgmlType::Q4K if vnni => kquants::tile_q4k_vnni::<R, C>(w, x, n / 256, out),
