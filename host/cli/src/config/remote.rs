@@ -119,9 +119,14 @@ pub fn resolve(
 /// A key file for tests of configurations with a remote tier (every such tier needs one).
 #[cfg(test)]
 pub(crate) fn test_key_file() -> PathBuf {
-    let p = std::env::temp_dir().join(format!("memoria-config-key-{}", std::process::id()));
-    std::fs::write(&p, "0123456789abcdef".repeat(4)).unwrap();
-    p
+    // Written once per test process (tests run in parallel: a rewrite could be read half done).
+    static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let p = std::env::temp_dir().join(format!("memoria-config-key-{}", std::process::id()));
+        std::fs::write(&p, "0123456789abcdef".repeat(4)).unwrap();
+        p
+    })
+    .clone()
 }
 
 #[cfg(test)]
