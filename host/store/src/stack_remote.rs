@@ -1,7 +1,8 @@
 //! The [`TierStack`]'s side of the remote tier: labels per namespace (from the registry), the async prefetch
 //! a request awaits before the engine schedules it (remote values verified, decoded and staged
 //! in RAM), the staged blocks the engine thread's fetch consumes (a memory copy, no network),
-//! and write-behind offers of sealed and evicted blocks. Invariants: a staged block was
+//! write-behind offers of sealed and evicted blocks, and blocks a prefetch found missing on the
+//! server written again from the hot pool ([`TierStack::remote_rewrite`]). Invariants: a staged block was
 //! verified against the requesting chain (model, layout, hash, namespace root, tokens) and is
 //! checked again against the consuming request's root and tokens; staged bytes stay under the
 //! remote's `max_inflight_bytes` (oldest dropped first); a bad value is deleted and counted.
@@ -247,6 +248,20 @@ impl TierStack {
         }
     }
 
+    /// Whether the remote tier found blocks missing that may be written again (see
+    /// [`TierStack::remote_rewrite`]); false without a remote tier.
+    pub fn remote_lost_any(&self) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.tier.any_lost())
+    }
+
+    /// Writes a block this host holds (a prefix match took it from the hot pool) to the remote
+    /// tier again if a prefetch found it missing on the server; returns whether it did.
+    pub fn remote_rewrite(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
+        let Some(r) = &self.remote else { return false };
+        let key = r.tier.key(&self.label(&identity.salt), &identity.hash);
+        r.tier.rewrite(key, identity, tokens, data)
+    }
+
     /// Block `hash` left this host's tiers: the remote tier no longer takes it to be held
     /// here, so a later prompt looks it up on the server.
     pub(crate) fn remote_left(&self, hash: &BlockHash) {
@@ -345,8 +360,14 @@ impl TierStack {
             let Some(found) = next else { break };
             // `found` first: zip then never takes a key past this run's answers from `want`.
             for (lookup, (i, hash)) in found.into_iter().zip(want.by_ref()) {
-                let Lookup::Value(stored) = lookup else {
-                    break 'runs;
+                let stored = match lookup {
+                    Lookup::Value(v) => v,
+                    Lookup::Absent => {
+                        // The server lacks it: if this host holds it, it writes it again.
+                        r.tier.mark_lost(&hash);
+                        break 'runs;
+                    }
+                    _ => break 'runs,
                 };
                 let (block_label, block_root) = key_of(i);
                 let key = r.tier.key(block_label, &hash);
@@ -391,11 +412,7 @@ impl TierStack {
 /// A fetched value (its tag verified) checked against `expect` as the staged bytes: the value
 /// itself when raw (with the payload's offset), else its decoded block; why it was refused
 /// otherwise.
-fn verified(
-    value: Vec<u8>,
-    expect: &Expect<'_>,
-    raw: usize,
-) -> Result<(Vec<u8>, usize), Refusal> {
+fn verified(value: Vec<u8>, expect: &Expect<'_>, raw: usize) -> Result<(Vec<u8>, usize), Refusal> {
     let h = match codec::check(&value, expect, raw) {
         Ok(h) if h.shared => h,
         Ok(_) => return Err(Refusal::Foreign),

@@ -200,7 +200,14 @@ struct Tally {
 
 /// One damage case: `verify` never makes the file worse, and everything a serving engine could
 /// read from the damaged file (each block and each save) is still there after `repair`.
-fn flip_case(d: &Path, pristine: &[u8], at: u64, all: &[Block], salt: &NamespaceSalt, t: &mut Tally) {
+fn flip_case(
+    d: &Path,
+    pristine: &[u8],
+    at: u64,
+    all: &[Block],
+    salt: &NamespaceSalt,
+    t: &mut Tally,
+) {
     let file = d.join(DB_FILE);
     corrupt(&file, pristine, at);
     let damaged = std::fs::read(&file).unwrap();
@@ -241,7 +248,9 @@ fn flip_case(d: &Path, pristine: &[u8], at: u64, all: &[Block], salt: &Namespace
             if let Err(e) = save(&st, "new", &record(salt, 20)) {
                 let m = e.to_string();
                 assert!(
-                    e.is_damaged() && m.contains("memoria store repair --store") && m.contains("--store-recover"),
+                    e.is_damaged()
+                        && m.contains("memoria store repair --store")
+                        && m.contains("--store-recover"),
                     "at {at}: a save the damage refuses says what is wrong and what to run: {m}"
                 );
                 t.saves_refused += 1;
@@ -278,12 +287,20 @@ fn flip_case(d: &Path, pristine: &[u8], at: u64, all: &[Block], salt: &Namespace
     assert!(after.ok(), "after repair at {at}: {after:?}");
     let st = TierStack::open(d, opts(64 << 20, 0)).expect("open after repair");
     let kept = serve_like(&st, all, salt);
-    let lost_saves: Vec<_> = before.saves.iter().filter(|i| !kept.saves.contains(i)).collect();
+    let lost_saves: Vec<_> = before
+        .saves
+        .iter()
+        .filter(|i| !kept.saves.contains(i))
+        .collect();
     assert!(
         lost_saves.is_empty(),
         "at {at}: saves a serving engine restored before the repair and not after: {lost_saves:?}"
     );
-    let lost_blocks: Vec<_> = before.blocks.iter().filter(|i| !kept.blocks.contains(i)).collect();
+    let lost_blocks: Vec<_> = before
+        .blocks
+        .iter()
+        .filter(|i| !kept.blocks.contains(i))
+        .collect();
     assert!(
         lost_blocks.is_empty(),
         "at {at}: blocks served before the repair and not after: {lost_blocks:?}"
@@ -305,7 +322,10 @@ fn byte_flips_never_panic_and_repair_keeps_every_save_serve_could_restore() {
         }
         st.flush().unwrap();
         let served = serve_like(&st, &all, &salt);
-        assert_eq!((served.blocks.len(), served.saves.len()), (all.len(), SAVES.len()));
+        assert_eq!(
+            (served.blocks.len(), served.saves.len()),
+            (all.len(), SAVES.len())
+        );
     }
     let file = d.join(DB_FILE);
     let pristine = std::fs::read(&file).unwrap();

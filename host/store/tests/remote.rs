@@ -195,7 +195,9 @@ fn values_without_the_hosts_key_are_refused_and_keyed_garbage_is_deleted() {
         (s.hits, s.bad_values, s.refused_auth, s.refused_corrupt),
         (3, 1, 0, 1)
     );
-    wait_until("the keyed garbage's deletion", || !exists(&mut conn, &key(3)));
+    wait_until("the keyed garbage's deletion", || {
+        !exists(&mut conn, &key(3))
+    });
 }
 
 #[test]

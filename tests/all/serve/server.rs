@@ -116,8 +116,11 @@ impl Server {
 pub fn remote_key_file() -> PathBuf {
     let p = std::env::temp_dir().join(format!("memoria-test-remote-{}.key", std::process::id()));
     if !p.exists() {
-        std::fs::write(&p, "memoria test remote key: 0123456789abcdef0123456789abcdef")
-            .expect("remote key file");
+        std::fs::write(
+            &p,
+            "memoria test remote key: 0123456789abcdef0123456789abcdef",
+        )
+        .expect("remote key file");
     }
     p
 }
@@ -125,14 +128,19 @@ pub fn remote_key_file() -> PathBuf {
 /// `--remote-key-file` with the tests' key when `args` put the host on a remote tier (a
 /// `--remote` flag or a config file with `[store.remote]`) and name no key file themselves.
 fn remote_key_args(args: &[&str]) -> Vec<String> {
-    let flagged = args.iter().any(|a| *a == "--remote" || *a == "--remote-cluster");
+    let flagged = args
+        .iter()
+        .any(|a| *a == "--remote" || *a == "--remote-cluster");
     let configured = args
         .windows(2)
         .filter(|w| w[0] == "--config")
         .any(|w| std::fs::read_to_string(w[1]).is_ok_and(|t| t.contains("[store.remote]")));
     if (flagged || configured) && !args.contains(&"--remote-key-file") {
         let key = remote_key_file();
-        vec!["--remote-key-file".into(), key.to_string_lossy().into_owned()]
+        vec![
+            "--remote-key-file".into(),
+            key.to_string_lossy().into_owned(),
+        ]
     } else {
         Vec::new()
     }

@@ -92,7 +92,7 @@ pub enum StoreCommand {
     Verify(VerifyArgs),
     /// Compact the store file.
     Compact(PathArgs),
-    /// Remove one namespace's blocks and sessions, or everything.
+    /// Remove one namespace's blocks and sessions, or everything (asked, or `--yes`).
     Clear(ClearArgs),
     /// Repair a damaged store: redb's repair, then removal of bad entries; a file damaged beyond
     /// that is salvaged: every entry that still reads and verifies is copied into a fresh file,
@@ -134,6 +134,42 @@ pub struct ClearArgs {
     /// The host.toml whose `[namespaces]` `--namespace` names (as `memoria serve --config`).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Without `--namespace`: remove everything without asking (required when stdin is not a
+    /// terminal).
+    #[arg(long)]
+    yes: bool,
+}
+
+/// Whether clearing every namespace of the store in `dir` may go ahead: `--yes`, or an answer
+/// `y`/`yes` to a question on a terminal; otherwise an error saying what to pass.
+fn confirm_clear_all(dir: &Path, yes: bool) -> anyhow::Result<()> {
+    use std::io::{BufRead, IsTerminal};
+    if yes {
+        return Ok(());
+    }
+    let refuse = || {
+        anyhow::anyhow!(
+            "`memoria store clear` without --namespace removes every block and saved session of \
+             every namespace in {}: pass --yes to do that, or --namespace NAME to clear one",
+            dir.display()
+        )
+    };
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(refuse());
+    }
+    eprint!(
+        "Remove every block and saved session of \
+             every namespace in {}? [y/N] ",
+        dir.display()
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(refuse()),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -282,7 +318,10 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
         StoreCommand::Clear(a) => {
             let salt = match a.namespace.as_deref() {
                 Some(name) => Some(namespace_salt(name, a.config.as_deref())?),
-                None => None,
+                None => {
+                    confirm_clear_all(&a.path.store, a.yes)?;
+                    None
+                }
             };
             let r = maintenance::clear(&a.path.store, salt)?;
             if a.path.json {

@@ -455,7 +455,9 @@ pub fn tenants(
     specs: Vec<(String, NamespaceSpec)>,
     remote: Option<&memoria_store::RemoteOptions>,
 ) -> anyhow::Result<Tenants> {
-    let secret = remote.and_then(|r| r.auth.as_ref()).map(|k| k.salt_secret());
+    let secret = remote
+        .and_then(|r| r.auth.as_ref())
+        .map(|k| k.salt_secret());
     Tenants::new(specs)
         .map(|t| t.with_salt_secret(secret))
         .map_err(|e| anyhow::anyhow!("{e}"))

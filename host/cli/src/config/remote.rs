@@ -93,8 +93,9 @@ pub fn resolve(
     };
     let auth = match key_flag.or(r.auth_key_file.as_deref()) {
         Some(path) => {
-            let (key, warning) = RemoteKey::load(path)
-                .map_err(|e| anyhow::anyhow!("store.remote.auth_key_file / --remote-key-file: {e}"))?;
+            let (key, warning) = RemoteKey::load(path).map_err(|e| {
+                anyhow::anyhow!("store.remote.auth_key_file / --remote-key-file: {e}")
+            })?;
             if let Some(w) = warning {
                 eprintln!("memoria: warning: {w}");
             }
@@ -150,7 +151,10 @@ mod tests {
         let raw = RawConfig::parse("[store.remote]\nurl = \"redis://h:1\"\n").unwrap();
         let e = super::resolve(raw.store.remote.as_ref(), None, &[], None).unwrap_err();
         let e = format!("{e:#}");
-        assert!(e.contains("auth_key_file") && e.contains("--remote-key-file"), "{e}");
+        assert!(
+            e.contains("auth_key_file") && e.contains("--remote-key-file"),
+            "{e}"
+        );
         assert!(e.contains("openssl rand -hex 32"), "{e}");
         let e = super::resolve(None, Some("redis://h:1"), &[], None).unwrap_err();
         assert!(format!("{e:#}").contains("auth_key_file"), "{e:#}");

@@ -130,7 +130,10 @@ fn probe_2_ff_at_8192_with_recover_moves_the_file_aside_and_writes_again() {
     let e = crate::maintenance::check(&dir).expect_err("the page is in use");
     assert!(e.is_damaged(), "{e}");
     let readable = crate::salvage::count(&dir, e.damage()).expect("count");
-    assert!(readable.readable && readable.blocks_kept > 0, "{readable:?}");
+    assert!(
+        readable.readable && readable.blocks_kept > 0,
+        "{readable:?}"
+    );
     let tier = RedbTier::open(&dir, recover_opts()).expect("recover opens a salvaged store");
     assert_eq!(moved_aside(&dir).len(), 1, "the damaged file is kept aside");
     assert_eq!(

@@ -169,7 +169,11 @@ impl DiskIndex {
         let mut queued = std::mem::take(&mut self.queued);
         queued.retain(|h| !disk.entries.contains_key(h));
         let clock = self.clock;
-        for h in self.entries.keys().filter(|h| !disk.entries.contains_key(*h)) {
+        for h in self
+            .entries
+            .keys()
+            .filter(|h| !disk.entries.contains_key(*h))
+        {
             self.left(h);
         }
         let (watch, remote) = (self.watch.take(), self.remote.take());

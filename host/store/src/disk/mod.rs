@@ -184,7 +184,11 @@ pub fn open_database_checked(
 
 /// Opens the existing redb file at `path` as it is (no table set-up); with `check`, redb's
 /// integrity check runs at open. Damage is [`StoreError::Damaged`]; call under [`contain`].
-pub(crate) fn open_redb(path: &Path, cache_bytes: usize, check: bool) -> Result<Database, StoreError> {
+pub(crate) fn open_redb(
+    path: &Path,
+    cache_bytes: usize,
+    check: bool,
+) -> Result<Database, StoreError> {
     Database::builder()
         .set_cache_size(cache_bytes)
         .set_check_integrity_on_open(check)

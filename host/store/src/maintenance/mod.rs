@@ -448,18 +448,18 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
         return Err(not_a_store(dir));
     }
     let damage = match check(dir) {
-        Ok(clean) => match keeping_header(dir, || {
-            contain("repair", || verify_inner(dir, true, clean))
-        }) {
-            Ok(r) => {
-                return Ok(RepairReport::Repaired {
-                    rolled_back: !clean,
-                    removed: r.removed,
-                });
+        Ok(clean) => {
+            match keeping_header(dir, || contain("repair", || verify_inner(dir, true, clean))) {
+                Ok(r) => {
+                    return Ok(RepairReport::Repaired {
+                        rolled_back: !clean,
+                        removed: r.removed,
+                    });
+                }
+                Err(e) if e.is_damaged() => e.damage(),
+                Err(e) => return Err(e),
             }
-            Err(e) if e.is_damaged() => e.damage(),
-            Err(e) => return Err(e),
-        },
+        }
         Err(e) if e.is_damaged() => e.damage(),
         Err(e) => return Err(e),
     };

@@ -75,9 +75,8 @@ impl RemoteKey {
     /// Reads the key file at `path` (see [`RemoteKey::from_material`]). A file others than its
     /// owner may read is accepted, with a warning in the second value.
     pub fn load(path: &Path) -> Result<(RemoteKey, Option<String>), String> {
-        let what = |e: &dyn std::fmt::Display| {
-            format!("the remote key file {}: {e}", path.display())
-        };
+        let what =
+            |e: &dyn std::fmt::Display| format!("the remote key file {}: {e}", path.display());
         let meta = std::fs::metadata(path).map_err(|e| what(&e))?;
         if !meta.is_file() {
             return Err(what(&"not a file"));
@@ -160,11 +159,17 @@ mod tests {
             Some(&b"value"[..])
         );
         assert_eq!(k.open("p:shared:02", sealed.clone()), None, "another key");
-        assert_eq!(key(&"cd".repeat(32)).open("p:shared:01", sealed.clone()), None);
+        assert_eq!(
+            key(&"cd".repeat(32)).open("p:shared:01", sealed.clone()),
+            None
+        );
         let mut altered = sealed.clone();
         altered[0] ^= 1;
         assert_eq!(k.open("p:shared:01", altered), None);
-        assert_eq!(k.open("p:shared:01", sealed[..TAG_BYTES - 1].to_vec()), None);
+        assert_eq!(
+            k.open("p:shared:01", sealed[..TAG_BYTES - 1].to_vec()),
+            None
+        );
         // Whitespace around the material is not part of it (a key file's newline).
         assert_eq!(key(&format!("{}\n", "ab".repeat(32))), k);
         assert_eq!(format!("{k:?}"), "RemoteKey(..)");
@@ -174,7 +179,10 @@ mod tests {
     #[test]
     fn short_or_huge_material_is_refused_with_how_to_make_a_key() {
         let e = RemoteKey::from_material(b"short").unwrap_err();
-        assert!(e.contains("at least 32") && e.contains("openssl rand"), "{e}");
+        assert!(
+            e.contains("at least 32") && e.contains("openssl rand"),
+            "{e}"
+        );
         assert!(RemoteKey::from_material(&vec![b'x'; MAX_KEY_BYTES + 1]).is_err());
         let dir = std::env::temp_dir().join(format!("memoria-key-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

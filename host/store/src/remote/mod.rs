@@ -32,10 +32,10 @@ use std::time::Duration;
 use memoria_kv::BlockHash;
 use tokio::sync::{mpsc, oneshot};
 
+pub use auth::RemoteKey;
 pub use breaker::BreakerState;
 pub use endpoint::{Endpoint, MAX_CLUSTER_NODES};
 pub use options::{RemoteOptions, WriteMode};
-pub use auth::RemoteKey;
 pub use stats::{LATENCY_BOUNDS_US, Refusal, RemoteSnapshot, RemoteStats};
 pub use worker::{GET_WINDOW, Lookup, MGET_RUN};
 
@@ -239,6 +239,8 @@ impl RemoteTier {
     /// in the shared form, written with `SET key value EX ttl_s`). Returns false, counted, when the queue's byte bound is
     /// reached. `data` is the block's raw bytes.
     pub fn put(&self, key: String, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
+        // Written now: no longer waiting to be written again.
+        self.shared.seen.take_lost(&identity.hash);
         let st = &self.shared.stats;
         let len = data.len() as u64;
         let max = self.shared.opts.max_inflight_bytes as u64;
@@ -299,6 +301,36 @@ impl RemoteTier {
     /// up on the server again instead of taking it to be held here.
     pub fn forget(&self, hash: &BlockHash) {
         self.shared.seen.forget(hash);
+    }
+
+    /// Records that a lookup found the block missing on the server (see [`RemoteTier::rewrite`]).
+    pub fn mark_lost(&self, hash: &BlockHash) {
+        self.shared.seen.mark_lost(hash);
+    }
+
+    /// Whether a lookup found blocks missing that no host has written again through this tier.
+    pub fn any_lost(&self) -> bool {
+        self.shared.seen.any_lost()
+    }
+
+    /// Writes a block this host holds again when a lookup found it missing on the server (it
+    /// restarted, was flushed, or evicted it), whatever the write mode; returns whether it was
+    /// queued. A block not found missing is left alone (false).
+    pub fn rewrite(
+        &self,
+        key: String,
+        identity: BlockIdentity,
+        tokens: &[u32],
+        data: &[u8],
+    ) -> bool {
+        if !self.shared.seen.take_lost(&identity.hash) {
+            return false;
+        }
+        let queued = self.put(key, identity, tokens, data);
+        if queued {
+            RemoteStats::add(&self.shared.stats.rewrites, 1);
+        }
+        queued
     }
 
     /// Counts one sighting of a block; returns whether, per the write mode, it is to be

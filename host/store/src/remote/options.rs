@@ -165,7 +165,10 @@ mod tests {
         };
         assert_eq!(keyed().validate(), Ok(()));
         let e = RemoteOptions::default().validate().unwrap_err();
-        assert!(e.contains("auth_key_file") && e.contains("openssl rand"), "{e}");
+        assert!(
+            e.contains("auth_key_file") && e.contains("openssl rand"),
+            "{e}"
+        );
         let bad = |f: fn(&mut RemoteOptions)| {
             let mut o = keyed();
             f(&mut o);

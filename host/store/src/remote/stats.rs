@@ -36,6 +36,12 @@ pub struct RemoteStats {
     pub refused_corrupt: AtomicU64,
     /// Intact values of another model, layout, namespace or tokens; deleted.
     pub refused_foreign: AtomicU64,
+    /// Blocks written again because a lookup found them missing on the server while this host
+    /// held them (the server restarted, was flushed, or evicted them).
+    pub rewrites: AtomicU64,
+    /// Times the server's key count fell by half or more between two size polls (a restart, a
+    /// FLUSHALL): every block known to be there was forgotten, so lookups check again.
+    pub server_losses: AtomicU64,
     /// Value bytes received.
     pub bytes_read: AtomicU64,
     /// Value bytes written (acknowledged).
@@ -147,6 +153,8 @@ impl RemoteStats {
             refused_auth: g(&self.refused_auth),
             refused_corrupt: g(&self.refused_corrupt),
             refused_foreign: g(&self.refused_foreign),
+            rewrites: g(&self.rewrites),
+            server_losses: g(&self.server_losses),
             bytes_read: g(&self.bytes_read),
             bytes_written: g(&self.bytes_written),
             writes: g(&self.writes),
@@ -202,6 +210,8 @@ pub struct RemoteSnapshot {
     pub refused_auth: u64,
     pub refused_corrupt: u64,
     pub refused_foreign: u64,
+    pub rewrites: u64,
+    pub server_losses: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub writes: u64,

@@ -77,7 +77,10 @@ impl SalvageReport {
             );
         }
         if !self.cut_short.is_empty() {
-            s += &format!("; unreadable past the damage: {}", self.cut_short.join(", "));
+            s += &format!(
+                "; unreadable past the damage: {}",
+                self.cut_short.join(", ")
+            );
         }
         s
     }

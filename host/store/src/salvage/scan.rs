@@ -327,7 +327,10 @@ mod tests {
         assert!(p.iter().all(|q| *q > k), "every probe is past the key");
         assert!(p.windows(2).all(|w| w[0] <= w[1]), "nearest first");
         assert_eq!(p[0][30..], [8, 0]);
-        assert_eq!(<[u8; 32]>::probes_after(&[0xFF; 32]), Vec::<[u8; 32]>::new());
+        assert_eq!(
+            <[u8; 32]>::probes_after(&[0xFF; 32]),
+            Vec::<[u8; 32]>::new()
+        );
         let s = <(u64, String)>::probes_after(&(3, "s19".into()));
         assert_eq!(
             s[..3],
