@@ -43,6 +43,7 @@ const ROOT_DOMAIN: &[u8] = b"memoria-kv-root-v1";
 const BLOCK_DOMAIN: &[u8] = b"memoria-kv-block-v1";
 const PRIVATE_DOMAIN: &[u8] = b"memoria-kv-private-v1";
 const SALT_CONTEXT: &str = "memoria-kv namespace salt v1";
+const KEYED_SALT_DOMAIN: &[u8] = b"memoria-kv namespace salt v2";
 
 /// Key of a full block (or of the chain's root).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,6 +65,25 @@ impl fmt::Debug for NamespaceSalt {
     }
 }
 
+/// A host secret namespace salts are derived with (see [`NamespaceSalt::derive_keyed`]): with it,
+/// a salt cannot be computed from a namespace's name. Hosts that share a remote tier share it
+/// (it comes from the tier's key file). Its `Debug` is redacted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SaltSecret([u8; 32]);
+
+impl SaltSecret {
+    /// A secret of 32 bytes (derived from key material by its owner).
+    pub fn new(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+}
+
+impl fmt::Debug for SaltSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SaltSecret(..)")
+    }
+}
+
 impl ModelFingerprint {
     /// Fingerprint of arbitrary identifying bytes (BLAKE3 of them).
     pub fn of(bytes: &[u8]) -> Self {
@@ -75,6 +95,16 @@ impl NamespaceSalt {
     /// Salt derived from a configuration label: BLAKE3 `derive_key("memoria-kv namespace salt v1", label)`.
     pub fn derive(label: &str) -> Self {
         Self(blake3::derive_key(SALT_CONTEXT, label.as_bytes()))
+    }
+
+    /// Salt derived from a host secret and a configuration label: BLAKE3 keyed with the
+    /// secret over `"memoria-kv namespace salt v2" || label`. Without the secret it cannot be
+    /// computed from the label.
+    pub fn derive_keyed(secret: &SaltSecret, label: &str) -> Self {
+        let mut h = blake3::Hasher::new_keyed(&secret.0);
+        h.update(KEYED_SALT_DOMAIN);
+        h.update(label.as_bytes());
+        Self(*h.finalize().as_bytes())
     }
 }
 
@@ -142,6 +172,17 @@ impl fmt::Display for BlockHash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyed_salts_need_the_secret() {
+        let (a, b) = (SaltSecret::new([1; 32]), SaltSecret::new([2; 32]));
+        let s = NamespaceSalt::derive_keyed(&a, "isolated:team");
+        assert_eq!(s, NamespaceSalt::derive_keyed(&a, "isolated:team"));
+        assert_ne!(s, NamespaceSalt::derive_keyed(&b, "isolated:team"));
+        assert_ne!(s, NamespaceSalt::derive_keyed(&a, "isolated:other"));
+        assert_ne!(s, NamespaceSalt::derive("isolated:team"));
+        assert_eq!(format!("{a:?}"), "SaltSecret(..)");
+    }
 
     #[test]
     fn chain_depends_on_every_input() {

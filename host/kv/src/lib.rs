@@ -55,7 +55,7 @@ mod stats;
 mod tier;
 
 pub use error::PoolError;
-pub use hash::{BlockHash, ModelFingerprint, NamespaceSalt};
+pub use hash::{BlockHash, ModelFingerprint, NamespaceSalt, SaltSecret};
 pub use ids::{BlockId, NamespaceId, SeqId, SlotRef};
 pub use layout::{KvElem, KvLayout, KvPart, MAX_BLOCK_TOKENS};
 pub use meta::{BlockState, PinLevel};

@@ -6,9 +6,10 @@ use crate::hot::HotError;
 use crate::session::SessionError;
 
 /// What to do about a store file that cannot be used.
-pub const DAMAGED_ADVICE: &str = "run `memoria store repair --store DIR` (redb's repair; if the \
-    file is still unusable it is moved aside and a fresh store started), or start `memoria \
-    serve` with --store-recover to move it aside and start with an empty store";
+pub const DAMAGED_ADVICE: &str = "run `memoria store repair --store DIR` (redb's repair; a file \
+    damaged beyond it is salvaged: every entry that still reads and verifies is kept in a fresh \
+    file and the damaged one set aside), or start `memoria serve` with --store-recover to do the \
+    same at start";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +18,10 @@ pub enum StoreError {
     Open { path: String, msg: String },
     /// The file is damaged (redb reported corruption or panicked on it).
     #[error(
-        "the store file is damaged ({what}: {msg}); with no server using it, run `memoria store \
-         repair --store DIR`"
+        "the store file is damaged ({what}: {msg}): nothing more is written to it (reads go on, \
+         damaged blocks are misses); with no server using it, run `memoria store repair --store \
+         DIR` (it keeps every entry that still reads), or restart `memoria serve` with \
+         --store-recover"
     )]
     Damaged { what: &'static str, msg: String },
     /// A store that cannot be opened because its file is damaged, with what to do.

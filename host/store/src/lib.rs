@@ -20,7 +20,7 @@
 //! - [`HotRecord`]: the hot prefixes `[cache] auto_pin` kept pinned, saved in redb so a
 //!   restarted host re-warms them (namespaces by name, never by salt; capped and checksummed).
 //! - [`maintenance`]: offline `stats`, `verify`, `compact`, `clear` and `repair` over a store
-//!   directory, and [`maintenance::recover`] (move a damaged file aside, start fresh).
+//!   directory; [`salvage`] copies what still reads in a damaged file into a fresh one.
 //!
 //! A damaged file never panics the process: every redb call runs under `catch_unwind`
 //! (`guard`), and a panic or corruption error becomes a typed [`StoreError`] at open or a
@@ -42,6 +42,7 @@ mod options;
 pub mod remote;
 mod residency;
 pub mod routes;
+pub mod salvage;
 mod session;
 mod stack;
 mod stack_remote;

@@ -1,7 +1,8 @@
 //! The [`TierStack`]'s side of the remote tier: labels per namespace (from the registry), the async prefetch
 //! a request awaits before the engine schedules it (remote values verified, decoded and staged
 //! in RAM), the staged blocks the engine thread's fetch consumes (a memory copy, no network),
-//! and write-behind offers of sealed and evicted blocks. Invariants: a staged block was
+//! write-behind offers of sealed and evicted blocks, and blocks a prefetch found missing on the
+//! server written again from the hot pool ([`TierStack::remote_rewrite`]). Invariants: a staged block was
 //! verified against the requesting chain (model, layout, hash, namespace root, tokens) and is
 //! checked again against the consuming request's root and tokens; staged bytes stay under the
 //! remote's `max_inflight_bytes` (oldest dropped first); a bad value is deleted and counted.
@@ -16,7 +17,7 @@ use memoria_kv::{
 
 use crate::codec::{self, BlockIdentity, Expect};
 use crate::error::StoreError;
-use crate::remote::{Lookup, RemoteStats, RemoteTier, keys};
+use crate::remote::{Lookup, Refusal, RemoteStats, RemoteTier, keys};
 use crate::session::{SessionError, SessionRecord};
 use crate::stack::TierStack;
 
@@ -223,15 +224,19 @@ impl TierStack {
         let key = r.tier.session_key(&self.label(salt), name);
         let found = r.tier.get_many(vec![key.clone()], false).await;
         match found.into_iter().next() {
-            Some(Lookup::Value(bytes)) => match SessionRecord::decode_shared(&bytes, salt) {
-                Ok(rec) => Ok(Some(rec)),
-                Err(SessionError::Namespace) => Ok(None),
-                Err(_) => {
-                    RemoteStats::add(&r.tier.stats().bad_values, 1);
-                    r.tier.delete(key);
-                    Ok(None)
+            Some(Lookup::Value(stored)) => {
+                let Some(bytes) = r.tier.open_value(&key, stored) else {
+                    return Ok(None);
+                };
+                match SessionRecord::decode_shared(&bytes, salt) {
+                    Ok(rec) => Ok(Some(rec)),
+                    Err(SessionError::Namespace) => Ok(None),
+                    Err(_) => {
+                        r.tier.refuse(key, Refusal::Corrupt);
+                        Ok(None)
+                    }
                 }
-            },
+            }
             Some(Lookup::Absent) => Ok(None),
             _ => Err(StoreError::RemoteUnavailable),
         }
@@ -241,6 +246,20 @@ impl TierStack {
         if let Some(r) = &self.remote {
             r.offer(&self.label(&identity.salt), identity, tokens, data);
         }
+    }
+
+    /// Whether the remote tier found blocks missing that may be written again (see
+    /// [`TierStack::remote_rewrite`]); false without a remote tier.
+    pub fn remote_lost_any(&self) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.tier.any_lost())
+    }
+
+    /// Writes a block this host holds (a prefix match took it from the hot pool) to the remote
+    /// tier again if a prefetch found it missing on the server; returns whether it did.
+    pub fn remote_rewrite(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
+        let Some(r) = &self.remote else { return false };
+        let key = r.tier.key(&self.label(&identity.salt), &identity.hash);
+        r.tier.rewrite(key, identity, tokens, data)
     }
 
     /// Block `hash` left this host's tiers: the remote tier no longer takes it to be held
@@ -341,10 +360,20 @@ impl TierStack {
             let Some(found) = next else { break };
             // `found` first: zip then never takes a key past this run's answers from `want`.
             for (lookup, (i, hash)) in found.into_iter().zip(want.by_ref()) {
-                let Lookup::Value(bytes) = lookup else {
-                    break 'runs;
+                let stored = match lookup {
+                    Lookup::Value(v) => v,
+                    Lookup::Absent => {
+                        // The server lacks it: if this host holds it, it writes it again.
+                        r.tier.mark_lost(&hash);
+                        break 'runs;
+                    }
+                    _ => break 'runs,
                 };
                 let (block_label, block_root) = key_of(i);
+                let key = r.tier.key(block_label, &hash);
+                let Some(bytes) = r.tier.open_value(&key, stored) else {
+                    break 'runs;
+                };
                 let block_tokens = &tokens[i * b..(i + 1) * b];
                 let expect = Expect {
                     model,
@@ -353,10 +382,12 @@ impl TierStack {
                     root: Some(block_root),
                     tokens: Some(block_tokens),
                 };
-                let Some((data, at)) = verified(bytes, &expect, raw) else {
-                    RemoteStats::add(&st.bad_values, 1);
-                    r.tier.delete(r.tier.key(block_label, &hash));
-                    break 'runs;
+                let (data, at) = match verified(bytes, &expect, raw) {
+                    Ok(v) => v,
+                    Err(why) => {
+                        r.tier.refuse(key, why);
+                        break 'runs;
+                    }
                 };
                 RemoteStats::add(&st.hits, 1);
                 r.tier.mark_known(&hash);
@@ -378,17 +409,21 @@ impl TierStack {
     }
 }
 
-/// A fetched value checked against `expect` as the staged bytes: the value itself when raw
-/// (with the payload's offset), else its decoded block; `None` for a bad or foreign value.
-fn verified(value: Vec<u8>, expect: &Expect<'_>, raw: usize) -> Option<(Vec<u8>, usize)> {
-    let h = codec::check(&value, expect, raw)
-        .ok()
-        .filter(|h| h.shared)?;
+/// A fetched value (its tag verified) checked against `expect` as the staged bytes: the value
+/// itself when raw (with the payload's offset), else its decoded block; why it was refused
+/// otherwise.
+fn verified(value: Vec<u8>, expect: &Expect<'_>, raw: usize) -> Result<(Vec<u8>, usize), Refusal> {
+    let h = match codec::check(&value, expect, raw) {
+        Ok(h) if h.shared => h,
+        Ok(_) => return Err(Refusal::Foreign),
+        Err(e) if e.is_corrupt() => return Err(Refusal::Corrupt),
+        Err(_) => return Err(Refusal::Foreign),
+    };
     if h.encoding == codec::Encoding::Raw {
         let at = h.payload_offset(&value);
-        return Some((value, at));
+        return Ok((value, at));
     }
     let mut data = vec![0u8; raw];
-    h.decode(&mut data).ok()?;
-    Some((data, 0))
+    h.decode(&mut data).map_err(|_| Refusal::Corrupt)?;
+    Ok((data, 0))
 }

@@ -11,7 +11,7 @@ mod remote_support;
 use std::time::{Duration, Instant};
 
 use memoria_kv::{BlockHash, NamespaceSalt};
-use memoria_store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::{TestServer, test_key};
 use memoria_store::remote::{BreakerState, NamespaceRemote};
 use memoria_store::{
     BlockIdentity, RemoteOptions, RemoteTier, SessionRecord, Tier, WriteMode, prefetch_wait,
@@ -28,6 +28,7 @@ fn opts(s: &TestServer) -> RemoteOptions {
         timeout_ms: 300,
         breaker_min_backoff_ms: 200,
         breaker_max_backoff_ms: 800,
+        auth: Some(memoria_store::remote::test_server::test_key()),
         ..RemoteOptions::with_url(s.url())
     }
 }
@@ -143,7 +144,7 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
 }
 
 #[test]
-fn bad_values_are_misses_and_are_deleted() {
+fn values_without_the_hosts_key_are_refused_and_keyed_garbage_is_deleted() {
     let srv = server();
     let salt = NamespaceSalt::derive("bad-values");
     let t = tokens(4 * B, 4);
@@ -151,16 +152,15 @@ fn bad_values_are_misses_and_are_deleted() {
     let chain = seal(&a, salt, &t);
     let key = |i: usize| a.remote().unwrap().key("default", &chain[i]);
     let mut conn = srv.connection().unwrap();
-    // Block 2 garbled in place, block 3 cut short: B keeps blocks 0 and 1 only.
+    let exists = |conn: &mut redis::Connection, k: &str| {
+        redis::cmd("EXISTS").arg(k).query::<u64>(conn).unwrap() == 1
+    };
+    // Block 2 altered in place by a writer without the key: refused, counted, left there (who
+    // wrote it is unknown; a host with the key overwrites it when it writes that block).
     let _: () = redis::cmd("SETRANGE")
         .arg(key(2))
         .arg(400)
         .arg("garbage")
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(key(3))
-        .arg("short")
         .query(&mut conn)
         .unwrap();
     let b = host(opts(&srv));
@@ -170,32 +170,33 @@ fn bad_values_are_misses_and_are_deleted() {
     );
     assert_eq!(restore(&b, salt, &t), 2);
     let s = b.remote().unwrap().snapshot();
-    assert_eq!((s.hits, s.bad_values), (2, 1));
-    wait_until("the garbled value's deletion", || {
-        redis::cmd("EXISTS")
-            .arg(key(2))
-            .query::<u64>(&mut conn)
-            .unwrap()
-            == 0
-    });
-    // The cut value is found by the next lookup, once another host wrote block 2 again.
+    assert_eq!(
+        (s.hits, s.bad_values, s.refused_auth, s.deletes),
+        (2, 1, 1, 0)
+    );
+    assert!(exists(&mut conn, &key(2)));
+    // A host with the key that computes block 2 writes it again, over the altered value.
     seal(&host(opts(&srv)), salt, &t[..3 * B]);
+    // Block 3 is a value sealed with the key that is no block (a key holder's bug): refused as
+    // corrupt, and deleted.
+    let sealed = test_key().seal(&key(3), b"short".to_vec());
+    let _: () = redis::cmd("SET")
+        .arg(key(3))
+        .arg(sealed)
+        .query(&mut conn)
+        .unwrap();
     let d = host(opts(&srv));
     assert_eq!(
         rt().block_on(d.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
         3
     );
+    let s = d.remote().unwrap().snapshot();
     assert_eq!(
-        d.remote().unwrap().snapshot().bad_values,
-        1,
-        "the short value"
+        (s.hits, s.bad_values, s.refused_auth, s.refused_corrupt),
+        (3, 1, 0, 1)
     );
-    wait_until("the short value's deletion", || {
-        redis::cmd("EXISTS")
-            .arg(key(3))
-            .query::<u64>(&mut conn)
-            .unwrap()
-            == 0
+    wait_until("the keyed garbage's deletion", || {
+        !exists(&mut conn, &key(3))
     });
 }
 

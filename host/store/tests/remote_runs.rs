@@ -19,6 +19,7 @@ fn server() -> TestServer {
 fn opts(s: &TestServer) -> RemoteOptions {
     RemoteOptions {
         timeout_ms: 2_000,
+        auth: Some(memoria_store::remote::test_server::test_key()),
         ..RemoteOptions::with_url(s.url())
     }
 }

@@ -1,11 +1,14 @@
 //! Isolation policy of a namespace and the K/V hash salt it implies: `shared` namespaces use the
 //! common salt, `isolated` ones a salt of their own, `group:NAME` one salt per group. The salts
 //! are derived here only, to fill the host's namespace registry ([`crate::Tenants::registry_table`],
-//! [`standalone`]); nothing else derives one.
+//! [`standalone`]); nothing else derives one. A host with a remote tier derives them from its
+//! secret as well as the policy and name ([`SaltSecret`], from the tier's key file), so a salt
+//! cannot be computed from a namespace's name, and hosts share blocks only when they share the
+//! secret; without one (no block hash leaves the host) they are derived from the name alone.
 
 use std::fmt;
 
-use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceSalt};
+use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceSalt, SaltSecret};
 use serde::{Deserialize, Deserializer};
 
 /// Who may share cached K/V blocks with a namespace.
@@ -34,16 +37,17 @@ impl Isolation {
     }
 
     /// The common salt: `shared` namespaces' blocks, and public prefixes' blocks.
-    pub(crate) fn common_salt() -> NamespaceSalt {
-        NamespaceSalt::derive("memoria salt v1 shared")
+    pub(crate) fn common_salt(secret: Option<&SaltSecret>) -> NamespaceSalt {
+        derive(secret, "memoria salt v1 shared")
     }
 
-    /// The salt for namespace `ns` under this policy (stable across hosts and restarts).
-    pub(crate) fn salt(&self, ns: &str) -> NamespaceSalt {
+    /// The salt for namespace `ns` under this policy (stable across restarts, and across hosts
+    /// with the same secret).
+    pub(crate) fn salt(&self, ns: &str, secret: Option<&SaltSecret>) -> NamespaceSalt {
         match self {
-            Isolation::Shared => Self::common_salt(),
-            Isolation::Isolated => NamespaceSalt::derive(&format!("memoria salt v1 isolated:{ns}")),
-            Isolation::Group(g) => NamespaceSalt::derive(&format!("memoria salt v1 group:{g}")),
+            Isolation::Shared => Self::common_salt(secret),
+            Isolation::Isolated => derive(secret, &format!("memoria salt v1 isolated:{ns}")),
+            Isolation::Group(g) => derive(secret, &format!("memoria salt v1 group:{g}")),
         }
     }
 }
@@ -73,6 +77,14 @@ impl Isolation {
             l.push('_');
         }
         l
+    }
+}
+
+/// A salt from `label`, keyed with the host's secret when it has one.
+fn derive(secret: Option<&SaltSecret>, label: &str) -> NamespaceSalt {
+    match secret {
+        Some(s) => NamespaceSalt::derive_keyed(s, label),
+        None => NamespaceSalt::derive(label),
     }
 }
 
@@ -113,19 +125,35 @@ mod tests {
 
     #[test]
     fn salts_follow_the_policy() {
-        let shared = Isolation::Shared;
-        assert_eq!(shared.salt("a"), shared.salt("b"));
-        let iso = Isolation::Isolated;
-        assert_ne!(iso.salt("a"), iso.salt("b"));
-        assert_ne!(iso.salt("a"), shared.salt("a"));
-        let g = Isolation::parse("group:x").expect("group");
-        assert_eq!(g.salt("a"), g.salt("b"));
-        assert_ne!(
-            g.salt("a"),
-            Isolation::parse("group:y").expect("group").salt("a")
-        );
+        for secret in [None, Some(SaltSecret::new([5; 32]))] {
+            let k = secret.as_ref();
+            let shared = Isolation::Shared;
+            assert_eq!(shared.salt("a", k), shared.salt("b", k));
+            let iso = Isolation::Isolated;
+            assert_ne!(iso.salt("a", k), iso.salt("b", k));
+            assert_ne!(iso.salt("a", k), shared.salt("a", k));
+            let g = Isolation::parse("group:x").expect("group");
+            assert_eq!(g.salt("a", k), g.salt("b", k));
+            assert_ne!(
+                g.salt("a", k),
+                Isolation::parse("group:y").expect("group").salt("a", k)
+            );
+        }
         assert!(Isolation::parse("group:").is_err());
         assert!(Isolation::parse("open").is_err());
+    }
+
+    #[test]
+    fn a_secret_keeps_salts_from_being_derived_from_names() {
+        let (a, b) = (SaltSecret::new([1; 32]), SaltSecret::new([2; 32]));
+        let iso = Isolation::Isolated;
+        assert_ne!(iso.salt("team", Some(&a)), iso.salt("team", None));
+        assert_ne!(iso.salt("team", Some(&a)), iso.salt("team", Some(&b)));
+        assert_eq!(iso.salt("team", Some(&a)), iso.salt("team", Some(&a)));
+        assert_ne!(
+            Isolation::common_salt(Some(&a)),
+            Isolation::common_salt(None)
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceTable};
+use memoria_kv::{NamespaceEntry, NamespaceId, NamespaceTable, SaltSecret};
 use serde::Deserialize;
 
 use crate::{HitTiming, Isolation, Limits, PublicPrefix, TenantError};
@@ -71,6 +71,8 @@ pub struct Tenants {
     by_name: HashMap<String, Arc<Namespace>>,
     by_key: HashMap<[u8; 32], Arc<Namespace>>,
     ordered: Vec<Arc<Namespace>>,
+    /// The host secret salts are derived with (see `isolation`), if it has one.
+    salt_secret: Option<SaltSecret>,
 }
 
 fn key_digest(key: &str) -> [u8; 32] {
@@ -158,18 +160,26 @@ impl Tenants {
     /// label, salt (derived from its isolation policy and name), priority and block cap, and
     /// the common salt public prefixes are keyed under.
     pub fn registry_table(&self) -> NamespaceTable {
+        let secret = self.salt_secret.as_ref();
         NamespaceTable::new(
-            Some(Isolation::common_salt()),
-            self.ordered.iter().map(|ns| ns.registry_entry()),
+            Some(Isolation::common_salt(secret)),
+            self.ordered.iter().map(|ns| ns.registry_entry(secret)),
         )
+    }
+
+    /// These namespaces with their salts derived from `secret` as well as their names (a host
+    /// with a remote tier: see `isolation`).
+    pub fn with_salt_secret(mut self, secret: Option<SaltSecret>) -> Tenants {
+        self.salt_secret = secret;
+        self
     }
 }
 
 impl Namespace {
-    /// This namespace's registry entry.
-    pub fn registry_entry(&self) -> NamespaceEntry {
+    /// This namespace's registry entry, its salt derived with `secret` when there is one.
+    fn registry_entry(&self, secret: Option<&SaltSecret>) -> NamespaceEntry {
         let iso = &self.spec.isolation;
-        NamespaceEntry::new(self.id, iso.label(&self.name), iso.salt(&self.name))
+        NamespaceEntry::new(self.id, iso.label(&self.name), iso.salt(&self.name, secret))
             .with_policy(self.spec.limits.priority, self.spec.limits.max_blocks)
     }
 
@@ -210,12 +220,26 @@ mod tests {
         assert_eq!(salt("gamma"), salt("delta"));
         assert!(salt("gamma").is_some());
         assert_ne!(salt("alpha"), salt("gamma"));
-        assert_eq!(salt("alpha"), Some(Isolation::Isolated.salt("alpha")));
+        assert_eq!(salt("alpha"), Some(Isolation::Isolated.salt("alpha", None)));
         let alpha = t.get("alpha").and_then(|n| table.get(n.id));
         assert_eq!(alpha.map(|e| e.label.as_str()), Some("alpha"));
         let gamma = t.get("gamma").and_then(|n| table.get(n.id));
         assert_eq!(gamma.map(|e| e.label.as_str()), Some("group.shared"));
-        assert_eq!(table.common_salt(), Some(Isolation::common_salt()));
+        assert_eq!(table.common_salt(), Some(Isolation::common_salt(None)));
+        // With the host's secret, every salt is derived from it too.
+        let secret = memoria_kv::SaltSecret::new([7; 32]);
+        let alpha_id = t.get("alpha").map(|n| n.id).expect("alpha");
+        let t = t.with_salt_secret(Some(secret));
+        let keyed = t.registry_table();
+        assert_eq!(
+            keyed.salt(alpha_id),
+            Some(Isolation::Isolated.salt("alpha", Some(&secret)))
+        );
+        assert_ne!(keyed.salt(alpha_id), table.salt(alpha_id));
+        assert_eq!(
+            keyed.common_salt(),
+            Some(Isolation::common_salt(Some(&secret)))
+        );
         assert!(t.get("alpha").is_some_and(|n| n.accepts_key("alpha-key-1")));
         assert!(t.get("gamma").is_some_and(|n| n.spec.pads_hits()));
         assert!(!t.get("alpha").is_some_and(|n| n.spec.pads_hits()));

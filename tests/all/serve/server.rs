@@ -76,6 +76,7 @@ impl Server {
         let mut child = crate::bin::command()
             .arg("serve")
             .args(args)
+            .args(remote_key_args(args))
             .args(["--port", "0", "--host", "127.0.0.1", "-t", "1"])
             .env("RUST_BACKTRACE", "0")
             .env("MEMORIA_MODELS", models)
@@ -107,6 +108,41 @@ impl Server {
     /// What the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+/// The remote key file every test host shares, as a deployment's hosts do (written once per
+/// test process).
+pub fn remote_key_file() -> PathBuf {
+    let p = std::env::temp_dir().join(format!("memoria-test-remote-{}.key", std::process::id()));
+    if !p.exists() {
+        std::fs::write(
+            &p,
+            "memoria test remote key: 0123456789abcdef0123456789abcdef",
+        )
+        .expect("remote key file");
+    }
+    p
+}
+
+/// `--remote-key-file` with the tests' key when `args` put the host on a remote tier (a
+/// `--remote` flag or a config file with `[store.remote]`) and name no key file themselves.
+fn remote_key_args(args: &[&str]) -> Vec<String> {
+    let flagged = args
+        .iter()
+        .any(|a| *a == "--remote" || *a == "--remote-cluster");
+    let configured = args
+        .windows(2)
+        .filter(|w| w[0] == "--config")
+        .any(|w| std::fs::read_to_string(w[1]).is_ok_and(|t| t.contains("[store.remote]")));
+    if (flagged || configured) && !args.contains(&"--remote-key-file") {
+        let key = remote_key_file();
+        vec![
+            "--remote-key-file".into(),
+            key.to_string_lossy().into_owned(),
+        ]
+    } else {
+        Vec::new()
     }
 }
 

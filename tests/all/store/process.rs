@@ -193,3 +193,36 @@ fn store_cli_reports_compacts_and_clears_by_namespace() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("not a memoria store"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn store_clear_without_a_namespace_removes_nothing_unless_confirmed_with_yes() {
+    let dir = temp_store("clear-all");
+    run(&dir, "1");
+    let blocks = || {
+        let out = memoria(&["store", "stats", "--json", "--store", s(&dir)]);
+        assert!(out.status.success());
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["blocks"].as_u64().expect("blocks")
+    };
+    let before = blocks();
+    assert!(before >= 2);
+    // No terminal to ask on (stdin is not one here): refused, saying what to pass.
+    let refused = memoria(&["store", "clear", "--store", s(&dir)]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("--yes") && err.contains("--namespace"),
+        "{err}"
+    );
+    assert_eq!(blocks(), before, "nothing removed");
+    let all = memoria(&["store", "clear", "--json", "--yes", "--store", s(&dir)]);
+    assert!(
+        all.status.success(),
+        "{}",
+        String::from_utf8_lossy(&all.stderr)
+    );
+    let v: Value = serde_json::from_slice(&all.stdout).expect("json");
+    assert_eq!(v["blocks"].as_u64(), Some(before));
+    assert_eq!(blocks(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

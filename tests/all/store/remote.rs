@@ -1,7 +1,9 @@
 //! Engines on two "hosts" sharing one real Valkey/Redis server (spawned on 127.0.0.1 by the
 //! test): host B serves a prefix host A computed from the remote tier with bit-identical logits
 //! (and computes only the tail), an isolated namespace gets none of it, and a server killed mid
-//! run turns into counted misses while every request still succeeds with the same output.
+//! run turns into counted misses while every request still succeeds with the same output; a
+//! block altered on the server by a writer without the hosts' key (checksum recomputed) is
+//! refused by every host that reads it, counted, and computed instead.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +11,11 @@ use std::time::Duration;
 use memoria_kv::{LostTier, NamespaceId, NamespaceSalt};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::store::remote::auth::TAG_BYTES;
 use memoria_sched::store::remote::test_server::TestServer;
-use memoria_sched::store::{Endpoint, RemoteOptions, RemoteTier, StoreOptions, TierStack};
+use memoria_sched::store::{
+    BlockIdentity, Endpoint, RemoteOptions, RemoteTier, StoreOptions, TierStack, codec,
+};
 use memoria_sched::{EngineConfig, EngineHandle};
 
 use super::model;
@@ -31,6 +36,7 @@ pub(super) fn host_on(endpoint: Option<Endpoint>) -> (EngineHandle, Arc<TierStac
             timeout_ms: 300,
             breaker_min_backoff_ms: 100,
             breaker_max_backoff_ms: 400,
+            auth: Some(memoria_sched::store::remote::test_server::test_key()),
             ..RemoteOptions::default()
         };
         stack = stack.with_remote(RemoteTier::start(o).expect("remote"));
@@ -195,4 +201,84 @@ fn a_remote_killed_mid_run_still_answers_every_request_identically() {
     assert!(served, "the remote serves again after a restart");
     a.shutdown();
     b.shutdown();
+}
+
+/// What a writer who can reach the server but lacks the hosts' key can do to a stored block:
+/// decode it, change its K/V data, encode it again with a valid (unkeyed) checksum and keep
+/// the old tag.
+fn forged(stored: &[u8], salt: NamespaceSalt) -> Vec<u8> {
+    let (value, tag) = stored.split_at(stored.len() - TAG_BYTES);
+    let h = codec::verify(value).expect("a stored block");
+    let mut data = vec![0u8; h.raw_len as usize];
+    h.decode(&mut data).expect("it decodes");
+    for b in data.iter_mut().step_by(7) {
+        *b ^= 0x40;
+    }
+    let tokens: Vec<u32> = h.tokens().collect();
+    let identity = BlockIdentity { salt, ..h.identity };
+    let mut v = codec::encode_shared(&identity, &tokens, &data, h.encoding).expect("encodes");
+    assert!(
+        codec::verify(&v).is_ok(),
+        "the forged value's checksum is valid"
+    );
+    assert_ne!(v.as_slice(), value, "and its data differ");
+    v.extend_from_slice(tag);
+    v
+}
+
+/// Replaces every value on the server with its forgery.
+fn forge_all(srv: &TestServer, salt: NamespaceSalt) -> usize {
+    let mut c = srv.connection().expect("redis connection");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).expect("KEYS");
+    for k in &keys {
+        let v: Vec<u8> = redis::cmd("GET").arg(k).query(&mut c).expect("GET");
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg(forged(&v, salt))
+            .query(&mut c)
+            .expect("SET");
+    }
+    keys.len()
+}
+
+#[test]
+fn a_block_altered_in_redis_without_the_hosts_key_is_refused_on_every_host_counted_and_computed_instead()
+ {
+    let srv = server();
+    let salt = NamespaceSalt::derive("memoria salt v1 shared");
+    let tokens = prompt(70);
+    let cold = cold_answers(salt, &[&tokens]).remove(0);
+    let (a, sa) = host(Some(&srv.url()));
+    assert_eq!(answer(&a, NS, salt, &tokens), cold);
+    assert!(sa.remote().expect("remote").flush(Duration::from_secs(5)));
+    for round in 0..2 {
+        // The writer without the key alters every block (again: the last host wrote them back).
+        assert_eq!(forge_all(&srv, salt), 4, "round {round}");
+        let (h, sh) = host(Some(&srv.url()));
+        let before = h.stats().snapshot().prefill_tokens;
+        assert_eq!(
+            answer(&h, NS, salt, &tokens),
+            cold,
+            "round {round}: the output is what computing it gives"
+        );
+        let computed = h.stats().snapshot().prefill_tokens - before;
+        assert!(computed >= 70, "round {round}: computed {computed} tokens");
+        let r = sh.remote().expect("remote").snapshot();
+        assert_eq!(
+            (
+                r.hits,
+                r.bad_values,
+                r.refused_auth,
+                r.refused_corrupt,
+                r.refused_foreign
+            ),
+            (0, 1, 1, 0, 0),
+            "round {round}: refused and counted as unauthenticated: {r:?}"
+        );
+        assert_eq!(h.pool_stats().snapshot().total.hit_tokens, 0);
+        // It computed the blocks, so it writes them again, over the forgeries.
+        assert!(sh.remote().expect("remote").flush(Duration::from_secs(5)));
+        h.shutdown();
+    }
+    a.shutdown();
 }

@@ -3,8 +3,10 @@
 //! with `allkeys-lru` that keeps only part of a prefix. Every request still succeeds with
 //! bit-identical logits and tokens, and the counters say what happened (misses, hits of the
 //! surviving leading blocks, the server's evictions); a host that computed the lost blocks
-//! again writes them again, so the cluster heals.
+//! again writes them again, so the cluster heals; after a restart a host writes the blocks it
+//! holds and the server lost again, so the other host is served from the cache once more.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use memoria_kv::NamespaceSalt;
@@ -173,6 +175,85 @@ fn a_tiny_maxmemory_with_allkeys_lru_keeps_part_of_a_prefix_and_every_answer_is_
     let wb = sb.remote().expect("remote").snapshot();
     assert_eq!(wb.write_errors, 0, "{wb:?}");
     for e in [a, b, c] {
+        e.shutdown();
+    }
+}
+
+/// Waits (at most 10 s) until `ok`.
+fn wait_for(what: &str, ok: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn after_a_redis_restart_each_host_writes_the_shared_first_block_again_and_the_other_is_served_from_the_cache()
+ {
+    let mut srv = server();
+    let salt = NamespaceSalt::derive("memoria salt v1 shared");
+    // Chat turns: one shared first block (a system prompt), then each turn's own 3 blocks + 5.
+    let first = prompt(B);
+    let turn = |seed: u32| -> Vec<u32> {
+        let own = (0..(3 * B + 5) as u32).map(|i| 1 + (i * 31 + seed) % 500);
+        first.iter().copied().chain(own).collect()
+    };
+    let turns = [turn(11), turn(17), turn(23)];
+    let cold = cold_answers(salt, &[&turns[0], &turns[1], &turns[2]]);
+    let tail = (5 + 5 + 1) as u64; // the 5 tokens past the last full block, 5 generated, slack
+    let (a, sa) = host(Some(&srv.url()));
+    let (b, sb) = host(Some(&srv.url()));
+    let snap = |s: &Arc<TierStack>| s.remote().expect("remote").snapshot();
+    assert_eq!(answer(&a, NS, salt, &turns[0]), cold[0]);
+    flushed(&sa);
+    assert_eq!(answer(&b, NS, salt, &turns[0]), cold[0]);
+    assert_eq!(snap(&sb).hits, 4, "B took A's 4 blocks");
+    flushed(&sb);
+
+    // [host that answers first, host served from the cache after it]
+    for (round, (w, sw, r, sr)) in [(&a, &sa, &b, &sb), (&b, &sb, &a, &sa)]
+        .into_iter()
+        .enumerate()
+    {
+        // Both hosts' size polls have seen the 4 keys the server is about to lose.
+        wait_for("both hosts to see the server's keys", || {
+            snap(sw).server_keys >= 4 && snap(sr).server_keys >= 4
+        });
+        let losses = (snap(sw).server_losses, snap(sr).server_losses);
+        srv.restart().expect("restart");
+        // Each host's size poll sees the server empty: what it knew to be there is forgotten.
+        wait_for("both hosts to see the server lost its keys", || {
+            snap(sw).server_losses > losses.0 && snap(sr).server_losses > losses.1
+        });
+        let t = &turns[round + 1];
+        // The first host holds the shared first block (hot): its lookup finds it missing, so it
+        // writes it again with the 3 blocks it computes.
+        let rewrites = snap(sw).rewrites;
+        assert_eq!(answer(w, NS, salt, t), cold[round + 1], "round {round}");
+        flushed(sw);
+        assert_eq!(
+            snap(sw).rewrites,
+            rewrites + 1,
+            "round {round}: {:?}",
+            snap(sw)
+        );
+        assert_eq!(
+            dbsize(&srv),
+            4,
+            "round {round}: the first block and 3 new ones"
+        );
+        // The other host gets its whole prompt from the cache again.
+        let hits = snap(sr).hits;
+        let n = computed(r, || assert_eq!(answer(r, NS, salt, t), cold[round + 1]));
+        assert_eq!(snap(sr).hits, hits + 4, "round {round}: {:?}", snap(sr));
+        assert!(n < tail, "round {round}: computed {n} tokens");
+        flushed(sr);
+    }
+    for e in [a, b] {
         e.shutdown();
     }
 }

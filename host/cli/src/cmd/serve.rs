@@ -50,8 +50,8 @@ pub struct ServeArgs {
     /// Persistent state store directory.
     #[arg(long)]
     store: Option<PathBuf>,
-    /// If the store file is damaged, move it aside (memoria.redb.corrupt-<unix time>) and start
-    /// with an empty store instead of refusing to start.
+    /// If the store file is damaged, salvage what still reads into a fresh file and move the
+    /// damaged one aside (memoria.redb.corrupt-<unix time>) instead of refusing to start.
     #[arg(long = "store-recover")]
     store_recover: bool,
     /// Shared remote tier (Valkey or Redis), e.g. redis://127.0.0.1:6379; more settings in
@@ -62,6 +62,10 @@ pub struct ServeArgs {
     /// repeated, e.g. redis://10.0.0.1:7000,redis://10.0.0.2:7000 (instead of --remote).
     #[arg(long = "remote-cluster", value_delimiter = ',')]
     remote_cluster: Vec<String>,
+    /// The key file remote values are authenticated with (required with --remote or
+    /// --remote-cluster; the same file on every host: `openssl rand -hex 32 > remote.key`).
+    #[arg(long = "remote-key-file")]
+    remote_key_file: Option<PathBuf>,
     /// Bearer key of the default namespace.
     #[arg(long = "api-key")]
     api_key: Option<String>,
@@ -122,6 +126,7 @@ impl ServeArgs {
             chat_template,
             remote: self.remote.clone(),
             remote_cluster: self.remote_cluster.clone(),
+            remote_key_file: self.remote_key_file.clone(),
             dropin: self.dropin.clone(),
         })
     }
@@ -139,7 +144,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     }
     super::init_threads(cfg.threads)?;
     let (mut model, tokenizer, model_id) = model(&cfg)?;
-    let tenants = config::tenants(cfg.namespaces.clone())?;
+    let tenants = config::tenants(cfg.namespaces.clone(), cfg.remote.as_ref())?;
     let chat = chat_template(&cfg, &model, &tokenizer)?;
     let max_context = if cfg.context == 0 {
         model.hparams().n_ctx_train.max(1)
@@ -535,11 +540,12 @@ async fn preload(engine: &EngineHandle, state: &Arc<memoria_http::AppState>) -> 
 /// Re-reads the config file for `POST /admin/reload`; namespaces keep their order (and ids).
 fn reloader(path: PathBuf, o: Overrides, cfg: &ServeConfig) -> Reloader {
     let default = cfg.default_namespace.clone();
+    let remote = cfg.remote.clone();
     Box::new(move |current| {
         let raw = RawConfig::load(&path).map_err(|e| format!("{e:#}"))?;
         let prev: Vec<String> = current.iter().map(|n| n.name.clone()).collect();
         let specs =
             config::namespaces(&raw, &o, &default, Some(&prev)).map_err(|e| format!("{e:#}"))?;
-        config::tenants(specs).map_err(|e| format!("{e:#}"))
+        config::tenants(specs, remote.as_ref()).map_err(|e| format!("{e:#}"))
     })
 }

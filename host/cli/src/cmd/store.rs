@@ -1,7 +1,7 @@
 //! `memoria store stats|verify|compact|clear|repair`: offline tools over a store directory (the
 //! redb file written by `memoria run/serve --store DIR`), and the hidden `stress` child used by
 //! the crash test. Also builds the store for commands that take `--store DIR`: with its disk
-//! budgets, and (`serve --store-recover`) moving a damaged file aside to start fresh.
+//! budgets, and (`serve --store-recover`) salvaging a damaged file into a fresh one.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,8 @@ pub struct StoreSettings {
     pub max_saves_bytes: Option<u64>,
     /// `cold_mb`, `page_cache_mb`, `write_queue_mb`.
     pub ram: crate::config::StoreRam,
-    /// `--store-recover`: a damaged file is moved aside and an empty store started.
+    /// `--store-recover`: a damaged file is salvaged (what still reads goes on in a fresh file)
+    /// and moved aside.
     pub recover: bool,
     /// Print the budgets in force on stderr.
     pub announce: bool,
@@ -57,8 +58,8 @@ pub fn open_store_with(
     if let Some(b) = set.ram.write_queue_bytes {
         opts.disk.queue_bytes = b;
     }
-    // With --store-recover the store moves a damaged file aside itself: one found at open (redb's
-    // integrity check runs then) or met by a write later, and goes on with an empty one.
+    // With --store-recover the store salvages a damaged file itself: one found at open (redb's
+    // integrity check runs then) or met by a write later, and goes on with what still reads.
     opts.disk.recover = set.recover;
     let stack =
         TierStack::open(d, opts).with_context(|| format!("opening the store {}", d.display()))?;
@@ -91,10 +92,11 @@ pub enum StoreCommand {
     Verify(VerifyArgs),
     /// Compact the store file.
     Compact(PathArgs),
-    /// Remove one namespace's blocks and sessions, or everything.
+    /// Remove one namespace's blocks and sessions, or everything (asked, or `--yes`).
     Clear(ClearArgs),
-    /// Repair a damaged store: redb's repair, then removal of bad entries; a file still unusable
-    /// is moved aside as memoria.redb.corrupt-<unix time> and an empty store started.
+    /// Repair a damaged store: redb's repair, then removal of bad entries; a file damaged beyond
+    /// that is salvaged: every entry that still reads and verifies is copied into a fresh file,
+    /// and the damaged one kept aside as memoria.redb.corrupt-<unix time>.
     Repair(PathArgs),
     /// Crash-test child: prefill random prompts and save them, printing `saved NAME` after each
     /// save is durable.
@@ -132,6 +134,42 @@ pub struct ClearArgs {
     /// The host.toml whose `[namespaces]` `--namespace` names (as `memoria serve --config`).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Without `--namespace`: remove everything without asking (required when stdin is not a
+    /// terminal).
+    #[arg(long)]
+    yes: bool,
+}
+
+/// Whether clearing every namespace of the store in `dir` may go ahead: `--yes`, or an answer
+/// `y`/`yes` to a question on a terminal; otherwise an error saying what to pass.
+fn confirm_clear_all(dir: &Path, yes: bool) -> anyhow::Result<()> {
+    use std::io::{BufRead, IsTerminal};
+    if yes {
+        return Ok(());
+    }
+    let refuse = || {
+        anyhow::anyhow!(
+            "`memoria store clear` without --namespace removes every block and saved session of \
+             every namespace in {}: pass --yes to do that, or --namespace NAME to clear one",
+            dir.display()
+        )
+    };
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(refuse());
+    }
+    eprint!(
+        "Remove every block and saved session of \
+             every namespace in {}? [y/N] ",
+        dir.display()
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(refuse()),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -157,7 +195,7 @@ fn namespace_salt(name: &str, config: Option<&Path>) -> anyhow::Result<Namespace
         None => crate::config::RawConfig::default(),
     };
     let cfg = crate::config::resolve(raw, &crate::config::Overrides::default())?;
-    let tenants = crate::config::tenants(cfg.namespaces)?;
+    let tenants = crate::config::tenants(cfg.namespaces, cfg.remote.as_ref())?;
     let (table, id) = match tenants.get(name) {
         Some(ns) => {
             if ns.spec.isolation != memoria_tenant::Isolation::Isolated {
@@ -222,6 +260,16 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
             let r = maintenance::verify(&a.path.store, a.repair)?;
             if a.path.json {
                 println!("{}", serde_json::to_string(&r)?);
+            } else if let (Some(damage), Some(s)) = (&r.damage, &r.salvageable) {
+                println!(
+                    "file DAMAGED beyond redb's repair ({damage}) | `memoria store repair --store \
+                     {}` would keep what still reads: {}",
+                    a.path.store.display(),
+                    s.summary()
+                );
+                for b in &r.bad {
+                    println!("bad {} {}: {}", b.table, b.key, b.reason);
+                }
             } else {
                 println!(
                     "file {} | {} blocks, {} sessions{}{} checked | {} bad | {} removed",
@@ -245,6 +293,13 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                     println!("bad {} {}: {}", b.table, b.key, b.reason);
                 }
             }
+            if r.damage.is_some() {
+                anyhow::bail!(
+                    "the store file is damaged; nothing was changed (run `memoria store repair \
+                     --store {}`)",
+                    a.path.store.display()
+                );
+            }
             anyhow::ensure!(r.ok(), "the store has {} bad entries", r.bad.len());
             Ok(())
         }
@@ -263,7 +318,10 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
         StoreCommand::Clear(a) => {
             let salt = match a.namespace.as_deref() {
                 Some(name) => Some(namespace_salt(name, a.config.as_deref())?),
-                None => None,
+                None => {
+                    confirm_clear_all(&a.path.store, a.yes)?;
+                    None
+                }
             };
             let r = maintenance::clear(&a.path.store, salt)?;
             if a.path.json {
@@ -290,10 +348,18 @@ pub fn main(c: StoreCommand) -> anyhow::Result<()> {
                             "the file structure is intact"
                         }
                     ),
-                    RepairReport::MovedAside { moved_to, reason } => println!(
-                        "the file could not be repaired ({reason}); moved it to {moved_to} and \
-                         started an empty store"
-                    ),
+                    RepairReport::Salvaged(r) => {
+                        println!(
+                            "the file was damaged beyond redb's repair ({}); salvaged it ({}) \
+                             into a fresh store file and moved the damaged file to {}",
+                            r.reason,
+                            r.summary(),
+                            r.moved_to
+                        );
+                        for name in &r.lost_sessions {
+                            println!("lost saved session {name}");
+                        }
+                    }
                 }
             }
             Ok(())

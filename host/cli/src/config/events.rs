@@ -72,7 +72,9 @@ mod tests {
 
     fn settings(text: &str) -> anyhow::Result<Option<EventsSettings>> {
         let raw = RawConfig::parse(text)?;
-        let remote = super::super::remote::resolve(raw.store.remote.as_ref(), None, &[])?;
+        let key = super::super::remote::test_key_file();
+        let remote =
+            super::super::remote::resolve(raw.store.remote.as_ref(), None, &[], Some(&key))?;
         resolve(raw.store.remote.as_ref(), remote.as_ref())
     }
 

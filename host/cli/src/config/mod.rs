@@ -41,6 +41,8 @@ pub struct Overrides {
     pub remote: Option<String>,
     /// `--remote-cluster URL,...`: the shared tier on a Redis Cluster (its seed nodes).
     pub remote_cluster: Vec<String>,
+    /// `--remote-key-file PATH`: the key remote values are authenticated with.
+    pub remote_key_file: Option<PathBuf>,
     /// llama-server's flags (sampling defaults, names, CORS, logging).
     pub dropin: crate::cmd::serve_flags::DropInArgs,
 }
@@ -167,6 +169,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         raw.store.remote.as_ref(),
         o.remote.as_deref(),
         &o.remote_cluster,
+        o.remote_key_file.as_deref(),
     )?;
     let events = events::resolve(raw.store.remote.as_ref(), remote.as_ref())?;
     let components_dir = s
@@ -446,9 +449,18 @@ pub fn short_key_warnings(cfg: &ServeConfig) -> Vec<String> {
     out
 }
 
-/// Validates namespaces into the registry.
-pub fn tenants(specs: Vec<(String, NamespaceSpec)>) -> anyhow::Result<Tenants> {
-    Tenants::new(specs).map_err(|e| anyhow::anyhow!("{e}"))
+/// Validates namespaces into the registry; with a remote tier, their salts are derived from
+/// its key as well as their names (see `memoria_tenant::Isolation`).
+pub fn tenants(
+    specs: Vec<(String, NamespaceSpec)>,
+    remote: Option<&memoria_store::RemoteOptions>,
+) -> anyhow::Result<Tenants> {
+    let secret = remote
+        .and_then(|r| r.auth.as_ref())
+        .map(|k| k.salt_secret());
+    Tenants::new(specs)
+        .map(|t| t.with_salt_secret(secret))
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 #[cfg(test)]
@@ -556,7 +568,7 @@ mod tests {
         assert_eq!(names, ["shared", "alpha"]);
         assert_eq!(cfg.namespaces[0].1.limits.max_concurrent, 2);
         assert_eq!(cfg.namespaces[0].1.api_keys, ["shared-key-1"]);
-        let t = tenants(cfg.namespaces).expect("tenants");
+        let t = tenants(cfg.namespaces, cfg.remote.as_ref()).expect("tenants");
         assert_eq!(
             t.by_key("alpha-key-1").map(|n| n.name.as_str()),
             Some("alpha")
@@ -617,7 +629,7 @@ mod tests {
         let text = include_str!("../../../../host.example.toml");
         let raw = RawConfig::parse(text).expect("host.example.toml parses");
         let cfg = resolve(raw, &Overrides::default()).expect("host.example.toml validates");
-        tenants(cfg.namespaces).expect("its namespaces validate");
+        tenants(cfg.namespaces, cfg.remote.as_ref()).expect("its namespaces validate");
     }
 
     #[test]

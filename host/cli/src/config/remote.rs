@@ -1,8 +1,13 @@
-//! `[store.remote]` (and `--remote URL`, `--remote-cluster URL,...`): the shared Valkey/Redis
-//! tier's settings, one server (`url`) or a Redis Cluster (`cluster`, its seed nodes), decoded
-//! strictly and checked into [`RemoteOptions`]; and the public label each namespace's blocks
-//! carry in remote keys (`shared`, the namespace's name, or `group.NAME`, per its isolation).
+//! `[store.remote]` (and `--remote URL`, `--remote-cluster URL,...`, `--remote-key-file PATH`):
+//! the shared Valkey/Redis tier's settings, one server (`url`) or a Redis Cluster (`cluster`,
+//! its seed nodes), and the key its values are authenticated with (`auth_key_file`, required
+//! with a tier: a clear error says how to make one), decoded strictly and checked into
+//! [`RemoteOptions`]; and the public label each namespace's blocks carry in remote keys
+//! (`shared`, the namespace's name, or `group.NAME`, per its isolation).
 
+use std::path::{Path, PathBuf};
+
+use memoria_store::remote::RemoteKey;
 use memoria_store::{Endpoint, RemoteOptions, WriteMode};
 use serde::Deserialize;
 
@@ -19,6 +24,9 @@ pub struct RawRemote {
     pub max_inflight_bytes: Option<usize>,
     pub write: Option<String>,
     pub write_linger_ms: Option<u64>,
+    /// The file holding the key every remote value is authenticated with (and this host's
+    /// namespace salts derived from): the same file on every host sharing the tier.
+    pub auth_key_file: Option<PathBuf>,
     /// Publish host events for `memoria route --events` (see `config::events`).
     pub events: Option<bool>,
     pub advertise: Option<String>,
@@ -54,11 +62,13 @@ fn endpoint(
 }
 
 /// The remote tier's options: a flag wins over the file's endpoint; None when neither names
-/// one. `flag_cluster`: the `--remote-cluster` node URLs (empty when not given).
+/// one. `flag_cluster`: the `--remote-cluster` node URLs (empty when not given); `key_flag`:
+/// `--remote-key-file`, which wins over `auth_key_file`.
 pub fn resolve(
     raw: Option<&RawRemote>,
     flag: Option<&str>,
     flag_cluster: &[String],
+    key_flag: Option<&Path>,
 ) -> anyhow::Result<Option<RemoteOptions>> {
     let empty = RawRemote::default();
     let r = raw.unwrap_or(&empty);
@@ -81,8 +91,21 @@ pub fn resolve(
             anyhow::anyhow!("store.remote.write = {w:?}: use \"all\" or \"second-hit\"")
         })?,
     };
+    let auth = match key_flag.or(r.auth_key_file.as_deref()) {
+        Some(path) => {
+            let (key, warning) = RemoteKey::load(path).map_err(|e| {
+                anyhow::anyhow!("store.remote.auth_key_file / --remote-key-file: {e}")
+            })?;
+            if let Some(w) = warning {
+                eprintln!("memoria: warning: {w}");
+            }
+            Some(key)
+        }
+        None => None,
+    };
     let o = RemoteOptions {
         ttl_s: r.ttl_s.unwrap_or(d.ttl_s),
+        auth,
         key_prefix: r.key_prefix.clone().unwrap_or(d.key_prefix.clone()),
         timeout_ms: r.timeout_ms.unwrap_or(d.timeout_ms),
         max_inflight_bytes: r.max_inflight_bytes.unwrap_or(d.max_inflight_bytes),
@@ -94,11 +117,66 @@ pub fn resolve(
     Ok(Some(o))
 }
 
+/// A key file for tests of configurations with a remote tier (every such tier needs one).
+#[cfg(test)]
+pub(crate) fn test_key_file() -> PathBuf {
+    // Written once per test process (tests run in parallel: a rewrite could be read half done).
+    static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let p = std::env::temp_dir().join(format!("memoria-config-key-{}", std::process::id()));
+        std::fs::write(&p, "0123456789abcdef".repeat(4)).unwrap();
+        p
+    })
+    .clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::RawConfig;
     use memoria_tenant::Isolation;
+
+    use super::test_key_file as key_file;
+
+    fn resolve(
+        raw: Option<&RawRemote>,
+        flag: Option<&str>,
+        cluster: &[String],
+    ) -> anyhow::Result<Option<RemoteOptions>> {
+        super::resolve(raw, flag, cluster, Some(&key_file()))
+    }
+
+    #[test]
+    fn a_tier_without_a_key_is_refused_saying_how_to_make_one() {
+        let raw = RawConfig::parse("[store.remote]\nurl = \"redis://h:1\"\n").unwrap();
+        let e = super::resolve(raw.store.remote.as_ref(), None, &[], None).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("auth_key_file") && e.contains("--remote-key-file"),
+            "{e}"
+        );
+        assert!(e.contains("openssl rand -hex 32"), "{e}");
+        let e = super::resolve(None, Some("redis://h:1"), &[], None).unwrap_err();
+        assert!(format!("{e:#}").contains("auth_key_file"), "{e:#}");
+        // No tier, no key needed.
+        assert!(super::resolve(None, None, &[], None).unwrap().is_none());
+        // From the file's key, or the flag's (a short key is refused, naming the file).
+        let f = key_file();
+        let text = format!(
+            "[store.remote]\nurl = \"redis://h:1\"\nauth_key_file = {:?}\n",
+            f.display().to_string()
+        );
+        let raw = RawConfig::parse(&text).unwrap();
+        let o = super::resolve(raw.store.remote.as_ref(), None, &[], None)
+            .unwrap()
+            .unwrap();
+        assert!(o.auth.is_some());
+        let short = f.with_extension("short");
+        std::fs::write(&short, "abc").unwrap();
+        let e = super::resolve(raw.store.remote.as_ref(), None, &[], Some(&short)).unwrap_err();
+        assert!(format!("{e:#}").contains("at least 32"), "{e:#}");
+        let _ = std::fs::remove_file(short);
+    }
 
     #[test]
     fn the_flag_wins_fields_are_checked_and_labels_follow_isolation() {

@@ -1,5 +1,5 @@
 //! The engine's side of the persistent store: prefix matches that promote blocks from the
-//! tiers, write-through of freshly sealed blocks (behind the engine thread), and durable session
+//! tiers (and write matched blocks the remote server lost back to it), write-through of freshly sealed blocks (behind the engine thread), and durable session
 //! save/restore. Invariants: with no store configured every path here is a plain pool call; a
 //! block is persisted with the salt of the session that sealed it, looked up by namespace id in
 //! the registry (never kept here); a restored session holds
@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memoria_kv::{
-    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PoolError, SeqId,
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
+    PoolError, SeqId,
 };
 use memoria_store::{BlockIdentity, SessionRecord, TierStack};
 
@@ -106,7 +107,47 @@ impl Persist {
         if let Some(e) = self.sessions.get_mut(&id) {
             e.1 = hit / self.layout.block_tokens;
         }
+        if stack.remote_lost_any() {
+            self.rewrite_lost(pool, seq, hit / self.layout.block_tokens);
+        }
         Ok(hit)
+    }
+
+    /// Writes again the matched blocks (the leading `n`) that a prefetch found missing on the
+    /// remote server: this host holds them, so the server gets them back (after a restart or a
+    /// flush no host would otherwise write a block every host already holds).
+    fn rewrite_lost(&self, pool: &BlockPool, seq: SeqId, n: usize) {
+        let Some(stack) = &self.stack else { return };
+        let (Ok(ns), Ok(table), Ok(tokens)) = (
+            pool.seq_namespace(seq),
+            pool.block_table(seq),
+            pool.seq_tokens(seq),
+        ) else {
+            return;
+        };
+        let n_public = pool.seq_public_blocks(seq).unwrap_or(0);
+        let registry = self.namespaces.snapshot();
+        let Some(salt) = registry.salt(ns) else {
+            return;
+        };
+        let common = registry.common_salt();
+        let b = self.layout.block_tokens;
+        for (i, block) in table.iter().enumerate().take(n.min(tokens.len() / b)) {
+            let Some(hash) = pool.block_info(*block).and_then(|info| info.hash) else {
+                continue;
+            };
+            let identity = BlockIdentity {
+                model: self.model,
+                layout: self.layout,
+                salt: salt_of_block(i, n_public, salt, common),
+                hash,
+            };
+            stack.remote_rewrite(
+                identity,
+                &tokens[i * b..(i + 1) * b],
+                pool.block_data(*block),
+            );
+        }
     }
 
     /// Queues the session's newly sealed blocks for disk and the remote tier (never blocks;
@@ -138,10 +179,7 @@ impl Persist {
             let identity = BlockIdentity {
                 model: self.model,
                 layout: self.layout,
-                salt: match common {
-                    Some(common) if i < n_public => common,
-                    _ => salt,
-                },
+                salt: salt_of_block(i, n_public, salt, common),
                 hash,
             };
             stack.persist(
@@ -152,6 +190,20 @@ impl Persist {
             );
         }
         entry.1 = full;
+    }
+}
+
+/// The salt block `i` of a context is stored under: the common salt for its leading
+/// `n_public` (public) blocks, the namespace's `salt` otherwise.
+fn salt_of_block(
+    i: usize,
+    n_public: usize,
+    salt: NamespaceSalt,
+    common: Option<NamespaceSalt>,
+) -> NamespaceSalt {
+    match common {
+        Some(common) if i < n_public => common,
+        _ => salt,
     }
 }
 

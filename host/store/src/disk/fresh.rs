@@ -1,11 +1,12 @@
 //! `--store-recover` while serving: damage that opening the file did not meet (a page only a
 //! write reads, or damage done after the open) stops the writer with a damaged-file error; with
-//! `recover` set, the writer then closes the file, moves it aside as
-//! `memoria.redb.corrupt-<unix time>` (see [`crate::maintenance::move_aside`]), opens an empty
-//! store in its place, and writes again, saying so. Invariants: only a damaged-file failure
+//! `recover` set, the writer then salvages the file through the handle it holds (every entry
+//! that still reads and verifies is copied into a fresh file, see [`crate::salvage`]), closes
+//! it, moves it aside as `memoria.redb.corrupt-<unix time>`, puts the fresh file in its place,
+//! and writes again, saying what was kept and lost. Invariants: only a damaged-file failure
 //! starts a fresh file (a full disk or an I/O error resumes the same file, `resume.rs`); the
-//! index is replaced by the new file's (empty) one, keeping only the blocks still queued; if
-//! moving or creating fails, the writer stays stopped and says why.
+//! index is replaced by the new file's, keeping the blocks still queued; if the salvage or the
+//! reopening fails, the writer stays stopped and says why.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +16,6 @@ use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Writer, failure};
 use super::{close_quietly, load_index};
 use crate::guard::contain;
-use crate::maintenance::move_aside;
 use crate::stats::TierStats;
 
 impl Writer {
@@ -28,19 +28,22 @@ impl Writer {
         let Some(cause) = failure(&self.failed).filter(|f| f.is_damaged()) else {
             return false;
         };
-        if let Some(old) = self.db.take() {
-            // Readers still holding it keep it until their read ends.
-            if let Ok(db) = sole_owner(old, READER_PATIENCE) {
-                close_quietly(db);
-            }
-        }
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        let moved = match move_aside(dir) {
-            Ok(to) => to,
+        // Read through the handle the server holds (the file is marked in use: no other open
+        // would read it), then let it go: readers still holding it keep it until they end.
+        let old = self.db.take();
+        let salvaged = crate::salvage::salvage_from(old.as_deref(), dir, cause.damage());
+        if let Some(old) = old
+            && let Ok(db) = sole_owner(old, READER_PATIENCE)
+        {
+            close_quietly(db);
+        }
+        let report = match salvaged {
+            Ok(r) => r,
             Err(e) => {
                 eprintln!(
-                    "memoria: the store {} is damaged and --store-recover could not move it \
-                     aside ({e}); it stays stopped",
+                    "memoria: the store {} is damaged and --store-recover could not salvage it \
+                     ({e}); it stays stopped",
                     self.path.display()
                 );
                 return false;
@@ -55,9 +58,9 @@ impl Writer {
             Ok(v) => v,
             Err(e) => {
                 eprintln!(
-                    "memoria: the damaged store file was moved to {}, but an empty store could \
-                     not be created at {} ({e}); the store stays stopped",
-                    moved.display(),
+                    "memoria: the damaged store file was moved to {}, but the salvaged store \
+                     could not be opened at {} ({e}); the store stays stopped",
+                    report.moved_to,
                     self.path.display()
                 );
                 return false;
@@ -74,10 +77,11 @@ impl Writer {
         *self.failed.lock().unwrap_or_else(|p| p.into_inner()) = None;
         TierStats::add(&self.stats.recoveries, 1);
         eprintln!(
-            "memoria: the store file was damaged ({}); --store-recover moved it to {} and \
-             goes on with an empty store",
-            cause.damage(),
-            moved.display()
+            "memoria: the store file was damaged ({}); --store-recover salvaged it ({}) into a \
+             fresh file, moved the damaged file to {} and goes on",
+            report.reason,
+            report.summary(),
+            report.moved_to
         );
         self.publish();
         true

@@ -162,12 +162,18 @@ impl DiskIndex {
         self.clock = self.clock.max(disk.clock);
     }
 
-    /// Takes `disk`, the index of a new (empty) file, in place of this one, keeping only the
-    /// blocks still queued (they are written to the new file).
+    /// Takes `disk`, the index of a new file (empty, or what a salvage kept), in place of this
+    /// one, keeping the blocks still queued that it lacks (they are written to it); the blocks
+    /// it lacks have left the disk (the watcher and the remote tier are told).
     pub fn restart(&mut self, disk: DiskIndex) {
-        let queued = std::mem::take(&mut self.queued);
+        let mut queued = std::mem::take(&mut self.queued);
+        queued.retain(|h| !disk.entries.contains_key(h));
         let clock = self.clock;
-        for h in self.entries.keys() {
+        for h in self
+            .entries
+            .keys()
+            .filter(|h| !disk.entries.contains_key(*h))
+        {
             self.left(h);
         }
         let (watch, remote) = (self.watch.take(), self.remote.take());
@@ -209,7 +215,10 @@ mod tests {
     #[test]
     fn a_block_removed_from_disk_is_no_longer_known_to_the_remote_tier() {
         // Never connects: the tier's thread dials only when asked to read or write.
-        let opts = crate::RemoteOptions::with_url("redis://127.0.0.1:1".to_string());
+        let opts = crate::RemoteOptions {
+            auth: Some(crate::remote::test_server::test_key()),
+            ..crate::RemoteOptions::with_url("redis://127.0.0.1:1".to_string())
+        };
         let remote = RemoteTier::start(opts).expect("remote");
         let (a, b) = (BlockHash([1; 32]), BlockHash([2; 32]));
         let mut ix = DiskIndex {

@@ -173,38 +173,48 @@ pub fn open_database_checked(
         create_database(dir, &path)?;
     }
     contain("open", || {
-        let db = Database::builder()
-            .set_cache_size(cache_bytes)
-            .set_check_integrity_on_open(check)
-            .create(&path)
-            .map_err(|e| match redb::Error::from(e) {
-                // Not a redb header, or a header that points past the end of the file.
-                redb::Error::Io(io)
-                    if matches!(
-                        io.kind(),
-                        std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-                    ) =>
-                {
-                    StoreError::Damaged {
-                        what: "open",
-                        msg: io.to_string(),
-                    }
-                }
-                redb::Error::Corrupted(m) => StoreError::Damaged {
-                    what: "open",
-                    msg: m,
-                },
-                e => StoreError::Open {
-                    path: path.display().to_string(),
-                    msg: e.to_string(),
-                },
-            })?;
+        let db = open_redb(&path, cache_bytes, check)?;
         // On an error the database is dropped here, still under `catch_unwind` (redb's drop
         // can panic on a lock that a contained panic poisoned).
         init_tables(&db)?;
         Ok(db)
     })
     .map_err(|e| unopenable(&path, e))
+}
+
+/// Opens the existing redb file at `path` as it is (no table set-up); with `check`, redb's
+/// integrity check runs at open. Damage is [`StoreError::Damaged`]; call under [`contain`].
+pub(crate) fn open_redb(
+    path: &Path,
+    cache_bytes: usize,
+    check: bool,
+) -> Result<Database, StoreError> {
+    Database::builder()
+        .set_cache_size(cache_bytes)
+        .set_check_integrity_on_open(check)
+        .create(path)
+        .map_err(|e| match redb::Error::from(e) {
+            // Not a redb header, or a header that points past the end of the file.
+            redb::Error::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                StoreError::Damaged {
+                    what: "open",
+                    msg: io.to_string(),
+                }
+            }
+            redb::Error::Corrupted(m) => StoreError::Damaged {
+                what: "open",
+                msg: m,
+            },
+            e => StoreError::Open {
+                path: path.display().to_string(),
+                msg: e.to_string(),
+            },
+        })
 }
 
 /// Creates an empty store file at `path` atomically: built and committed beside it, then
@@ -233,6 +243,20 @@ fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| io("sync the directory", &e))
+}
+
+/// `--store-recover` at open: salvages the damaged store file in `dir` (what still reads goes on
+/// in a fresh file) and says what was kept, lost and where the damaged file went.
+fn recover_salvaging(dir: &Path, e: &StoreError) -> Result<(), StoreError> {
+    let r = crate::salvage::salvage(dir, e.damage())?;
+    eprintln!(
+        "memoria: the store file was damaged ({}); --store-recover salvaged it ({}) into a \
+         fresh file and moved the damaged file to {}",
+        r.reason,
+        r.summary(),
+        r.moved_to
+    );
+    Ok(())
 }
 
 /// Drops a database under `catch_unwind` (its close may panic on a damaged file).
@@ -306,20 +330,23 @@ fn load_index(db: &Database) -> Result<DiskIndex, StoreError> {
 impl RedbTier {
     /// Opens the store in `dir` and starts its writer thread.
     /// A file that cannot be opened because it is damaged is [`StoreError::Unopenable`].
-    /// With `opts.recover`, a damaged file (found by redb's integrity check, or reading the
-    /// index) is moved aside and an empty store opened instead, saying so on stderr.
+    /// With `opts.recover`, redb's integrity check runs first (it reads the whole file), and a
+    /// damaged file (found by the check, or reading the index) is salvaged: what still reads
+    /// and verifies goes on in a fresh file, the damaged one is moved aside, saying so on
+    /// stderr.
     pub fn open(dir: &Path, opts: DiskOptions) -> Result<RedbTier, StoreError> {
         let budgets = opts.resolve_budgets(dir)?;
-        match Self::open_file(dir, opts, budgets, opts.recover) {
+        if opts.recover && dir.join(DB_FILE).is_file() {
+            match crate::maintenance::check(dir) {
+                Err(e) if e.is_damaged() => recover_salvaging(dir, &e)?,
+                Err(e) => return Err(unopenable(&dir.join(DB_FILE), e)),
+                Ok(_) => {}
+            }
+        }
+        match crate::maintenance::keeping_header(dir, || Self::open_file(dir, opts, budgets)) {
             Err(e) if e.is_damaged() && opts.recover => {
-                let to = crate::maintenance::move_aside(dir)?;
-                eprintln!(
-                    "memoria: the store file was damaged ({}); --store-recover moved it to {} \
-                     and starts with an empty store",
-                    e.damage(),
-                    to.display()
-                );
-                Self::open_file(dir, opts, budgets, false)
+                recover_salvaging(dir, &e)?;
+                Self::open_file(dir, opts, budgets)
             }
             r => r,
         }
@@ -329,9 +356,8 @@ impl RedbTier {
         dir: &Path,
         opts: DiskOptions,
         budgets: (u64, u64),
-        check: bool,
     ) -> Result<RedbTier, StoreError> {
-        let db = open_database_checked(dir, opts.cache_bytes, check)?;
+        let db = open_database_with(dir, opts.cache_bytes)?;
         let reopen = ReopenFile {
             dir: dir.to_path_buf(),
             cache_bytes: opts.cache_bytes,

@@ -12,6 +12,7 @@
 //! counters, write-behind and miss semantics are the same. [`NamespaceRemote`] is the blocking
 //! [`crate::Tier`] view of one namespace label, for tools and tests, never for the engine.
 
+pub mod auth;
 pub mod breaker;
 mod endpoint;
 pub mod events;
@@ -31,10 +32,11 @@ use std::time::Duration;
 use memoria_kv::BlockHash;
 use tokio::sync::{mpsc, oneshot};
 
+pub use auth::RemoteKey;
 pub use breaker::BreakerState;
 pub use endpoint::{Endpoint, MAX_CLUSTER_NODES};
 pub use options::{RemoteOptions, WriteMode};
-pub use stats::{LATENCY_BOUNDS_US, RemoteSnapshot, RemoteStats};
+pub use stats::{LATENCY_BOUNDS_US, Refusal, RemoteSnapshot, RemoteStats};
 pub use worker::{GET_WINDOW, Lookup, MGET_RUN};
 
 use crate::codec::BlockIdentity;
@@ -63,8 +65,12 @@ impl RemoteTier {
     /// server is a run of counted misses until it answers.
     pub fn start(opts: RemoteOptions) -> Result<Arc<RemoteTier>, String> {
         opts.validate()?;
+        let key = opts
+            .auth
+            .clone()
+            .ok_or_else(|| "store.remote.auth_key_file is not set".to_string())?;
         let connector = link::Connector::new(&opts.endpoint, opts.timeout())?;
-        let shared = Arc::new(Shared::new(opts));
+        let shared = Arc::new(Shared::new(opts, key));
         let (jobs, jobs_rx) = mpsc::unbounded_channel();
         let (writes, writes_rx) = mpsc::unbounded_channel();
         let thread = worker::spawn(shared.clone(), connector, jobs_rx, writes_rx)
@@ -107,16 +113,17 @@ impl RemoteTier {
         keys::session_key(&self.shared.opts.key_prefix, label, name)
     }
 
-    /// Writes one already encoded value now (`SET key value EX ttl_s`, not through the
-    /// write-behind queue); `done` runs on the tier's thread with whether the server
-    /// acknowledged it, or here with `false` when the tier has stopped (then this returns
-    /// false too).
+    /// Writes one already encoded value now (`SET key value EX ttl_s`, sealed with the hosts'
+    /// key, not through the write-behind queue); `done` runs on the tier's thread with whether
+    /// the server acknowledged it, or here with `false` when the tier has stopped (then this
+    /// returns false too).
     pub fn set_then(
         &self,
         key: String,
         value: Vec<u8>,
         done: Box<dyn FnOnce(bool) + Send>,
     ) -> bool {
+        let value = self.shared.key.seal(&key, value);
         match self.jobs.send(Job::Set { key, value, done }) {
             Ok(()) => true,
             Err(e) => {
@@ -126,6 +133,24 @@ impl RemoteTier {
                 false
             }
         }
+    }
+
+    /// The value stored under `key`, if its tag verifies under the hosts' key (else counted as
+    /// refused, [`Refusal::Auth`], and left on the server: a host with the key overwrites it
+    /// when it writes that block). Every value read must pass here before anything looks at it.
+    pub fn open_value(&self, key: &str, stored: Vec<u8>) -> Option<Vec<u8>> {
+        let v = self.shared.key.open(key, stored);
+        if v.is_none() {
+            self.shared.stats.refused(Refusal::Auth);
+        }
+        v
+    }
+
+    /// Counts a value refused after its tag verified (and deletes it: a host with the key wrote
+    /// something no host can use under that key).
+    pub(crate) fn refuse(&self, key: String, why: Refusal) {
+        self.shared.stats.refused(why);
+        self.delete(key);
     }
 
     /// The values under `keys`, in order (MGET in runs of [`MGET_RUN`]); with `leading`, keys
@@ -214,6 +239,8 @@ impl RemoteTier {
     /// in the shared form, written with `SET key value EX ttl_s`). Returns false, counted, when the queue's byte bound is
     /// reached. `data` is the block's raw bytes.
     pub fn put(&self, key: String, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
+        // Written now: no longer waiting to be written again.
+        self.shared.seen.take_lost(&identity.hash);
         let st = &self.shared.stats;
         let len = data.len() as u64;
         let max = self.shared.opts.max_inflight_bytes as u64;
@@ -276,6 +303,36 @@ impl RemoteTier {
         self.shared.seen.forget(hash);
     }
 
+    /// Records that a lookup found the block missing on the server (see [`RemoteTier::rewrite`]).
+    pub fn mark_lost(&self, hash: &BlockHash) {
+        self.shared.seen.mark_lost(hash);
+    }
+
+    /// Whether a lookup found blocks missing that no host has written again through this tier.
+    pub fn any_lost(&self) -> bool {
+        self.shared.seen.any_lost()
+    }
+
+    /// Writes a block this host holds again when a lookup found it missing on the server (it
+    /// restarted, was flushed, or evicted it), whatever the write mode; returns whether it was
+    /// queued. A block not found missing is left alone (false).
+    pub fn rewrite(
+        &self,
+        key: String,
+        identity: BlockIdentity,
+        tokens: &[u32],
+        data: &[u8],
+    ) -> bool {
+        if !self.shared.seen.take_lost(&identity.hash) {
+            return false;
+        }
+        let queued = self.put(key, identity, tokens, data);
+        if queued {
+            RemoteStats::add(&self.shared.stats.rewrites, 1);
+        }
+        queued
+    }
+
     /// Counts one sighting of a block; returns whether, per the write mode, it is to be
     /// written now (never for a block already known to be remote).
     pub fn should_write(&self, hash: &BlockHash) -> bool {
@@ -331,15 +388,16 @@ impl Tier for NamespaceRemote {
     }
 
     fn get_many(&self, hashes: &[BlockHash]) -> Vec<Option<Vec<u8>>> {
-        let keys = hashes
+        let keys: Vec<String> = hashes
             .iter()
             .map(|h| self.remote.key(&self.label, h))
             .collect();
         self.remote
-            .get_many_blocking(keys, false)
+            .get_many_blocking(keys.clone(), false)
             .into_iter()
-            .map(|l| match l {
-                Lookup::Value(v) => Some(v),
+            .zip(keys)
+            .map(|(l, key)| match l {
+                Lookup::Value(v) => self.remote.open_value(&key, v),
                 _ => None,
             })
             .collect()

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::auth::{KEY_HINT, RemoteKey};
 use super::endpoint::Endpoint;
 use super::keys::check_label;
 
@@ -54,6 +55,8 @@ pub struct RemoteOptions {
     pub breaker_max_backoff_ms: u64,
     /// Consecutive failures that open the breaker.
     pub breaker_threshold: u32,
+    /// The key every value is authenticated with (`auth_key_file`); required.
+    pub auth: Option<RemoteKey>,
 }
 
 impl Default for RemoteOptions {
@@ -69,6 +72,7 @@ impl Default for RemoteOptions {
             breaker_min_backoff_ms: 250,
             breaker_max_backoff_ms: 30_000,
             breaker_threshold: 3,
+            auth: None,
         }
     }
 }
@@ -137,6 +141,14 @@ impl RemoteOptions {
         if self.max_inflight_bytes == 0 {
             return Err("store.remote.max_inflight_bytes must be positive".into());
         }
+        if self.auth.is_none() {
+            return Err(format!(
+                "store.remote.auth_key_file (or --remote-key-file) is not set: the remote tier \
+                 authenticates every value with a key its hosts share and the server never sees \
+                 (anyone who can write to the server could otherwise change what hosts compute \
+                 with); {KEY_HINT}"
+            ));
+        }
         Ok(())
     }
 }
@@ -147,18 +159,30 @@ mod tests {
 
     #[test]
     fn defaults_validate_and_bad_fields_are_named() {
-        assert_eq!(RemoteOptions::default().validate(), Ok(()));
+        let keyed = || RemoteOptions {
+            auth: Some(RemoteKey::from_material(&[7; 32]).unwrap()),
+            ..RemoteOptions::default()
+        };
+        assert_eq!(keyed().validate(), Ok(()));
+        let e = RemoteOptions::default().validate().unwrap_err();
+        assert!(
+            e.contains("auth_key_file") && e.contains("openssl rand"),
+            "{e}"
+        );
         let bad = |f: fn(&mut RemoteOptions)| {
-            let mut o = RemoteOptions::default();
+            let mut o = keyed();
             f(&mut o);
             o.validate().unwrap_err()
         };
         assert!(bad(|o| o.endpoint = Endpoint::Server("http://x".into())).contains("url"));
         assert!(bad(|o| o.endpoint = Endpoint::Cluster(vec![])).contains("cluster"));
         assert!(
-            RemoteOptions::with_cluster(["redis://a:1", "redis://b:2"])
-                .validate()
-                .is_ok()
+            RemoteOptions {
+                auth: keyed().auth,
+                ..RemoteOptions::with_cluster(["redis://a:1", "redis://b:2"])
+            }
+            .validate()
+            .is_ok()
         );
         assert!(bad(|o| o.ttl_s = 0).contains("ttl_s"));
         assert!(bad(|o| o.key_prefix = "a:b".into()).contains("key_prefix"));

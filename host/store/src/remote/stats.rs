@@ -1,6 +1,6 @@
 //! The remote tier's figures as atomics (readable from any thread) and a plain snapshot for
 //! /stats and /metrics. Counters only grow; `queue_bytes`, `queue_blocks` and `breaker` are
-//! gauges. Misses are counted per block, by reason.
+//! gauges. Misses are counted per block, by reason, and refused values per [`Refusal`].
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -27,8 +27,21 @@ pub struct RemoteStats {
     /// Blocks a prefetch still wanted when its deadline (the estimated time to compute them)
     /// passed: computed instead.
     pub miss_deadline: AtomicU64,
-    /// Values that failed verification (short, garbage, wrong identity); each is deleted.
+    /// Values refused, whatever the reason (the sum of the `refused_*` counters).
     pub bad_values: AtomicU64,
+    /// Values refused because their tag did not verify under the hosts' key (written by someone
+    /// without the key, altered, or copied from another key); left on the server.
+    pub refused_auth: AtomicU64,
+    /// Values with a good tag that failed the codec's checks (truncated, garbage); deleted.
+    pub refused_corrupt: AtomicU64,
+    /// Intact values of another model, layout, namespace or tokens; deleted.
+    pub refused_foreign: AtomicU64,
+    /// Blocks written again because a lookup found them missing on the server while this host
+    /// held them (the server restarted, was flushed, or evicted them).
+    pub rewrites: AtomicU64,
+    /// Times the server's key count fell by half or more between two size polls (a restart, a
+    /// FLUSHALL): every block known to be there was forgotten, so lookups check again.
+    pub server_losses: AtomicU64,
     /// Value bytes received.
     pub bytes_read: AtomicU64,
     /// Value bytes written (acknowledged).
@@ -67,9 +80,44 @@ pub struct RemoteStats {
     pub latency_sum_us: AtomicU64,
 }
 
+/// Why a remote value was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its tag did not verify under the hosts' key.
+    Auth,
+    /// Its tag verified, the codec's checks failed.
+    Corrupt,
+    /// Intact, but another model's, layout's, namespace's or tokens' value.
+    Foreign,
+}
+
+impl Refusal {
+    /// The label in `/metrics` (`memoria_remote_refused_total{reason=..}`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::Auth => "auth",
+            Refusal::Corrupt => "corrupt",
+            Refusal::Foreign => "foreign",
+        }
+    }
+}
+
 impl RemoteStats {
     pub(crate) fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Relaxed);
+    }
+
+    /// Counts one refused value.
+    pub(crate) fn refused(&self, why: Refusal) {
+        Self::add(&self.bad_values, 1);
+        Self::add(
+            match why {
+                Refusal::Auth => &self.refused_auth,
+                Refusal::Corrupt => &self.refused_corrupt,
+                Refusal::Foreign => &self.refused_foreign,
+            },
+            1,
+        );
     }
 
     pub(crate) fn sub(c: &AtomicU64, n: u64) {
@@ -102,6 +150,11 @@ impl RemoteStats {
             miss_breaker: g(&self.miss_breaker),
             miss_deadline: g(&self.miss_deadline),
             bad_values: g(&self.bad_values),
+            refused_auth: g(&self.refused_auth),
+            refused_corrupt: g(&self.refused_corrupt),
+            refused_foreign: g(&self.refused_foreign),
+            rewrites: g(&self.rewrites),
+            server_losses: g(&self.server_losses),
             bytes_read: g(&self.bytes_read),
             bytes_written: g(&self.bytes_written),
             writes: g(&self.writes),
@@ -124,6 +177,15 @@ impl RemoteStats {
 }
 
 impl RemoteSnapshot {
+    /// Refused values per reason, for `/metrics`.
+    pub fn refused(&self) -> [(Refusal, u64); 3] {
+        [
+            (Refusal::Auth, self.refused_auth),
+            (Refusal::Corrupt, self.refused_corrupt),
+            (Refusal::Foreign, self.refused_foreign),
+        ]
+    }
+
     /// All misses, whatever the reason (bad values included).
     pub fn misses(&self) -> u64 {
         self.miss_absent
@@ -145,6 +207,11 @@ pub struct RemoteSnapshot {
     pub miss_breaker: u64,
     pub miss_deadline: u64,
     pub bad_values: u64,
+    pub refused_auth: u64,
+    pub refused_corrupt: u64,
+    pub refused_foreign: u64,
+    pub rewrites: u64,
+    pub server_losses: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub writes: u64,

@@ -2,12 +2,19 @@
 //! persistence (`--save '' --appendonly no`), killed when dropped. The binary is
 //! `$MEMORIA_REDIS_SERVER`, else `valkey-server` or `redis-server` on `PATH`; when none is found
 //! [`TestServer::start`] fails with a message saying how to install one (tests never skip).
+//! [`test_key`] is the remote key the tests' hosts share.
 //! A 3-node Redis Cluster of such servers is in [`super::test_cluster`].
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The remote key the tests' hosts share (a fixed test value: never use it for real).
+pub fn test_key() -> super::RemoteKey {
+    super::RemoteKey::from_material(b"memoria test remote key, never used outside tests")
+        .unwrap_or_else(|e| panic!("{e}"))
+}
 
 /// How to get a server binary, for failure messages.
 pub const INSTALL_HINT: &str = "no Valkey/Redis server binary: set MEMORIA_REDIS_SERVER=/path/to/redis-server, \

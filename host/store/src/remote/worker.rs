@@ -3,8 +3,8 @@
 //! connection, created when the breaker allows and dropped when it opens). Reads arrive as jobs
 //! and run as concurrent tasks: MGET in runs of at most [`MGET_RUN`] keys, [`GET_WINDOW`] runs
 //! pipelined, answered run by run. Writes drain from their own queue in pipelines of `SET .. EX`
-//! bounded in count and bytes, encoded (LZ4, checksum) on a blocking thread so reads never wait
-//! behind the encoder.
+//! bounded in count and bytes, encoded (LZ4, checksum, the hosts' tag: `auth`) on a blocking
+//! thread so reads never wait behind the encoder.
 //! Every operation is bounded by the configured timeout and reported to the breaker; nothing
 //! here ever returns an error to a request, only counted misses.
 
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::auth::RemoteKey;
 use super::breaker::{Breaker, BreakerState};
 use super::link::{Connector, Link};
 use super::options::RemoteOptions;
@@ -37,7 +38,7 @@ pub(crate) const WRITE_RUN_BYTES: u64 = 4 << 20;
 /// One key's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
-    /// The stored bytes (not yet verified).
+    /// The stored bytes, tag included (not yet verified: see `RemoteTier::open_value`).
     Value(Vec<u8>),
     /// The server holds no such key.
     Absent,
@@ -140,6 +141,8 @@ impl Write {
 /// State shared by the tier's handle and its thread.
 pub(crate) struct Shared {
     pub opts: RemoteOptions,
+    /// Every value written is sealed with it, every value read opened with it.
+    pub key: RemoteKey,
     pub stats: Arc<RemoteStats>,
     pub seen: Seen,
     /// Wakes the write loop's linger early: a pipeline's worth queued, a flush, a stop.
@@ -155,7 +158,7 @@ enum Fail {
 }
 
 impl Shared {
-    pub fn new(opts: RemoteOptions) -> Self {
+    pub fn new(opts: RemoteOptions, key: RemoteKey) -> Self {
         let ms = Duration::from_millis;
         let breaker = Breaker::new(
             opts.breaker_threshold,
@@ -166,6 +169,7 @@ impl Shared {
         let seen = Seen::new(Duration::from_secs(opts.ttl_s) / 2);
         Shared {
             opts,
+            key,
             stats: Arc::new(RemoteStats::default()),
             seen,
             write_wake: tokio::sync::Notify::new(),
@@ -377,8 +381,10 @@ async fn run(
 const SIZE_POLL: Duration = Duration::from_secs(2);
 
 /// Reads the server's key count (`DBSIZE`) and `used_memory` every [`SIZE_POLL`] while the
-/// breaker is closed (a cluster's: summed over its primaries). A failed poll changes nothing: not the breaker, not the counters (the
-/// figures are for people; lookups and writes judge the server's health).
+/// breaker is closed (a cluster's: summed over its primaries). A failed poll changes nothing: not
+/// the breaker, not the counters (the figures are for people; lookups and writes judge the
+/// server's health). A key count that fell by half or more since the last poll takes every
+/// block known to be on the server to be missing (counted in `server_losses`).
 async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
     let mut tick = tokio::time::interval(SIZE_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -397,10 +403,22 @@ async fn size_loop(shared: Arc<Shared>, conn: Arc<Conn>) {
             redis::RedisResult::Ok((keys, bytes))
         };
         if let Ok(Ok((keys, bytes))) = tokio::time::timeout(t, poll).await {
-            shared.stats.server_keys.store(keys, Relaxed);
+            let before = shared.stats.server_keys.swap(keys, Relaxed);
             shared.stats.server_bytes.store(bytes, Relaxed);
+            if lost_most(before, keys) {
+                // Restarted or flushed: what this host wrote or read there is likely gone; it
+                // writes those blocks again when it next uses them.
+                shared.seen.known_lost();
+                RemoteStats::add(&shared.stats.server_losses, 1);
+            }
         }
     }
+}
+
+/// Whether the server's key count fell by half or more between two polls (`before` 0: the
+/// first poll, or an empty server before too).
+fn lost_most(before: u64, now: u64) -> bool {
+    before > 0 && now <= before / 2
 }
 
 /// Looks `keys` up in MGET runs of at most `run` keys, [`GET_WINDOW`] at a time, handing
@@ -494,16 +512,18 @@ async fn mget(shared: &Shared, conn: &Conn, run: Vec<String>) -> Vec<Lookup> {
     }
 }
 
-/// The shared-form values of queued blocks; one that does not encode is left out.
+/// The shared-form values of queued blocks, sealed under their keys; one that does not encode
+/// is left out.
 fn encode_all(
     blocks: Vec<(String, BlockIdentity, Vec<u32>, Vec<u8>)>,
+    auth: &RemoteKey,
 ) -> Vec<(String, Vec<u8>, BlockHash)> {
     blocks
         .into_iter()
         .filter_map(|(key, identity, tokens, data)| {
-            codec::encode_shared(&identity, &tokens, &data, Encoding::Lz4)
-                .ok()
-                .map(|v| (key, v, identity.hash))
+            let v = codec::encode_shared(&identity, &tokens, &data, Encoding::Lz4).ok()?;
+            let v = auth.seal(&key, v);
+            Some((key, v, identity.hash))
         })
         .collect()
 }
@@ -562,7 +582,8 @@ async fn write_loop(shared: Arc<Shared>, conn: Arc<Conn>, mut rx: mpsc::Unbounde
         // Encoding (LZ4, checksum) runs on a blocking thread so reads keep flowing meanwhile.
         // An encoder that panicked loses its blocks: dropped and counted, as a lossy cache does.
         let n_blocks = blocks.len() as u64;
-        let sets = tokio::task::spawn_blocking(move || encode_all(blocks))
+        let auth = shared.key.clone();
+        let sets = tokio::task::spawn_blocking(move || encode_all(blocks, &auth))
             .await
             .unwrap_or_default();
         RemoteStats::add(&st.writes_dropped, n_blocks - sets.len() as u64);

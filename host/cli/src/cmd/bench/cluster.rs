@@ -163,6 +163,23 @@ fn key_prefix() -> String {
     format!("bench-cluster-{}-{nanos}", std::process::id())
 }
 
+/// A fresh key file for the run's hosts (256 bits from the kernel, hex, owner-only).
+fn write_key_file(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .context("reading /dev/urandom for the hosts' remote key")?;
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    opts.open(path)
+        .and_then(|mut f| f.write_all(hex.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 /// Deletes every key under `prefix:` (SCAN + UNLINK): the number deleted.
 fn clear_prefix(url: &str, prefix: &str) -> anyhow::Result<usize> {
     let client = redis::Client::open(url).with_context(|| format!("--remote {url}"))?;
@@ -212,9 +229,14 @@ pub fn main(a: ClusterArgs) -> anyhow::Result<()> {
     };
     let dir = Scratch::new("cluster")?;
     let key_prefix = key_prefix();
+    let key_file = dir.0.join("remote.key");
+    write_key_file(&key_file)?;
     std::fs::write(
         dir.0.join("host.toml"),
-        format!("[store.remote]\nkey_prefix = \"{key_prefix}\"\n"),
+        format!(
+            "[store.remote]\nkey_prefix = \"{key_prefix}\"\nauth_key_file = {:?}\n",
+            key_file.display().to_string()
+        ),
     )?;
     let deadline = Duration::from_secs(a.timeout_s);
     let setup = Setup {

@@ -2,9 +2,14 @@
 //! repair`: they open the database exclusively (redb refuses while a server holds it) and never
 //! run on the engine's path. Invariants: `verify` reads every value and reports, it changes
 //! nothing unless asked to remove bad entries (redb's own integrity check may roll an
-//! unfinished commit back, as any open after a crash does); `clear` removes a block's value and
-//! index entry together; every operation runs under `catch_unwind`, so a damaged file is an
-//! error, never a panic; only [`repair`] and [`move_aside`] ever rename the file.
+//! unfinished commit back, as any open after a crash does; a check that fails leaves the file
+//! as it was, see [`check`]); on a damaged file it says what a repair would keep; `repair`
+//! salvages every entry that still reads and verifies before setting a damaged file aside
+//! ([`crate::salvage`]); `clear` removes a block's value and index entry together; every
+//! operation runs under `catch_unwind`, so a damaged file is an error, never a panic; only
+//! [`repair`], [`move_aside`] and the salvage ever rename the file.
+
+mod check;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,7 +27,11 @@ use crate::error::{DbResult, StoreError};
 use crate::guard::{LeakOnUnwind, contain};
 use crate::hot::HotRecord;
 use crate::routes::RoutesRecord;
+use crate::salvage::{self, SalvageReport};
 use crate::session::SessionRecord;
+
+pub use check::check;
+pub(crate) use check::keeping_header;
 
 /// Why a host record's bytes were refused, if they were.
 type Refusal = fn(&[u8]) -> Option<String>;
@@ -68,6 +77,10 @@ pub struct VerifyReport {
     pub routes_checked: bool,
     pub bad: Vec<BadEntry>,
     pub removed: u64,
+    /// What is wrong with the file itself, when redb's check failed and could not repair it.
+    pub damage: Option<String>,
+    /// On a damaged file: what `memoria store repair` would keep and lose (read, not changed).
+    pub salvageable: Option<SalvageReport>,
 }
 
 impl VerifyReport {
@@ -159,15 +172,48 @@ fn stats_inner(dir: &Path) -> Result<StoreStats, StoreError> {
 }
 
 /// Reads and checks every block (checksum, header, key = hash, index entry), every saved
-/// session and the saved hot prefixes; with `remove_bad`, deletes what fails.
+/// session and the saved hot prefixes; with `remove_bad`, deletes what fails. On a file redb's
+/// check finds damaged beyond its repair, nothing is changed (not even with `remove_bad`) and
+/// the report says what a repair would keep ([`VerifyReport::salvageable`]).
 pub fn verify(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> {
-    contain("verify", || verify_inner(dir, remove_bad))
+    if !dir.join(DB_FILE).is_file() {
+        return Err(not_a_store(dir));
+    }
+    let damage = match check(dir) {
+        Ok(clean) => match keeping_header(dir, || {
+            contain("verify", || verify_inner(dir, remove_bad, clean))
+        }) {
+            Ok(r) => return Ok(r),
+            Err(e) if e.is_damaged() => e.damage(),
+            Err(e) => return Err(e),
+        },
+        Err(e) if e.is_damaged() => e.damage(),
+        Err(e) => return Err(e),
+    };
+    let s = salvage::count(dir, damage.clone())?;
+    Ok(VerifyReport {
+        file_ok: false,
+        blocks_checked: s.blocks_kept + s.blocks_lost,
+        sessions_checked: s.sessions_kept + s.sessions_lost,
+        bad: s
+            .lost_sessions
+            .iter()
+            .map(|k| BadEntry {
+                table: "sessions",
+                key: k.clone(),
+                reason: "does not read or verify".into(),
+            })
+            .collect(),
+        damage: Some(damage),
+        salvageable: Some(s),
+        ..VerifyReport::default()
+    })
 }
 
-fn verify_inner(dir: &Path, remove_bad: bool) -> Result<VerifyReport, StoreError> {
-    let mut db = existing(dir)?;
+fn verify_inner(dir: &Path, remove_bad: bool, clean: bool) -> Result<VerifyReport, StoreError> {
+    let db = existing(dir)?;
     let mut r = VerifyReport {
-        file_ok: db.check_integrity().db("check integrity")?,
+        file_ok: clean,
         ..VerifyReport::default()
     };
     let mut bad_blocks = Vec::new();
@@ -367,8 +413,9 @@ pub enum RepairReport {
     /// The file was usable: redb's check passed (`rolled_back`: redb repaired it by going back
     /// to its previous commit) and `removed` bad entries were deleted.
     Repaired { rolled_back: bool, removed: u64 },
-    /// The file could not be repaired: it was renamed to `moved_to` and an empty store started.
-    MovedAside { moved_to: String, reason: String },
+    /// The file was damaged beyond redb's repair: what still read and verified was copied into
+    /// a fresh store file, and the damaged one kept aside (see the report).
+    Salvaged(SalvageReport),
 }
 
 /// Renames the store file in `dir` to `memoria.redb.corrupt-<unix seconds>` (a suffix is added
@@ -391,43 +438,30 @@ pub fn move_aside(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
     Ok(to)
 }
 
-/// Moves the damaged store file in `dir` aside and creates an empty store in its place;
-/// returns where the old file went.
-pub fn recover(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
-    let to = move_aside(dir)?;
-    contain("create", || open_database(dir).map(drop))?;
-    Ok(to)
-}
-
-fn check_and_clean(dir: &Path) -> Result<(bool, u64), StoreError> {
-    let mut db = existing(dir)?;
-    let clean = db.check_integrity().db("check integrity")?;
-    drop(db);
-    let r = verify_inner(dir, true)?;
-    Ok((!clean, r.removed))
-}
-
 /// Repairs the store in `dir`: redb's integrity check and repair (back to the last intact
-/// commit), then removal of every bad block and session. If the file is still unusable (damaged
-/// beyond redb's repair), it is moved aside ([`move_aside`]) and an empty store created. Errors
+/// commit), then removal of every bad block and session. A file damaged beyond redb's repair is
+/// salvaged ([`crate::salvage::salvage`]): every entry that still reads and verifies is copied
+/// into a fresh file, which takes the store's name, and the damaged file is kept aside. Errors
 /// that are not damage (no store here, the file is in use, a newer format) change nothing.
 pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
     if !dir.join(DB_FILE).is_file() {
         return Err(not_a_store(dir));
     }
-    match contain("repair", || check_and_clean(dir)) {
-        Ok((rolled_back, removed)) => Ok(RepairReport::Repaired {
-            rolled_back,
-            removed,
-        }),
-        Err(e) if e.is_damaged() => {
-            let reason = e.damage();
-            let to = recover(dir)?;
-            Ok(RepairReport::MovedAside {
-                moved_to: to.display().to_string(),
-                reason,
-            })
+    let damage = match check(dir) {
+        Ok(clean) => {
+            match keeping_header(dir, || contain("repair", || verify_inner(dir, true, clean))) {
+                Ok(r) => {
+                    return Ok(RepairReport::Repaired {
+                        rolled_back: !clean,
+                        removed: r.removed,
+                    });
+                }
+                Err(e) if e.is_damaged() => e.damage(),
+                Err(e) => return Err(e),
+            }
         }
-        Err(e) => Err(e),
-    }
+        Err(e) if e.is_damaged() => e.damage(),
+        Err(e) => return Err(e),
+    };
+    salvage::salvage(dir, damage).map(RepairReport::Salvaged)
 }
