@@ -53,7 +53,10 @@
 //! - objects: `properties` (keys emitted in `properties` order, as OpenAI does), `required`
 //!   (members not listed are optional), `additionalProperties` (any value; undeclared members
 //!   are never emitted, which validates under every setting).
-//! - arrays: `items` (required), `minItems`, `maxItems` (≤ 1000).
+//! - arrays: `items` (required; a list of schemas is a tuple of exactly those items),
+//!   `minItems`, `maxItems` (≤ 1000).
+//! - without `type`, keywords of one type alone imply it (`items`: array, `properties`:
+//!   object).
 //! - strings: `minLength`, `maxLength` (≤ 1000 characters, an escape counting as one), `format`
 //!   `date`, `time`, `date-time`, `uuid`.
 //! - `enum`, `const` (any JSON values, emitted compact; values not of a declared `type` dropped).

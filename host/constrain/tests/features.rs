@@ -181,6 +181,36 @@ fn arrays_with_item_bounds() {
 }
 
 #[test]
+fn tuple_items_and_types_implied_by_their_keywords() {
+    let v = synthetic_vocab(&[]);
+    let tuple = constraint(
+        &schema_format(r#"{"items":[{"type":"integer"},{"type":"boolean"}]}"#),
+        &v,
+    );
+    for yes in ["[-3000, true]", "[1,false]"] {
+        assert!(accepts(&tuple, yes.as_bytes()), "{yes}");
+    }
+    for no in ["[1]", "[1,true,2]", "[true,1]", "{}"] {
+        assert!(!accepts(&tuple, no.as_bytes()), "{no}");
+    }
+    // `properties` alone implies an object.
+    check(
+        r#"{"properties":{"a":{"type":"integer"}},"required":["a"]}"#,
+        &[r#"{"a":1}"#],
+        &["[1]", "{}"],
+    );
+    // Keywords of two types imply none; a tuple's bounds must be its length.
+    assert_eq!(
+        unsupported_keyword(r#"{"items":{"type":"null"},"properties":{}}"#),
+        "items"
+    );
+    assert_eq!(
+        unsupported_keyword(r#"{"type":"array","items":[{"type":"null"}],"minItems":2}"#),
+        "items"
+    );
+}
+
+#[test]
 fn any_of_and_defs_refs() {
     check(
         r##"{"type":"object","properties":{"p":{"$ref":"#/$defs/point"},"q":{"anyOf":[{"$ref":"#/$defs/point"},{"type":"null"}]}},

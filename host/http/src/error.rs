@@ -19,6 +19,9 @@ pub struct ApiError {
     pub code: Option<&'static str>,
     /// Seconds for `Retry-After` (429 and 503).
     pub retry_after: Option<u64>,
+    /// A prompt longer than the context: `(n_prompt_tokens, n_ctx)`, in the body as
+    /// llama-server has them.
+    pub exceeded: Option<(usize, usize)>,
 }
 
 impl ApiError {
@@ -30,7 +33,23 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: None,
+            exceeded: None,
         }
+    }
+
+    /// 400: a request of `n_prompt` tokens (the prompt, with the completion when it must fit
+    /// too) that does not fit a context of `n_ctx`. Type `exceed_context_size_error` with the
+    /// two figures (llama-server's form), code `context_length_exceeded` (OpenAI's).
+    pub fn context_exceeded(
+        param: impl Into<String>,
+        n_prompt: usize,
+        n_ctx: usize,
+        message: impl Into<String>,
+    ) -> ApiError {
+        let mut e = ApiError::invalid(param, message).with_code("context_length_exceeded");
+        e.kind = "exceed_context_size_error";
+        e.exceeded = Some((n_prompt, n_ctx));
+        e
     }
 
     /// 400, naming the field at fault.
@@ -151,14 +170,24 @@ impl ApiError {
 
     /// The JSON body.
     pub fn to_json(&self) -> serde_json::Value {
-        json!({
+        let mut body = json!({
             "error": {
                 "message": self.message,
                 "type": self.kind,
                 "param": self.param,
                 "code": self.code,
             }
-        })
+        });
+        self.add_figures(&mut body);
+        body
+    }
+
+    /// Adds `n_prompt_tokens` and `n_ctx` to `body["error"]` when the context was exceeded.
+    pub fn add_figures(&self, body: &mut serde_json::Value) {
+        if let Some((n_prompt, n_ctx)) = self.exceeded {
+            body["error"]["n_prompt_tokens"] = json!(n_prompt);
+            body["error"]["n_ctx"] = json!(n_ctx);
+        }
     }
 
     /// The HTTP response.
@@ -177,14 +206,15 @@ impl From<memoria_sched::EngineError> for ApiError {
     fn from(e: memoria_sched::EngineError) -> ApiError {
         use memoria_sched::EngineError as E;
         match e {
-            E::ContextOverflow { have, adding, max } => ApiError::invalid(
+            E::ContextOverflow { have, adding, max } => ApiError::context_exceeded(
                 "messages",
+                have.saturating_add(adding),
+                max,
                 format!(
-                    "this model's maximum context length is {max} tokens; the request needs {} ({have} + {adding})",
+                    "the request ({} tokens: {have} + {adding}) exceeds the available context size ({max} tokens), this model's maximum context length",
                     have.saturating_add(adding)
                 ),
-            )
-            .with_code("context_length_exceeded"),
+            ),
             E::InvalidArgument(m) => ApiError::bad_request(m),
             E::NoSavedSession(name) => {
                 ApiError::not_found(format!("no saved session {name:?} in this namespace"))

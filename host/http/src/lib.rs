@@ -21,6 +21,7 @@ mod llama;
 mod metrics;
 mod observe;
 mod openai;
+mod predict;
 mod preface;
 mod responses;
 mod router;

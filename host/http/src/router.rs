@@ -74,11 +74,17 @@ async fn dispatch(
         "/metrics" => (
             "metrics",
             observe(&state, &method, &path, req.headers()).map(|()| {
-                bytes_response(
+                let mut r = bytes_response(
                     StatusCode::OK,
                     "text/plain; version=0.0.4; charset=utf-8",
                     metrics::render(&state),
-                )
+                );
+                // llama-server's header: when this process started, in Unix seconds.
+                r.headers_mut().insert(
+                    "process-start-time-unix",
+                    http::HeaderValue::from(state.started_unix),
+                );
+                r
             }),
         ),
         "/stats" => (
@@ -90,7 +96,10 @@ async fn dispatch(
             "ui",
             only(&method, &Method::GET, &path).map(|()| crate::ui::page()),
         ),
-        _ => match routes::lookup(&path) {
+        _ => match routes::lookup(&path).or_else(|| {
+            (state.config.predict_route.as_deref() == Some(path.as_str()))
+                .then_some((Api::Predict, ""))
+        }) {
             Some((api, rest)) => {
                 let ns = match auth::namespace_for_key(&state, req.headers()) {
                     Ok(ns) => ns,
@@ -201,12 +210,32 @@ async fn endpoint(
     }
     let query = req.uri().query().map(str::to_string);
     let body = read_limited(req, state.config.max_body_bytes).await?;
+    with_body(
+        state,
+        ns,
+        (api, rest, label),
+        query.as_deref(),
+        body,
+        started,
+    )
+    .await
+}
+
+/// An API endpoint's answer to a request whose body has been read (`query`: the URL's query).
+pub(crate) async fn with_body(
+    state: Arc<AppState>,
+    ns: Arc<Namespace>,
+    (api, rest, label): (Api, &str, &str),
+    query: Option<&str>,
+    body: bytes::Bytes,
+    started: Instant,
+) -> Result<Response, ApiError> {
     match api {
         Api::Tokenize => return crate::llama::tokenize::tokenize(&state, &body),
         Api::Detokenize => return crate::llama::tokenize::detokenize(&state, &body),
         Api::ApplyTemplate => return crate::llama::template::apply(&state, &body),
         Api::SlotAction => {
-            return crate::llama::slots::action(&state, &ns, rest, query.as_deref(), &body).await;
+            return crate::llama::slots::action(&state, &ns, rest, query, &body).await;
         }
         _ => {}
     }
@@ -217,6 +246,7 @@ async fn endpoint(
             openai::chat::handle(ctx, body.clone()).await,
             "/v1/chat/completions",
         ),
+        Api::ChatInputTokens => (openai::chat::input_tokens(ctx, body.clone()).await, ""),
         Api::Completions => (
             openai::completions::handle(ctx, body.clone()).await,
             "/v1/completions",
@@ -230,6 +260,7 @@ async fn endpoint(
         Api::Messages => (crate::anthropic::messages(ctx, body.clone()).await, ""),
         Api::CountTokens => (crate::anthropic::count_tokens(ctx, body.clone()).await, ""),
         Api::Responses => (crate::responses::handle(ctx, body.clone()).await, ""),
+        Api::Predict => (crate::predict::handle(ctx, body.clone()).await, ""),
         _ => (openai::embeddings::handle(ctx, body.clone()).await, ""),
     };
     if let (Some(o), Ok(resp)) = (observer, &r)

@@ -9,6 +9,8 @@ use http::Method;
 pub enum Api {
     /// OpenAI chat completions (`/v1/chat/completions`, `/chat/completions`).
     Chat,
+    /// llama-server's `/v1/chat/completions/input_tokens`: a conversation's prompt tokens.
+    ChatInputTokens,
     /// OpenAI completions (`/v1/completions`).
     Completions,
     /// OpenAI embeddings (`/v1/embeddings`).
@@ -39,6 +41,8 @@ pub enum Api {
     CountTokens,
     /// OpenAI's Responses API, `/v1/responses` (`/responses`).
     Responses,
+    /// Vertex AI's prediction route (`AIP_PREDICT_ROUTE`, only when `AIP_MODE=PREDICTION`).
+    Predict,
 }
 
 impl Api {
@@ -46,6 +50,7 @@ impl Api {
     pub fn label(self) -> &'static str {
         match self {
             Api::Chat => "chat",
+            Api::ChatInputTokens => "input_tokens",
             Api::Completions => "completions",
             Api::Embeddings => "embeddings",
             Api::Models => "models",
@@ -60,6 +65,7 @@ impl Api {
             Api::Messages => "messages",
             Api::CountTokens => "count_tokens",
             Api::Responses => "responses",
+            Api::Predict => "predict",
         }
     }
 
@@ -99,6 +105,9 @@ pub fn lookup(path: &str) -> Option<(Api, &str)> {
     let p = path.strip_suffix('/').unwrap_or(path);
     let api = match p {
         "/v1/chat/completions" | "/chat/completions" => Api::Chat,
+        "/v1/chat/completions/input_tokens" | "/chat/completions/input_tokens" => {
+            Api::ChatInputTokens
+        }
         "/v1/completions" => Api::Completions,
         "/v1/embeddings" => Api::Embeddings,
         "/v1/models" | "/models" => Api::Models,
@@ -140,6 +149,10 @@ mod tests {
         assert_eq!(lookup("/v2/models"), None);
         assert_eq!(lookup("/admin"), None);
         assert_eq!(lookup("/completions"), Some((Api::Completion, "")));
+        assert_eq!(
+            lookup("/chat/completions/input_tokens"),
+            Some((Api::ChatInputTokens, ""))
+        );
         assert_eq!(lookup("/v1/completions"), Some((Api::Completions, "")));
         assert_eq!(lookup("/slots/3"), Some((Api::SlotAction, "3")));
         assert!(Api::Completion.native() && !Api::Completions.native());

@@ -1,4 +1,4 @@
-//! The listener: hyper HTTP/1.1 with keep-alive on tokio, TCP_NODELAY on every accepted socket,
+//! The listeners (one per address, served alike): hyper HTTP/1.1 with keep-alive on tokio, TCP_NODELAY on every accepted socket,
 //! at most `max_connections` connections (more are answered 503 and closed at once), each
 //! connection's first request head checked before hyper (`preface.rs`) and every later one too
 //! (`framing.rs`, which also times out slow bodies), a header-read timeout on every request, and
@@ -26,7 +26,8 @@ use crate::state::{AppState, ServerParts};
 
 /// A bound server, not yet serving.
 pub struct Server {
-    listener: TcpListener,
+    /// One or more (`--host a,b`), accepted from alike.
+    listeners: Vec<TcpListener>,
     state: Arc<AppState>,
 }
 
@@ -40,16 +41,42 @@ pub struct ShutdownReport {
 impl Server {
     /// Binds `addr` (port 0: any free port).
     pub async fn bind(addr: SocketAddr, parts: ServerParts) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(addr).await?;
+        Server::bind_all(&[addr], parts).await
+    }
+
+    /// Binds every address of `addrs` (at least one); with port 0 the first picks a free port
+    /// and the others bind that port too.
+    pub async fn bind_all(addrs: &[SocketAddr], parts: ServerParts) -> std::io::Result<Server> {
+        let mut listeners: Vec<TcpListener> = Vec::with_capacity(addrs.len());
+        for &addr in addrs {
+            let mut addr = addr;
+            if let Some(first) = listeners.first()
+                && addr.port() == 0
+            {
+                addr.set_port(first.local_addr()?.port());
+            }
+            listeners.push(TcpListener::bind(addr).await?);
+        }
+        if listeners.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no address to bind",
+            ));
+        }
         Ok(Server {
-            listener,
+            listeners,
             state: Arc::new(AppState::new(parts)),
         })
     }
 
-    /// The address actually bound.
+    /// The (first) address actually bound.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.listeners[0].local_addr()
+    }
+
+    /// Every address actually bound.
+    pub fn local_addrs(&self) -> std::io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(TcpListener::local_addr).collect()
     }
 
     /// The shared state (for start-up tasks such as preloading prefixes).
@@ -59,7 +86,7 @@ impl Server {
 
     /// Serves until `shutdown` completes, then drains and stops the engine.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> ShutdownReport {
-        let Server { listener, state } = self;
+        let Server { listeners, state } = self;
         let graceful = GracefulShutdown::new();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::pin!(shutdown);
@@ -74,7 +101,7 @@ impl Server {
         let busy: Arc<[u8]> = refusal_bytes(&over_capacity(cfg.max_connections)).into();
         loop {
             tokio::select! {
-                accepted = listener.accept() => {
+                accepted = accept_any(&listeners) => {
                     let stream = match accepted {
                         Ok((stream, _peer)) => stream,
                         Err(_) => {
@@ -117,7 +144,7 @@ impl Server {
                 () = &mut shutdown => break,
             }
         }
-        drop(listener);
+        drop(listeners);
         state.shutting_down.store(true, Relaxed);
         let _ = stop_tx.send(true);
         let drained = tokio::time::timeout(state.config.shutdown_timeout, graceful.shutdown())
@@ -127,6 +154,21 @@ impl Server {
         let _ = tokio::task::spawn_blocking(move || engine.shutdown()).await;
         ShutdownReport { drained }
     }
+}
+
+/// The next connection on any of `listeners`.
+async fn accept_any(
+    listeners: &[TcpListener],
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    std::future::poll_fn(|cx| {
+        for l in listeners {
+            if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
+                return std::task::Poll::Ready(r);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// The answer to a connection over `server.max_connections`.

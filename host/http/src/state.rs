@@ -29,8 +29,10 @@ pub struct HttpConfig {
     pub model_id: String,
     /// The model file (`/props`; empty for the embedded demo model).
     pub model_path: String,
-    /// Other names a request's `model` may give (the file's stem, configured aliases).
+    /// The configured aliases (`--alias` past the first), listed by `/v1/models`.
     pub model_aliases: Vec<String>,
+    /// The model file's name and stem: a request's `model` may give them too, unlisted.
+    pub model_file_names: Vec<String>,
     /// Free labels `/v1/models` lists with the model (`--tags`).
     pub model_tags: Vec<String>,
     /// Largest request body accepted (413 past it).
@@ -68,6 +70,10 @@ pub struct HttpConfig {
     pub defaults: RequestDefaults,
     /// Whether `GET /slots` is served (llama-server's `--slots`).
     pub slots: bool,
+    /// Whether `/metrics` adds llama-server's `llamacpp:*` families (its `--metrics`).
+    pub llama_metrics: bool,
+    /// Vertex AI's prediction route (`AIP_PREDICT_ROUTE` when `AIP_MODE=PREDICTION`; None: off).
+    pub predict_route: Option<String>,
     /// Where stored responses are kept across restarts (`<store>/responses`; None: memory only).
     pub responses_dir: Option<std::path::PathBuf>,
 }
@@ -90,6 +96,7 @@ impl Default for HttpConfig {
             model_id: "memoria".into(),
             model_path: String::new(),
             model_aliases: Vec::new(),
+            model_file_names: Vec::new(),
             model_tags: Vec::new(),
             max_body_bytes: 4 << 20,
             admin_key: None,
@@ -108,6 +115,8 @@ impl Default for HttpConfig {
             log_level: crate::access_log::LogLevel::Info,
             defaults: RequestDefaults::default(),
             slots: true,
+            llama_metrics: false,
+            predict_route: None,
             responses_dir: None,
         }
     }
@@ -160,6 +169,8 @@ pub struct AppState {
     /// Told of every chat or completion answered 2xx (host events), if any.
     pub observer: Option<Arc<dyn crate::PromptObserver>>,
     pub started: Instant,
+    /// When this process started, in Unix seconds (`Process-Start-Time-Unix`).
+    pub started_unix: u64,
     pub shutting_down: AtomicBool,
     /// Serialises config reloads.
     pub admin_lock: tokio::sync::Mutex<()>,
@@ -200,6 +211,7 @@ impl AppState {
             slots: Default::default(),
             responses,
             started: Instant::now(),
+            started_unix: crate::openai::unix_now(),
             shutting_down: AtomicBool::new(false),
             admin_lock: tokio::sync::Mutex::new(()),
         }

@@ -13,6 +13,7 @@ mod dropin;
 mod faults;
 mod infill;
 mod limits;
+mod llama_native;
 mod memory;
 pub mod server;
 mod small;

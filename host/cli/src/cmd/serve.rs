@@ -191,6 +191,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     let http = HttpConfig {
         model_path: model_file(&cfg).map_or_else(String::new, |p| p.display().to_string()),
         model_aliases: model_aliases(&cfg, &model_id),
+        model_file_names: model_file_names(&cfg, &model_id),
         model_id,
         max_body_bytes: cfg.max_body_bytes,
         admin_key: cfg.admin_key.clone(),
@@ -210,6 +211,8 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         defaults: cfg.dropin.defaults.clone(),
         model_tags: cfg.dropin.tags.clone(),
         slots: cfg.dropin.slots,
+        llama_metrics: a.dropin.ignored.metrics,
+        predict_route: predict_route(),
         responses_dir: cfg.store.as_ref().map(|d| d.join("responses")),
     };
     let events = cfg
@@ -236,9 +239,11 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     };
     let rt = super::server_runtime()?;
     rt.block_on(async move {
-        let server = Server::bind(cfg.addr, parts)
+        let mut addrs = vec![cfg.addr];
+        addrs.extend(cfg.more_addrs.iter().copied());
+        let server = Server::bind_all(&addrs, parts)
             .await
-            .with_context(|| format!("binding {}", cfg.addr))?;
+            .with_context(|| format!("binding {addrs:?}"))?;
         preload(&engine, server.state()).await?;
         let hot = hot_keeper(&cfg, &engine, server.state(), store.as_ref());
         if let Some(h) = &hot {
@@ -263,7 +268,9 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
             )?;
         }
         let events_at_stop = events.clone();
-        println!("memoria: listening on http://{addr}");
+        for a in server.local_addrs()? {
+            println!("memoria: listening on http://{a}");
+        }
         eprintln!(
             "memoria: {} namespaces, context {max_context} tokens, K/V pool {} MiB; Ctrl-C or SIGTERM stops",
             server.state().tenants().len(),
@@ -315,13 +322,37 @@ fn with_remote(
     Ok(Some(Arc::new(stack)))
 }
 
-/// The model, its tokenizer and the id `/v1/models` reports.
-/// The names besides `id` that requests may give in `model`: the configured aliases, and the
-/// model file's name and stem.
+/// Vertex AI's prediction route, as llama-server reads it: on when `AIP_MODE` is `PREDICTION`,
+/// at `AIP_PREDICT_ROUTE` (default `/predict`; a leading `/` added).
+fn predict_route() -> Option<String> {
+    if std::env::var("AIP_MODE").ok().as_deref() != Some("PREDICTION") {
+        return None;
+    }
+    let route = std::env::var("AIP_PREDICT_ROUTE")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| "/predict".into());
+    Some(if route.starts_with('/') {
+        route
+    } else {
+        format!("/{route}")
+    })
+}
+
+/// The configured aliases besides `id` (`/v1/models` lists them; requests may name them).
 fn model_aliases(cfg: &ServeConfig, id: &str) -> Vec<String> {
-    let path = model_file(cfg);
     let mut names = cfg.model_aliases.clone();
-    if let Some(p) = path {
+    names.retain(|n| n != id);
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The model file's name and stem besides `id`: requests may name them, `/v1/models` does not
+/// list them.
+fn model_file_names(cfg: &ServeConfig, id: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Some(p) = model_file(cfg) {
         for n in [p.file_stem(), p.file_name()].into_iter().flatten() {
             names.push(n.to_string_lossy().into_owned());
         }
@@ -339,6 +370,7 @@ fn model_file(cfg: &ServeConfig) -> Option<PathBuf> {
         .or_else(|| super::pull::catalogue::first_present().map(|(_, path)| path))
 }
 
+/// The model, its tokenizer and the id `/v1/models` reports.
 fn model(cfg: &ServeConfig) -> anyhow::Result<(Model, Tokenizer, String)> {
     let pulled = match &cfg.model {
         Some(_) => None,

@@ -33,9 +33,14 @@ pub struct DropInArgs {
     /// Log errors only (llama-server's `--log-disable`).
     #[arg(long = "log-disable")]
     pub log_disable: bool,
-    /// Log at debug level (llama-server's `--verbose`).
+    /// Log at debug level (llama-server's `--verbose`); chat answers then carry `__verbose`.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
+    /// llama-server's `--reasoning`: `auto` (default) and `on` render the chat template as it
+    /// is written, thinking on where the template has it; `off` is refused (a template cannot
+    /// be told to skip thinking here).
+    #[arg(long = "reasoning", value_name = "on|off|auto")]
+    pub reasoning: Option<String>,
     /// Default temperature of requests that set none (0: greedy).
     #[arg(long = "temp")]
     pub temp: Option<f32>,
@@ -99,8 +104,8 @@ pub struct DropInArgs {
 
 /// llama-server flags with no meaning here, accepted so its command lines run unchanged:
 /// memoria runs on the CPU (no layers to offload, its own attention kernels), always batches
-/// continuously, always renders the model's Jinja template, always serves `/metrics` and
-/// embeddings, always maps the weights, and always lets a request use the whole context of
+/// continuously, always renders the model's Jinja template, always serves `/metrics` (with
+/// `--metrics`, llama-server's families too) and embeddings, always maps the weights, and always lets a request use the whole context of
 /// one request (`--kv-unified`).
 #[derive(Clone, Debug, Default, Args)]
 pub struct Ignored {
@@ -134,7 +139,8 @@ pub struct Ignored {
     /// Ignored (see --cont-batching).
     #[arg(long = "no-cont-batching")]
     pub no_cont_batching: bool,
-    /// Ignored: `/metrics` is always served.
+    /// Adds llama-server's `llamacpp:*` families to `/metrics` (always served, with
+    /// memoria's own families).
     #[arg(long = "metrics")]
     pub metrics: bool,
     /// Ignored: embeddings are always served.
@@ -149,6 +155,12 @@ pub struct Ignored {
     /// Ignored: there is no warm-up pass.
     #[arg(long = "no-warmup")]
     pub no_warmup: bool,
+    /// Ignored: the prompt cache is one shared pool, with no per-slot copies to save or clear.
+    #[arg(long = "cache-idle-slots")]
+    pub cache_idle_slots: bool,
+    /// Ignored (see --cache-idle-slots).
+    #[arg(long = "no-cache-idle-slots")]
+    pub no_cache_idle_slots: bool,
 }
 
 /// llama-server's multi-letter short flags, rewritten to their long forms before parsing
@@ -163,4 +175,5 @@ pub const SHORT_FLAGS: &[(&str, &str)] = &[
     ("-cb", "--cont-batching"),
     ("-nocb", "--no-cont-batching"),
     ("-kvu", "--kv-unified"),
+    ("-rea", "--reasoning"),
 ];

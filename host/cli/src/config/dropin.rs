@@ -103,6 +103,18 @@ pub fn resolve(
         .unwrap_or_else(|| "*".into());
     let cors_origins = CorsOrigins::parse(&cors)
         .map_err(|e| anyhow::anyhow!("server.cors_origins / --cors-origins: {e}"))?;
+    match a
+        .reasoning
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None | Some("auto" | "on" | "true" | "1" | "enabled") => {}
+        Some("off" | "false" | "0" | "disabled") => bail!(
+            "--reasoning off: chat templates cannot be told to skip thinking on this server; use a template without thinking (--chat-template-file)"
+        ),
+        Some(other) => bail!("--reasoning {other:?}: use on, off or auto"),
+    }
     let log_level = match (a.log_disable, a.verbose, &a.log_level, &server.log_level) {
         (true, _, _, _) => LogLevel::Error,
         (_, true, _, _) => LogLevel::Debug,
@@ -194,5 +206,28 @@ mod tests {
         let d = resolve(&file, &server, &model, &unlimited).expect("valid");
         assert_eq!(d.defaults.n_predict, None);
         assert!(d.defaults.random_seed);
+    }
+
+    #[test]
+    fn reasoning_on_and_auto_keep_the_template_off_is_refused() {
+        let file = RawSampling::default();
+        let server = super::super::file::RawServer::default();
+        let model = super::super::file::RawModel::default();
+        for (value, ok) in [
+            ("auto", true),
+            ("on", true),
+            ("off", false),
+            ("maybe", false),
+        ] {
+            let a = DropInArgs {
+                reasoning: Some(value.into()),
+                ..DropInArgs::default()
+            };
+            let r = resolve(&file, &server, &model, &a);
+            assert_eq!(r.is_ok(), ok, "{value}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("--reasoning"), "{e}");
+            }
+        }
     }
 }

@@ -51,6 +51,8 @@ pub struct Overrides {
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
     pub addr: SocketAddr,
+    /// More addresses to listen on, same port (`--host a,b`).
+    pub more_addrs: Vec<SocketAddr>,
     /// None: the embedded demo model.
     pub model: Option<PathBuf>,
     pub model_name: Option<String>,
@@ -118,7 +120,16 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         .clone()
         .or(s.host.clone())
         .unwrap_or_else(|| "127.0.0.1".into());
-    let ip = host_ip(&host)?;
+    let mut ips = host
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(host_ip)
+        .collect::<anyhow::Result<Vec<IpAddr>>>()?;
+    if ips.is_empty() {
+        bail!("server.host / --host: no address given");
+    }
+    let ip = ips.remove(0);
     let port = o.port.or(s.port).unwrap_or(8080);
     let c = &raw.cache;
     let kv_elem = match (o.cache_type, c.dtype.as_deref()) {
@@ -203,6 +214,10 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     }
     Ok(ServeConfig {
         addr: SocketAddr::new(ip, port),
+        more_addrs: ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect(),
         model: o.model.clone().or(raw.model.path.clone()),
         model_name,
         model_aliases,
@@ -491,6 +506,14 @@ mod tests {
         let raw = RawConfig::parse("[cache]\nblock_tokens = 100000\n").expect("parses");
         let e = resolve(raw, &Overrides::default()).expect_err("range");
         assert!(e.to_string().contains("cache.block_tokens"), "{e}");
+        let two = Overrides {
+            host: Some("127.0.0.1, ::1".into()),
+            ..Overrides::default()
+        };
+        let cfg = resolve(RawConfig::default(), &two).expect("two hosts");
+        assert_eq!(cfg.addr.ip().to_string(), "127.0.0.1");
+        assert_eq!(cfg.more_addrs.len(), 1);
+        assert_eq!(cfg.more_addrs[0].port(), cfg.addr.port());
         let raw = RawConfig::parse("[server]\nhost = \"localhost:1\"\n").expect("parses");
         assert!(
             resolve(raw, &Overrides::default())

@@ -226,7 +226,22 @@ impl<'a> Gen<'a> {
             only(&["enum", "const", "type"], "enum/const")?;
             return self.literals(s, types.as_deref(), path);
         }
-        let Some(types) = types else {
+        // Without `type`, keywords of one type alone imply it (`items` an array, `properties`
+        // an object), as llama.cpp reads such schemas.
+        let implied = || {
+            let of = |k: &&str| {
+                TYPES
+                    .iter()
+                    .find(|(_, kws)| kws.contains(k))
+                    .map(|(t, _)| *t)
+            };
+            let first = structural.first().and_then(of)?;
+            structural
+                .iter()
+                .all(|k| of(k) == Some(first))
+                .then(|| vec![first])
+        };
+        let Some(types) = types.or_else(implied) else {
             return Err(unsupported(
                 structural.first().copied().unwrap_or("{}"),
                 path,
@@ -441,6 +456,9 @@ impl<'a> Gen<'a> {
                 "an array without `items` (any values) is not supported",
             ));
         };
+        if let Json::Array(tuple) = items {
+            return self.tuple(tuple, (min, max), path);
+        }
         let item = if max == Some(0) {
             None
         } else {
@@ -461,6 +479,32 @@ impl<'a> Gen<'a> {
         } else {
             format!("\\[{item}{rest}\\]")
         }))
+    }
+
+    /// `items` as a list (draft 4's tuple form): exactly those items, in order (items past them
+    /// are allowed by the schema and never emitted).
+    fn tuple(
+        &mut self,
+        tuple: &'a [Json],
+        (min, max): (u64, Option<u64>),
+        path: &str,
+    ) -> Result<Option<String>, ConstrainError> {
+        let len = tuple.len() as u64;
+        if min > len || max.is_some_and(|m| m < len) {
+            return Err(unsupported(
+                "items",
+                path,
+                "`minItems`/`maxItems` other than the length of a tuple `items` are not supported",
+            ));
+        }
+        let mut parts = Vec::with_capacity(tuple.len());
+        for (i, item) in tuple.iter().enumerate() {
+            match self.node(item, &format!("{path}/items/{i}"))? {
+                Some(re) => parts.push(re),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(format!("\\[{}\\]", parts.join(pieces::COMMA))))
     }
 
     fn object(&mut self, s: &'a Json, path: &str) -> Result<Option<String>, ConstrainError> {

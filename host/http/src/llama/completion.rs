@@ -110,6 +110,7 @@ pub(super) async fn generate(
         return_tokens: req.return_tokens.unwrap_or(false),
         predicted: vec![0; shapes.len()],
         shapes,
+        n_ctx: ctx.max_context(),
     };
     if s.stream {
         return Ok(running.sse(Box::new(fmt), false, permit));
@@ -168,12 +169,15 @@ struct NativeChunks {
     shapes: Vec<Shape>,
     /// Tokens streamed so far, per answer.
     predicted: Vec<usize>,
+    /// The context one request may use: an answer that fills it is `truncated`.
+    n_ctx: usize,
 }
 
 impl NativeChunks {
     /// A whole answer (the last event of a stream, with its content already sent).
     fn answer(&self, index: usize, content: &str, tokens: &[u32], reason: StopReason) -> Value {
         let shape = self.shapes.get(index);
+        let prompt_n = shape.map_or(0, |s| s.prompt_n);
         json!({
             "index": index,
             "content": content,
@@ -186,7 +190,8 @@ impl NativeChunks {
             "generation_settings": shape.map_or(Value::Null, |s| s.settings.clone()),
             "prompt": shape.map_or("", |s| s.prompt.as_str()),
             "has_new_line": content.contains('\n'),
-            "truncated": false,
+            // Generation stopped because the context is full (there is no context shift).
+            "truncated": prompt_n.saturating_add(tokens.len()) >= self.n_ctx,
             "stop_type": stop_type(reason),
             "stopping_word": "",
         })
@@ -227,6 +232,8 @@ impl SseFormat for NativeChunks {
         let n = self.predicted.get(index).copied().unwrap_or(0);
         let mut a = self.answer(index, "", &[], reason);
         a["tokens_predicted"] = json!(n);
+        let prompt_n = self.shapes.get(index).map_or(0, |s| s.prompt_n);
+        a["truncated"] = json!(prompt_n.saturating_add(n) >= self.n_ctx);
         if let Some(end) = end {
             a["tokens_cached"] = json!(end.usage.cached_tokens);
             a["timings"] = end.timings.to_json();

@@ -48,6 +48,10 @@ pub fn generation_settings(
         "logit_bias": bias,
         "n_probs": p.logprobs.unwrap_or(0),
         "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
+        // llama.cpp's adaptive-p sampler, which memoria does not have: disabled (a negative
+        // target) at llama.cpp's default decay.
+        "adaptive_target": -1.0,
+        "adaptive_decay": 0.9,
     })
 }
 

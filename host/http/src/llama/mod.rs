@@ -36,6 +36,7 @@ pub fn error_response(e: ApiError) -> Response {
     if let Some(p) = &e.param {
         body["error"]["param"] = serde_json::json!(p);
     }
+    e.add_figures(&mut body);
     let mut resp = json_response(e.status, &body);
     if let Some(s) = e.retry_after
         && let Ok(v) = http::HeaderValue::from_str(&s.to_string())

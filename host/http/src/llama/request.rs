@@ -7,7 +7,7 @@ use memoria_constrain::ResponseFormat;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::SamplingParams;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::openai::params::{self, SamplingFields};
@@ -112,7 +112,7 @@ pub fn settings(
 const BAN: f32 = -100.0;
 
 /// llama.cpp's `logit_bias`: `[[id, bias], ...]`, `[["text", bias], ...]` (every token of the
-/// text), or OpenAI's `{"id": bias}`; a bias of `false` bans the token.
+/// text), or an object `{"id": bias, "text": bias}`; a bias of `false` bans the token.
 fn logit_bias(v: Option<&Value>, tok: &Tokenizer) -> Result<Vec<(u32, f32)>, ApiError> {
     let n_vocab = tok.n_vocab();
     let bad = |why: String| ApiError::invalid("logit_bias", why);
@@ -130,51 +130,59 @@ fn logit_bias(v: Option<&Value>, tok: &Tokenizer) -> Result<Vec<(u32, f32)>, Api
             other => Err(bad(format!("bias {other} is not a number or false"))),
         }
     };
-    let mut out = Vec::new();
-    match v {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            return params::logit_bias(Some(map), n_vocab);
-        }
-        Some(Value::Array(items)) => {
-            if items.len() > params::MAX_LOGIT_BIAS_ENTRIES {
-                return Err(bad(format!(
-                    "`logit_bias` has {} entries; at most {} are allowed",
-                    items.len(),
-                    params::MAX_LOGIT_BIAS_ENTRIES
-                )));
-            }
-            for item in items {
-                let Some([key, b]) = item.as_array().map(Vec::as_slice) else {
-                    return Err(bad(format!("entry {item} is not [token, bias]")));
-                };
-                let bias = bias_of(b)?;
-                match key {
-                    Value::Number(n) => {
-                        let id = n
-                            .as_u64()
-                            .and_then(|i| u32::try_from(i).ok())
-                            .filter(|&i| (i as usize) < n_vocab)
-                            .ok_or_else(|| {
-                                bad(format!(
-                                    "token {n} is not in the vocabulary ({n_vocab} tokens)"
-                                ))
-                            })?;
-                        out.push((id, bias));
-                    }
-                    Value::String(text) => {
-                        for id in tok.encode(text, false, false) {
-                            out.push((id, bias));
-                        }
-                    }
-                    other => return Err(bad(format!("token {other} is not an id or a text"))),
-                }
-            }
-        }
+    // `[[token, bias], ...]` or `{"token": bias}`; a token is an id or a text (each of its
+    // tokens gets the bias). An object's keys are ids when decimal, texts otherwise.
+    let pairs: Vec<(Value, &Value)> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, b)| {
+                let key = k.parse::<u64>().map_or_else(|_| json!(k), |id| json!(id));
+                (key, b)
+            })
+            .collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item.as_array().map(Vec::as_slice) {
+                Some([key, b]) => Ok((key.clone(), b)),
+                _ => Err(bad(format!("entry {item} is not [token, bias]"))),
+            })
+            .collect::<Result<_, _>>()?,
         Some(other) => {
             return Err(bad(format!(
                 "`logit_bias` {other} is not a list or an object"
             )));
+        }
+    };
+    if pairs.len() > params::MAX_LOGIT_BIAS_ENTRIES {
+        return Err(bad(format!(
+            "`logit_bias` has {} entries; at most {} are allowed",
+            pairs.len(),
+            params::MAX_LOGIT_BIAS_ENTRIES
+        )));
+    }
+    let mut out = Vec::new();
+    for (key, b) in pairs {
+        let bias = bias_of(b)?;
+        match key {
+            Value::Number(n) => {
+                let id = n
+                    .as_u64()
+                    .and_then(|i| u32::try_from(i).ok())
+                    .filter(|&i| (i as usize) < n_vocab)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "token {n} is not in the vocabulary ({n_vocab} tokens)"
+                        ))
+                    })?;
+                out.push((id, bias));
+            }
+            Value::String(text) => {
+                for id in tok.encode(&text, false, false) {
+                    out.push((id, bias));
+                }
+            }
+            other => return Err(bad(format!("token {other} is not an id or a text"))),
         }
     }
     out.sort_by_key(|&(id, _)| id);
@@ -202,14 +210,29 @@ pub fn prompts(prompt: Option<&Value>, tok: &Tokenizer) -> Result<Vec<Vec<u32>>,
                                 .ok_or_else(|| bad(format!("{n} is not a token id")))?,
                         ),
                         Value::String(s) => ids.extend(tok.encode(s, first && i == 0, true)),
-                        other => return Err(bad(format!("{other} is neither a token id nor a text"))),
+                        other => {
+                            return Err(bad(format!("{other} is neither a token id nor a text")));
+                        }
                     }
                 }
                 Ok(ids)
             }
-            Value::Object(_) => Err(bad(
-                "multimodal prompts (objects) are not supported: this server has no multimodal projector".into(),
-            )),
+            // llama-server's multimodal form, `{"prompt_string", "multimodal_data"}`: its text
+            // alone is a prompt; media need a projector this server does not have.
+            Value::Object(o) => {
+                let media = o
+                    .get("multimodal_data")
+                    .is_some_and(|m| !m.is_null() && m.as_array().is_none_or(|a| !a.is_empty()));
+                match o.get("prompt_string") {
+                    _ if media => Err(bad(
+                        "`multimodal_data` is not supported: this server has no multimodal projector".into(),
+                    )),
+                    Some(Value::String(s)) => Ok(tok.encode(s, true, true)),
+                    _ => Err(bad(
+                        "a prompt object needs `prompt_string` (a text)".into(),
+                    )),
+                }
+            }
             other => Err(bad(format!("{other} is not a text or a list of tokens"))),
         }
     };

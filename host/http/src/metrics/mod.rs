@@ -7,6 +7,7 @@ mod cache_view;
 mod components;
 mod events;
 mod histogram;
+mod llama;
 pub mod memory;
 mod remote;
 mod render;
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use histogram::Histogram;
+pub use llama::LlamaTotals;
 pub use render::render;
 pub use stats_json::stats_json;
 
@@ -51,6 +53,8 @@ pub struct Metrics {
     responses: Mutex<BTreeMap<(&'static str, u16), u64>>,
     /// Requests refused before reaching a namespace, by reason.
     rejected: Mutex<BTreeMap<&'static str, u64>>,
+    /// llama-server's totals (`llamacpp:*`).
+    pub llama: LlamaTotals,
 }
 
 impl Metrics {

@@ -27,11 +27,35 @@ use crate::error::ApiError;
 
 const SYSTEM_FINGERPRINT: &str = "memoria";
 
+/// `POST /v1/chat/completions/input_tokens` (llama-server's): the tokens the conversation's
+/// prompt takes, rendered and checked as a chat request but not run, `{"input_tokens": N}`.
+pub async fn input_tokens(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
+    let mut req: ChatRequest = super::json::parse(&body)?;
+    ctx.check_model(req.model.as_deref())?;
+    // Only the prompt is counted: one choice, one token of budget, nothing streamed.
+    req.max_tokens = Some(1);
+    req.max_completion_tokens = None;
+    req.n = None;
+    req.stream = None;
+    let prepared = prepare(&ctx, req).await?;
+    let n = prepared.plan.prompts.first().map_or(0, |(p, _)| p.len());
+    Ok(ok_json(&json!({"input_tokens": n})))
+}
+
 /// Handles one request.
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: ChatRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
+    let verbose = req
+        .verbose
+        .unwrap_or(ctx.state.config.log_level >= crate::access_log::LogLevel::Debug);
     let prepared = prepare(&ctx, req).await?;
+    let tok = ctx.state.engine.tokenizer().clone();
+    // llama-server's debugging aid: the prompt as the model sees it, special tokens written.
+    let verbose = verbose.then(|| {
+        let prompt = prepared.plan.prompts.first().map(|(p, _)| p.as_slice());
+        json!({"prompt": tok.decode(prompt.unwrap_or_default(), false, true)})
+    });
     let Prepared {
         plan,
         tool_plan,
@@ -41,7 +65,6 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
         include_usage,
         ..
     } = prepared;
-    let tok = ctx.state.engine.tokenizer().clone();
     let permit = ctx.admit().await?;
     let running = run::start(&ctx, "chat", plan, stream).await?;
     let id = response_id("chatcmpl");
@@ -72,7 +95,14 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
                 json!({"index": i, "message": message, "logprobs": null, "finish_reason": finish})
             })
             .collect();
-        return Ok(completion(&id, created, &model, choices, &usage, &timings));
+        return Ok(completion(
+            &id,
+            created,
+            &model,
+            choices,
+            (&usage, &timings),
+            verbose,
+        ));
     }
     let choices: Vec<Value> = done
         .into_iter()
@@ -97,7 +127,14 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             })
         })
         .collect();
-    Ok(completion(&id, created, &model, choices, &usage, &timings))
+    Ok(completion(
+        &id,
+        created,
+        &model,
+        choices,
+        (&usage, &timings),
+        verbose,
+    ))
 }
 
 /// Adds a message's `reasoning_content` when the answer reasoned.
@@ -113,10 +150,10 @@ fn completion(
     created: u64,
     model: &str,
     choices: Vec<Value>,
-    usage: &Usage,
-    timings: &run::Timings,
+    (usage, timings): (&Usage, &run::Timings),
+    verbose: Option<Value>,
 ) -> Response {
-    ok_json(&json!({
+    let mut answer = json!({
         "id": id,
         "object": "chat.completion",
         "created": created,
@@ -125,7 +162,12 @@ fn completion(
         "choices": choices,
         "usage": usage_json(usage),
         "timings": timings.to_json(),
-    }))
+    });
+    if let Some(mut v) = verbose {
+        v["content"] = answer["choices"][0]["message"]["content"].clone();
+        answer["__verbose"] = v;
+    }
+    ok_json(&answer)
 }
 
 /// Each choice's message and finish reason under a tool plan: the reasoning split off first,

@@ -88,6 +88,11 @@ pub(crate) fn check(
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
     let mut messages = messages(req.messages, syntax)?;
+    let mut render = render_of(
+        req.add_generation_prompt,
+        req.continue_final_message,
+        &messages,
+    )?;
     let mut template_tools = None;
     if let Some(p) = &mut tool_plan {
         tools::instruct(&mut messages, p);
@@ -99,11 +104,7 @@ pub(crate) fn check(
             .entry("reasoning_effort")
             .or_insert(serde_json::Value::String(effort));
     }
-    let render = super::prompt::Render {
-        generation_prompt: req.add_generation_prompt.unwrap_or(true),
-        continue_final: req.continue_final_message.unwrap_or(true),
-        kwargs,
-    };
+    render.kwargs = kwargs;
     let max_tokens = match (req.max_completion_tokens, req.max_tokens, req.n_predict) {
         (Some(m), _, _) => ("max_completion_tokens", Some(m)),
         (None, Some(m), _) => ("max_tokens", Some(m)),
@@ -125,6 +126,40 @@ pub(crate) fn check(
         syntax,
         max_tokens,
         render,
+    })
+}
+
+/// How the conversation is rendered. Refused as llama-server refuses them: both
+/// `add_generation_prompt` and `continue_final_message` set to true (the answer cannot both
+/// open anew and continue the last message), and a continued final assistant message that
+/// follows another assistant message.
+fn render_of(
+    generation_prompt: Option<bool>,
+    continue_final: Option<bool>,
+    messages: &[ChatMessage],
+) -> Result<super::prompt::Render, ApiError> {
+    if generation_prompt == Some(true) && continue_final == Some(true) {
+        return Err(ApiError::invalid(
+            "continue_final_message",
+            "cannot set both `add_generation_prompt` and `continue_final_message` to true",
+        ));
+    }
+    let continue_final = continue_final.unwrap_or(true);
+    let n = messages.len();
+    if continue_final
+        && n >= 2
+        && messages[n - 1].role == "assistant"
+        && messages[n - 2].role == "assistant"
+    {
+        return Err(ApiError::invalid(
+            "messages",
+            "cannot have 2 or more assistant messages at the end of the list (the last one is continued as the start of the answer; merge them, or set `continue_final_message` to false)",
+        ));
+    }
+    Ok(super::prompt::Render {
+        generation_prompt: generation_prompt.unwrap_or(true),
+        continue_final,
+        kwargs: serde_json::Map::new(),
     })
 }
 
@@ -231,4 +266,29 @@ fn messages(msgs: Vec<Message>, syntax: ToolSyntax) -> Result<Vec<ChatMessage>, 
         out.push(msg);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefill_and_generation_prompt_are_refused_together_as_llama_server_does() {
+        let m = |r: &str| ChatMessage::new(r, "x");
+        let open = [m("user"), m("assistant")];
+        let e = render_of(Some(true), Some(true), &open).expect_err("both true");
+        assert_eq!(e.param.as_deref(), Some("continue_final_message"));
+        // Defaults: the final assistant message is continued.
+        let r = render_of(None, None, &open).expect("defaults");
+        assert!(r.generation_prompt && r.continue_final);
+        let r = render_of(None, Some(true), &open).expect("continue alone");
+        assert!(r.continue_final);
+        // Two assistant messages at the end cannot be continued, but can be answered anew.
+        let two = [m("user"), m("assistant"), m("assistant")];
+        let e = render_of(None, None, &two).expect_err("two assistants");
+        assert_eq!(e.param.as_deref(), Some("messages"));
+        assert_eq!(e.status, http::StatusCode::BAD_REQUEST);
+        let r = render_of(None, Some(false), &two).expect("closed and answered");
+        assert!(!r.continue_final);
+    }
 }

@@ -109,7 +109,13 @@ pub fn check_model(
     match requested {
         None => Ok(()),
         Some(_) if !cfg.strict_model => Ok(()),
-        Some(m) if m == cfg.model_id || cfg.model_aliases.iter().any(|a| a == m) => Ok(()),
+        Some(m)
+            if m == cfg.model_id
+                || cfg.model_aliases.iter().any(|a| a == m)
+                || cfg.model_file_names.iter().any(|a| a == m) =>
+        {
+            Ok(())
+        }
         Some(m) => {
             let shown: String = m.chars().take(200).collect();
             let mut e = ApiError::not_found(format!(

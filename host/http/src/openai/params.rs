@@ -238,30 +238,41 @@ pub fn token_budget(
         return Err(ApiError::bad_request("the prompt is empty"));
     }
     if prompt_tokens >= max_context {
-        return Err(ApiError::invalid(
+        return Err(ApiError::context_exceeded(
             "messages",
+            prompt_tokens,
+            max_context,
             format!(
-                "this model's maximum context length is {max_context} tokens, but the prompt has {prompt_tokens} tokens"
+                "the request ({prompt_tokens} prompt tokens) exceeds the available context size ({max_context} tokens), this model's maximum context length"
             ),
-        )
-        .with_code("context_length_exceeded"));
+        ));
     }
     let room = max_context - prompt_tokens;
     match requested {
         None => Ok(room.min(limit).min(default.unwrap_or(usize::MAX))),
-        Some(0) => Err(ApiError::invalid(field, format!("`{field}` must be at least 1"))),
+        Some(0) => Err(ApiError::invalid(
+            field,
+            format!("`{field}` must be at least 1"),
+        )),
         Some(m) if m > limit as u64 => Err(ApiError::invalid(
             field,
-            format!("`{field}` = {m} is above this namespace's limit of {limit} tokens per request"),
-        )),
-        Some(m) if usize::try_from(m).map_or(true, |m| m > room) => Err(ApiError::invalid(
-            field,
             format!(
-                "this model's maximum context length is {max_context} tokens, but {} were requested ({prompt_tokens} in the prompt, {m} for the completion)",
-                u64::try_from(prompt_tokens).unwrap_or(u64::MAX).saturating_add(m)
+                "`{field}` = {m} is above this namespace's limit of {limit} tokens per request"
             ),
-        )
-        .with_code("context_length_exceeded")),
+        )),
+        Some(m) if usize::try_from(m).map_or(true, |m| m > room) => {
+            let total = u64::try_from(prompt_tokens)
+                .unwrap_or(u64::MAX)
+                .saturating_add(m);
+            Err(ApiError::context_exceeded(
+                field,
+                usize::try_from(total).unwrap_or(usize::MAX),
+                max_context,
+                format!(
+                    "the request ({total} tokens: {prompt_tokens} in the prompt, {m} for the completion) exceeds the available context size ({max_context} tokens), this model's maximum context length"
+                ),
+            ))
+        }
         Some(m) => Ok(usize::try_from(m).unwrap_or(room).min(room)),
     }
 }
@@ -347,6 +358,24 @@ mod tests {
         );
         assert!(token_budget("max_tokens", Some(0), 10, 100, (4096, None)).is_err());
         assert!(token_budget("max_tokens", Some(5), 100, 100, (4096, Some(3))).is_err());
+    }
+
+    #[test]
+    fn a_prompt_past_the_context_names_both_figures_in_both_shapes() {
+        let e = token_budget("messages", None, 301, 256, (4096, None)).expect_err("too long");
+        assert_eq!(e.status, http::StatusCode::BAD_REQUEST);
+        let body = e.to_json();
+        assert_eq!(body["error"]["type"], "exceed_context_size_error");
+        assert_eq!(body["error"]["code"], "context_length_exceeded");
+        assert_eq!(body["error"]["n_prompt_tokens"], 301);
+        assert_eq!(body["error"]["n_ctx"], 256);
+        assert!(
+            e.message.contains("exceeds the available context size"),
+            "{}",
+            e.message
+        );
+        let e = token_budget("n_predict", Some(64), 250, 256, (4096, None)).expect_err("too long");
+        assert_eq!(e.exceeded, Some((314, 256)));
     }
 
     #[test]

@@ -95,6 +95,7 @@ impl Timings {
     pub fn to_json(self) -> Value {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let per_token = |d, n: usize| if n > 0 { ms(d) / n as f64 } else { 0.0 };
+        let decode_steps = self.predicted_n.saturating_sub(1);
         serde_json::json!({
             "cache_n": self.cached,
             "prompt_n": self.prompt_n,
@@ -103,8 +104,10 @@ impl Timings {
             "prompt_per_second": crate::access_log::per_second(self.prompt_n, self.prompt),
             "predicted_n": self.predicted_n,
             "predicted_ms": ms(self.predicted),
-            "predicted_per_token_ms": per_token(self.predicted, self.predicted_n),
-            "predicted_per_second": crate::access_log::per_second(self.predicted_n, self.predicted),
+            // The first token comes with the prompt's last pass: the generation's time covers
+            // the other `predicted_n - 1` (llama-server's rates are over those too).
+            "predicted_per_token_ms": per_token(self.predicted, decode_steps),
+            "predicted_per_second": crate::access_log::per_second(decode_steps, self.predicted),
         })
     }
 }
@@ -384,6 +387,10 @@ impl Running {
             predicted_n: usage.completion_tokens,
             predicted: total.saturating_sub(prompt),
         };
+        self.state.metrics.llama.add(
+            (t.prompt_n, t.cached, t.prompt),
+            (t.predicted_n, t.predicted),
+        );
         crate::access_log::generation(
             &self.state,
             &crate::access_log::GenerationTimes {

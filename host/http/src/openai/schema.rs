@@ -100,6 +100,9 @@ pub struct ChatRequest {
     pub add_generation_prompt: Option<bool>,
     /// Continue a final assistant message instead of answering anew (default true).
     pub continue_final_message: Option<bool>,
+    /// llama-server's: add `__verbose` (the rendered prompt) to the answer (default: on when
+    /// the server logs at debug level, `--verbose`).
+    pub verbose: Option<bool>,
     /// llama-server's: tokens to generate, when `max_tokens` is absent.
     pub n_predict: Option<i64>,
     /// llama-server's: a JSON Schema the answer must follow.
