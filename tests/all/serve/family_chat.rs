@@ -81,7 +81,10 @@ fn serve_qwen3_template_kwargs_reasoning_and_calls() {
     );
     let mut tool_turn = turns.clone();
     tool_turn[2].tool_call_id = Some("c".into());
-    assert_eq!(served as usize, rendered_tokens(&model, &tool_turn, &Map::new()));
+    assert_eq!(
+        served as usize,
+        rendered_tokens(&model, &tool_turn, &Map::new())
+    );
     let without = prompt_tokens(
         &s,
         json!({"messages": [

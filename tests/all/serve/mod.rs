@@ -10,6 +10,7 @@ mod corpus;
 mod default_model;
 mod deploy;
 mod dropin;
+mod family_chat;
 mod faults;
 mod infill;
 mod limits;
@@ -19,7 +20,6 @@ pub mod server;
 mod small;
 mod structured;
 mod structured_tools;
-mod family_chat;
 
 use std::process::Command;
 
