@@ -217,6 +217,10 @@ async fn infinite_loop_is_interrupted_within_its_deadline() {
     let took = started.elapsed();
     assert_eq!(status, 500, "{text}");
     assert!(text.contains("wall-time limit"), "{text}");
+    // A guest's failure answers in the OpenAI error shape, as every other error of the host.
+    let v: serde_json::Value = serde_json::from_str(&text).expect("a JSON error body");
+    assert_eq!(v["error"]["code"], "component_failed", "{v}");
+    assert_eq!(v["error"]["type"], "server_error", "{v}");
     assert!(
         took < Duration::from_millis(1000),
         "interrupted after {took:?} (limit 200 ms)"

@@ -50,6 +50,9 @@ enum Command {
 pub fn main() -> ExitCode {
     let _ = heap::keep_freed_memory();
     let cli = Cli::parse_from(llama_server_flags(std::env::args_os()));
+    if !matches!(cli.command, Command::Serve(_) | Command::Route(_)) {
+        quiet_broken_pipe();
+    }
     let result = match cli.command {
         Command::Run(a) => cmd::run::main(a),
         Command::Tokenize(a) => cmd::tokenize::main(a),
@@ -69,6 +72,16 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A command whose output is piped into one that stops reading (`memoria inspect M | head`)
+/// ends quietly, as other command-line tools do, instead of panicking in `println!`. The
+/// servers keep Rust's default (SIGPIPE ignored: a client's closed socket is an error to handle).
+fn quiet_broken_pipe() {
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -244,6 +244,26 @@ impl From<memoria_sched::EngineError> for ApiError {
                 e.retry_after = Some(1);
                 e
             }
+            E::Pool(memoria_kv::PoolError::QuotaExceeded { cap, needed, .. }) if needed > cap => {
+                ApiError::bad_request(format!(
+                    "the request needs {needed} K/V blocks, more than this namespace's quota of {cap} (limits.max_blocks) could ever hold; shorten the prompt or lower max_tokens"
+                ))
+                .with_code("quota_exceeded")
+            }
+            E::Pool(p @ memoria_kv::PoolError::QuotaExceeded { .. }) => {
+                let mut e = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    format!("{p} (limits.max_blocks): retry when its other requests end"),
+                )
+                .with_code("quota_exceeded");
+                e.retry_after = Some(1);
+                e
+            }
+            E::Pool(p @ memoria_kv::PoolError::OutOfBlocks { .. }) => {
+                ApiError::unavailable(format!("K/V memory: {p}; retry shortly"))
+                    .with_code("out_of_kv_blocks")
+            }
             E::Pool(p) => ApiError::internal(format!("K/V memory: {p}")),
             E::Internal(m) => ApiError::internal(m),
             E::Store(s) if s.is_full() => ApiError::new(
@@ -277,6 +297,32 @@ mod tests {
             r.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()),
             Some(&b"1"[..])
         );
+    }
+
+    #[test]
+    fn a_namespace_over_its_block_quota_is_the_clients_limit_not_a_server_error() {
+        use memoria_kv::{NamespaceId, PoolError};
+        let quota = |held, needed| {
+            ApiError::from(EngineError::Pool(PoolError::QuotaExceeded {
+                ns: NamespaceId(3),
+                cap: 64,
+                held,
+                needed,
+            }))
+        };
+        let busy = quota(60, 8);
+        assert_eq!(busy.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(busy.retry_after, Some(1));
+        assert_eq!(busy.code, Some("quota_exceeded"));
+        assert!(busy.message.contains("max_blocks"), "{}", busy.message);
+        let never = quota(0, 65);
+        assert_eq!(never.status, StatusCode::BAD_REQUEST);
+        assert!(never.message.contains("quota of 64"), "{}", never.message);
+        let full = ApiError::from(EngineError::Pool(PoolError::OutOfBlocks {
+            needed: 4,
+            available: 1,
+        }));
+        assert_eq!(full.status, StatusCode::SERVICE_UNAVAILABLE);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The listeners (one per address, served alike): hyper HTTP/1.1 with keep-alive on tokio, TCP_NODELAY on every accepted socket,
-//! at most `max_connections` connections (more are answered 503 and closed at once), each
+//! at most `max_connections` connections (more wait up to a quarter second for one to end, then
+//! are answered 503 and closed), each
 //! connection's first request head checked before hyper (`preface.rs`) and every later one too
 //! (`framing.rs`, which also times out slow bodies), a header-read timeout on every request, and
 //! graceful shutdown — stop accepting, let in-flight requests
@@ -99,6 +100,7 @@ impl Server {
         };
         let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections.max(1)));
         let busy: Arc<[u8]> = refusal_bytes(&over_capacity(cfg.max_connections)).into();
+        let waiters = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections.max(1)));
         loop {
             tokio::select! {
                 accepted = accept_any(&listeners) => {
@@ -111,18 +113,51 @@ impl Server {
                         }
                     };
                     let _ = stream.set_nodelay(true);
-                    let Ok(slot) = slots.clone().try_acquire_owned() else {
-                        state.metrics.reject("too_many_connections");
-                        let busy = busy.clone();
-                        tokio::spawn(async move {
-                            answer_and_close(stream, &busy, Duration::from_millis(200)).await;
-                        });
-                        continue;
+                    // At the limit, a connection waits a moment for one that is ending (a
+                    // client that closed its last connection before opening this one): at most
+                    // as many wait as may be served, the rest are refused at once.
+                    let slot = slots.clone().try_acquire_owned().ok();
+                    let waiting = match slot {
+                        Some(_) => None,
+                        None => match waiters.clone().try_acquire_owned() {
+                            Ok(w) => Some(w),
+                            Err(_) => {
+                                state.metrics.reject("too_many_connections");
+                                let busy = busy.clone();
+                                tokio::spawn(async move {
+                                    answer_and_close(stream, &busy, Duration::from_millis(200))
+                                        .await;
+                                });
+                                continue;
+                            }
+                        },
                     };
                     let st = state.clone();
                     let watcher = graceful.watcher();
                     let mut stop = stop_rx.clone();
+                    let (slots, busy) = (slots.clone(), busy.clone());
                     tokio::spawn(async move {
+                        let slot = match slot {
+                            Some(s) => s,
+                            None => {
+                                let got =
+                                    tokio::time::timeout(SLOT_WAIT, slots.acquire_owned()).await;
+                                drop(waiting);
+                                match got {
+                                    Ok(Ok(s)) => s,
+                                    _ => {
+                                        st.metrics.reject("too_many_connections");
+                                        answer_and_close(
+                                            stream,
+                                            &busy,
+                                            Duration::from_millis(200),
+                                        )
+                                        .await;
+                                        return;
+                                    }
+                                }
+                            }
+                        };
                         let _slot = slot;
                         let head = tokio::select! {
                             s = first_head(stream, header_timeout) => s,
@@ -170,6 +205,9 @@ async fn accept_any(
     })
     .await
 }
+
+/// How long a connection over `server.max_connections` waits for another to end.
+const SLOT_WAIT: Duration = Duration::from_millis(250);
 
 /// The answer to a connection over `server.max_connections`.
 fn over_capacity(max: usize) -> ApiError {

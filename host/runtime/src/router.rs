@@ -26,7 +26,7 @@ use crate::engine::{EngineSizing, EpochTicker};
 use crate::named::NamedSessions;
 use crate::namespaces::{HostShared, NsRuntime, RuntimeStats};
 use crate::persist::ComponentsDir;
-use crate::serve::{serve, text_response};
+use crate::serve::{error_response, serve};
 use crate::table::Table;
 use crate::{
     ComponentInfo, ComponentRouter, DeployError, Deployed, HttpBody, ResponseFuture, Slot,
@@ -290,7 +290,7 @@ impl Runtime {
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
         let Some(entry) = self.inner.entry(ns) else {
-            return text_response(404, format!("no namespace {ns:?}\n"));
+            return error_response(404, "not_found", format!("no namespace {ns:?}"));
         };
         self.serve_entry(&entry, path, req).await
     }
@@ -308,9 +308,10 @@ impl Runtime {
     {
         let Some(pre) = entry.table.for_path(path).cloned() else {
             let ns = &entry.rt.ns.name;
-            return text_response(
+            return error_response(
                 404,
-                format!("namespace {ns:?} has no component for {path}\n"),
+                "not_found",
+                format!("namespace {ns:?} has no component for {path}"),
             );
         };
         serve(
@@ -335,7 +336,11 @@ impl ComponentRouter for Runtime {
         Box::pin(async move {
             match rt.inner.entry_of(&ns) {
                 Some(e) => rt.serve_entry(&e, &path, req).await,
-                None => text_response(404, format!("namespace {:?} has no components\n", ns.name)),
+                None => error_response(
+                    404,
+                    "not_found",
+                    format!("namespace {:?} has no components", ns.name),
+                ),
             }
         })
     }

@@ -27,19 +27,71 @@ use crate::fair::meter::metered;
 use crate::namespaces::NsRuntime;
 use crate::{BodyError, HttpBody, TenantState};
 
-/// A plain-text response.
-pub fn text_response(status: u16, text: String) -> hyper::Response<HttpBody> {
+/// An error answer in the OpenAI shape the rest of the host uses
+/// (`{"error": {"message", "type", "code"}}`), for requests that fail before or inside a
+/// component: `code` names the cause; 503s carry `Retry-After`.
+pub fn error_response(status: u16, code: &str, message: String) -> hyper::Response<HttpBody> {
+    let status =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let kind = match status.as_u16() {
+        404 => "not_found_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    };
+    let text = serde_json::json!({"error": {
+        "message": message.trim_end(),
+        "type": kind,
+        "code": code,
+    }})
+    .to_string();
     let body = Full::new(Bytes::from(text))
         .map_err(|n: std::convert::Infallible| match n {})
         .boxed_unsync();
     let mut resp = hyper::Response::new(body);
-    *resp.status_mut() =
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        hyper::header::HeaderValue::from_static("application/json"),
     );
+    if status == hyper::StatusCode::SERVICE_UNAVAILABLE {
+        h.insert(
+            hyper::header::RETRY_AFTER,
+            hyper::header::HeaderValue::from_static("1"),
+        );
+    }
     resp
+}
+
+/// Logs a failed guest request on stderr, at most one line per namespace per second; the
+/// lines left out are counted in the next one (a failing tenant cannot flood the log).
+fn log_failure(ns: &str, why: &str) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static LAST: Mutex<Option<HashMap<String, (std::time::Instant, u64)>>> = Mutex::new(None);
+    let now = std::time::Instant::now();
+    let mut g = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let map = g.get_or_insert_with(HashMap::new);
+    match map.get_mut(ns) {
+        Some((at, skipped)) if now.duration_since(*at) < Duration::from_secs(1) => {
+            *skipped = skipped.saturating_add(1);
+        }
+        Some((at, skipped)) => {
+            let more = std::mem::take(skipped);
+            *at = now;
+            if more > 0 {
+                eprintln!("[ns {ns}] request failed: {why} ({more} more failures not logged)");
+            } else {
+                eprintln!("[ns {ns}] request failed: {why}");
+            }
+        }
+        None => {
+            if map.len() < 4096 {
+                map.insert(ns.to_string(), (now, 0));
+            }
+            eprintln!("[ns {ns}] request failed: {why}");
+        }
+    }
 }
 
 /// `d` from now, saturating: a configured limit too large for the clock (`wall_time_ms` near
@@ -113,9 +165,10 @@ where
         _ => {
             let max = ns.ns.spec.limits.max_instances;
             counters.busy.fetch_add(1, Relaxed);
-            return text_response(
+            return error_response(
                 503,
-                format!("namespace busy: all {max} instances in use (max_instances)\n"),
+                "namespace_busy",
+                format!("namespace busy: all {max} instances in use (max_instances)"),
             );
         }
     };
@@ -123,7 +176,13 @@ where
     let (tx, rx) = tokio::sync::oneshot::channel();
     let mut store = match new_store(&engine, ns, fuel) {
         Ok(s) => s,
-        Err(e) => return text_response(500, format!("creating the sandbox: {e:#}\n")),
+        Err(e) => {
+            return error_response(
+                500,
+                "sandbox_failed",
+                format!("creating the sandbox: {e:#}"),
+            );
+        }
     };
     let prepared = (|| -> wasmtime::Result<_> {
         let mut http = store.data_mut().http();
@@ -133,7 +192,13 @@ where
     })();
     let (req, out): (Resource<_>, Resource<_>) = match prepared {
         Ok(p) => p,
-        Err(e) => return text_response(400, format!("request not accepted: {e:#}\n")),
+        Err(e) => {
+            return error_response(
+                400,
+                "request_not_accepted",
+                format!("request not accepted: {e:#}"),
+            );
+        }
     };
     let meter = store.data().meter.clone();
     let task = tokio::spawn(async move {
@@ -164,7 +229,9 @@ where
             body.map_err(|e| -> BodyError { format!("{e:?}").into() })
                 .boxed_unsync()
         }),
-        Ok(Err(code)) => text_response(500, format!("component error: {code:?}\n")),
+        Ok(Err(code)) => {
+            error_response(500, "component_error", format!("component error: {code:?}"))
+        }
         Err(_) => {
             let why = match task.await {
                 Ok(Some(why)) => why,
@@ -173,8 +240,8 @@ where
             };
             stats.failed.fetch_add(1, Relaxed);
             counters.failed.fetch_add(1, Relaxed);
-            eprintln!("[ns {name}] request failed: {why}");
-            text_response(500, format!("{why}\n"))
+            log_failure(&name, &why);
+            error_response(500, "component_failed", why)
         }
     }
 }

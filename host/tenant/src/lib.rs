@@ -15,7 +15,7 @@ mod registry;
 pub use hit_pad::{BUCKET, HitPad, MAX_PAD};
 pub use hit_timing::HitTiming;
 pub use isolation::{Isolation, MAX_LABEL, standalone};
-pub use limits::Limits;
+pub use limits::{Limits, MAX_QUEUE, MAX_SLOTS, MAX_TOKENS};
 pub use public::{MAX_PUBLIC_PREFIX_BYTES, MAX_PUBLIC_PREFIXES, PrefixFile, PublicPrefix};
 pub use registry::{Namespace, NamespaceSpec, Tenants};
 

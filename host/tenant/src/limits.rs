@@ -55,45 +55,90 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Checks ranges; errors name `namespaces.NS.limits.KEY`.
+    /// Checks ranges; errors name `namespaces.NS.limits.KEY` and the allowed range. The same
+    /// rules hold for the config file at start-up and for `/admin/reload`.
     pub fn validate(&self, ns: &str) -> Result<(), TenantError> {
-        let bad = |key, why: &str| TenantError::BadLimit {
-            ns: ns.to_string(),
-            key,
-            why: why.into(),
-        };
-        if self.max_concurrent == 0 {
-            return Err(bad("max_concurrent", "must be at least 1"));
+        fn check(
+            ns: &str,
+            key: &'static str,
+            v: u64,
+            lo: u64,
+            hi: u64,
+            note: &str,
+        ) -> Result<(), TenantError> {
+            if (lo..=hi).contains(&v) {
+                return Ok(());
+            }
+            Err(TenantError::BadLimit {
+                ns: ns.to_string(),
+                key,
+                why: format!("{v} is out of range: use {lo} to {hi}{note}"),
+            })
         }
-        if self.max_sessions == 0 {
-            return Err(bad("max_sessions", "must be at least 1"));
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        check(
+            ns,
+            "max_concurrent",
+            n(self.max_concurrent),
+            1,
+            MAX_SLOTS,
+            "",
+        )?;
+        check(ns, "max_queue", n(self.max_queue), 0, MAX_QUEUE, "")?;
+        check(ns, "max_sessions", n(self.max_sessions), 1, MAX_QUEUE, "")?;
+        check(
+            ns,
+            "max_tokens_per_request",
+            n(self.max_tokens_per_request),
+            1,
+            MAX_TOKENS,
+            "",
+        )?;
+        if let Some(b) = self.max_blocks {
+            check(ns, "max_blocks", n(b), 1, u64::from(u32::MAX), "")?;
         }
-        if self.max_tokens_per_request == 0 {
-            return Err(bad("max_tokens_per_request", "must be at least 1"));
+        check(
+            ns,
+            "memory_bytes",
+            self.memory_bytes,
+            1 << 16,
+            1 << 32,
+            " (one wasm page to a 32-bit memory's 4 GiB)",
+        )?;
+        check(
+            ns,
+            "wall_time_ms",
+            self.wall_time_ms,
+            1,
+            86_400_000,
+            " (a day)",
+        )?;
+        check(ns, "max_instances", n(self.max_instances), 1, MAX_SLOTS, "")?;
+        check(
+            ns,
+            "max_host_call_bytes",
+            n(self.max_host_call_bytes),
+            1,
+            1 << 30,
+            "",
+        )?;
+        if let Some(f) = self.fuel {
+            check(ns, "fuel", f, 1, u64::MAX >> 1, "")?;
         }
-        if self.memory_bytes < 1 << 16 {
-            return Err(bad(
-                "memory_bytes",
-                "must be at least 65536 (one wasm page)",
-            ));
-        }
-        if self.wall_time_ms == 0 {
-            return Err(bad("wall_time_ms", "must be at least 1"));
-        }
-        if self.max_instances == 0 {
-            return Err(bad("max_instances", "must be at least 1"));
-        }
-        if self.max_host_call_bytes == 0 {
-            return Err(bad("max_host_call_bytes", "must be at least 1"));
-        }
-        if let Some(m) = self.cpu_millicores
-            && !(1..=1_000_000).contains(&m)
-        {
-            return Err(bad("cpu_millicores", "must be from 1 to 1000000"));
+        if let Some(m) = self.cpu_millicores {
+            check(ns, "cpu_millicores", u64::from(m), 1, 1_000_000, "")?;
         }
         Ok(())
     }
 }
+
+/// Most requests (`max_concurrent`) or component instances (`max_instances`) one namespace may
+/// run at once.
+pub const MAX_SLOTS: u64 = 65_536;
+/// Most requests waiting (`max_queue`) or sessions open (`max_sessions`) per namespace.
+pub const MAX_QUEUE: u64 = 1 << 20;
+/// Most tokens one request may ask for (`max_tokens_per_request`).
+pub const MAX_TOKENS: u64 = 1 << 24;
 
 #[cfg(test)]
 mod tests {
@@ -111,7 +156,38 @@ mod tests {
             assert!(e.contains("cpu_millicores"), "{e}");
         }
         let l: Limits = toml::from_str("cpu_millicores = 250").expect("parses");
-        assert_eq!(l.cpu_millicores, Some(250));
         assert!(l.validate("ns").is_ok());
+        let l: Limits = toml::from_str("max_blocks = 8").expect("parses");
+        assert!(l.validate("ns").is_ok());
+    }
+
+    #[test]
+    fn config_numbers_past_their_range_are_refused_naming_key_and_range() {
+        for (text, key) in [
+            ("max_instances = 9223372036854775807", "max_instances"),
+            ("max_concurrent = 9223372036854775807", "max_concurrent"),
+            ("max_concurrent = 65537", "max_concurrent"),
+            ("max_blocks = 0", "max_blocks"),
+            ("max_queue = 18446744073709551615", "max_queue"),
+            ("max_sessions = 0", "max_sessions"),
+            (
+                "max_tokens_per_request = 4294967296",
+                "max_tokens_per_request",
+            ),
+            ("memory_bytes = 18446744073709551615", "memory_bytes"),
+            ("wall_time_ms = 0", "wall_time_ms"),
+            ("max_host_call_bytes = 0", "max_host_call_bytes"),
+            ("fuel = 0", "fuel"),
+        ] {
+            let l: Limits = toml::from_str(text).expect(text);
+            let e = l.validate("g").expect_err(text).to_string();
+            assert!(
+                e.contains(&format!("namespaces.g.limits.{key}")) && e.contains(" to "),
+                "{text}: {e}"
+            );
+        }
+        let edge: Limits =
+            toml::from_str("max_concurrent = 65536\nmax_instances = 65536").expect("parses");
+        assert!(edge.validate("g").is_ok());
     }
 }

@@ -265,7 +265,7 @@ mod tests {
             .expect_err("limit");
         assert_eq!(
             err.to_string(),
-            "namespaces.a.limits.max_concurrent: must be at least 1"
+            "namespaces.a.limits.max_concurrent: 0 is out of range: use 1 to 65536"
         );
         let dup = spec("api_keys = [\"same-key-123\"]");
         let err =

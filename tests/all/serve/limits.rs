@@ -250,3 +250,28 @@ fn serve_a_stalled_later_head_is_closed() {
         "closed too early: {took:?}"
     );
 }
+
+#[test]
+fn serve_back_to_back_connections_fit_one_connection_slot() {
+    let name = "conn-one";
+    let cfg = temp_dir(name).join("host.toml");
+    std::fs::write(&cfg, "[server]\nmax_connections = 1\n").expect("config");
+    let s = Server::start(
+        name,
+        &["-m", &model(), "--config", cfg.to_str().expect("utf-8")],
+    );
+    // Each request on its own connection, the previous one closed by the client just before:
+    // the ending connection's slot is the next one's, not a 503.
+    for i in 0..20 {
+        let mut c = connect(s.addr);
+        c.write_all(HEALTH).expect("request");
+        let (status, body) = read_response(&mut c);
+        assert_eq!(
+            status,
+            200,
+            "request {i}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        drop(c);
+    }
+}

@@ -27,9 +27,17 @@ pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// Most compute threads `-t` may ask for.
+pub const MAX_THREADS: usize = 1024;
+
 /// Sizes the global rayon pool and the kernels' decode worker pool to the same thread count;
 /// `0` keeps rayon's default (one thread per core, or `RAYON_NUM_THREADS`).
 pub fn init_threads(threads: usize) -> anyhow::Result<()> {
+    if threads > MAX_THREADS {
+        anyhow::bail!(
+            "-t / --threads / server.threads = {threads}: use 0 (one per core) to {MAX_THREADS}"
+        );
+    }
     if threads > 0 {
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

@@ -496,6 +496,9 @@ pub(crate) fn chat_template_for(
     ChatTemplate::default_for(gguf, tok).context("the built-in default chat template")
 }
 
+/// Largest hot pool memoria reserves address space for (1 TiB).
+const MAX_POOL_BYTES: usize = 1 << 40;
+
 /// The hot pool's bytes: the configured budget, which must hold every namespace's running
 /// requests at full context (so accepted work never fails for memory), or that plus a quarter
 /// for the prefix cache, at least 64 MiB.
@@ -510,8 +513,20 @@ fn kv_budget(cfg: &ServeConfig, model: &Model, max_context: usize) -> anyhow::Re
         .iter()
         .map(|(_, s)| s.limits.max_concurrent)
         .sum();
-    let blocks = running * (max_context.div_ceil(cfg.block_tokens) + 1);
-    let needed = blocks.saturating_mul(block_bytes);
+    // Checked: flags and limits are range-checked, but their product may still not fit.
+    let needed = max_context
+        .div_ceil(cfg.block_tokens)
+        .checked_add(1)
+        .and_then(|b| b.checked_mul(running))
+        .filter(|&b| b <= u32::MAX as usize)
+        .and_then(|b| b.checked_mul(block_bytes))
+        .filter(|&n| n <= MAX_POOL_BYTES);
+    let Some(needed) = needed else {
+        bail!(
+            "the K/V pool for {running} concurrent requests (all namespaces) × {max_context} tokens would need more than {} GiB; lower -c / model.context or -np / limits.max_concurrent",
+            MAX_POOL_BYTES >> 30
+        );
+    };
     match cfg.kv_budget_bytes {
         Some(b) if b < needed => bail!(
             "cache.budget_mb = {}: {running} concurrent requests (all namespaces) × {max_context} tokens need at least {} MiB; raise it or lower -np / -c / limits.max_concurrent",
@@ -519,7 +534,7 @@ fn kv_budget(cfg: &ServeConfig, model: &Model, max_context: usize) -> anyhow::Re
             needed.div_ceil(1 << 20)
         ),
         Some(b) => Ok(b),
-        None => Ok((needed + needed / 4).max(64 << 20)),
+        None => Ok(needed.saturating_add(needed / 4).max(64 << 20)),
     }
 }
 

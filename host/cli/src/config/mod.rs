@@ -146,6 +146,23 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
             memoria_kv::MAX_BLOCK_TOKENS
         );
     }
+    in_range("cache.step_tokens", c.step_tokens, 1, 1 << 16)?;
+    in_range("cache.embed_step_tokens", c.embed_step_tokens, 1, 1 << 16)?;
+    in_range("cache.max_sessions", c.max_sessions, 1, 1 << 20)?;
+    in_range(
+        "cache.embed_cache_entries",
+        c.embed_cache_entries,
+        0,
+        1 << 24,
+    )?;
+    in_range("cache.idle_ttl_s", c.idle_ttl_s, 0, 366 * 86_400)?;
+    in_range("server.max_body_bytes", s.max_body_bytes, 1024, 1 << 30)?;
+    in_range(
+        "server.max_component_bytes",
+        s.max_component_bytes,
+        1024,
+        1 << 30,
+    )?;
     let step_tokens = c.step_tokens.unwrap_or(512);
     let embed_step_tokens = c.embed_step_tokens.unwrap_or(16);
     if embed_step_tokens == 0 {
@@ -187,9 +204,28 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         .components_dir
         .clone()
         .or_else(|| store.as_ref().map(|d| d.join("components")));
-    if o.parallel == Some(0) || s.parallel == Some(0) {
-        bail!("server.parallel / -np: must be at least 1");
-    }
+    let slots = memoria_tenant::MAX_SLOTS;
+    in_range("server.parallel / -np", o.parallel.or(s.parallel), 1, slots)?;
+    in_range(
+        "server.queue / --queue",
+        o.queue.or(s.queue),
+        0,
+        memoria_tenant::MAX_QUEUE,
+    )?;
+    in_range(
+        "server.threads / -t",
+        o.threads.or(s.threads),
+        0,
+        crate::cmd::MAX_THREADS as u64,
+    )?;
+    in_range(
+        "model.context / -c",
+        o.context.or(raw.model.context),
+        0,
+        MAX_CONTEXT,
+    )?;
+    in_range("server.shutdown_timeout_s", s.shutdown_timeout_s, 0, 3600)?;
+    in_range("server.retry_after_s", s.retry_after_s, 0, 3600)?;
     let admin_key = o.admin_key.clone().or(s.admin_key.clone());
     if admin_key.as_ref().is_some_and(|k| k.trim().is_empty()) {
         bail!("server.admin_key / --admin-key: the key is empty");
@@ -259,6 +295,24 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         auto_pin: cache::auto_pin(c.auto_pin)?,
         dropin,
     })
+}
+
+/// Most tokens `-c` / `model.context` may give a request (2^24).
+pub const MAX_CONTEXT: u64 = 1 << 24;
+
+/// Checks an optional number against `lo..=hi`; the error names the key and the range.
+fn in_range<T: Copy + std::fmt::Display + TryInto<u64>>(
+    key: &str,
+    v: Option<T>,
+    lo: u64,
+    hi: u64,
+) -> anyhow::Result<()> {
+    match v {
+        Some(x) if !x.try_into().is_ok_and(|n: u64| (lo..=hi).contains(&n)) => {
+            bail!("{key} = {x}: use {lo} to {hi}")
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The address `--host` names: an IP address, or a name such as `localhost` (its first
@@ -495,6 +549,72 @@ mod tests {
         assert_eq!(cfg.chat_template.as_deref(), Some("llama3"));
         let cfg = resolve(RawConfig::default(), &Overrides::default()).expect("valid");
         assert_eq!(cfg.chat_template, None);
+    }
+
+    #[test]
+    fn config_numbers_that_would_wrap_or_stop_the_server_are_refused_naming_key_and_range() {
+        let with = |o: Overrides| resolve(RawConfig::default(), &o).map(|_| ());
+        let e = with(Overrides {
+            context: Some(usize::MAX),
+            parallel: Some(32),
+            ..Overrides::default()
+        })
+        .expect_err("-c past 2^24");
+        assert!(
+            e.to_string().contains("model.context / -c") && e.to_string().contains("0 to 16777216"),
+            "{e}"
+        );
+        let e = with(Overrides {
+            threads: Some(100_000),
+            ..Overrides::default()
+        })
+        .expect_err("-t 100000");
+        assert!(e.to_string().contains("server.threads / -t"), "{e}");
+        let e = with(Overrides {
+            parallel: Some(1 << 20),
+            ..Overrides::default()
+        })
+        .expect_err("-np");
+        assert!(e.to_string().contains("use 1 to 65536"), "{e}");
+        for (text, key) in [
+            ("[server]\nthreads = 4294967296\n", "server.threads"),
+            ("[server]\nqueue = 18446744073709551615\n", "server.queue"),
+            (
+                "[server]\nretry_after_s = 18446744073709551615\n",
+                "server.retry_after_s",
+            ),
+            (
+                "[server]\nmax_body_bytes = 18446744073709551615\n",
+                "server.max_body_bytes",
+            ),
+            (
+                "[cache]\nidle_ttl_s = 18446744073709551615\n",
+                "cache.idle_ttl_s",
+            ),
+            ("[cache]\nstep_tokens = 0\n", "cache.step_tokens"),
+            ("[model]\ncontext = 18446744073709551615\n", "model.context"),
+        ] {
+            let raw = RawConfig::parse(text).expect(text);
+            let e = resolve(raw, &Overrides::default()).expect_err(text);
+            assert!(
+                e.to_string().contains(key) && e.to_string().contains(" to "),
+                "{text}: {e}"
+            );
+        }
+        // Limits of namespaces: the same rules at start-up and through /admin/reload (both
+        // build the registry with `tenants`).
+        let raw = RawConfig::parse(
+            "[namespaces.g]\nisolation = \"isolated\"\n[namespaces.g.limits]\nmax_instances = 9223372036854775807\n",
+        )
+        .expect("parses");
+        let cfg = resolve(raw, &Overrides::default()).expect("resolves");
+        let e = tenants(cfg.namespaces, None)
+            .err()
+            .expect("max_instances past its range");
+        assert!(
+            e.to_string().contains("namespaces.g.limits.max_instances"),
+            "{e}"
+        );
     }
 
     #[test]

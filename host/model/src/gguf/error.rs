@@ -6,10 +6,11 @@ use std::path::PathBuf;
 /// Everything that can go wrong reading or writing a GGUF file.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
-    #[error("{path}: {source}")]
+    /// The OS error is part of the message (not a `source`, so an error chain prints it once).
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("not a GGUF file: magic {found:02x?} at offset 0 (expected \"GGUF\")")]
     BadMagic { found: Vec<u8> },

@@ -54,12 +54,21 @@ impl GgufFile {
     /// Memory-maps `path` read-only and validates it.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
         let path = path.as_ref();
-        let io = |source| GgufError::Io {
+        let io = |error| GgufError::Io {
             path: path.to_owned(),
-            source,
+            error,
         };
         let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            let what = if meta.is_dir() {
+                "is a directory, not a GGUF file"
+            } else {
+                "is not a regular file"
+            };
+            return Err(io(std::io::Error::other(what)));
+        }
+        let len = meta.len();
         if len == 0 {
             return GgufFile::from_bytes(Vec::new());
         }

@@ -181,6 +181,14 @@ fn gguf_writer_writes_atomically_and_open_maps_it() {
         GgufFile::open(dir.join("absent.gguf")),
         Err(GgufError::Io { .. })
     ));
+    // A directory is named as one (mapping it would say "No such device"), and the OS error
+    // appears once in the error chain.
+    let e = GgufFile::open(&dir).err().expect("a directory is refused");
+    assert!(e.to_string().contains("is a directory"), "{e}");
+    let absent = GgufFile::open(dir.join("absent.gguf"))
+        .err()
+        .expect("absent");
+    assert!(std::error::Error::source(&absent).is_none(), "{absent}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -225,12 +225,12 @@ impl GgufWriter {
         let result = self
             .write_file(&tmp, progress)
             .and_then(|()| fs::rename(&tmp, path));
-        result.map_err(|source| {
+        result.map_err(|error| {
             // Best effort: the temp file is useless after a failure.
             let _ = fs::remove_file(&tmp);
             GgufError::Io {
                 path: path.to_owned(),
-                source,
+                error,
             }
         })
     }

@@ -216,7 +216,7 @@ pub(crate) fn q4_k_m_types(tensors: &[QuantTensor], facts: ModelFacts) -> Vec<Op
         let mut ty = GgmlType::Q4K;
         match cat {
             Category::Output | Category::TokenEmbd if cat == Category::Output || tied => {
-                ty = if t.dims[0] % 256 != 0 {
+                ty = if !t.dims[0].is_multiple_of(256) {
                     GgmlType::Q8_0
                 } else {
                     GgmlType::Q6K
