@@ -1,13 +1,17 @@
 //! Request and response bodies: reading a request body under a byte limit (413 past it, checked
-//! against Content-Length first so nothing is read), whole JSON/text responses, and a streamed
-//! body fed by a bounded channel (SSE). Invariant: no body is buffered past the limit.
+//! against Content-Length first so nothing is read) and within the bytes all bodies being
+//! received may hold ([`BodyBudget`], 503 past it), whole JSON/text responses, and a streamed
+//! body fed by a bounded channel (SSE). Invariant: no body is buffered past either bound.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use memoria_runtime::{BodyError, HttpBody};
 use tokio::sync::mpsc;
@@ -47,8 +51,61 @@ pub fn ok_json(value: &serde_json::Value) -> Response {
     json_response(StatusCode::OK, value)
 }
 
-/// Reads the whole request body, refusing more than `limit` bytes with 413.
-pub async fn read_limited(req: hyper::Request<Incoming>, limit: usize) -> Result<Bytes, ApiError> {
+/// Bytes of request bodies being received at once, across connections: a body's bytes are
+/// taken from it as they arrive and given back when the body is read (or dropped), so stalled
+/// uploads cannot hold more than `max` between them; a body past it is refused with 503.
+#[derive(Debug)]
+pub struct BodyBudget {
+    used: AtomicUsize,
+    max: usize,
+}
+
+impl BodyBudget {
+    pub fn new(max: usize) -> BodyBudget {
+        BodyBudget {
+            used: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Bytes held by bodies being received.
+    pub fn used(&self) -> usize {
+        self.used.load(Relaxed)
+    }
+
+    /// The most they may hold.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    fn try_take(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Relaxed, Relaxed, |u| {
+                u.checked_add(n).filter(|&t| t <= self.max)
+            })
+            .is_ok()
+    }
+}
+
+/// Bytes taken from a [`BodyBudget`], given back on drop.
+struct Held<'a> {
+    budget: &'a BodyBudget,
+    bytes: usize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Relaxed);
+    }
+}
+
+/// Reads the whole request body, refusing more than `limit` bytes with 413 and a body that
+/// does not fit what `budget` has left with 503.
+pub async fn read_limited(
+    req: hyper::Request<Incoming>,
+    limit: usize,
+    budget: &BodyBudget,
+) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -57,14 +114,54 @@ pub async fn read_limited(req: hyper::Request<Incoming>, limit: usize) -> Result
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::too_large(limit));
     }
-    match Limited::new(req.into_body(), limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(limit)),
-        Err(e) if timed_out(e.as_ref()) => Err(ApiError::request_timeout()),
-        Err(e) => Err(ApiError::bad_request(format!(
-            "reading the request body: {e}"
-        ))),
+    let busy = || {
+        ApiError::unavailable(format!(
+            "the server is receiving too many request bodies at once (server.max_body_memory_mb = {}); retry shortly",
+            budget.max() >> 20
+        ))
+        .with_code("body_memory_exhausted")
+    };
+    // A declared length is taken whole before a byte is read; a chunked body as it arrives.
+    let mut held = Held { budget, bytes: 0 };
+    let mut buf = match declared {
+        Some(n) => {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            if !budget.try_take(n) {
+                return Err(busy());
+            }
+            held.bytes = n;
+            BytesMut::with_capacity(n)
+        }
+        None => BytesMut::new(),
+    };
+    let mut body = req.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) if timed_out(&e) => return Err(ApiError::request_timeout()),
+            Err(e) => {
+                return Err(ApiError::bad_request(format!(
+                    "reading the request body: {e}"
+                )));
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let total = buf.len().saturating_add(data.len());
+        if total > limit {
+            return Err(ApiError::too_large(limit));
+        }
+        if total > held.bytes {
+            let more = total - held.bytes;
+            if !budget.try_take(more) {
+                return Err(busy());
+            }
+            held.bytes = total;
+        }
+        buf.extend_from_slice(&data);
     }
+    Ok(buf.freeze())
 }
 
 /// Whether a body error comes from the connection's body timeout (`framing.rs`).

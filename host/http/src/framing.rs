@@ -8,10 +8,13 @@
 //! `body_timeout` plus one second per `min_body_rate` bytes received; past that, the read fails
 //! with `TimedOut` (the handler answers 408) and the connection closes.
 //!
+//! Requests pipelined before a refused head are answered first: hyper sees the end of the
+//! stream only when their responses are written (`framing_out.rs` follows them).
+//!
 //! Invariant: hyper reads exactly the client's bytes, in order, up to the first refused head.
 
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -19,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::ApiError;
+use crate::framing_out::Responses;
 use crate::preface::{Head, classify, refusal_bytes, refusal_for};
 
 /// Limits applied to every request of a connection.
@@ -45,7 +49,7 @@ enum State {
 
 /// Position inside a chunked body.
 #[derive(Debug, PartialEq, Eq)]
-enum Chunk {
+pub(crate) enum Chunk {
     Size {
         n: u64,
         digits: u8,
@@ -81,6 +85,10 @@ pub struct Framed<S> {
     /// An answer to write before the connection closes (a refused head).
     refusal: Option<bytes::Bytes>,
     timer: Option<Pin<Box<Sleep>>>,
+    /// The answers hyper has written to the requests it was handed.
+    responses: Responses,
+    /// hyper's read, held back after a refused head until the requests before it are answered.
+    read_waker: Option<Waker>,
 }
 
 impl<S> Framed<S> {
@@ -96,6 +104,19 @@ impl<S> Framed<S> {
             trailer_bytes: 0,
             refusal: None,
             timer: None,
+            responses: Responses::default(),
+            read_waker: None,
+        }
+    }
+
+    /// Follows bytes written to the client; wakes a held-back read once nothing before the
+    /// refused head waits for its answer.
+    fn wrote(&mut self, bytes: &[u8]) {
+        self.responses.written(bytes);
+        if (self.responses.unanswered() == 0 || self.responses.lost())
+            && let Some(w) = self.read_waker.take()
+        {
+            w.wake();
         }
     }
 
@@ -116,8 +137,9 @@ impl<S> Framed<S> {
                     }
                     match check_head(&self.buf[self.cleared..], self.limits.max_head_bytes) {
                         Ok(None) => return,
-                        Ok(Some((n, next))) => {
+                        Ok(Some((n, next, is_head))) => {
                             self.cleared += n;
+                            self.responses.delivered(is_head);
                             self.start_body(next);
                         }
                         Err(e) => {
@@ -209,7 +231,7 @@ impl<S> Framed<S> {
 }
 
 /// Feeds one framing byte (not chunk data) to `c`; `Ok(true)` when the body ended with it.
-fn chunk_byte(c: &mut Chunk, b: u8, meta: &mut usize) -> Result<bool, ()> {
+pub(crate) fn chunk_byte(c: &mut Chunk, b: u8, meta: &mut usize) -> Result<bool, ()> {
     let next = match *c {
         Chunk::Data(_) => return Err(()),
         Chunk::Size { n, digits } => match (b as char).to_digit(16) {
@@ -259,7 +281,8 @@ fn chunk_byte(c: &mut Chunk, b: u8, meta: &mut usize) -> Result<bool, ()> {
 
 /// Checks the head at the start of `buf`: `Ok(None)` while incomplete, else its length and the
 /// framing of its body; Err with the refusal for a malformed, oversized or ambiguous head.
-fn check_head(buf: &[u8], max: usize) -> Result<Option<(usize, State)>, ApiError> {
+/// The third value says whether it is a `HEAD` request (its answer has no body).
+fn check_head(buf: &[u8], max: usize) -> Result<Option<(usize, State, bool)>, ApiError> {
     let len = match classify(buf, max) {
         Head::Partial => return Ok(None),
         Head::Complete(n) => n,
@@ -329,7 +352,7 @@ fn check_head(buf: &[u8], max: usize) -> Result<Option<(usize, State)>, ApiError
         (None, Some(n)) => State::Length(n),
         (None, None) => State::Length(0),
     };
-    Ok(Some((len, next)))
+    Ok(Some((len, next, req.method == Some("HEAD"))))
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Framed<S> {
@@ -348,6 +371,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Framed<S> {
                 return Poll::Ready(Ok(()));
             }
             if this.state == State::Done {
+                // After a refused head, hyper sees the end of the stream only once the
+                // requests before it are answered (pipelined: a valid request, then a bad one).
+                if this.refusal.is_some()
+                    && this.responses.unanswered() > 0
+                    && !this.responses.lost()
+                {
+                    this.read_waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
                 return Poll::Ready(Ok(()));
             }
             this.advance();
@@ -420,7 +452,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Framed<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let this = &mut *self;
+        let r = ready!(Pin::new(&mut this.inner).poll_write(cx, buf));
+        if let Ok(n) = r {
+            this.wrote(&buf[..n.min(buf.len())]);
+        }
+        Poll::Ready(r)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -461,7 +498,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Framed<S> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let r = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs));
+        if let Ok(n) = r {
+            let mut left = n;
+            for b in bufs {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(b.len());
+                this.wrote(&b[..take]);
+                left -= take;
+            }
+        }
+        Poll::Ready(r)
     }
 
     fn is_write_vectored(&self) -> bool {

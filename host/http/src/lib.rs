@@ -17,6 +17,7 @@ mod components;
 mod cors;
 mod error;
 mod framing;
+mod framing_out;
 mod llama;
 mod metrics;
 mod observe;

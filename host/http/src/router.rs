@@ -58,10 +58,14 @@ async fn dispatch(
     }
     if let Some(rest) = path.strip_prefix("/admin/") {
         let r = match auth::check_admin(&state, req.headers()) {
-            Ok(()) => match read_limited(req, admin_body_limit(&state, &method, rest)).await {
-                Ok(body) => crate::admin::handle(state.clone(), &method, rest, body).await,
-                Err(e) => Err(e),
-            },
+            Ok(()) => {
+                match read_limited(req, admin_body_limit(&state, &method, rest), &state.bodies)
+                    .await
+                {
+                    Ok(body) => crate::admin::handle(state.clone(), &method, rest, body).await,
+                    Err(e) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         };
         return ("admin", r);
@@ -209,7 +213,7 @@ async fn endpoint(
         _ => {}
     }
     let query = req.uri().query().map(str::to_string);
-    let body = read_limited(req, state.config.max_body_bytes).await?;
+    let body = read_limited(req, state.config.max_body_bytes, &state.bodies).await?;
     with_body(
         state,
         ns,

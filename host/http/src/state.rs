@@ -22,6 +22,9 @@ use crate::sessions::SessionRegistry;
 /// It gets the current namespaces, whose order (ids) the new set must keep.
 pub type Reloader = Box<dyn Fn(&Tenants) -> Result<Tenants, String> + Send + Sync>;
 
+/// Default of [`HttpConfig::max_body_memory`].
+pub const DEFAULT_BODY_MEMORY: usize = 64 << 20;
+
 /// Server settings (validated by the caller).
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
@@ -37,6 +40,8 @@ pub struct HttpConfig {
     pub model_tags: Vec<String>,
     /// Largest request body accepted (413 past it).
     pub max_body_bytes: usize,
+    /// Bytes all request bodies being received may hold at once (503 past it).
+    pub max_body_memory: usize,
     /// Bearer key of the `/admin` API (None: the admin API is off).
     pub admin_key: Option<String>,
     /// Namespace of OpenAI requests that carry no key (open hosts) or the `--api-key` key.
@@ -99,6 +104,7 @@ impl Default for HttpConfig {
             model_file_names: Vec::new(),
             model_tags: Vec::new(),
             max_body_bytes: 4 << 20,
+            max_body_memory: DEFAULT_BODY_MEMORY,
             admin_key: None,
             default_namespace: "shared".into(),
             shutdown_timeout: Duration::from_secs(30),
@@ -153,6 +159,8 @@ pub struct AppState {
     tenants: RwLock<Arc<Tenants>>,
     pub admission: Admission,
     pub metrics: Metrics,
+    /// Bytes of request bodies being received (bounded by `config.max_body_memory`).
+    pub bodies: crate::body::BodyBudget,
     pub sessions: SessionRegistry,
     /// Stored Responses API answers (`previous_response_id`).
     pub responses: crate::responses::store::ResponseStore,
@@ -194,6 +202,7 @@ impl AppState {
         let responses =
             crate::responses::store::ResponseStore::new(parts.config.responses_dir.clone());
         AppState {
+            bodies: crate::body::BodyBudget::new(parts.config.max_body_memory),
             structured: Default::default(),
             hit_pad: parts.hit_pad,
             embed_pad: parts.embed_pad,

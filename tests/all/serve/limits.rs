@@ -275,3 +275,120 @@ fn serve_back_to_back_connections_fit_one_connection_slot() {
         drop(c);
     }
 }
+
+#[test]
+fn serve_pipelined_valid_request_is_answered_before_a_malformed_one() {
+    let s = server("pipelined");
+    // A valid request whose answer the engine computes, then a malformed one, in one write.
+    let body = br#"{"content": "hello world"}"#;
+    let mut both = format!(
+        "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    both.extend_from_slice(body);
+    both.extend_from_slice(b"GET /health HTTP/1.1\r\nBad Header: x\r\n\r\n");
+    for _ in 0..3 {
+        let mut c = connect(s.addr);
+        c.write_all(&both).expect("pipelined");
+        let (status, first) = read_response(&mut c);
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&first));
+        let v: Value = serde_json::from_slice(&first).expect("tokens");
+        assert!(v["tokens"].as_array().is_some_and(|t| !t.is_empty()), "{v}");
+        let (status, second) = read_response(&mut c);
+        assert_openai(status, &second, 400, "the malformed request after it");
+    }
+    // Two valid ones pipelined, then a malformed one: all three answered in order.
+    let mut three = HEALTH.to_vec();
+    three.extend_from_slice(HEALTH);
+    three.extend_from_slice(b"NOT HTTP\r\n\r\n");
+    let mut c = connect(s.addr);
+    c.write_all(&three).expect("pipelined");
+    assert_eq!(read_response(&mut c).0, 200);
+    assert_eq!(read_response(&mut c).0, 200);
+    let (status, body) = read_response(&mut c);
+    assert_openai(status, &body, 400, "malformed third");
+}
+
+/// Resident bytes of process `pid` (`/proc/PID/status` `VmRSS`).
+fn rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(0, |k| k * 1024)
+}
+
+#[test]
+fn serve_stalled_request_bodies_stay_within_the_body_memory_budget() {
+    const BODY: usize = (4 << 20) - 1;
+    const CONNECTIONS: usize = 40;
+    let name = "body-budget";
+    let cfg = temp_dir(name).join("host.toml");
+    std::fs::write(
+        &cfg,
+        "[server]\nmax_body_memory_mb = 8\nbody_timeout_s = 60\nmax_connections = 256\n",
+    )
+    .expect("config");
+    let s = Server::start(
+        name,
+        &["-m", &model(), "--config", cfg.to_str().expect("utf-8")],
+    );
+    let pid = s.child.id();
+    let before = rss(pid);
+    // Each connection declares a body just under the 4 MiB limit and, unless refused, sends all
+    // of it but the last byte and stalls: at most two fit the 8 MiB budget.
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {BODY}\r\n\r\n"
+    );
+    let filler = vec![b' '; BODY - 1];
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for _ in 0..CONNECTIONS {
+        let mut c = connect(s.addr);
+        c.write_all(head.as_bytes()).expect("head");
+        // A refused body is answered at its head, before any of it is read.
+        c.set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let mut peek = [0u8; 1];
+        match c.peek(&mut peek) {
+            Ok(n) if n > 0 => {
+                c.set_read_timeout(Some(Duration::from_secs(10)))
+                    .expect("timeout");
+                let (status, body) = read_response(&mut c);
+                let v = assert_openai(status, &body, 503, "a body past the budget");
+                assert_eq!(v["error"]["code"], "body_memory_exhausted", "{v}");
+                refused += 1;
+            }
+            _ => {
+                c.write_all(&filler).expect("the body but its last byte");
+                open.push(c);
+            }
+        }
+    }
+    let during = rss(pid);
+    assert!(open.len() <= 2, "{} bodies held at once", open.len());
+    assert_eq!(refused + open.len(), CONNECTIONS);
+    // The budget and what connections hold beside it (kernel socket buffers are not RSS).
+    let grown = during.saturating_sub(before);
+    assert!(
+        grown < 40 << 20,
+        "RSS grew by {} MiB with {} stalled bodies (budget 8 MiB)",
+        grown >> 20,
+        open.len()
+    );
+    let stats = get(s.addr, "/stats", &[]);
+    let v: Value = serde_json::from_slice(&stats.body).expect("stats");
+    assert_eq!(v["memory"]["budgets"]["request_bodies"], 8 << 20, "{v}");
+    drop(open);
+    assert!(
+        eventually(100, || {
+            let v: Value =
+                serde_json::from_slice(&get(s.addr, "/stats", &[]).body).unwrap_or_default();
+            v["memory"]["used"]["request_bodies"] == 0
+        }),
+        "closed connections give their body bytes back"
+    );
+    assert_eq!(get(s.addr, "/health", &[]).status, 200);
+}

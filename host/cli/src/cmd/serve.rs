@@ -194,6 +194,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         model_file_names: model_file_names(&cfg, &model_id),
         model_id,
         max_body_bytes: cfg.max_body_bytes,
+        max_body_memory: cfg.max_body_memory,
         admin_key: cfg.admin_key.clone(),
         default_namespace: cfg.default_namespace.clone(),
         shutdown_timeout: cfg.shutdown_timeout,

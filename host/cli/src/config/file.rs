@@ -41,6 +41,8 @@ pub struct RawServer {
     pub queue: Option<usize>,
     pub threads: Option<usize>,
     pub max_body_bytes: Option<usize>,
+    /// Bytes all request bodies being received may hold at once, MiB.
+    pub max_body_memory_mb: Option<usize>,
     pub max_component_bytes: Option<usize>,
     pub components_dir: Option<PathBuf>,
     pub shutdown_timeout_s: Option<u64>,

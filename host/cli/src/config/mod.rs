@@ -66,6 +66,8 @@ pub struct ServeConfig {
     pub threads: usize,
     pub admin_key: Option<String>,
     pub max_body_bytes: usize,
+    /// Bytes all request bodies being received may hold at once.
+    pub max_body_memory: usize,
     /// Largest component the admin API accepts.
     pub max_component_bytes: usize,
     /// Where deployed components are kept (default: `<store>/components`).
@@ -189,6 +191,25 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
     if max_component_bytes < 1024 {
         bail!("server.max_component_bytes = {max_component_bytes}: must be at least 1024");
     }
+    in_range(
+        "server.max_body_memory_mb",
+        s.max_body_memory_mb,
+        1,
+        1 << 20,
+    )?;
+    let max_body_memory = match s.max_body_memory_mb {
+        Some(mb) => mb << 20,
+        None => (64usize << 20)
+            .max(max_body_bytes.saturating_mul(4))
+            .max(max_component_bytes),
+    };
+    if max_body_memory < max_body_bytes.max(max_component_bytes) {
+        bail!(
+            "server.max_body_memory_mb = {}: at least server.max_body_bytes and server.max_component_bytes ({} MiB), or no body of that size is ever accepted",
+            max_body_memory >> 20,
+            max_body_bytes.max(max_component_bytes).div_ceil(1 << 20)
+        );
+    }
     let (header_timeout, body_timeout, min_body_rate, max_connections) = connection_limits(s)?;
     let store = o.store.clone().or(raw.store.path.clone());
     let (store_max_disk_bytes, store_max_saves_bytes) = store_budgets(&raw.store)?;
@@ -262,6 +283,7 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         threads: o.threads.or(s.threads).unwrap_or(0),
         admin_key,
         max_body_bytes,
+        max_body_memory,
         max_component_bytes,
         components_dir,
         shutdown_timeout: Duration::from_secs(s.shutdown_timeout_s.unwrap_or(30)),

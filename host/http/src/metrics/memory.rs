@@ -1,8 +1,8 @@
 //! Memory next to its budgets: the process's resident set now and at its peak (from
 //! `/proc/self/status`), beside every bound the configuration sets — the weights inference
 //! keeps resident, the hot K/V pool, the store's RAM (cold tier, its encoder queue, redb's page
-//! cache and write queue, the remote tier's in-flight bytes), the embedding cache and the
-//! guests' linear memories — and their sum with a fixed allowance for the runtime itself (code,
+//! cache and write queue, the remote tier's in-flight bytes), the embedding cache, the
+//! request bodies being received and the guests' linear memories — and their sum with a fixed allowance for the runtime itself (code,
 //! thread stacks, the engine's scratch, allocator slack), and what each holds now where that is
 //! measured. `/stats` `memory` and
 //! `memoria_memory_bytes{kind}`. Invariant: read-only, and every sum saturates.
@@ -47,6 +47,10 @@ pub fn budgets(state: &AppState) -> Vec<(&'static str, u64)> {
             .fold(0u64, u64::saturating_add);
         out.push(("guests", guests));
     }
+    out.push((
+        "request_bodies",
+        u64::try_from(state.bodies.max()).unwrap_or(u64::MAX),
+    ));
     out.push(("runtime", RUNTIME_ALLOWANCE_BYTES));
     out
 }
@@ -77,6 +81,10 @@ pub fn used(state: &AppState) -> Vec<(&'static str, u64)> {
     out.push((
         "embedding_cache",
         held.saturating_mul(n_embd.saturating_mul(4)),
+    ));
+    out.push((
+        "request_bodies",
+        u64::try_from(state.bodies.used()).unwrap_or(u64::MAX),
     ));
     out
 }
