@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use crate::shared;
@@ -106,7 +106,7 @@ fn models_dir(name: &str) -> PathBuf {
 }
 
 fn pull(hub: &Hub, models: &Path, token: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"));
+    let mut cmd = crate::bin::command();
     cmd.arg("pull")
         .args(args)
         .env("MEMORIA_MODELS", models)
@@ -222,7 +222,7 @@ fn pull_hf_refusals_say_why() {
         text(&out.stderr)
     );
     assert_eq!(entries(&dir), Vec::<String>::new());
-    let out = Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    let out = crate::bin::command()
         .args(["pull", "owner/repo/m.gguf"])
         .env("MEMORIA_MODELS", &dir)
         .env("HF_ENDPOINT", "ftp://example")

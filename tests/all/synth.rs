@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use memoria_kernels::GgmlType;
 use memoria_model::gguf::GgufFile;
@@ -120,7 +119,7 @@ fn synth_q4_k_m_types_are_llama_quantizes() {
 }
 
 fn memoria(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_memoria-under-test"))
+    crate::bin::command()
         .args(args)
         .env("RUST_BACKTRACE", "0")
         .output()

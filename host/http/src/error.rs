@@ -21,7 +21,8 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// A prompt longer than the context: `(n_prompt_tokens, n_ctx)`, in the body as
     /// llama-server has them.
-    pub exceeded: Option<(usize, usize)>,
+    /// Boxed: the error travels in every `Result` of the handlers and stays small.
+    pub exceeded: Option<Box<(usize, usize)>>,
 }
 
 impl ApiError {
@@ -48,7 +49,7 @@ impl ApiError {
     ) -> ApiError {
         let mut e = ApiError::invalid(param, message).with_code("context_length_exceeded");
         e.kind = "exceed_context_size_error";
-        e.exceeded = Some((n_prompt, n_ctx));
+        e.exceeded = Some(Box::new((n_prompt, n_ctx)));
         e
     }
 
@@ -184,7 +185,7 @@ impl ApiError {
 
     /// Adds `n_prompt_tokens` and `n_ctx` to `body["error"]` when the context was exceeded.
     pub fn add_figures(&self, body: &mut serde_json::Value) {
-        if let Some((n_prompt, n_ctx)) = self.exceeded {
+        if let Some(&(n_prompt, n_ctx)) = self.exceeded.as_deref() {
             body["error"]["n_prompt_tokens"] = json!(n_prompt);
             body["error"]["n_ctx"] = json!(n_ctx);
         }

@@ -630,9 +630,9 @@ mod tests {
         )
         .expect("parses");
         let cfg = resolve(raw, &Overrides::default()).expect("resolves");
-        let e = tenants(cfg.namespaces, None)
-            .err()
-            .expect("max_instances past its range");
+        let Err(e) = tenants(cfg.namespaces, None) else {
+            panic!("max_instances past its range is refused");
+        };
         assert!(
             e.to_string().contains("namespaces.g.limits.max_instances"),
             "{e}"

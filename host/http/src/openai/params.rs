@@ -375,7 +375,7 @@ mod tests {
             e.message
         );
         let e = token_budget("n_predict", Some(64), 250, 256, (4096, None)).expect_err("too long");
-        assert_eq!(e.exceeded, Some((314, 256)));
+        assert_eq!(e.exceeded.as_deref(), Some(&(314, 256)));
     }
 
     #[test]

@@ -183,11 +183,13 @@ fn gguf_writer_writes_atomically_and_open_maps_it() {
     ));
     // A directory is named as one (mapping it would say "No such device"), and the OS error
     // appears once in the error chain.
-    let e = GgufFile::open(&dir).err().expect("a directory is refused");
+    let Err(e) = GgufFile::open(&dir) else {
+        panic!("a directory is refused");
+    };
     assert!(e.to_string().contains("is a directory"), "{e}");
-    let absent = GgufFile::open(dir.join("absent.gguf"))
-        .err()
-        .expect("absent");
+    let Err(absent) = GgufFile::open(dir.join("absent.gguf")) else {
+        panic!("absent");
+    };
     assert!(std::error::Error::source(&absent).is_none(), "{absent}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

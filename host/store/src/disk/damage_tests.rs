@@ -143,7 +143,7 @@ fn probe_2_ff_at_8192_with_recover_moves_the_file_aside_and_writes_again() {
     );
     for i in 0..40 {
         if tier.on_disk(&hash(i)) {
-            assert_eq!(tier.get(&hash(i)).map(|v| v.len() > 0), Some(true));
+            assert_eq!(tier.get(&hash(i)).map(|v| !v.is_empty()), Some(true));
         }
     }
     writes_again(&dir, tier);
