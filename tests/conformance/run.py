@@ -42,6 +42,9 @@ def fetch_suite(work):
     dl = os.path.join(work, "sdist")
     os.makedirs(dl, exist_ok=True)
     if not glob.glob(os.path.join(dl, "*.tar.gz")):
+        # pip reads the sdist's metadata, which needs its build backend and CMake.
+        subprocess.run([sys.executable, "-m", "pip", "install", "scikit-build-core", "cmake"],
+                       check=True)
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                         "--no-build-isolation", SDIST, "-d", dl], check=True)
     (archive,) = glob.glob(os.path.join(dl, "*.tar.gz"))

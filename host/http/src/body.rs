@@ -91,11 +91,40 @@ impl BodyBudget {
 struct Held<'a> {
     budget: &'a BodyBudget,
     bytes: usize,
+    /// The body was read whole (its buffer lives on with the request).
+    read: bool,
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.bytes, Relaxed);
+        let before = self.budget.used.fetch_sub(self.bytes, Relaxed);
+        // The last of a burst of large bodies was abandoned (its buffer was dropped first):
+        // memory the allocator keeps for reuse goes back to the system.
+        if !self.read && before == self.bytes && self.bytes >= TRIM_AFTER_BYTES {
+            trim_heap();
+        }
+    }
+}
+
+/// Abandoned bodies at least this large give the heap back when the last one being received
+/// ends.
+const TRIM_AFTER_BYTES: usize = 1 << 20;
+
+/// Returns the heap's free memory to the system, at most once a second.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::sync::atomic::AtomicU64;
+        static LAST_S: AtomicU64 = AtomicU64::new(0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if LAST_S.swap(now, Relaxed) != now {
+            // SAFETY: malloc_trim only returns free heap pages; it takes malloc's own locks.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
     }
 }
 
@@ -122,7 +151,11 @@ pub async fn read_limited(
         .with_code("body_memory_exhausted")
     };
     // A declared length is taken whole before a byte is read; a chunked body as it arrives.
-    let mut held = Held { budget, bytes: 0 };
+    let mut held = Held {
+        budget,
+        bytes: 0,
+        read: false,
+    };
     let mut buf = match declared {
         Some(n) => {
             let n = usize::try_from(n).unwrap_or(usize::MAX);
@@ -161,6 +194,7 @@ pub async fn read_limited(
         }
         buf.extend_from_slice(&data);
     }
+    held.read = true;
     Ok(buf.freeze())
 }
 

@@ -567,18 +567,39 @@ mod tests {
             client.write_all(good).await.expect("write");
             client.write_all(bad).await.expect("write");
             let mut f = Framed::new(server, limits(Duration::from_secs(5)));
-            let mut got = Vec::new();
-            f.read_to_end(&mut got).await.expect("read");
+            let got = answered_then_ended(&mut f, good.len()).await;
             assert_eq!(got, good, "{}", String::from_utf8_lossy(bad));
             f.shutdown().await.expect("shutdown");
             let mut answer = Vec::new();
             client.read_to_end(&mut answer).await.expect("answer");
             let answer = String::from_utf8_lossy(&answer);
-            assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
-            let body = answer.split("\r\n\r\n").nth(1).expect("body");
+            let refusal = answer.strip_prefix(OK).expect("the first answer first");
+            assert!(refusal.starts_with("HTTP/1.1 400 "), "{answer}");
+            let body = refusal.split("\r\n\r\n").nth(1).expect("body");
             let v: serde_json::Value = serde_json::from_str(body).expect("json");
             assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
         }
+    }
+
+    /// The answer a server gives the request before a refused head.
+    const OK: &str = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+    /// Reads the `n` bytes of the requests before a refused head; checks that the end of the
+    /// stream waits for their answer, writes it ([`OK`]) and reads to the end.
+    async fn answered_then_ended<S>(f: &mut Framed<S>, n: usize) -> Vec<u8>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut got = vec![0u8; n];
+        f.read_exact(&mut got).await.expect("read");
+        let mut probe = [0u8; 16];
+        let early = tokio::time::timeout(Duration::from_millis(50), f.read(&mut probe)).await;
+        assert!(early.is_err(), "the end of the stream waits for the answer");
+        f.write_all(OK.as_bytes()).await.expect("answer");
+        let mut rest = Vec::new();
+        f.read_to_end(&mut rest).await.expect("read");
+        assert!(rest.is_empty(), "nothing past the refused head");
+        got
     }
 
     #[tokio::test]
@@ -591,13 +612,12 @@ mod tests {
             .expect("write");
         client.write_all(big.as_bytes()).await.expect("write");
         let mut f = Framed::new(server, limits(Duration::from_secs(5)));
-        let mut got = Vec::new();
-        f.read_to_end(&mut got).await.expect("read");
+        let got = answered_then_ended(&mut f, 19).await;
         assert_eq!(got, b"GET /a HTTP/1.1\r\n\r\n");
         f.shutdown().await.expect("shutdown");
-        let mut answer = vec![0u8; 12];
+        let mut answer = vec![0u8; OK.len() + 12];
         client.read_exact(&mut answer).await.expect("answer");
-        assert_eq!(&answer, b"HTTP/1.1 431");
+        assert_eq!(&answer[OK.len()..], b"HTTP/1.1 431");
     }
 
     #[tokio::test]
