@@ -102,8 +102,8 @@ impl Limits {
             "memory_bytes",
             self.memory_bytes,
             1 << 16,
-            1 << 32,
-            " (one wasm page to a 32-bit memory's 4 GiB)",
+            1 << 48,
+            " (one wasm page to 256 TiB)",
         )?;
         check(
             ns,

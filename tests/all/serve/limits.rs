@@ -328,7 +328,7 @@ fn serve_stalled_request_bodies_stay_within_the_body_memory_budget() {
     let cfg = temp_dir(name).join("host.toml");
     std::fs::write(
         &cfg,
-        "[server]\nmax_body_memory_mb = 8\nbody_timeout_s = 60\nmax_connections = 256\n",
+        "[server]\nmax_body_memory_mb = 8\nmax_component_bytes = 4194304\nbody_timeout_s = 60\nmax_connections = 256\n",
     )
     .expect("config");
     let s = Server::start(

@@ -95,31 +95,39 @@ fn serve_llama_native_requests_and_errors() {
         256,
         "{v}"
     );
-    // An object `logit_bias` keyed by a token's text (or its id) bans that token.
-    let greedy = one(json!("Once upon a time"));
-    let content = greedy["content"].as_str().expect("content").to_string();
-    let r = post(
-        s.addr,
-        "/tokenize",
-        &json!({"content": content, "with_pieces": true}),
-        &[],
-    );
-    let first = r.json()["tokens"][0].clone();
-    let (id, piece) = (
-        first["id"].clone(),
-        first["piece"].as_str().expect("piece").to_string(),
-    );
-    for key in [piece, id.to_string()] {
-        let body = json!({"prompt": "Once upon a time", "n_predict": 4, "logit_bias": {key.clone(): false}});
+    // An object `logit_bias` keyed by a token's id bans that token; keyed by a text, every
+    // token of the text's tokenization (as llama-server tokenizes it).
+    let complete = |bias: Value| {
+        let body = json!({"prompt": "Once upon a time", "n_predict": 4, "return_tokens": true,
+            "logit_bias": bias});
         let r = post(s.addr, "/completion", &body, &[]);
         assert_eq!(r.status, 200, "{}", r.text());
-        assert_ne!(
-            r.json()["content"],
-            greedy["content"],
-            "{key}: {}",
-            r.text()
-        );
-    }
+        let v = r.json();
+        let tokens: Vec<u64> = v["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect();
+        assert!(!tokens.is_empty(), "{v}");
+        (v["content"].as_str().expect("content").to_string(), tokens)
+    };
+    let (content, greedy_tokens) = complete(json!({}));
+    let first = greedy_tokens[0];
+    let (_, banned) = complete(json!({first.to_string(): false}));
+    assert_ne!(banned[0], first, "the banned id is not generated");
+    let r = post(s.addr, "/tokenize", &json!({"content": content}), &[]);
+    let text_ids: Vec<u64> = r.json()["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    let (_, got) = complete(json!({content.clone(): false}));
+    assert!(
+        got.iter().all(|t| !text_ids.contains(t)),
+        "{content:?} banned {text_ids:?}, generated {got:?}"
+    );
 
     // A conversation's prompt tokens, counted and not run.
     let chat = json!({"messages": [{"role": "system", "content": "Book"},

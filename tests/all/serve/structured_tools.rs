@@ -60,7 +60,7 @@ pub(super) fn tools() -> Value {
                 "city": {"type": "string", "maxLength": 6},
                 "unit": {"enum": ["celsius", "fahrenheit"]}},
                 "required": ["city", "unit"], "additionalProperties": false}}},
-        {"type": "function", "function": {"name": "get_time",
+        {"type": "function", "function": {"name": "get_time", "description": "The time now",
             "parameters": {"type": "object", "properties": {"hours": {"type": "boolean"}},
                 "required": ["hours"], "additionalProperties": false}}}
     ])
