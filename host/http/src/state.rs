@@ -93,6 +93,9 @@ pub struct RequestDefaults {
     /// A request without a seed gets a fresh one (llama-server's `--seed -1`) instead of
     /// `sampling.seed`.
     pub random_seed: bool,
+    /// `--reasoning off`: templates are rendered with `enable_thinking` false (else true,
+    /// unless a request's `chat_template_kwargs` sets it), as llama-server renders them.
+    pub no_thinking: bool,
 }
 
 impl Default for HttpConfig {

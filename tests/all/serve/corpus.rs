@@ -190,11 +190,6 @@ pub fn cases() -> Vec<Case> {
             Some("top_logprobs"),
         ),
         pinned(
-            chat_with("empty tools", r#""tools": []"#),
-            400,
-            Some("tools"),
-        ),
-        pinned(
             chat_with(
                 "stream_options without stream",
                 r#""stream_options": {"include_usage": true}"#,

@@ -36,9 +36,8 @@ pub struct DropInArgs {
     /// Log at debug level (llama-server's `--verbose`); chat answers then carry `__verbose`.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
-    /// llama-server's `--reasoning`: `auto` (default) and `on` render the chat template as it
-    /// is written, thinking on where the template has it; `off` is refused (a template cannot
-    /// be told to skip thinking here).
+    /// llama-server's `--reasoning`: `auto` (default) and `on` render the chat template with
+    /// `enable_thinking` true, `off` with it false (a request's `chat_template_kwargs` wins).
     #[arg(long = "reasoning", value_name = "on|off|auto")]
     pub reasoning: Option<String>,
     /// Default temperature of requests that set none (0: greedy).

@@ -103,18 +103,16 @@ pub fn resolve(
         .unwrap_or_else(|| "*".into());
     let cors_origins = CorsOrigins::parse(&cors)
         .map_err(|e| anyhow::anyhow!("server.cors_origins / --cors-origins: {e}"))?;
-    match a
+    let no_thinking = match a
         .reasoning
         .as_deref()
         .map(str::to_ascii_lowercase)
         .as_deref()
     {
-        None | Some("auto" | "on" | "true" | "1" | "enabled") => {}
-        Some("off" | "false" | "0" | "disabled") => bail!(
-            "--reasoning off: chat templates cannot be told to skip thinking on this server; use a template without thinking (--chat-template-file)"
-        ),
+        None | Some("auto" | "on" | "true" | "1" | "enabled") => false,
+        Some("off" | "false" | "0" | "disabled") => true,
         Some(other) => bail!("--reasoning {other:?}: use on, off or auto"),
-    }
+    };
     let log_level = match (a.log_disable, a.verbose, &a.log_level, &server.log_level) {
         (true, _, _, _) => LogLevel::Error,
         (_, true, _, _) => LogLevel::Debug,
@@ -140,6 +138,7 @@ pub fn resolve(
             sampling: p,
             n_predict,
             random_seed,
+            no_thinking,
         },
         cors_origins,
         log_level,
@@ -209,24 +208,24 @@ mod tests {
     }
 
     #[test]
-    fn reasoning_on_and_auto_keep_the_template_off_is_refused() {
+    fn reasoning_off_renders_templates_without_thinking_and_a_bad_value_is_refused() {
         let file = RawSampling::default();
         let server = super::super::file::RawServer::default();
         let model = super::super::file::RawModel::default();
-        for (value, ok) in [
-            ("auto", true),
-            ("on", true),
-            ("off", false),
-            ("maybe", false),
+        for (value, no_thinking) in [
+            ("auto", Some(false)),
+            ("on", Some(false)),
+            ("off", Some(true)),
+            ("maybe", None),
         ] {
             let a = DropInArgs {
                 reasoning: Some(value.into()),
                 ..DropInArgs::default()
             };
-            let r = resolve(&file, &server, &model, &a);
-            assert_eq!(r.is_ok(), ok, "{value}");
-            if let Err(e) = r {
-                assert!(e.to_string().contains("--reasoning"), "{e}");
+            match (resolve(&file, &server, &model, &a), no_thinking) {
+                (Ok(d), Some(want)) => assert_eq!(d.defaults.no_thinking, want, "{value}"),
+                (Err(e), None) => assert!(e.to_string().contains("--reasoning"), "{e}"),
+                (r, _) => panic!("{value}: {:?}", r.map(|d| d.defaults.no_thinking)),
             }
         }
     }

@@ -104,6 +104,15 @@ pub(crate) fn check(
             .entry("reasoning_effort")
             .or_insert(serde_json::Value::String(effort));
     }
+    kwargs
+        .entry("enable_thinking")
+        .or_insert(serde_json::Value::Bool(!defaults.no_thinking));
+    // Today's date, as llama-server gives every template (Llama 3.x, FireFunction).
+    for (key, format) in [("date_string", "%d %b %Y"), ("datetime", "%b %d %Y")] {
+        kwargs
+            .entry(key)
+            .or_insert_with(|| memoria_model::chat::strftime_utc_now(format).into());
+    }
     render.kwargs = kwargs;
     let max_tokens = match (req.max_completion_tokens, req.max_tokens, req.n_predict) {
         (Some(m), _, _) => ("max_completion_tokens", Some(m)),

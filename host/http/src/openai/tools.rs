@@ -91,7 +91,8 @@ pub fn plan(
     parallel: bool,
     syntax: ToolSyntax,
 ) -> Result<Option<ToolPlan>, ApiError> {
-    let Some(tools) = tools else {
+    // An empty list is no tools, as llama-server reads it.
+    let Some(tools) = tools.filter(|t| !t.is_empty()) else {
         if choice.is_some_and(|c| c != "none" && c != "auto") {
             return Err(ApiError::invalid(
                 "tool_choice",
@@ -100,12 +101,6 @@ pub fn plan(
         }
         return Ok(None);
     };
-    if tools.is_empty() {
-        return Err(ApiError::invalid(
-            "tools",
-            "`tools` is an empty list: give at least one tool or leave `tools` out",
-        ));
-    }
     let tools: Vec<Tool> = tools
         .iter()
         .enumerate()
@@ -302,6 +297,21 @@ mod tests {
     use memoria_constrain::Wrapped;
 
     const G: ToolSyntax = ToolSyntax::Generic;
+
+    #[test]
+    fn an_empty_tools_list_is_no_tools() {
+        assert!(
+            plan(Some(&Vec::new()), None, true, G)
+                .expect("accepted")
+                .is_none()
+        );
+        let auto = Value::String("auto".into());
+        assert!(
+            plan(Some(&Vec::new()), Some(&auto), true, G)
+                .expect("accepted")
+                .is_none()
+        );
+    }
 
     fn weather() -> Vec<Value> {
         vec![json!({"type": "function", "function": {

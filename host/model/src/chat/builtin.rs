@@ -27,6 +27,7 @@ pub const BUILTIN_NAMES: &[&str] = &[
     "vicuna",
     "vicuna-orca",
     "deepseek",
+    "command-r",
     "llama3",
     "olmo2",
 ];
@@ -177,6 +178,15 @@ const LLAMA3: &str = r#"{%- for m in messages -%}
 /// OLMo 2 Instruct's template as its tokenizer config ships it (BOS written by the template).
 pub(crate) const OLMO2: &str = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}";
 
+/// Cohere's Command R(+): turns in `<|START_OF_TURN_TOKEN|>` with a role token, contents trimmed.
+const COMMAND_R: &str = r#"{%- for m in messages -%}
+{%- set role = {'system': '<|SYSTEM_TOKEN|>', 'user': '<|USER_TOKEN|>', 'assistant': '<|CHATBOT_TOKEN|>'}.get(m['role']) -%}
+{%- if role -%}
+{{- '<|START_OF_TURN_TOKEN|>' + role + (m['content'] | c_trim) + '<|END_OF_TURN_TOKEN|>' -}}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' -}}{%- endif -%}"#;
+
 /// The minijinja source of the built-in template `name` (one of [`BUILTIN_NAMES`]).
 pub fn source(name: &str) -> Option<String> {
     let with = |sets: &[(&str, &str)], body: &str| {
@@ -221,6 +231,7 @@ pub fn source(name: &str) -> Option<String> {
         "vicuna" => with(&[("orca", "false")], VICUNA),
         "vicuna-orca" => with(&[("orca", "true")], VICUNA),
         "deepseek" => DEEPSEEK.to_owned(),
+        "command-r" => COMMAND_R.to_owned(),
         "llama3" => LLAMA3.to_owned(),
         "olmo2" => OLMO2.to_owned(),
         _ => return None,

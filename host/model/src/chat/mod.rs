@@ -22,6 +22,12 @@ use serde::{Deserialize, Serialize};
 pub use builtin::{BUILTIN_NAMES, default_for_arch};
 pub use error::ChatError;
 
+/// The current UTC time formatted like Python's `strftime` (what templates' `strftime_now`
+/// gives).
+pub fn strftime_utc_now(format: &str) -> String {
+    strftime::strftime(format, strftime::unix_now())
+}
+
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 
