@@ -244,3 +244,34 @@ fn bad_model_file_is_a_clear_error() {
     let out = memoria(&["run", "-m", s(&dir.join("missing.gguf")), "-p", "hi"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn output_piped_into_a_reader_that_stops_ends_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    // 1.6 MB of output: far more than a pipe holds, so the writer meets the closed end.
+    let model = shared::path("models/stories260K-f32.gguf");
+    let text = temp_dir("broken-pipe").join("long.txt");
+    std::fs::write(&text, "once upon a time ".repeat(20_000)).expect("text");
+    let mut child = crate::bin::command()
+        .args(["tokenize", "-m", s(&model), "--file", s(&text)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Read one byte and hang up, as `| head -c 1` does.
+    let mut out = child.stdout.take().expect("stdout");
+    let mut one = [0u8; 1];
+    out.read_exact(&mut one).expect("a first byte");
+    drop(out);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("stderr");
+    let status = child.wait().expect("wait");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(status.code(), Some(101), "a panic's exit status: {err}");
+}
