@@ -67,11 +67,11 @@ pub fn error_response(status: u16, code: &str, message: String) -> hyper::Respon
 /// lines left out are counted in the next one (a failing tenant cannot flood the log).
 fn log_failure(ns: &str, why: &str) {
     use std::collections::HashMap;
-    use std::sync::Mutex;
-    static LAST: Mutex<Option<HashMap<String, (std::time::Instant, u64)>>> = Mutex::new(None);
+    use std::sync::{LazyLock, Mutex};
+    type Last = HashMap<String, (std::time::Instant, u64)>;
+    static LAST: LazyLock<Mutex<Last>> = LazyLock::new(Default::default);
     let now = std::time::Instant::now();
-    let mut g = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    let map = g.get_or_insert_with(HashMap::new);
+    let mut map = LAST.lock().unwrap_or_else(|p| p.into_inner());
     match map.get_mut(ns) {
         Some((at, skipped)) if now.duration_since(*at) < Duration::from_secs(1) => {
             *skipped = skipped.saturating_add(1);

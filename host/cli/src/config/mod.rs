@@ -165,32 +165,13 @@ pub fn resolve(raw: RawConfig, o: &Overrides) -> anyhow::Result<ServeConfig> {
         1024,
         1 << 30,
     )?;
+    in_range("cache.budget_mb", c.budget_mb, 1, 1 << 30)?;
+    // Defaults of the values checked above.
     let step_tokens = c.step_tokens.unwrap_or(512);
     let embed_step_tokens = c.embed_step_tokens.unwrap_or(16);
-    if embed_step_tokens == 0 {
-        bail!("cache.embed_step_tokens: must be at least 1");
-    }
-    if step_tokens == 0 {
-        bail!("cache.step_tokens: must be at least 1");
-    }
     let max_sessions = c.max_sessions.unwrap_or(4096);
-    if max_sessions == 0 {
-        bail!("cache.max_sessions: must be at least 1");
-    }
-    const MAX_BUDGET_MB: usize = 1 << 30;
-    if let Some(mb) = c.budget_mb
-        && !(1..=MAX_BUDGET_MB).contains(&mb)
-    {
-        bail!("cache.budget_mb = {mb}: use 1 to {MAX_BUDGET_MB}");
-    }
     let max_body_bytes = s.max_body_bytes.unwrap_or(4 << 20);
-    if max_body_bytes < 1024 {
-        bail!("server.max_body_bytes = {max_body_bytes}: must be at least 1024");
-    }
     let max_component_bytes = s.max_component_bytes.unwrap_or(64 << 20);
-    if max_component_bytes < 1024 {
-        bail!("server.max_component_bytes = {max_component_bytes}: must be at least 1024");
-    }
     in_range(
         "server.max_body_memory_mb",
         s.max_body_memory_mb,
