@@ -69,10 +69,28 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, `outer: cause: ...`, each cause said once: a cause
+/// whose text its outer message already quotes (an OS error in `path: {source}`) is not
+/// repeated.
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// A command whose output is piped into one that stops reading (`memoria inspect M | head`)
@@ -97,4 +115,41 @@ fn llama_server_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    /// An error that quotes its source in its own message, as `#[error("..: {source}")]` does.
+    #[derive(Debug)]
+    struct Quoting {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "components folder /x: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = anyhow::Error::new(Quoting { source: io() }).context("starting the runtime");
+        let text = error_chain(&e);
+        assert_eq!(text.matches(&io().to_string()).count(), 1, "{text}");
+        assert!(
+            text.starts_with("starting the runtime: components folder /x: "),
+            "{text}"
+        );
+        let plain = anyhow::Error::new(io()).context("reading x");
+        assert_eq!(error_chain(&plain), format!("reading x: {}", io()));
+    }
 }

@@ -15,6 +15,7 @@ mod config;
 mod deploy;
 mod engine;
 mod errors;
+mod fail_log;
 mod fair;
 mod host;
 mod limiter;

@@ -115,6 +115,8 @@ pub(crate) struct HostShared {
     pub stats: Arc<RuntimeStats>,
     /// Each namespace's CPU share (None: CPU is counted, never throttled).
     pub cpu_share: Option<CpuShare>,
+    /// The epoch tick: the longest a guest runs between two checks of its share.
+    pub epoch_tick: std::time::Duration,
     /// First-token padding of `hit_timing = "pad"` namespaces (shared with the HTTP side).
     pub hit_pad: Arc<memoria_tenant::HitPad>,
     /// Embeddings' padding of those namespaces (shared with the HTTP side).
@@ -143,7 +145,7 @@ impl NsRuntime {
         });
         NsRuntime {
             instances: Arc::new(Semaphore::new(ns.spec.limits.max_instances)),
-            cpu: Arc::new(NsCpu::new(counters.clone(), share)),
+            cpu: Arc::new(NsCpu::new(counters.clone(), share, host.epoch_tick)),
             counters,
             sessions: AtomicUsize::new(0),
             ns,

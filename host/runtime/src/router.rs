@@ -213,6 +213,7 @@ impl Runtime {
             durable: cfg.durable_sessions,
             stats: Arc::new(RuntimeStats::default()),
             cpu_share: cfg.cpu_share,
+            epoch_tick: cfg.epoch_tick,
             hit_pad: cfg.hit_pad,
             embed_pad: cfg.embed_pad,
         });

@@ -19,6 +19,8 @@ use tokio::time::Instant;
 use wasmtime::component::Resource;
 use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpView;
+
+use crate::fail_log::FailureLog;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
@@ -63,34 +65,17 @@ pub fn error_response(status: u16, code: &str, message: String) -> hyper::Respon
     resp
 }
 
-/// Logs a failed guest request on stderr, at most one line per namespace per second; the
-/// lines left out are counted in the next one (a failing tenant cannot flood the log).
+/// Logs a failed guest request on stderr, at most one line per namespace per second (see
+/// [`FailureLog`]).
 fn log_failure(ns: &str, why: &str) {
-    use std::collections::HashMap;
     use std::sync::{LazyLock, Mutex};
-    type Last = HashMap<String, (std::time::Instant, u64)>;
-    static LAST: LazyLock<Mutex<Last>> = LazyLock::new(Default::default);
-    let now = std::time::Instant::now();
-    let mut map = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    match map.get_mut(ns) {
-        Some((at, skipped)) if now.duration_since(*at) < Duration::from_secs(1) => {
-            *skipped = skipped.saturating_add(1);
-        }
-        Some((at, skipped)) => {
-            let more = std::mem::take(skipped);
-            *at = now;
-            if more > 0 {
-                eprintln!("[ns {ns}] request failed: {why} ({more} more failures not logged)");
-            } else {
-                eprintln!("[ns {ns}] request failed: {why}");
-            }
-        }
-        None => {
-            if map.len() < 4096 {
-                map.insert(ns.to_string(), (now, 0));
-            }
-            eprintln!("[ns {ns}] request failed: {why}");
-        }
+    static LOG: LazyLock<Mutex<FailureLog>> = LazyLock::new(Default::default);
+    let line =
+        LOG.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .line(ns, why, std::time::Instant::now());
+    if let Some(line) = line {
+        eprintln!("{line}");
     }
 }
 

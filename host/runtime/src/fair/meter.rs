@@ -104,6 +104,7 @@ mod tests {
         let meter = Arc::new(SliceMeter::new(Arc::new(NsCpu::new(
             counters.clone(),
             None,
+            std::time::Duration::from_millis(10),
         ))));
         let cpu = || counters.cpu_nanos.load(Ordering::Relaxed);
         let held = || counters.worker_nanos.load(Ordering::Relaxed);

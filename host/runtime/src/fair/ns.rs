@@ -30,11 +30,12 @@ pub(crate) struct NsCpu {
 }
 
 impl NsCpu {
-    pub fn new(counters: Arc<NsCounters>, share: Option<CpuShare>) -> NsCpu {
+    /// `slice`: the longest a guest runs between two epoch callbacks (the epoch tick).
+    pub fn new(counters: Arc<NsCounters>, share: Option<CpuShare>, slice: Duration) -> NsCpu {
         NsCpu {
             counters,
             origin: Instant::now(),
-            bucket: share.map(|s| Mutex::new(CpuBucket::new(&s, 0))),
+            bucket: share.map(|s| Mutex::new(CpuBucket::new(&s, slice, 0))),
         }
     }
 
@@ -76,6 +77,8 @@ impl NsCpu {
 mod tests {
     use super::*;
 
+    const TICK: Duration = Duration::from_millis(10);
+
     fn share() -> CpuShare {
         CpuShare {
             millicores: 1000,
@@ -87,7 +90,7 @@ mod tests {
     fn cpu_is_counted_with_or_without_a_share() {
         for s in [None, Some(share())] {
             let c = Arc::new(NsCounters::default());
-            let cpu = NsCpu::new(c.clone(), s);
+            let cpu = NsCpu::new(c.clone(), s, TICK);
             let now = Instant::now();
             cpu.charge_at(3, 5, now);
             cpu.charge_at(4, 6, now);
@@ -99,7 +102,7 @@ mod tests {
     #[test]
     fn without_a_share_nothing_pauses() {
         let c = Arc::new(NsCounters::default());
-        let cpu = NsCpu::new(c.clone(), None);
+        let cpu = NsCpu::new(c.clone(), None, TICK);
         let now = Instant::now();
         cpu.charge_at(u64::MAX, u64::MAX, now);
         assert_eq!(cpu.pause(now, now + Duration::from_secs(1)), None);
@@ -109,7 +112,7 @@ mod tests {
     #[test]
     fn an_overdrawn_namespace_pauses_but_never_past_the_deadline() {
         let c = Arc::new(NsCounters::default());
-        let cpu = NsCpu::new(c.clone(), Some(share()));
+        let cpu = NsCpu::new(c.clone(), Some(share()), TICK);
         let now = Instant::now();
         cpu.charge_at(0, u64::MAX, now);
         let far = now + Duration::from_secs(60);
