@@ -1,7 +1,7 @@
 //! Where a built-in tool acts: on the host (the default), or in an isolate named by
 //! `--tools-runtime` or a request's `x-tool-runtime` header — `docker-container:ID`,
 //! `podman-container:ID` (a running container) or `ssh:[USER@]HOST` (key-based, batch mode).
-//! Also runs a command there: `sh -c`, stdout and stderr together, a byte cap, a timeout that
+//! Also runs a command there: `sh -c`, stdout and stderr together (one pipe), a byte cap, a timeout that
 //! kills the whole process group, and chunks handed out as they arrive. Invariants: an unknown
 //! runtime is an error, never the host; a target that could be read as an option is refused.
 
@@ -76,7 +76,7 @@ impl Runtime {
     /// The program and arguments that run `script` with `sh -c` here, in `cwd` when given.
     fn argv(&self, script: &str, cwd: Option<&str>, stdin: bool) -> Vec<String> {
         let script = match cwd {
-            Some(d) if *self != Runtime::Host => format!("cd {} && {script}", quote(d)),
+            Some(d) if *self != Runtime::Host => format!("cd {} || exit 1\n{script}", quote(d)),
             _ => script.to_string(),
         };
         match self {
@@ -124,8 +124,10 @@ impl Runtime {
         (max_output, timeout): (usize, Duration),
         mut on_chunk: impl FnMut(&str) -> bool,
     ) -> Result<Output, String> {
-        let script = format!("exec 2>&1\n{script}");
-        let argv = self.argv(&script, cwd, stdin.is_some());
+        let argv = self.argv(script, cwd, stdin.is_some());
+        // stdout and stderr share one pipe, so the output keeps its order.
+        let (reader, writer) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
+        let writer2 = writer.try_clone().map_err(|e| format!("pipe: {e}"))?;
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .stdin(if stdin.is_some() {
@@ -133,8 +135,8 @@ impl Runtime {
             } else {
                 std::process::Stdio::null()
             })
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(writer2)
             .kill_on_drop(true);
         #[cfg(unix)]
         cmd.process_group(0);
@@ -144,13 +146,17 @@ impl Runtime {
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        // The command's copies of the pipe's write end close here: EOF once the child is done.
+        drop(cmd);
         let pid = child.id();
         if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
             tokio::spawn(async move {
                 let _ = w.write_all(&data).await;
             });
         }
-        let mut out = child.stdout.take().ok_or("no stdout")?;
+        let mut out =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
+                .map_err(|e| format!("pipe: {e}"))?;
         let mut res = Output::default();
         let mut buf = vec![0u8; 8192];
         let deadline = tokio::time::Instant::now() + timeout;
