@@ -26,7 +26,7 @@ pub struct Tools {
     builtin: Vec<&'static str>,
     runtime: Option<runtime::Runtime>,
     mcp: mcp_pool::McpPool,
-    /// MCP tools by their listed name: (name, server, tool).
+    /// MCP tools by their listed name: (name, index into the pool's tools).
     mcp_names: Vec<(String, usize)>,
 }
 
