@@ -30,6 +30,7 @@ mod routes;
 mod server;
 mod sessions;
 mod state;
+pub mod tools;
 mod ui;
 
 pub use access_log::LogLevel;

@@ -181,6 +181,10 @@ impl Server {
         }
         drop(listeners);
         state.shutting_down.store(true, Relaxed);
+        // Tool calls in flight end now rather than hold the drain.
+        if let Some(t) = &state.config.tools {
+            t.shutdown();
+        }
         let _ = stop_tx.send(true);
         let drained = tokio::time::timeout(state.config.shutdown_timeout, graceful.shutdown())
             .await

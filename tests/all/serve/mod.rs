@@ -20,6 +20,7 @@ pub mod server;
 mod small;
 mod structured;
 mod structured_tools;
+mod tools;
 
 use std::process::Command;
 

@@ -12,6 +12,7 @@ pub mod run;
 pub mod serve;
 mod serve_events;
 pub mod serve_flags;
+mod serve_tools;
 mod softmax;
 pub mod store;
 pub mod synth;

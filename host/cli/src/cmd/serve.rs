@@ -88,6 +88,8 @@ pub struct ServeArgs {
     chat_template: Option<String>,
     #[command(flatten)]
     dropin: super::serve_flags::DropInArgs,
+    #[command(flatten)]
+    tools: super::serve_tools::ToolsArgs,
 }
 
 impl ServeArgs {
@@ -138,7 +140,13 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         None => RawConfig::default(),
     };
     let overrides = a.overrides()?;
-    let cfg = config::resolve(raw, &overrides)?;
+    let tools = a.tools.config()?;
+    let cors_set = a.dropin.cors_origins.is_some() || raw.server.cors_origins.is_some();
+    let mut cfg = config::resolve(raw, &overrides)?;
+    if tools.is_some() && !cors_set {
+        // Tools act on this host: browser pages only from this machine unless configured.
+        cfg.dropin.cors_origins = memoria_http::CorsOrigins::Localhost;
+    }
     for w in config::short_key_warnings(&cfg) {
         eprintln!("memoria: warning: {w}");
     }
@@ -215,6 +223,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         llama_metrics: a.dropin.ignored.metrics,
         predict_route: predict_route(),
         responses_dir: cfg.store.as_ref().map(|d| d.join("responses")),
+        tools: None,
     };
     let events = cfg
         .events
@@ -240,6 +249,10 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
     };
     let rt = super::server_runtime()?;
     rt.block_on(async move {
+        let mut parts = parts;
+        if let Some(t) = tools {
+            parts.config.tools = Some(memoria_http::tools::Tools::start(t).await.map_err(anyhow::Error::msg)?);
+        }
         let mut addrs = vec![cfg.addr];
         addrs.extend(cfg.more_addrs.iter().copied());
         let server = Server::bind_all(&addrs, parts)
