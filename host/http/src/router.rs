@@ -96,6 +96,7 @@ async fn dispatch(
             observe(&state, &method, &path, req.headers())
                 .map(|()| ok_json(&metrics::stats_json(&state))),
         ),
+        "/cors-proxy" => ("cors_proxy", crate::cors_proxy::handle(state, req).await),
         "/" | "/ui" | "/ui/" if state.config.status_page => (
             "ui",
             only(&method, &Method::GET, &path).map(|()| crate::ui::page()),

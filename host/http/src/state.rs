@@ -81,6 +81,8 @@ pub struct HttpConfig {
     pub predict_route: Option<String>,
     /// Where stored responses are kept across restarts (`<store>/responses`; None: memory only).
     pub responses_dir: Option<std::path::PathBuf>,
+    /// Whether `/cors-proxy` fetches URLs for the web UI (`--ui-mcp-proxy`; 403 otherwise).
+    pub cors_proxy: bool,
 }
 
 /// The server-wide defaults of a request's generation settings.
@@ -127,6 +129,7 @@ impl Default for HttpConfig {
             llama_metrics: false,
             predict_route: None,
             responses_dir: None,
+            cors_proxy: false,
         }
     }
 }

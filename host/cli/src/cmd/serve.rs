@@ -215,6 +215,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         llama_metrics: a.dropin.ignored.metrics,
         predict_route: predict_route(),
         responses_dir: cfg.store.as_ref().map(|d| d.join("responses")),
+        cors_proxy: a.dropin.ui_mcp_proxy,
     };
     let events = cfg
         .events
