@@ -78,7 +78,8 @@ pub fn target_url(query: Option<&str>) -> Result<String, ApiError> {
         .split('&')
         .find_map(|pair| pair.strip_prefix("url="))
         .ok_or_else(|| ApiError::invalid("url", "missing the `url` query parameter"))?;
-    let url = percent_decode(raw).ok_or_else(|| ApiError::invalid("url", "`url` is not valid percent-encoded UTF-8"))?;
+    let url = percent_decode(raw)
+        .ok_or_else(|| ApiError::invalid("url", "`url` is not valid percent-encoded UTF-8"))?;
     let uri: http::Uri = url
         .parse()
         .map_err(|e| ApiError::invalid("url", format!("invalid target URL: {e}")))?;
@@ -90,7 +91,12 @@ pub fn target_url(query: Option<&str>) -> Result<String, ApiError> {
                 format!("unsupported URL scheme in target URL: {s} (http and https only)"),
             ));
         }
-        None => return Err(ApiError::invalid("url", "invalid target URL: missing scheme")),
+        None => {
+            return Err(ApiError::invalid(
+                "url",
+                "invalid target URL: missing scheme",
+            ));
+        }
     }
     let Some(authority) = uri.authority() else {
         return Err(ApiError::invalid("url", "invalid target URL: missing host"));
@@ -223,7 +229,10 @@ fn fetch(
         match reader.read(&mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => {
-                if body.blocking_send(Bytes::copy_from_slice(&buf[..n])).is_err() {
+                if body
+                    .blocking_send(Bytes::copy_from_slice(&buf[..n]))
+                    .is_err()
+                {
                     return;
                 }
             }

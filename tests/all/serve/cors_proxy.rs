@@ -59,8 +59,16 @@ fn serve_cors_proxy_off_by_default() {
     let s = Server::start("cors-proxy-off", &["-m", &m, "-c", "64"]);
     let r = get(s.addr, "/cors-proxy?url=http://127.0.0.1:1/", &[]);
     assert_eq!(r.status, 403, "{}", r.text());
-    assert_eq!(r.json()["error"]["type"], "feature_disabled", "{}", r.text());
-    assert_eq!(get(s.addr, "/props", &[]).json()["cors_proxy_enabled"], false);
+    assert_eq!(
+        r.json()["error"]["type"],
+        "feature_disabled",
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        get(s.addr, "/props", &[]).json()["cors_proxy_enabled"],
+        false
+    );
 }
 
 #[test]
@@ -71,7 +79,15 @@ fn serve_cors_proxy_forwards_only_explicit_headers_and_needs_the_key() {
         "cors-proxy-on",
         &["-m", &m, "-c", "64", "--ui-mcp-proxy", "--api-key", key],
     );
-    assert_eq!(get(s.addr, "/props", &[("Authorization", &format!("Bearer {key}"))]).json()["cors_proxy_enabled"], true);
+    assert_eq!(
+        get(
+            s.addr,
+            "/props",
+            &[("Authorization", &format!("Bearer {key}"))]
+        )
+        .json()["cors_proxy_enabled"],
+        true
+    );
     // Without the key: refused before anything is fetched.
     let r = get(s.addr, "/cors-proxy?url=http://127.0.0.1:1/", &[]);
     assert_eq!(r.status, 401, "{}", r.text());
@@ -86,7 +102,10 @@ fn serve_cors_proxy_forwards_only_explicit_headers_and_needs_the_key() {
             ("Cookie", "session=secret"),
             ("Proxy-Authorization", "Basic secret"),
             ("x-llama-server-proxy-header-accept", "application/json"),
-            ("x-llama-server-proxy-header-authorization", "Bearer explicit"),
+            (
+                "x-llama-server-proxy-header-authorization",
+                "Bearer explicit",
+            ),
         ],
     );
     assert_eq!(r.status, 200, "{}", r.text());
@@ -95,8 +114,14 @@ fn serve_cors_proxy_forwards_only_explicit_headers_and_needs_the_key() {
     assert_eq!(r.header("set-cookie"), None);
     let head = head.recv().expect("upstream saw the request");
     assert_eq!(head[0], "get /capture?a=1 http/1.1", "{head:?}");
-    assert!(head.contains(&"accept: application/json".to_string()), "{head:?}");
-    assert!(head.contains(&"authorization: bearer explicit".to_string()), "{head:?}");
+    assert!(
+        head.contains(&"accept: application/json".to_string()),
+        "{head:?}"
+    );
+    assert!(
+        head.contains(&"authorization: bearer explicit".to_string()),
+        "{head:?}"
+    );
     for h in &head {
         assert!(
             !h.starts_with("cookie") && !h.starts_with("x-api-key") && !h.starts_with("proxy-"),
@@ -109,18 +134,37 @@ fn serve_cors_proxy_forwards_only_explicit_headers_and_needs_the_key() {
         s.addr,
         "POST",
         &format!("/cors-proxy?url=http://127.0.0.1:{port}/"),
-        &[("Authorization", &bearer), ("Content-Type", "application/json")],
+        &[
+            ("Authorization", &bearer),
+            ("Content-Type", "application/json"),
+        ],
         json!({}).to_string().as_bytes(),
     );
     assert_eq!(r.status, 204, "{}", r.text());
     assert!(r.body.is_empty());
     assert!(head.recv().expect("upstream saw the POST")[0].starts_with("post / "));
     // Only http and https; an unreachable target is a 502.
-    for url in ["file:///etc/passwd", "ftp://127.0.0.1/", "http://u:p@127.0.0.1/"] {
-        let r = get(s.addr, &format!("/cors-proxy?url={url}"), &[("Authorization", &bearer)]);
+    for url in [
+        "file:///etc/passwd",
+        "ftp://127.0.0.1/",
+        "http://u:p@127.0.0.1/",
+    ] {
+        let r = get(
+            s.addr,
+            &format!("/cors-proxy?url={url}"),
+            &[("Authorization", &bearer)],
+        );
         assert_eq!(r.status, 400, "{url}: {}", r.text());
     }
-    let dead = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let r = get(s.addr, &format!("/cors-proxy?url=http://127.0.0.1:{dead}/"), &[("Authorization", &bearer)]);
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let r = get(
+        s.addr,
+        &format!("/cors-proxy?url=http://127.0.0.1:{dead}/"),
+        &[("Authorization", &bearer)],
+    );
     assert_eq!(r.status, 502, "{}", r.text());
 }
