@@ -15,6 +15,7 @@ mod auth;
 mod body;
 mod components;
 mod cors;
+mod cors_proxy;
 mod error;
 mod framing;
 mod framing_out;

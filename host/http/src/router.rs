@@ -97,6 +97,7 @@ async fn dispatch(
                 .map(|()| ok_json(&metrics::stats_json(&state))),
         ),
         "/tools" | "/tools/" => ("tools", Ok(crate::tools::handle(state, req).await)),
+        "/cors-proxy" => ("cors_proxy", crate::cors_proxy::handle(state, req).await),
         "/" | "/ui" | "/ui/" if state.config.status_page => (
             "ui",
             only(&method, &Method::GET, &path).map(|()| crate::ui::page()),

@@ -83,6 +83,8 @@ pub struct HttpConfig {
     pub responses_dir: Option<std::path::PathBuf>,
     /// Server-side tools (`/tools`, llama-server's `--tools` and MCP servers; None: off).
     pub tools: Option<Arc<crate::tools::Tools>>,
+    /// Whether `/cors-proxy` fetches URLs for the web UI (`--ui-mcp-proxy`; 403 otherwise).
+    pub cors_proxy: bool,
 }
 
 /// The server-wide defaults of a request's generation settings.
@@ -130,6 +132,7 @@ impl Default for HttpConfig {
             predict_route: None,
             responses_dir: None,
             tools: None,
+            cors_proxy: false,
         }
     }
 }

@@ -7,6 +7,7 @@ mod agents;
 mod api;
 pub mod client;
 mod corpus;
+mod cors_proxy;
 mod default_model;
 mod deploy;
 mod dropin;

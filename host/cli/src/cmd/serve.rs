@@ -224,6 +224,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         predict_route: predict_route(),
         responses_dir: cfg.store.as_ref().map(|d| d.join("responses")),
         tools: None,
+        cors_proxy: a.dropin.ui_mcp_proxy,
     };
     let events = cfg
         .events

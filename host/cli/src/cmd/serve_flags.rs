@@ -97,6 +97,11 @@ pub struct DropInArgs {
     /// V cache type (llama-server's `-ctv`): must equal the K cache type.
     #[arg(long = "cache-type-v", value_parser = super::run::parse_kv)]
     pub cache_type_v: Option<memoria_kv::KvElem>,
+    /// Serve `/cors-proxy?url=...`, which fetches any http(s) URL for the web UI's MCP client
+    /// (llama-server's flag): do not turn on where clients are not trusted with the host's
+    /// network. Off by default (403).
+    #[arg(long = "ui-mcp-proxy", visible_alias = "webui-mcp-proxy")]
+    pub ui_mcp_proxy: bool,
     #[command(flatten)]
     pub ignored: Ignored,
 }

@@ -32,5 +32,6 @@ pub fn get(state: &AppState) -> Response {
         "build_info": concat!("memoria ", env!("CARGO_PKG_VERSION")),
         "modalities": {"vision": false, "audio": false},
         "is_sleeping": false,
+        "cors_proxy_enabled": cfg.cors_proxy,
     }))
 }
