@@ -71,6 +71,32 @@ pub fn namespace_for_key(
     }
 }
 
+/// Host features that act on the machine itself (server tools, the CORS proxy): on a keyed
+/// host only the host's own keys open them, the admin key or a key of the default namespace
+/// (`--api-key`), never a tenant namespace's key. An open host is the operator's choice.
+pub fn check_host_key(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if !state.auth_required() {
+        return Ok(());
+    }
+    let Some(key) = bearer(headers)? else {
+        return Err(ApiError::unauthorized(
+            "missing API key: send `Authorization: Bearer KEY` (or `X-Api-Key: KEY`)",
+        ));
+    };
+    let admin = state.config.admin_key.as_deref();
+    if admin.is_some_and(|a| constant_time_eq(key.as_bytes(), a.as_bytes())) {
+        return Ok(());
+    }
+    match state.tenants().by_key(key) {
+        Some(ns) if ns.name == state.config.default_namespace => Ok(()),
+        Some(_) => Err(ApiError::forbidden(
+            "this endpoint acts on the host: it needs the host's --api-key or the admin key, \
+             not a namespace's key",
+        )),
+        None => Err(ApiError::unauthorized("invalid API key")),
+    }
+}
+
 /// The namespace named in a `/ns/{name}/...` path, checking the caller's key against it. On a
 /// keyed host an unknown namespace, a missing key, an unknown key and another namespace's key
 /// all get the same 401, so namespace names cannot be probed; an open host answers 404 for an

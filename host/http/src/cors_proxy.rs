@@ -49,7 +49,7 @@ pub async fn handle(
         e.kind = "feature_disabled";
         return Err(e);
     }
-    crate::auth::namespace_for_key(&state, req.headers())?;
+    crate::auth::check_host_key(&state, req.headers())?;
     let method = req.method().clone();
     if method != Method::GET && method != Method::POST {
         return Err(ApiError::method_not_allowed(&method, "/cors-proxy"));

@@ -2,7 +2,7 @@
 //! as `<server>_<tool>` and called over stdio (concurrent calls, the per-call timeout, a
 //! crashed server started again, a bad server not hiding a good one, prompt shutdown with a
 //! call in flight), the built-in file and shell tools, and the gates: off without the flags,
-//! the key on a keyed host, CORS to this machine only, a bad MCP config refused at start-up.
+//! the host's key on a keyed host (never a tenant's), CORS to this machine only, a bad MCP config refused at start-up.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -312,6 +312,69 @@ fn serve_tools_are_off_by_default_keyed_and_local_only() {
         .status,
         200
     );
+    drop(s);
+
+    // On a host with tenants, a tenant's key never opens the host's tools; the host's own
+    // --api-key and the admin key do.
+    let dir = temp_dir("tools-tenants");
+    let cfg = dir.join("host.toml");
+    std::fs::write(
+        &cfg,
+        "[namespaces.tenant]\nisolation = \"isolated\"\napi_keys = [\"tenant-key-0001\"]\n",
+    )
+    .expect("config written");
+    let s = Server::start(
+        "tools-tenants",
+        &[
+            "--tools",
+            "all",
+            "--api-key",
+            "tools-key-0001",
+            "--admin-key",
+            "tools-admin-0001",
+            "--ui-mcp-proxy",
+            "--config",
+            cfg.to_str().expect("utf-8 path"),
+        ],
+    );
+    let exec = json!({"tool": "exec_shell_command", "params": {"command": "echo hi"}});
+    let r = post(
+        s.addr,
+        "/tools",
+        &exec,
+        &[("Authorization", "Bearer tenant-key-0001")],
+    );
+    assert_eq!(r.status, 403, "a tenant's key: {}", r.text());
+    assert_eq!(
+        get(s.addr, "/tools", &[("X-Api-Key", "tenant-key-0001")]).status,
+        403
+    );
+    // The CORS proxy fetches from the host's network: the same rule.
+    let proxied = "/cors-proxy?url=http://127.0.0.1:9/";
+    let r = get(
+        s.addr,
+        proxied,
+        &[("Authorization", "Bearer tenant-key-0001")],
+    );
+    assert_eq!(r.status, 403, "a tenant's key: {}", r.text());
+    let r = get(
+        s.addr,
+        proxied,
+        &[("Authorization", "Bearer tools-key-0001")],
+    );
+    assert_eq!(
+        r.status,
+        502,
+        "the host's key reaches the (dead) target: {}",
+        r.text()
+    );
+    for key in ["Bearer tools-key-0001", "Bearer tools-admin-0001"] {
+        assert_eq!(
+            get(s.addr, "/tools", &[("Authorization", key)]).status,
+            200,
+            "{key}"
+        );
+    }
     for (origin, allowed) in [
         ("http://localhost:8080", true),
         ("http://evil.example", false),

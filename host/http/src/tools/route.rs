@@ -36,7 +36,7 @@ async fn serve(
     state: Arc<AppState>,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<Response, ApiError> {
-    crate::auth::namespace_for_key(&state, req.headers())?;
+    crate::auth::check_host_key(&state, req.headers())?;
     let Some(tools) = state.config.tools.clone() else {
         return Err(ApiError::forbidden(
             "server tools are off: start the server with --tools (built-in tools) or --mcp-servers-config / --mcp-servers-json",
