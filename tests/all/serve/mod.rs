@@ -14,6 +14,7 @@ mod family_chat;
 mod faults;
 mod infill;
 mod limits;
+mod llama_gaps;
 mod llama_native;
 mod memory;
 pub mod server;

@@ -157,6 +157,9 @@ pub struct Ignored {
     /// Ignored: the prompt cache is one shared pool, with no per-slot copies to save or clear.
     #[arg(long = "cache-idle-slots")]
     pub cache_idle_slots: bool,
+    /// Ignored: sampling always runs on the host, with the same results.
+    #[arg(long = "backend-sampling", visible_alias = "backend_sampling")]
+    pub backend_sampling: bool,
     /// Ignored (see --cache-idle-slots).
     #[arg(long = "no-cache-idle-slots")]
     pub no_cache_idle_slots: bool,

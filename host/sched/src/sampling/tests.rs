@@ -457,6 +457,7 @@ fn valid_params() -> impl Strategy<Value = SamplingParams> {
                     seed,
                     logit_bias,
                     logprobs: None,
+                    post_sampling_probs: false,
                 }
             },
         )
