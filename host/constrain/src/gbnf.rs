@@ -16,6 +16,10 @@ const MAX_GRAMMAR_LEN: usize = 256 << 10;
 const MAX_REGEX_LEN: usize = 4 << 20;
 /// Groups nested deeper than this are refused (the parser recurses on them).
 const MAX_NESTING: usize = 200;
+/// Rule references nested deeper than this are refused (each is inlined by recursion).
+const MAX_RULE_DEPTH: usize = 200;
+/// At most this many repetition operators in a row on one item (`"a"*?`).
+const MAX_POSTFIX_RUN: usize = 4;
 
 fn err(reason: impl Into<String>) -> ConstrainError {
     ConstrainError::Format {
@@ -156,7 +160,18 @@ impl<'a> Parser<'a> {
     fn sequence(&mut self) -> Result<Vec<Expr>, ConstrainError> {
         let nested = self.depth > 1;
         let mut seq: Vec<Expr> = Vec::new();
+        let mut postfix_run = 0;
         loop {
+            postfix_run = match self.peek() {
+                Some('*' | '+' | '?' | '{') => postfix_run + 1,
+                _ => 0,
+            };
+            if postfix_run > MAX_POSTFIX_RUN {
+                return Err(err(format!(
+                    "more than {MAX_POSTFIX_RUN} repetition operators in a row at byte {}",
+                    self.pos
+                )));
+            }
             let atom = match self.peek() {
                 Some('"') => {
                     self.bump();
@@ -329,6 +344,11 @@ impl<'a> Emitter<'a> {
         if let Some(r) = self.done.get(name) {
             return Ok(r.clone());
         }
+        if self.stack.len() >= MAX_RULE_DEPTH {
+            return Err(ConstrainError::TooComplex(format!(
+                "grammar rules reference each other deeper than {MAX_RULE_DEPTH}"
+            )));
+        }
         if self.stack.contains(&name) {
             return Err(ConstrainError::TooComplex(format!(
                 "grammar rule `{name}` is recursive (only non-recursive grammars are supported)"
@@ -467,8 +487,18 @@ mod tests {
             "root ::= x\nx ::= \"(\" x \")\" | \"\"",
             "root ::= \"unterminated",
             "root ::= *",
+            "root ::= \"a\"*****",
         ] {
             assert!(to_regex(g).is_err(), "{g}");
+        }
+        // Deep chains of rules or groups are refused, not a stack overflow.
+        let chain: String = (0..5000)
+            .map(|i| format!("r{i} ::= r{}\n", i + 1))
+            .collect();
+        let deep = format!("root ::= r0\n{chain}r5000 ::= \"x\"\n");
+        let groups = format!("root ::= {}\"x\"{}", "(".repeat(5000), ")".repeat(5000));
+        for g in [deep, groups] {
+            assert!(to_regex(&g).is_err(), "{g}");
         }
     }
 }

@@ -101,7 +101,7 @@ fn serve_prefill_template_vars_and_anthropic_blocks() {
     std::fs::write(
         &tpl,
         "{{ 'Available:' + functions + '; today ' + datetime + '\n' }}\
-         {% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{% endfor %}\
+         {% for m in messages %}<{{ m.role }}>{{ m.reasoning_content or '' }}{{ m.content | trim }}</{{ m.role }}>{% endfor %}\
          {% if add_generation_prompt %}<assistant>{% endif %}",
     )
     .expect("template");
@@ -111,7 +111,7 @@ fn serve_prefill_template_vars_and_anthropic_blocks() {
             "-m",
             &m,
             "-c",
-            "256",
+            "512",
             "--chat-template-file",
             tpl.to_str().expect("utf-8"),
         ],

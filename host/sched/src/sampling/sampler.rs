@@ -182,7 +182,8 @@ impl Sampler {
         let total: f64 = self.weights.iter().sum();
         if self.params.temperature <= 0.0
             || self.weights.len() != self.candidates.len()
-            || !(total > 0.0)
+            || total.is_nan()
+            || total <= 0.0
         {
             return TokenLogprobs::from_parts(one(token), &[one(token)][..k.min(1)]);
         }
