@@ -21,6 +21,9 @@ pub enum ResponseFormat {
     /// A schema's JSON wrapped in literal text (a chat template's tool-call syntax); never read
     /// from a request's `response_format`, only built by the server.
     Wrapped(crate::wrap::Wrapped),
+    /// Text a GBNF grammar (llama.cpp's `grammar` field) generates; built with
+    /// [`ResponseFormat::from_gbnf`], which checks it.
+    Gbnf(String),
 }
 
 /// The `json_schema` member of `{"type":"json_schema", "json_schema": {...}}`.
@@ -104,6 +107,13 @@ impl ResponseFormat {
     pub fn from_json_str(text: &str) -> Result<ResponseFormat, ConstrainError> {
         let v = Json::parse(text).map_err(|e| format_err("response_format", e.to_string()))?;
         ResponseFormat::from_json(&v)
+    }
+
+    /// A GBNF grammar's format, checked (parsed, non-recursive, within the limits) here so that a
+    /// bad grammar is refused before anything runs.
+    pub fn from_gbnf(text: &str) -> Result<ResponseFormat, ConstrainError> {
+        crate::gbnf::to_regex(text)?;
+        Ok(ResponseFormat::Gbnf(text.to_owned()))
     }
 
     /// Whether this format constrains the output at all.

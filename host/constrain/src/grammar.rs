@@ -42,6 +42,7 @@ fn canonical(f: &ResponseFormat) -> Option<String> {
             .as_ref()
             .map(|s| format!("schema:{}", s.to_compact())),
         ResponseFormat::Wrapped(w) => Some(w.canonical()),
+        ResponseFormat::Gbnf(g) => Some(format!("gbnf:{g}")),
     }
 }
 
@@ -58,6 +59,9 @@ impl Grammar {
                 schema: Some(s), ..
             }) => Kind::Dfa(Box::new(Table::build(&schema::to_regex(s)?)?)),
             ResponseFormat::Wrapped(w) => Kind::Dfa(Box::new(Table::build(&w.to_regex()?)?)),
+            ResponseFormat::Gbnf(g) => {
+                Kind::Dfa(Box::new(Table::build(&crate::gbnf::to_regex(g)?)?))
+            }
             _ => Kind::JsonObject,
         };
         Ok(Grammar { kind, key })

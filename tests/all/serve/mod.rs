@@ -15,6 +15,7 @@ mod family_chat;
 mod faults;
 mod infill;
 mod limits;
+mod llama_gaps;
 mod llama_native;
 mod memory;
 pub mod server;

@@ -162,6 +162,13 @@ pub struct Ignored {
     /// Ignored: the prompt cache is one shared pool, with no per-slot copies to save or clear.
     #[arg(long = "cache-idle-slots")]
     pub cache_idle_slots: bool,
+    /// Ignored: the prompt cache lives in the K/V pool, sized by `[cache] budget_mb`, not in a
+    /// separate host-memory cache.
+    #[arg(long = "cache-ram", value_name = "MiB", allow_hyphen_values = true)]
+    pub cache_ram: Option<i64>,
+    /// Ignored: sampling always runs on the host, with the same results.
+    #[arg(long = "backend-sampling", visible_alias = "backend_sampling")]
+    pub backend_sampling: bool,
     /// Ignored (see --cache-idle-slots).
     #[arg(long = "no-cache-idle-slots")]
     pub no_cache_idle_slots: bool,
@@ -180,4 +187,5 @@ pub const SHORT_FLAGS: &[(&str, &str)] = &[
     ("-nocb", "--no-cont-batching"),
     ("-kvu", "--kv-unified"),
     ("-rea", "--reasoning"),
+    ("-cram", "--cache-ram"),
 ];

@@ -44,6 +44,12 @@ fn breakpoint(block: &Value, field: &str) -> Result<Option<Duration>, ApiError> 
     }
 }
 
+/// What an image block gets: memoria's models read text only (llama-server's answer to an image
+/// for a model without a vision projector).
+fn no_images() -> ApiError {
+    ApiError::internal("image input is not supported: this model reads text only")
+}
+
 /// The text of a `content` that is a string or text blocks (for `system` and tool results).
 fn text_of(content: &Value, field: &str) -> Result<(String, Option<Duration>), ApiError> {
     match content {
@@ -64,6 +70,7 @@ fn text_of(content: &Value, field: &str) -> Result<(String, Option<Duration>), A
                         text.push_str(t);
                         ttl = breakpoint(b, &f)?.or(ttl);
                     }
+                    (Some("image"), _) => return Err(no_images()),
                     (kind, _) => {
                         return Err(bad(
                             f,
@@ -129,6 +136,7 @@ pub fn convert(v: &Value) -> Result<Converted, ApiError> {
             }
         };
         let mut text = String::new();
+        let mut reasoning = String::new();
         let mut calls = Vec::new();
         let mut ttl = None;
         for (j, b) in blocks.iter().enumerate() {
@@ -164,7 +172,17 @@ pub fn convert(v: &Value) -> Result<Converted, ApiError> {
                         breakpoints.push((messages.len(), t));
                     }
                 }
+                // An assistant's earlier thinking goes to the template as `reasoning_content`.
+                Some("thinking") if role == "assistant" => {
+                    if let Some(t) = b.get("thinking").and_then(Value::as_str) {
+                        if !reasoning.is_empty() {
+                            reasoning.push('\n');
+                        }
+                        reasoning.push_str(t);
+                    }
+                }
                 Some("thinking" | "redacted_thinking") => {}
+                Some("image") => return Err(no_images()),
                 kind => {
                     return Err(bad(
                         f,
@@ -175,7 +193,7 @@ pub fn convert(v: &Value) -> Result<Converted, ApiError> {
                 }
             }
         }
-        if !text.is_empty() || !calls.is_empty() {
+        if !text.is_empty() || !calls.is_empty() || !reasoning.is_empty() {
             let mut msg = Map::new();
             msg.insert("role".into(), json!(role));
             msg.insert(
@@ -188,6 +206,9 @@ pub fn convert(v: &Value) -> Result<Converted, ApiError> {
             );
             if !calls.is_empty() {
                 msg.insert("tool_calls".into(), Value::Array(calls));
+            }
+            if !reasoning.is_empty() {
+                msg.insert("reasoning_content".into(), json!(reasoning));
             }
             messages.push(Value::Object(msg));
         }
@@ -265,7 +286,9 @@ pub fn convert(v: &Value) -> Result<Converted, ApiError> {
         .get("messages")
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
-    let chat: ChatRequest = crate::openai::parse_json(Value::Object(chat).to_string().as_bytes())?;
+    let mut chat: ChatRequest =
+        crate::openai::parse_json(Value::Object(chat).to_string().as_bytes())?;
+    chat.allow_empty_messages = true;
     Ok(Converted {
         chat,
         breakpoints,

@@ -107,6 +107,7 @@ pub(super) async fn generate(
         model: ctx.model_id().to_string(),
         slot: req.id_slot.filter(|s| *s >= 0).unwrap_or(0),
         n_probs: s.sampling.logprobs.is_some(),
+        post_sampling: s.sampling.post_sampling_probs,
         return_tokens: req.return_tokens.unwrap_or(false),
         predicted: vec![0; shapes.len()],
         shapes,
@@ -135,7 +136,8 @@ pub(super) async fn generate(
             a["tokens_cached"] = json!(usage.cached_tokens);
             a["timings"] = timings.to_json();
             if fmt.n_probs {
-                a["completion_probabilities"] = probabilities(&tok, &f.logprobs).into();
+                a["completion_probabilities"] =
+                    probabilities(&tok, &f.logprobs, fmt.post_sampling).into();
             }
             if fields.is_empty() {
                 a
@@ -165,6 +167,8 @@ struct NativeChunks {
     model: String,
     slot: i64,
     n_probs: bool,
+    /// The probabilities are after the sampler chain (`prob`, `top_probs`).
+    post_sampling: bool,
     return_tokens: bool,
     shapes: Vec<Shape>,
     /// Tokens streamed so far, per answer.
@@ -223,7 +227,8 @@ impl SseFormat for NativeChunks {
             "tokens_evaluated": self.shapes.get(index).map_or(0, |s| s.prompt_n),
         });
         if self.n_probs && !lps.is_empty() {
-            c["completion_probabilities"] = probabilities(&self.tok, lps).into();
+            c["completion_probabilities"] =
+                probabilities(&self.tok, lps, self.post_sampling).into();
         }
         Some(c)
     }

@@ -47,6 +47,7 @@ pub fn generation_settings(
         "stream": stream,
         "logit_bias": bias,
         "n_probs": p.logprobs.unwrap_or(0),
+        "post_sampling_probs": p.post_sampling_probs,
         "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
         // llama.cpp's adaptive-p sampler, which memoria does not have: disabled (a negative
         // target) at llama.cpp's default decay.
@@ -66,20 +67,30 @@ pub fn stop_type(reason: StopReason) -> &'static str {
 }
 
 /// One entry of `completion_probabilities` (llama-server's shape, log-probabilities).
-pub fn probabilities(tok: &Tokenizer, lps: &[TokenLogprobs]) -> Vec<Value> {
+pub fn probabilities(tok: &Tokenizer, lps: &[TokenLogprobs], post_sampling: bool) -> Vec<Value> {
     let entry = |id: u32, logprob: f32| {
         let bytes = tok.token_to_piece(id, true);
-        json!({
+        let mut e = json!({
             "id": id,
             "token": String::from_utf8_lossy(&bytes),
             "bytes": bytes,
-            "logprob": if logprob.is_finite() { json!(logprob) } else { json!(-9999.0) },
-        })
+        });
+        e[if post_sampling { "prob" } else { "logprob" }] = match (post_sampling, logprob) {
+            (true, l) => json!(f64::from(l).exp()),
+            (false, l) if l.is_finite() => json!(l),
+            (false, _) => json!(-9999.0),
+        };
+        e
+    };
+    let top_key = if post_sampling {
+        "top_probs"
+    } else {
+        "top_logprobs"
     };
     lps.iter()
         .map(|lp| {
             let mut e = entry(lp.sampled.id, lp.sampled.logprob);
-            e["top_logprobs"] = lp
+            e[top_key] = lp
                 .top()
                 .iter()
                 .map(|t| entry(t.id, t.logprob))

@@ -32,6 +32,7 @@ pub struct NativeRequest {
     pub stop: Option<Vec<String>>,
     pub stream: Option<bool>,
     pub n_probs: Option<u64>,
+    pub post_sampling_probs: Option<bool>,
     pub ignore_eos: Option<bool>,
     pub logit_bias: Option<Value>,
     pub json_schema: Option<Value>,
@@ -85,6 +86,7 @@ pub fn settings(
     sampling.logit_bias = logit_bias(r.logit_bias.as_ref(), tok)?;
     if let Some(k) = r.n_probs.filter(|k| *k > 0) {
         sampling.logprobs = Some(usize::try_from(k.min(20)).unwrap_or(20));
+        sampling.post_sampling_probs = r.post_sampling_probs.unwrap_or(false);
     }
     let stop = r.stop.take().unwrap_or_default();
     let stop =

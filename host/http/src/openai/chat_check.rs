@@ -87,7 +87,7 @@ pub(crate) fn check(
     sampling.logprobs = top_logprobs;
     let stop = params::stops(req.stop)?;
     let ignore_eos = req.ignore_eos.unwrap_or(false);
-    let mut messages = messages(req.messages, syntax)?;
+    let mut messages = messages(req.messages, syntax, req.allow_empty_messages)?;
     let mut render = render_of(
         req.add_generation_prompt,
         req.continue_final_message,
@@ -113,6 +113,11 @@ pub(crate) fn check(
             .entry(key)
             .or_insert_with(|| memoria_model::chat::strftime_utc_now(format).into());
     }
+    // FireFunction v2 appends a `functions` variable no caller sets; llama.cpp's Jinja joins an
+    // undefined value as empty text, where minijinja refuses `"..." + undefined`.
+    kwargs
+        .entry("functions")
+        .or_insert(serde_json::Value::String(String::new()));
     render.kwargs = kwargs;
     let max_tokens = match (req.max_completion_tokens, req.max_tokens, req.n_predict) {
         (Some(m), _, _) => ("max_completion_tokens", Some(m)),
@@ -173,17 +178,22 @@ fn render_of(
 }
 
 /// llama-server's structured-output fields beside `response_format`: a top-level JSON Schema
-/// (`json_schema`) when no format is given; a GBNF `grammar` is refused (not supported).
+/// (`json_schema`) when no format is given, or a GBNF `grammar` (non-recursive ones).
 pub(crate) fn llama_format(
     format: Option<ResponseFormat>,
     json_schema: Option<serde_json::Value>,
     grammar: Option<String>,
 ) -> Result<Option<ResponseFormat>, ApiError> {
-    if grammar.as_ref().is_some_and(|g| !g.trim().is_empty()) {
-        return Err(ApiError::invalid(
-            "grammar",
-            "GBNF `grammar` is not supported by this server; use `json_schema` or `response_format`",
-        ));
+    if let Some(g) = grammar.filter(|g| !g.trim().is_empty()) {
+        if format.is_some() {
+            return Err(ApiError::invalid(
+                "grammar",
+                "`grammar` and `response_format` cannot both be given",
+            ));
+        }
+        return ResponseFormat::from_gbnf(&g)
+            .map(Some)
+            .map_err(|e| ApiError::invalid("grammar", e.to_string()));
     }
     match (format, json_schema) {
         (Some(f), _) => Ok(Some(f)),
@@ -203,15 +213,27 @@ pub(crate) fn llama_format(
 /// the template's structured calls (a native syntax) or the generic form's text, its
 /// `reasoning_content` goes to the template (and, with calls, as harmony's `thinking`), and a
 /// `tool` turn keeps its `tool_call_id` and `name`.
-fn messages(msgs: Vec<Message>, syntax: ToolSyntax) -> Result<Vec<ChatMessage>, ApiError> {
-    if msgs.is_empty() {
+fn messages(
+    msgs: Vec<Message>,
+    syntax: ToolSyntax,
+    allow_empty: bool,
+) -> Result<Vec<ChatMessage>, ApiError> {
+    if msgs.is_empty() && !allow_empty {
         return Err(ApiError::invalid(
             "messages",
             "`messages` must contain at least one message",
         ));
     }
     let mut out = Vec::with_capacity(msgs.len());
+    let n_msgs = msgs.len();
     for (i, m) in msgs.into_iter().enumerate() {
+        // Text parts are joined by a newline, as llama.cpp does; a final assistant message (an
+        // answer to continue) by a blank line, as llama.cpp writes the prefill.
+        let joiner = if i + 1 == n_msgs && m.role == "assistant" {
+            "\n\n"
+        } else {
+            "\n"
+        };
         let role = match m.role.as_str() {
             "system" | "user" | "assistant" | "tool" => m.role.clone(),
             "developer" => "system".to_string(),
@@ -230,7 +252,12 @@ fn messages(msgs: Vec<Message>, syntax: ToolSyntax) -> Result<Vec<ChatMessage>, 
                 let mut text = String::new();
                 for (j, p) in parts.into_iter().enumerate() {
                     match (p.kind.as_str(), p.text) {
-                        ("text", Some(t)) => text.push_str(&t),
+                        ("text", Some(t)) => {
+                            if !text.is_empty() {
+                                text.push_str(joiner);
+                            }
+                            text.push_str(&t);
+                        }
                         (kind, _) => {
                             return Err(ApiError::invalid(
                                 format!("messages[{i}].content[{j}]"),

@@ -91,7 +91,17 @@ pub fn chat_text_of(
         {
             return Ok(full[..at + last.content.len()].to_string());
         }
-        return Ok(full);
+        if last.content.is_empty() {
+            return Ok(full);
+        }
+        // The template changed the content (e.g. trimmed its trailing blank lines): as
+        // llama.cpp, the answer is opened as usual and the content follows verbatim.
+        let head = &messages[..messages.len() - 1];
+        let mut text = template
+            .render_with(head, tools, true, &render.kwargs)
+            .map_err(refused)?;
+        text.push_str(&last.content);
+        return Ok(text);
     }
     template
         .render_with(messages, tools, render.generation_prompt, &render.kwargs)

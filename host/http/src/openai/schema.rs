@@ -68,6 +68,10 @@ pub struct Message {
 pub struct ChatRequest {
     pub model: Option<String>,
     pub messages: Vec<Message>,
+    /// An empty `messages` is rendered as it is (the template's opening of an answer) rather
+    /// than refused: set by the Anthropic route, whose llama-server counterpart accepts it.
+    #[serde(skip)]
+    pub allow_empty_messages: bool,
     pub max_tokens: Option<u64>,
     pub max_completion_tokens: Option<u64>,
     pub temperature: Option<f64>,
@@ -107,7 +111,7 @@ pub struct ChatRequest {
     pub n_predict: Option<i64>,
     /// llama-server's: a JSON Schema the answer must follow.
     pub json_schema: Option<Value>,
-    /// llama-server's: a GBNF grammar (not supported: refused with a 400).
+    /// llama-server's: a GBNF grammar constraining the output (non-recursive grammars).
     pub grammar: Option<String>,
     /// llama-server's: further chat template variables (`enable_thinking`, ...).
     pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,

@@ -54,9 +54,14 @@ pub async fn constraint(
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
         let cache = state.structured.cache(state.engine.tokenizer())?;
+        // A grammar too large for the automaton is the `grammar` field's fault.
+        let param = |e: &memoria_constrain::ConstrainError| match format {
+            ResponseFormat::Gbnf(_) => "grammar".to_owned(),
+            _ => e.param(),
+        };
         cache
             .get(&format)
-            .map_err(|e| ApiError::invalid(e.param(), e.to_string()))
+            .map_err(|e| ApiError::invalid(param(&e), e.to_string()))
     })
     .await
     .map_err(|e| ApiError::internal(format!("compiling response_format: {e}")))?

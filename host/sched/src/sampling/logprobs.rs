@@ -30,6 +30,25 @@ impl TokenLogprobs {
     }
 }
 
+impl TokenLogprobs {
+    /// The sampled token's and the best alternatives' figures as given (`top` best first, at most
+    /// [`MAX_TOP_LOGPROBS`] kept).
+    pub(crate) fn from_parts(sampled: TokenLogprob, best: &[TokenLogprob]) -> TokenLogprobs {
+        let empty = TokenLogprob {
+            id: 0,
+            logprob: f32::NEG_INFINITY,
+        };
+        let mut top = [empty; MAX_TOP_LOGPROBS];
+        let n = best.len().min(MAX_TOP_LOGPROBS);
+        top[..n].copy_from_slice(&best[..n]);
+        TokenLogprobs {
+            sampled,
+            n_top: n as u8,
+            top,
+        }
+    }
+}
+
 /// NaN never wins; +inf becomes the largest finite value (as in the sampler).
 fn clean(logit: f32) -> f32 {
     if logit.is_nan() {

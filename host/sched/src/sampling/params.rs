@@ -31,6 +31,10 @@ pub struct SamplingParams {
     /// Report log-probabilities: the sampled token's and the `k` most likely ones (0..=20);
     /// None = off. They are the log-softmax of the model's raw logits (before bias/penalties).
     pub logprobs: Option<usize>,
+    /// With `logprobs`: report instead the probabilities after the sampler chain (bias,
+    /// penalties, top-k, top-p, min-p, temperature), over the candidates it kept, as llama.cpp's
+    /// `post_sampling_probs`; tokens the chain dropped are not listed.
+    pub post_sampling_probs: bool,
 }
 
 /// The largest |bias| `logit_bias` accepts (OpenAI's range).
@@ -56,6 +60,7 @@ impl Default for SamplingParams {
             seed: DEFAULT_SEED,
             logit_bias: Vec::new(),
             logprobs: None,
+            post_sampling_probs: false,
         }
     }
 }
@@ -84,6 +89,7 @@ impl SamplingParams {
             seed: DEFAULT_SEED,
             logit_bias: Vec::new(),
             logprobs: None,
+            post_sampling_probs: false,
         }
     }
 

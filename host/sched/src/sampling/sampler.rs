@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use super::logprobs::{TokenLogprobs, logprobs};
+use super::logprobs::{TokenLogprob, TokenLogprobs, logprobs};
 use super::params::{MAX_LOGIT_BIAS, MAX_TOP_LOGPROBS, SamplingParams};
 use super::penalties::History;
 use super::rng::Xoshiro256;
@@ -127,6 +127,7 @@ impl Sampler {
     /// bring it back.
     pub fn sample_allowed(&mut self, logits: &[f32], allowed: Option<&[u64]>) -> u32 {
         let n = logits.len().min(self.n_vocab).min(u32::MAX as usize);
+        self.weights.clear();
         if n == 0 {
             return 0;
         }
@@ -163,9 +164,49 @@ impl Sampler {
 
     /// The log-probabilities of `token` (and of the `logprobs` best alternatives) under the raw
     /// `logits` the token was sampled from, when the params ask for them.
+    /// With `post_sampling_probs`, they are the probabilities the last [`Sampler::sample`] drew
+    /// `token` with instead (see [`Sampler::post_sampling`]).
     pub fn logprobs(&self, logits: &[f32], token: u32) -> Option<TokenLogprobs> {
         let k = self.params.logprobs?;
+        if self.params.post_sampling_probs {
+            return Some(self.post_sampling(token, k));
+        }
         logprobs(&logits[..logits.len().min(self.n_vocab)], token, k)
+    }
+
+    /// The probabilities of the last draw: the candidates the chain kept, weighted at the
+    /// temperature and normalized (`ln p`), the `k` most likely first (ties: lower id), zero
+    /// weights left out. A greedy pick had probability 1.
+    fn post_sampling(&self, token: u32, k: usize) -> TokenLogprobs {
+        let one = |id| TokenLogprob { id, logprob: 0.0 };
+        let total: f64 = self.weights.iter().sum();
+        if self.params.temperature <= 0.0
+            || self.weights.len() != self.candidates.len()
+            || total.is_nan()
+            || total <= 0.0
+        {
+            return TokenLogprobs::from_parts(one(token), &[one(token)][..k.min(1)]);
+        }
+        let mut kept: Vec<TokenLogprob> = self
+            .candidates
+            .iter()
+            .zip(&self.weights)
+            .filter(|(_, w)| **w > 0.0)
+            .map(|(c, w)| TokenLogprob {
+                id: c.id,
+                logprob: (w / total).ln() as f32,
+            })
+            .collect();
+        kept.sort_unstable_by(|a, b| b.logprob.total_cmp(&a.logprob).then(a.id.cmp(&b.id)));
+        let sampled = kept
+            .iter()
+            .find(|t| t.id == token)
+            .copied()
+            .unwrap_or(TokenLogprob {
+                id: token,
+                logprob: f32::NEG_INFINITY,
+            });
+        TokenLogprobs::from_parts(sampled, &kept[..k.min(kept.len())])
     }
 
     /// Keeps the `top_k` best candidates, sorted. Returns whether `candidates` is sorted.
@@ -236,11 +277,11 @@ impl Sampler {
     fn draw(&mut self) -> u32 {
         let best = argmax(&self.candidates);
         let max = f64::from(best.logit);
+        self.weights.clear();
         if max == f64::NEG_INFINITY {
             return best.id;
         }
         let temperature = f64::from(self.params.temperature);
-        self.weights.clear();
         self.weights.extend(
             self.candidates
                 .iter()

@@ -457,6 +457,7 @@ fn valid_params() -> impl Strategy<Value = SamplingParams> {
                     seed,
                     logit_bias,
                     logprobs: None,
+                    post_sampling_probs: false,
                 }
             },
         )
@@ -565,4 +566,47 @@ fn logprobs_ignore_bias_and_penalties() {
         "the raw model's best comes first"
     );
     assert!(Sampler::new(plain(1), 100).logprobs(&logits, t).is_none());
+}
+
+#[test]
+fn post_sampling_probs_are_the_chains_distribution() {
+    let logits = pseudo_random_logits(5, 200);
+    let params = SamplingParams {
+        temperature: 0.7,
+        top_k: 8,
+        top_p: 1.0,
+        min_p: 0.0,
+        logprobs: Some(20),
+        post_sampling_probs: true,
+        ..SamplingParams::default()
+    };
+    let mut s = Sampler::new(params, 200);
+    let t = s.sample(&logits);
+    let lp = s.logprobs(&logits, t).expect("asked for");
+    // Only top-k's 8 survivors, best first, summing to one; the pick is among them.
+    let top = lp.top();
+    assert_eq!(top.len(), 8);
+    let sum: f64 = top.iter().map(|x| f64::from(x.logprob).exp()).sum();
+    assert!((sum - 1.0).abs() < 1e-5, "{sum}");
+    assert!(top.windows(2).all(|w| w[0].logprob >= w[1].logprob));
+    assert_eq!(top[0].id, argmax(&logits));
+    assert!(
+        top.iter()
+            .any(|x| x.id == t && x.logprob == lp.sampled.logprob)
+    );
+    // Temperature sharpens the distribution against the raw softmax.
+    let raw = super::logprobs(&logits, top[0].id, 0).expect("in range");
+    assert!(top[0].logprob > raw.sampled.logprob);
+    // Greedy: the pick had probability one, alone.
+    let greedy = SamplingParams {
+        logprobs: Some(5),
+        post_sampling_probs: true,
+        ..SamplingParams::greedy()
+    };
+    let mut g = Sampler::new(greedy, 200);
+    let t = g.sample(&logits);
+    let lp = g.logprobs(&logits, t).expect("asked for");
+    assert_eq!(lp.sampled.logprob, 0.0);
+    assert_eq!(lp.top().len(), 1);
+    assert_eq!(lp.top()[0].id, t);
 }
