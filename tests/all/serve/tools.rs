@@ -2,7 +2,8 @@
 //! as `<server>_<tool>` and called over stdio (concurrent calls, the per-call timeout, a
 //! crashed server started again, a bad server not hiding a good one, prompt shutdown with a
 //! call in flight), the built-in file and shell tools, and the gates: off without the flags,
-//! the host's key on a keyed host (never a tenant's), CORS to this machine only, a bad MCP config refused at start-up.
+//! the host's key on a keyed host (never a tenant's), CORS to this machine only, a bad MCP
+//! config refused at start-up.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
