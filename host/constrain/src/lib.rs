@@ -59,6 +59,17 @@
 //!   object).
 //! - strings: `minLength`, `maxLength` (≤ 1000 characters, an escape counting as one), `format`
 //!   `date`, `time`, `date-time`, `uuid`.
+//! - strings: `pattern` (ECMA-262: literals, classes with `\d \w \s` in ECMA's ASCII/ECMA
+//!   meanings, `.`, groups `(...)` `(?:...)` `(?<name>...)`, `|`, `* + ? {m} {m,} {m,n}`, `^`/`$`
+//!   only at the very start/end, unanchored otherwise): the decoded text matches; characters JSON
+//!   escapes (`"`, `\`, controls) are matched in their escaped form. Refused: back-references,
+//!   look-around, `\b`/`\B`, `\c`, `[]`/`[^]`, anchors elsewhere, and `pattern` beside
+//!   `minLength`/`maxLength`/`format`.
+//! - integers: `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (numbers; draft 4's
+//!   booleans too), exactly: every emitted integer is in range and every in-range integer of at
+//!   most 16 digits can be emitted (fractional bounds rounded inward). `multipleOf`: 1 anywhere;
+//!   another positive integer with both bounds and at most [`schema::MAX_MULTIPLES`] multiples
+//!   between them.
 //! - `enum`, `const` (any JSON values, emitted compact; values not of a declared `type` dropped).
 //! - `anyOf` (alone, besides annotations).
 //! - `$ref` to a local JSON pointer (`#`, `#/$defs/x`, `#/definitions/x`, ...). Recursive
@@ -68,8 +79,9 @@
 //!   `$comment`, `deprecated`, `readOnly`, `writeOnly`, `$defs`, `definitions`.
 //!
 //! Refused with [`ConstrainError::Unsupported`] naming the keyword: `allOf`, `oneOf`, `not`,
-//! `if`/`then`/`else`, `pattern`, `patternProperties`, `propertyNames`, numeric bounds
-//! (`minimum`, `maximum`, `exclusive*`, `multipleOf`), `minProperties`/`maxProperties`,
+//! `if`/`then`/`else`, `patternProperties`, `propertyNames`, numeric keywords on `number`
+//! (`minimum`, `maximum`, `exclusive*`, `multipleOf`: a fraction or exponent is not bounded
+//! exactly), `multipleOf` beyond the case above, `minProperties`/`maxProperties`,
 //! `dependent*`, `unevaluated*`, `prefixItems`, `contains`, `uniqueItems`, other `format`s,
 //! remote `$ref`, `$anchor`/`$dynamicRef`, the empty schema `{}`/`true` and a schema without
 //! `type`/`enum`/`const`/`anyOf`/`$ref` (any value), an array without `items`, `required` names

@@ -2,6 +2,7 @@
 //! sub-schema with no instance within the limits compiles to `None` (the empty language), which
 //! alternatives drop and optional members skip.
 
+mod pattern;
 mod pieces;
 
 use crate::error::ConstrainError;
@@ -35,13 +36,26 @@ const ANNOTATIONS: &[&str] = &[
     "definitions",
 ];
 
+/// The numeric keywords (exact on `integer`; refused on `number`).
+const NUMERIC: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+];
+
+/// `multipleOf` on an integer is compiled as the list of its multiples when there are at most
+/// this many between the bounds.
+pub const MAX_MULTIPLES: i128 = 256;
+
 /// The JSON types and the keywords each one takes.
 const TYPES: &[(&str, &[&str])] = &[
     ("null", &[]),
     ("boolean", &[]),
-    ("integer", &[]),
-    ("number", &[]),
-    ("string", &["minLength", "maxLength", "format"]),
+    ("integer", NUMERIC),
+    ("number", NUMERIC),
+    ("string", &["minLength", "maxLength", "format", "pattern"]),
     ("array", &["items", "minItems", "maxItems"]),
     (
         "object",
@@ -58,12 +72,7 @@ fn refusal(keyword: &str) -> &'static str {
         "allOf" | "oneOf" | "not" | "if" | "then" | "else" => {
             "only `anyOf` combines schemas (OpenAI strict mode has no allOf/oneOf/not/if)"
         }
-        "pattern" | "patternProperties" | "propertyNames" => {
-            "regular-expression keywords are not supported"
-        }
-        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
-            "numeric bounds are not supported"
-        }
+        "patternProperties" | "propertyNames" => "regular-expression keywords are not supported",
         "minProperties"
         | "maxProperties"
         | "dependentRequired"
@@ -229,11 +238,13 @@ impl<'a> Gen<'a> {
         // Without `type`, keywords of one type alone imply it (`items` an array, `properties`
         // an object), as llama.cpp reads such schemas.
         let implied = || {
+            // A keyword several types take (`minimum`) implies none.
             let of = |k: &&str| {
-                TYPES
-                    .iter()
-                    .find(|(_, kws)| kws.contains(k))
-                    .map(|(t, _)| *t)
+                let mut of = TYPES.iter().filter(|(_, kws)| kws.contains(k));
+                match (of.next(), of.next()) {
+                    (Some((t, _)), None) => Some(*t),
+                    _ => None,
+                }
             };
             let first = structural.first().and_then(of)?;
             structural
@@ -384,8 +395,20 @@ impl<'a> Gen<'a> {
         Ok(Some(match t {
             "null" => pieces::NULL.to_owned(),
             "boolean" => pieces::BOOLEAN.to_owned(),
-            "integer" => pieces::integer(),
-            "number" => pieces::number(),
+            "integer" => return integer(s, path),
+            "number" => {
+                if let Some(k) = NUMERIC.iter().find(|k| s.get(k).is_some()) {
+                    return Err(unsupported(
+                        k,
+                        path,
+                        format!(
+                            "`{k}` is supported on `integer` only: a `number` literal (fraction, \
+                             exponent) is not bounded exactly by this compiler"
+                        ),
+                    ));
+                }
+                pieces::number()
+            }
             "string" => return self.string(s, path).map(Some),
             "array" => return self.array(s, path),
             _ => return self.object(s, path),
@@ -401,6 +424,26 @@ impl<'a> Gen<'a> {
             .get("maxLength")
             .map(|v| non_negative(v, "maxLength", path))
             .transpose()?;
+        if let Some(p) = s.get("pattern") {
+            let Json::String(p) = p else {
+                return Err(invalid(path, "`pattern` must be a string"));
+            };
+            if let Some(k) = ["minLength", "maxLength", "format"]
+                .into_iter()
+                .find(|k| s.get(k).is_some())
+            {
+                return Err(unsupported(
+                    "pattern",
+                    path,
+                    format!(
+                        "`pattern` with `{k}` is not supported (the two cannot be combined exactly)"
+                    ),
+                ));
+            }
+            return pattern::string(p).map_err(|reason| {
+                unsupported("pattern", path, format!("pattern {p:?}: {reason}"))
+            });
+        }
         if let Some(f) = s.get("format") {
             let Json::String(f) = f else {
                 return Err(invalid(path, "`format` must be a string"));
@@ -593,6 +636,150 @@ impl<'a> Gen<'a> {
     }
 }
 
+/// The value of a numeric keyword.
+fn number_of<'j>(
+    s: &'j Json,
+    keyword: &str,
+    path: &str,
+) -> Result<Option<&'j serde_json::Number>, ConstrainError> {
+    match s.get(keyword) {
+        None => Ok(None),
+        Some(Json::Number(n)) => Ok(Some(n)),
+        Some(_) => Err(invalid(path, format!("`{keyword}` must be a number"))),
+    }
+}
+
+/// `floor(n)` (`ceil` when `up`), saturating far outside the emitted range.
+fn round(n: &serde_json::Number, up: bool) -> i128 {
+    if let Some(i) = n.as_i64() {
+        return i128::from(i);
+    }
+    if let Some(u) = n.as_u64() {
+        return i128::from(u);
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    (if up { f.ceil() } else { f.floor() }) as i128
+}
+
+/// An integer within `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` (fractional
+/// bounds rounded inward; draft 4's boolean `exclusive*` honoured), optionally restricted to the
+/// multiples of `multipleOf` when both bounds hold at most [`MAX_MULTIPLES`] of them.
+fn integer(s: &Json, path: &str) -> Result<Option<String>, ConstrainError> {
+    let flag = |k: &str| matches!(s.get(k), Some(Json::Bool(true)));
+    let mut lo: Option<i128> = None;
+    let mut hi: Option<i128> = None;
+    let tighten = |slot: &mut Option<i128>, v: i128, lower: bool| {
+        *slot = Some(match *slot {
+            Some(x) if lower => x.max(v),
+            Some(x) => x.min(v),
+            None => v,
+        });
+    };
+    if let Some(n) = number_of(s, "minimum", path)? {
+        let v = round(n, true);
+        // Draft 4: `exclusiveMinimum: true` makes `minimum` exclusive.
+        let v = if flag("exclusiveMinimum") {
+            round(n, false).saturating_add(1)
+        } else {
+            v
+        };
+        tighten(&mut lo, v, true);
+    }
+    if let Some(n) = number_of(s, "maximum", path)? {
+        let v = round(n, false);
+        let v = if flag("exclusiveMaximum") {
+            round(n, true).saturating_sub(1)
+        } else {
+            v
+        };
+        tighten(&mut hi, v, false);
+    }
+    for (k, lower) in [("exclusiveMinimum", true), ("exclusiveMaximum", false)] {
+        match s.get(k) {
+            None | Some(Json::Bool(_)) => {}
+            Some(Json::Number(n)) => {
+                let v = if lower {
+                    round(n, false).saturating_add(1)
+                } else {
+                    round(n, true).saturating_sub(1)
+                };
+                if lower {
+                    tighten(&mut lo, v, true);
+                } else {
+                    tighten(&mut hi, v, false);
+                }
+            }
+            Some(_) => {
+                return Err(invalid(
+                    path,
+                    format!("`{k}` must be a number or a boolean"),
+                ));
+            }
+        }
+    }
+    if lo.is_none() && hi.is_none() && s.get("multipleOf").is_none() {
+        return Ok(Some(pieces::integer()));
+    }
+    let (lo, hi) = (
+        lo.unwrap_or(-pieces::INT_LIMIT).max(-pieces::INT_LIMIT),
+        hi.unwrap_or(pieces::INT_LIMIT).min(pieces::INT_LIMIT),
+    );
+    let Some(m) = number_of(s, "multipleOf", path)? else {
+        return Ok(pieces::integer_range(lo, hi));
+    };
+    let m = match (m.as_u64(), m.as_f64()) {
+        (Some(m), _) if m > 0 => i128::from(m),
+        // An integral float (`5.0`), up to the emitted range.
+        (None, Some(f)) if f >= 1.0 && f.fract() == 0.0 && f <= pieces::INT_LIMIT as f64 => {
+            f as i128
+        }
+        (None, Some(f)) if f > 0.0 => {
+            return Err(unsupported(
+                "multipleOf",
+                path,
+                format!("`multipleOf` {f} on an integer is supported for positive integers only"),
+            ));
+        }
+        _ => return Err(invalid(path, "`multipleOf` must be a number above 0")),
+    };
+    if m == 1 {
+        return Ok(pieces::integer_range(lo, hi));
+    }
+    let has = |a: &str, b: &str| {
+        matches!(s.get(a), Some(Json::Number(_))) || matches!(s.get(b), Some(Json::Number(_)))
+    };
+    if !has("minimum", "exclusiveMinimum") || !has("maximum", "exclusiveMaximum") {
+        return Err(unsupported(
+            "multipleOf",
+            path,
+            "`multipleOf` (other than 1) is supported only with both a lower and an upper bound",
+        ));
+    }
+    if lo > hi {
+        return Ok(None);
+    }
+    let first = lo.div_euclid(m) + i128::from(lo.rem_euclid(m) != 0);
+    let last = hi.div_euclid(m);
+    if last - first + 1 > MAX_MULTIPLES {
+        return Err(unsupported(
+            "multipleOf",
+            path,
+            format!(
+                "`multipleOf` {m} has {} values between the bounds, above the {MAX_MULTIPLES} \
+                 this compiler lists",
+                last - first + 1
+            ),
+        ));
+    }
+    Ok(alternation(
+        (first..=last)
+            .map(|k| (k * m).to_string())
+            .map(|v| regex_syntax::escape(&v))
+            .collect(),
+    )
+    .map(|re| format!("(?:{re})")))
+}
+
 /// `~` and `/` escaped for a JSON pointer segment.
 fn pointer_escape(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
@@ -615,3 +802,6 @@ fn resolve<'a>(root: &'a Json, r: &str) -> Option<&'a Json> {
     }
     Some(cur)
 }
+
+#[cfg(test)]
+mod tests;

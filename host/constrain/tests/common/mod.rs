@@ -319,6 +319,21 @@ pub fn validate(root: &Json, schema: &Json, v: &Json) -> Result<(), String> {
                 validate(root, &props[pos].1, x)?;
             }
         }
+        Json::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            let bound = |k: &str| match schema.get(k) {
+                Some(Json::Number(b)) => b.as_f64(),
+                _ => None,
+            };
+            if bound("minimum").is_some_and(|b| x < b)
+                || bound("maximum").is_some_and(|b| x > b)
+                || bound("exclusiveMinimum").is_some_and(|b| x <= b)
+                || bound("exclusiveMaximum").is_some_and(|b| x >= b)
+                || bound("multipleOf").is_some_and(|m| (x / m).fract() != 0.0)
+            {
+                return err("numeric bound");
+            }
+        }
         _ => {}
     }
     Ok(())
