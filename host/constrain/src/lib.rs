@@ -70,6 +70,8 @@
 //!   most 16 digits can be emitted (fractional bounds rounded inward). `multipleOf`: 1 anywhere;
 //!   another positive integer with both bounds and at most [`schema::MAX_MULTIPLES`] multiples
 //!   between them.
+//! - numbers: `minimum: 0` (literals without a sign) and `maximum: 0` (a `-` or a zero literal);
+//!   both exact (every emitted value is in range), other number bounds are refused.
 //! - `enum`, `const` (any JSON values, emitted compact; values not of a declared `type` dropped).
 //! - `anyOf` (alone, besides annotations).
 //! - `$ref` to a local JSON pointer (`#`, `#/$defs/x`, `#/definitions/x`, ...). Recursive
@@ -80,8 +82,7 @@
 //!
 //! Refused with [`ConstrainError::Unsupported`] naming the keyword: `allOf`, `oneOf`, `not`,
 //! `if`/`then`/`else`, `patternProperties`, `propertyNames`, numeric keywords on `number`
-//! (`minimum`, `maximum`, `exclusive*`, `multipleOf`: a fraction or exponent is not bounded
-//! exactly), `multipleOf` beyond the case above, `minProperties`/`maxProperties`,
+//! other than `minimum: 0`/`maximum: 0` (a fraction or exponent is not bounded exactly), `multipleOf` beyond the case above, `minProperties`/`maxProperties`,
 //! `dependent*`, `unevaluated*`, `prefixItems`, `contains`, `uniqueItems`, other `format`s,
 //! remote `$ref`, `$anchor`/`$dynamicRef`, the empty schema `{}`/`true` and a schema without
 //! `type`/`enum`/`const`/`anyOf`/`$ref` (any value), an array without `items`, `required` names

@@ -158,6 +158,11 @@ fn integer_bounds_multiples_and_string_patterns() {
         &["[5]", "[125]", "[-25]"],
     );
     check(
+        r#"{"type":"number","minimum":0}"#,
+        &["0", "1.5", "2e3"],
+        &["-1", "-0.5"],
+    );
+    check(
         r#"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d+$"}},"required":["code"]}"#,
         &[r#"{"code":"AB-12"}"#],
         &[
@@ -286,7 +291,7 @@ fn unsupported_keywords_are_named() {
             r#"{"type":"string","pattern":"a","maxLength":3}"#,
             "pattern",
         ),
-        (r#"{"type":"number","minimum":0}"#, "minimum"),
+        (r#"{"type":"number","minimum":1}"#, "minimum"),
         (r#"{"type":"integer","multipleOf":3}"#, "multipleOf"),
         (r#"{"oneOf":[{"type":"string"}]}"#, "oneOf"),
         (r#"{"allOf":[{"type":"string"}]}"#, "allOf"),

@@ -396,19 +396,7 @@ impl<'a> Gen<'a> {
             "null" => pieces::NULL.to_owned(),
             "boolean" => pieces::BOOLEAN.to_owned(),
             "integer" => return integer(s, path),
-            "number" => {
-                if let Some(k) = NUMERIC.iter().find(|k| s.get(k).is_some()) {
-                    return Err(unsupported(
-                        k,
-                        path,
-                        format!(
-                            "`{k}` is supported on `integer` only: a `number` literal (fraction, \
-                             exponent) is not bounded exactly by this compiler"
-                        ),
-                    ));
-                }
-                pieces::number()
-            }
+            "number" => return number(s, path).map(Some),
             "string" => return self.string(s, path).map(Some),
             "array" => return self.array(s, path),
             _ => return self.object(s, path),
@@ -634,6 +622,37 @@ impl<'a> Gen<'a> {
         };
         Ok(Some(format!("\\{{{body}\\}}")))
     }
+}
+
+/// A number literal; of the numeric keywords only `minimum: 0` (no sign: every literal is
+/// `>= 0`) and `maximum: 0` (a `-` or a zero literal: `<= 0`) are taken, both at once leaving
+/// the zero literals.
+fn number(s: &Json, path: &str) -> Result<String, ConstrainError> {
+    let zero = |k: &str| matches!(s.get(k), Some(Json::Number(n)) if n.as_f64() == Some(0.0));
+    if let Some(k) = NUMERIC
+        .iter()
+        .find(|k| s.get(k).is_some() && !((**k == "minimum" || **k == "maximum") && zero(k)))
+    {
+        return Err(unsupported(
+            k,
+            path,
+            format!(
+                "on `number` only `minimum: 0` and `maximum: 0` are supported (`{k}` is exact on \
+                 `integer` only: a literal with a fraction or exponent is not bounded exactly by \
+                 this compiler)"
+            ),
+        ));
+    }
+    Ok(match (zero("minimum"), zero("maximum")) {
+        (false, false) => pieces::number(),
+        (true, false) => pieces::non_negative_number(),
+        (false, true) => format!(
+            "(?:-{}|{})",
+            pieces::non_negative_number(),
+            pieces::ZERO_NUMBER
+        ),
+        (true, true) => pieces::ZERO_NUMBER.to_owned(),
+    })
 }
 
 /// The value of a numeric keyword.

@@ -29,6 +29,14 @@ pub(crate) fn number() -> String {
     )
 }
 
+/// [`number`] without its sign: the literals of values `>= 0`.
+pub(crate) fn non_negative_number() -> String {
+    number()[2..].to_owned()
+}
+
+/// The number literals of zero without a sign (`0`, `0.00`, `0e5`).
+pub(crate) const ZERO_NUMBER: &str = "0(?:\\.0{1,16})?(?:[eE][+-]?[0-9]{1,2})?";
+
 pub(crate) const BOOLEAN: &str = "(?:true|false)";
 pub(crate) const NULL: &str = "null";
 
