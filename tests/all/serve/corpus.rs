@@ -221,7 +221,7 @@ pub fn cases() -> Vec<Case> {
         pinned(
             chat_with(
                 "a schema keyword outside the supported subset",
-                r#""response_format": {"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a+"}}}"#,
+                r#""response_format": {"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","patternProperties":{"^a":{"type":"string"}}}}}"#,
             ),
             400,
             Some("response_format.json_schema.schema: pattern"),
