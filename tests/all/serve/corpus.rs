@@ -224,7 +224,7 @@ pub fn cases() -> Vec<Case> {
                 r#""response_format": {"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","patternProperties":{"^a":{"type":"string"}}}}}"#,
             ),
             400,
-            Some("response_format.json_schema.schema: pattern"),
+            Some("response_format.json_schema.schema: patternProperties"),
         ),
         pinned(
             chat_with("seed is text", r#""seed": "abc""#),
