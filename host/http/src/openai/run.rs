@@ -540,7 +540,7 @@ pub fn events(named: bool, v: Value) -> String {
 }
 
 /// A 200 `text/event-stream` response over `body`.
-fn event_stream(body: memoria_runtime::HttpBody) -> Response {
+pub(crate) fn event_stream(body: memoria_runtime::HttpBody) -> Response {
     let mut resp = hyper::Response::new(body);
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderMap, Method};
 use serde_json::{Value, json};
 
 use super::Tools;
@@ -184,15 +184,7 @@ fn streamed(name: &'static str, call: Call) -> Response {
         let _ = forward.await;
         let _ = tx.send(event(&done)).await;
     });
-    let mut resp = hyper::Response::new(body);
-    *resp.status_mut() = StatusCode::OK;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
+    crate::openai::run::event_stream(body)
 }
 
 fn event(v: &Value) -> Bytes {
