@@ -16,7 +16,7 @@ use redb::backends::FileBackend;
 use redb::{BackendError, Database, StorageBackend};
 
 use super::resume::Reopen;
-use super::{DiskOptions, RedbTier, init_tables};
+use super::{DiskOptions, RedbFile, RedbTier, init_tables};
 use crate::StoreError;
 use crate::codec::BlockIdentity;
 use crate::session::SessionRecord;
@@ -39,7 +39,7 @@ struct Disk {
 }
 
 impl Disk {
-    fn open(&self, path: &Path) -> Result<Database, StoreError> {
+    fn open(&self, path: &Path) -> Result<RedbFile, StoreError> {
         let open = |e: &dyn std::fmt::Display| StoreError::Open {
             path: path.display().to_string(),
             msg: e.to_string(),
@@ -60,7 +60,7 @@ impl Disk {
             .create_with_backend(backend)
             .map_err(|e| open(&e))?;
         init_tables(&db)?;
-        Ok(db)
+        Ok(RedbFile::unmanaged(db))
     }
 
     fn set_full(&self, full: bool) {
@@ -82,7 +82,7 @@ impl Reopen for ReopenDisk {
     fn writable(&self) -> bool {
         !self.disk.full.load(Ordering::Relaxed)
     }
-    fn reopen(&self) -> Result<Database, StoreError> {
+    fn reopen(&self) -> Result<RedbFile, StoreError> {
         self.disk.open(&self.path)
     }
 }

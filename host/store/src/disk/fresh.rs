@@ -11,10 +11,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::load_index;
 use super::resume::Resumer;
 use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Writer, failure};
-use super::{close_quietly, load_index};
 use crate::guard::contain;
 use crate::stats::TierStats;
 
@@ -32,11 +32,12 @@ impl Writer {
         // Read through the handle the server holds (the file is marked in use: no other open
         // would read it), then let it go: readers still holding it keep it until they end.
         let old = self.db.take();
-        let salvaged = crate::salvage::salvage_from(old.as_deref(), dir, cause.damage());
+        let salvaged =
+            crate::salvage::salvage_from(old.as_deref().map(|f| &**f), dir, cause.damage());
         if let Some(old) = old
             && let Ok(db) = sole_owner(old, READER_PATIENCE)
         {
-            close_quietly(db);
+            drop(db);
         }
         let report = match salvaged {
             Ok(r) => r,

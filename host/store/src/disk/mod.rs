@@ -10,6 +10,7 @@
 //! started, so the writer always ends up writing.
 
 pub mod budget;
+mod file;
 mod fresh;
 mod index;
 mod resume;
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 use memoria_kv::BlockHash;
 use redb::{Database, ReadableDatabase, ReadableTable};
 
+pub use file::RedbFile;
 pub use writer::Ack;
 
 use self::index::DiskIndex;
@@ -147,12 +149,12 @@ fn unopenable(path: &Path, e: StoreError) -> StoreError {
 
 /// Opens (creating if needed) the store database in `dir`, checks its table format and creates
 /// missing tables. A damaged file is [`StoreError::Unopenable`] (never a panic).
-pub fn open_database(dir: &Path) -> Result<Database, StoreError> {
+pub fn open_database(dir: &Path) -> Result<RedbFile, StoreError> {
     open_database_with(dir, DiskOptions::default().cache_bytes)
 }
 
 /// [`open_database`] with a page cache of `cache_bytes`.
-pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<RedbFile, StoreError> {
     open_database_checked(dir, cache_bytes, false)
 }
 
@@ -163,7 +165,7 @@ pub fn open_database_checked(
     dir: &Path,
     cache_bytes: usize,
     check: bool,
-) -> Result<Database, StoreError> {
+) -> Result<RedbFile, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
         path: dir.display().to_string(),
         msg: e.to_string(),
@@ -188,33 +190,33 @@ pub(crate) fn open_redb(
     path: &Path,
     cache_bytes: usize,
     check: bool,
-) -> Result<Database, StoreError> {
-    Database::builder()
+) -> Result<RedbFile, StoreError> {
+    let mut builder = Database::builder();
+    builder
         .set_cache_size(cache_bytes)
-        .set_check_integrity_on_open(check)
-        .create(path)
-        .map_err(|e| match redb::Error::from(e) {
-            // Not a redb header, or a header that points past the end of the file.
-            redb::Error::Io(io)
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-                ) =>
-            {
-                StoreError::Damaged {
-                    what: "open",
-                    msg: io.to_string(),
-                }
-            }
-            redb::Error::Corrupted(m) => StoreError::Damaged {
+        .set_check_integrity_on_open(check);
+    RedbFile::create(&builder, path).map_err(|e| match redb::Error::from(e) {
+        // Not a redb header, or a header that points past the end of the file.
+        redb::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            StoreError::Damaged {
                 what: "open",
-                msg: m,
-            },
-            e => StoreError::Open {
-                path: path.display().to_string(),
-                msg: e.to_string(),
-            },
-        })
+                msg: io.to_string(),
+            }
+        }
+        redb::Error::Corrupted(m) => StoreError::Damaged {
+            what: "open",
+            msg: m,
+        },
+        e => StoreError::Open {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        },
+    })
 }
 
 /// Creates an empty store file at `path` atomically: built and committed beside it, then
@@ -257,14 +259,6 @@ fn recover_salvaging(dir: &Path, e: &StoreError) -> Result<(), StoreError> {
         r.moved_to
     );
     Ok(())
-}
-
-/// Drops a database under `catch_unwind` (its close may panic on a damaged file).
-fn close_quietly<D: Send>(db: D) {
-    let _ = contain("close", move || {
-        drop(db);
-        Ok(())
-    });
 }
 
 pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
@@ -371,7 +365,7 @@ impl RedbTier {
     /// (disk, saves) budgets in force.
     pub(crate) fn with_database(
         path: PathBuf,
-        db: Database,
+        db: RedbFile,
         reopen: Box<dyn Reopen>,
         opts: DiskOptions,
         (budget, saves_budget): (u64, u64),
@@ -380,7 +374,7 @@ impl RedbTier {
         let ix = match contain("read the index", || load_index(&db)) {
             Ok(ix) => ix,
             Err(e) => {
-                close_quietly(db);
+                drop(db); // closes under `contain` and lets go of the file (`RedbFile`)
                 return Err(unopenable(&path, e));
             }
         };
@@ -464,7 +458,7 @@ impl RedbTier {
     }
 
     /// The database for one read; an error while the writer is reopening it.
-    fn database(&self) -> Result<Arc<Database>, StoreError> {
+    fn database(&self) -> Result<Arc<RedbFile>, StoreError> {
         self.db.get().ok_or(StoreError::Reopening)
     }
 
@@ -724,7 +718,7 @@ impl Drop for RedbTier {
     fn drop(&mut self) {
         self.close();
         if let Some(db) = self.db.take() {
-            close_quietly(db);
+            drop(db); // closes under `contain` and lets go of the file (`RedbFile`)
         }
     }
 }

@@ -11,12 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redb::Database;
-
 use super::budget::{batch_bytes, free_bytes};
 use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Writer, failure};
-use super::{close_quietly, load_index, open_database_with};
+use super::{RedbFile, load_index, open_database_with};
 use crate::error::StoreError;
 use crate::guard::contain;
 use crate::stats::TierStats;
@@ -29,7 +27,7 @@ pub(crate) trait Reopen: Send {
     /// Whether there looks to be room to write again (checked before a full disk is retried).
     fn writable(&self) -> bool;
     /// Opens the database again.
-    fn reopen(&self) -> Result<Database, StoreError>;
+    fn reopen(&self) -> Result<RedbFile, StoreError>;
 }
 
 /// Reopens the store file in `dir`.
@@ -45,7 +43,7 @@ impl Reopen for ReopenFile {
         free_bytes(&self.dir).is_ok_and(|free| free >= need)
     }
 
-    fn reopen(&self) -> Result<Database, StoreError> {
+    fn reopen(&self) -> Result<RedbFile, StoreError> {
         open_database_with(&self.dir, self.cache_bytes)
     }
 }
@@ -92,7 +90,7 @@ impl Resumer {
     }
 
     /// Opens the database again (see [`Reopen::reopen`]).
-    pub fn reopen(&self) -> Result<Database, StoreError> {
+    pub fn reopen(&self) -> Result<RedbFile, StoreError> {
         self.reopen.reopen()
     }
 
@@ -122,7 +120,7 @@ impl Writer {
         }
         if let Some(old) = self.db.take() {
             match sole_owner(old, READER_PATIENCE) {
-                Ok(db) => close_quietly(db),
+                Ok(db) => drop(db),
                 Err(old) => {
                     self.db.put(old);
                     return false;

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use redb::CompactionError;
 
 use super::budget::{MIN_BUDGET, file_limit, next_growth};
-use super::close_quietly;
 use super::slot::{READER_PATIENCE, sole_owner};
 use super::writer::{Msg, Writer, failure};
 use crate::error::{DbResult, StoreError};
@@ -115,7 +114,7 @@ impl Writer {
             }
             Err(e) => {
                 if e.is_damaged() {
-                    close_quietly(db);
+                    drop(db);
                 } else {
                     self.db.put(Arc::new(db));
                 }

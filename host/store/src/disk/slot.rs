@@ -7,29 +7,29 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use redb::Database;
+use super::RedbFile;
 
 /// The shared, swappable database handle.
 #[derive(Debug, Default)]
-pub(crate) struct DbSlot(RwLock<Option<Arc<Database>>>);
+pub(crate) struct DbSlot(RwLock<Option<Arc<RedbFile>>>);
 
 impl DbSlot {
-    pub fn new(db: Arc<Database>) -> DbSlot {
+    pub fn new(db: Arc<RedbFile>) -> DbSlot {
         DbSlot(RwLock::new(Some(db)))
     }
 
     /// The database, for one operation; `None` while it is being reopened.
-    pub fn get(&self) -> Option<Arc<Database>> {
+    pub fn get(&self) -> Option<Arc<RedbFile>> {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Takes the database out (readers see none from now on).
-    pub fn take(&self) -> Option<Arc<Database>> {
+    pub fn take(&self) -> Option<Arc<RedbFile>> {
         self.0.write().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// Puts a database in.
-    pub fn put(&self, db: Arc<Database>) {
+    pub fn put(&self, db: Arc<RedbFile>) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(db);
     }
 }
@@ -40,7 +40,7 @@ pub(crate) const READER_PATIENCE: Duration = Duration::from_secs(1);
 
 /// Waits up to `patience` for the readers still holding `db` to finish, and returns the only
 /// handle left; gives `db` back when some reader holds it longer.
-pub(crate) fn sole_owner(db: Arc<Database>, patience: Duration) -> Result<Database, Arc<Database>> {
+pub(crate) fn sole_owner(db: Arc<RedbFile>, patience: Duration) -> Result<RedbFile, Arc<RedbFile>> {
     let until = Instant::now() + patience;
     let mut db = db;
     loop {

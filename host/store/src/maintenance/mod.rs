@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use memoria_kv::NamespaceSalt;
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use serde::Serialize;
 
 use crate::codec;
@@ -113,7 +113,7 @@ fn not_a_store(dir: &Path) -> StoreError {
     }
 }
 
-fn existing(dir: &Path) -> Result<Database, StoreError> {
+fn existing(dir: &Path) -> Result<crate::disk::RedbFile, StoreError> {
     if !dir.join(DB_FILE).is_file() {
         return Err(not_a_store(dir));
     }
