@@ -159,8 +159,13 @@ fn integer_bounds_multiples_and_string_patterns() {
     );
     check(
         r#"{"type":"number","minimum":0}"#,
-        &["0", "1.5", "2e3"],
-        &["-1", "-0.5"],
+        &["0", "1.5", "2000"],
+        &["-1", "-0.5", "2e3"],
+    );
+    check(
+        r#"{"type":"number","exclusiveMinimum":-1.5,"maximum":99.95}"#,
+        &["-1.4", "0", "99.95", "42.125"],
+        &["-1.5", "-2", "99.96", "100", "1e1"],
     );
     check(
         r#"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d+$"}},"required":["code"]}"#,
@@ -291,7 +296,7 @@ fn unsupported_keywords_are_named() {
             r#"{"type":"string","pattern":"a","maxLength":3}"#,
             "pattern",
         ),
-        (r#"{"type":"number","minimum":1}"#, "minimum"),
+        (r#"{"type":"number","multipleOf":0.5}"#, "multipleOf"),
         (r#"{"type":"integer","multipleOf":3}"#, "multipleOf"),
         (r#"{"oneOf":[{"type":"string"}]}"#, "oneOf"),
         (r#"{"allOf":[{"type":"string"}]}"#, "allOf"),

@@ -2,11 +2,14 @@
 //! sub-schema with no instance within the limits compiles to `None` (the empty language), which
 //! alternatives drop and optional members skip.
 
+mod number;
 mod pattern;
 mod pieces;
 
 use crate::error::ConstrainError;
 use crate::json::{Json, write_string};
+
+use self::number::{integer, number};
 
 pub(crate) use pieces::MAX_DIGITS;
 
@@ -36,7 +39,7 @@ const ANNOTATIONS: &[&str] = &[
     "definitions",
 ];
 
-/// The numeric keywords (exact on `integer`; refused on `number`).
+/// The numeric keywords (`number.rs`).
 const NUMERIC: &[&str] = &[
     "minimum",
     "maximum",
@@ -396,7 +399,7 @@ impl<'a> Gen<'a> {
             "null" => pieces::NULL.to_owned(),
             "boolean" => pieces::BOOLEAN.to_owned(),
             "integer" => return integer(s, path),
-            "number" => return number(s, path).map(Some),
+            "number" => return number(s, path),
             "string" => return self.string(s, path).map(Some),
             "array" => return self.array(s, path),
             _ => return self.object(s, path),
@@ -622,181 +625,6 @@ impl<'a> Gen<'a> {
         };
         Ok(Some(format!("\\{{{body}\\}}")))
     }
-}
-
-/// A number literal; of the numeric keywords only `minimum: 0` (no sign: every literal is
-/// `>= 0`) and `maximum: 0` (a `-` or a zero literal: `<= 0`) are taken, both at once leaving
-/// the zero literals.
-fn number(s: &Json, path: &str) -> Result<String, ConstrainError> {
-    let zero = |k: &str| matches!(s.get(k), Some(Json::Number(n)) if n.as_f64() == Some(0.0));
-    if let Some(k) = NUMERIC
-        .iter()
-        .find(|k| s.get(k).is_some() && !((**k == "minimum" || **k == "maximum") && zero(k)))
-    {
-        return Err(unsupported(
-            k,
-            path,
-            format!(
-                "on `number` only `minimum: 0` and `maximum: 0` are supported (`{k}` is exact on \
-                 `integer` only: a literal with a fraction or exponent is not bounded exactly by \
-                 this compiler)"
-            ),
-        ));
-    }
-    Ok(match (zero("minimum"), zero("maximum")) {
-        (false, false) => pieces::number(),
-        (true, false) => pieces::non_negative_number(),
-        (false, true) => format!(
-            "(?:-{}|{})",
-            pieces::non_negative_number(),
-            pieces::ZERO_NUMBER
-        ),
-        (true, true) => pieces::ZERO_NUMBER.to_owned(),
-    })
-}
-
-/// The value of a numeric keyword.
-fn number_of<'j>(
-    s: &'j Json,
-    keyword: &str,
-    path: &str,
-) -> Result<Option<&'j serde_json::Number>, ConstrainError> {
-    match s.get(keyword) {
-        None => Ok(None),
-        Some(Json::Number(n)) => Ok(Some(n)),
-        Some(_) => Err(invalid(path, format!("`{keyword}` must be a number"))),
-    }
-}
-
-/// `floor(n)` (`ceil` when `up`), saturating far outside the emitted range.
-fn round(n: &serde_json::Number, up: bool) -> i128 {
-    if let Some(i) = n.as_i64() {
-        return i128::from(i);
-    }
-    if let Some(u) = n.as_u64() {
-        return i128::from(u);
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    (if up { f.ceil() } else { f.floor() }) as i128
-}
-
-/// An integer within `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum` (fractional
-/// bounds rounded inward; draft 4's boolean `exclusive*` honoured), optionally restricted to the
-/// multiples of `multipleOf` when both bounds hold at most [`MAX_MULTIPLES`] of them.
-fn integer(s: &Json, path: &str) -> Result<Option<String>, ConstrainError> {
-    let flag = |k: &str| matches!(s.get(k), Some(Json::Bool(true)));
-    let mut lo: Option<i128> = None;
-    let mut hi: Option<i128> = None;
-    let tighten = |slot: &mut Option<i128>, v: i128, lower: bool| {
-        *slot = Some(match *slot {
-            Some(x) if lower => x.max(v),
-            Some(x) => x.min(v),
-            None => v,
-        });
-    };
-    if let Some(n) = number_of(s, "minimum", path)? {
-        let v = round(n, true);
-        // Draft 4: `exclusiveMinimum: true` makes `minimum` exclusive.
-        let v = if flag("exclusiveMinimum") {
-            round(n, false).saturating_add(1)
-        } else {
-            v
-        };
-        tighten(&mut lo, v, true);
-    }
-    if let Some(n) = number_of(s, "maximum", path)? {
-        let v = round(n, false);
-        let v = if flag("exclusiveMaximum") {
-            round(n, true).saturating_sub(1)
-        } else {
-            v
-        };
-        tighten(&mut hi, v, false);
-    }
-    for (k, lower) in [("exclusiveMinimum", true), ("exclusiveMaximum", false)] {
-        match s.get(k) {
-            None | Some(Json::Bool(_)) => {}
-            Some(Json::Number(n)) => {
-                let v = if lower {
-                    round(n, false).saturating_add(1)
-                } else {
-                    round(n, true).saturating_sub(1)
-                };
-                if lower {
-                    tighten(&mut lo, v, true);
-                } else {
-                    tighten(&mut hi, v, false);
-                }
-            }
-            Some(_) => {
-                return Err(invalid(
-                    path,
-                    format!("`{k}` must be a number or a boolean"),
-                ));
-            }
-        }
-    }
-    if lo.is_none() && hi.is_none() && s.get("multipleOf").is_none() {
-        return Ok(Some(pieces::integer()));
-    }
-    let (lo, hi) = (
-        lo.unwrap_or(-pieces::INT_LIMIT).max(-pieces::INT_LIMIT),
-        hi.unwrap_or(pieces::INT_LIMIT).min(pieces::INT_LIMIT),
-    );
-    let Some(m) = number_of(s, "multipleOf", path)? else {
-        return Ok(pieces::integer_range(lo, hi));
-    };
-    let m = match (m.as_u64(), m.as_f64()) {
-        (Some(m), _) if m > 0 => i128::from(m),
-        // An integral float (`5.0`), up to the emitted range.
-        (None, Some(f)) if f >= 1.0 && f.fract() == 0.0 && f <= pieces::INT_LIMIT as f64 => {
-            f as i128
-        }
-        (None, Some(f)) if f > 0.0 => {
-            return Err(unsupported(
-                "multipleOf",
-                path,
-                format!("`multipleOf` {f} on an integer is supported for positive integers only"),
-            ));
-        }
-        _ => return Err(invalid(path, "`multipleOf` must be a number above 0")),
-    };
-    if m == 1 {
-        return Ok(pieces::integer_range(lo, hi));
-    }
-    let has = |a: &str, b: &str| {
-        matches!(s.get(a), Some(Json::Number(_))) || matches!(s.get(b), Some(Json::Number(_)))
-    };
-    if !has("minimum", "exclusiveMinimum") || !has("maximum", "exclusiveMaximum") {
-        return Err(unsupported(
-            "multipleOf",
-            path,
-            "`multipleOf` (other than 1) is supported only with both a lower and an upper bound",
-        ));
-    }
-    if lo > hi {
-        return Ok(None);
-    }
-    let first = lo.div_euclid(m) + i128::from(lo.rem_euclid(m) != 0);
-    let last = hi.div_euclid(m);
-    if last - first + 1 > MAX_MULTIPLES {
-        return Err(unsupported(
-            "multipleOf",
-            path,
-            format!(
-                "`multipleOf` {m} has {} values between the bounds, above the {MAX_MULTIPLES} \
-                 this compiler lists",
-                last - first + 1
-            ),
-        ));
-    }
-    Ok(alternation(
-        (first..=last)
-            .map(|k| (k * m).to_string())
-            .map(|v| regex_syntax::escape(&v))
-            .collect(),
-    )
-    .map(|re| format!("(?:{re})")))
 }
 
 /// `~` and `/` escaped for a JSON pointer segment.

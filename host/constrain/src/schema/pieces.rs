@@ -29,14 +29,6 @@ pub(crate) fn number() -> String {
     )
 }
 
-/// [`number`] without its sign: the literals of values `>= 0`.
-pub(crate) fn non_negative_number() -> String {
-    number()[2..].to_owned()
-}
-
-/// The number literals of zero without a sign (`0`, `0.00`, `0e5`).
-pub(crate) const ZERO_NUMBER: &str = "0(?:\\.0{1,16})?(?:[eE][+-]?[0-9]{1,2})?";
-
 pub(crate) const BOOLEAN: &str = "(?:true|false)";
 pub(crate) const NULL: &str = "null";
 
@@ -91,7 +83,7 @@ pub(crate) fn integer_range(lo: i128, hi: i128) -> Option<String> {
 }
 
 /// Canonical decimal literals (no leading zeros) of `a..=b`, `a <= b`.
-fn unsigned_range(a: u128, b: u128) -> String {
+pub(crate) fn unsigned_range(a: u128, b: u128) -> String {
     let digits = |x: u128| x.to_string().len();
     let mut parts = Vec::new();
     for n in digits(a)..=digits(b) {
