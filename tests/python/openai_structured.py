@@ -1,7 +1,7 @@
 """Structured outputs through the official `openai` package against `memoria serve` (SmolLM2):
 `client.beta.chat.completions.parse` with a Pydantic model on 20 prompts (every answer parses and
-validates), json_schema on /v1/completions, json_object, a refused keyword named in the 400, and
-batch invariance: a constrained request alone and among 15 concurrent others gives the same text.
+validates), bounded floats (gt/ge/lt/le/multiple_of) on 6, json_schema on /v1/completions,
+json_object, a refused keyword named in the 400, and batch invariance: a constrained request alone and among 15 concurrent others gives the same text.
 
 Usage: python3 openai_structured.py BASE_URL MODEL
 Prints `ok` and exits 0 when every check passes.
@@ -35,6 +35,12 @@ class Order(BaseModel):
     note: str | None = Field(max_length=20)
 
 
+class Product(BaseModel):
+    price: float = Field(gt=0, le=99.5)
+    discount: float = Field(ge=-1.25, lt=0.5)
+    stars: float = Field(ge=1, le=5, multiple_of=0.5)
+
+
 SUBJECTS = ["a baker", "a pilot", "a student", "a nurse", "a painter", "a farmer", "a chef",
             "a teacher", "a writer", "a sailor", "a doctor", "a singer", "a poet", "a judge",
             "a miner", "a tailor", "a guard", "a clerk", "a dancer", "a coach"]
@@ -56,6 +62,20 @@ def parse_people(client, model):
         assert isinstance(p, Person), (who, c.message.content)
         assert Person.model_validate_json(c.message.content) == p
         assert len(p.name) <= 24 and len(p.languages) <= 3, p
+
+
+def bounded_numbers(client, model):
+    # Pydantic writes exclusiveMinimum / maximum / minimum / exclusiveMaximum / multipleOf; every
+    # answer must validate, at greedy and sampled temperatures.
+    for i, what in enumerate(["a lamp", "a book", "a kettle", "a bicycle", "a hat", "a clock"]):
+        r = client.beta.chat.completions.parse(
+            model=model, messages=[{"role": "user", "content": f"Price {what} as JSON."}],
+            response_format=Product, max_tokens=120, temperature=0.9 if i % 2 else 0.0, seed=i)
+        c = r.choices[0]
+        assert c.finish_reason == "stop", (what, c.finish_reason, c.message.content)
+        p = c.message.parsed
+        assert isinstance(p, Product), (what, c.message.content)
+        assert 0 < p.price <= 99.5 and -1.25 <= p.discount < 0.5 and p.stars * 2 == int(p.stars * 2), p
 
 
 def nested_on_completions(client, model):
@@ -130,6 +150,7 @@ def main():
     base, model = sys.argv[1], sys.argv[2]
     client = openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=600)
     parse_people(client, model)
+    bounded_numbers(client, model)
     nested_on_completions(client, model)
     json_object(client, model)
     refused(client, model)

@@ -13,6 +13,8 @@ pub mod budget;
 mod file;
 mod fresh;
 mod index;
+mod open;
+mod records;
 mod resume;
 mod shrink;
 mod slot;
@@ -27,25 +29,22 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use memoria_kv::BlockHash;
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::ReadableDatabase;
 
 pub use file::RedbFile;
+pub(crate) use open::{init_tables, open_redb};
+use open::{load_index, recover_salvaging, unopenable};
+pub use open::{open_database, open_database_checked, open_database_with};
 pub use writer::Ack;
 
 use self::index::DiskIndex;
 use self::resume::{Reopen, ReopenFile, Resumer};
 use self::slot::DbSlot;
-use self::tables::{
-    BLOCK_INDEX, BLOCKS, CLOCK_KEY, DB_FILE, FORMAT_KEY, HOT, HOT_KEY, META, MODELS, ROUTES_KEY,
-    SESSIONS, STORE_FORMAT,
-};
+use self::tables::{BLOCKS, DB_FILE};
 use self::writer::{Failure, Msg, Writer, failure};
 use crate::codec::{BlockIdentity, Encoding};
 use crate::error::{DbResult, StoreError};
-use crate::guard::{LeakOnUnwind, contain};
-use crate::hot::HotRecord;
-use crate::routes::RoutesRecord;
-use crate::session::SessionRecord;
+use crate::guard::contain;
 use crate::stats::TierStats;
 use crate::tier::Tier;
 
@@ -134,191 +133,6 @@ impl std::fmt::Debug for RedbTier {
             .field("opts", &self.opts)
             .finish_non_exhaustive()
     }
-}
-
-/// A damaged-file error at open, with what to do about it.
-fn unopenable(path: &Path, e: StoreError) -> StoreError {
-    match e {
-        StoreError::Damaged { what, msg } => StoreError::Unopenable {
-            path: path.display().to_string(),
-            msg: format!("{what}: {msg}"),
-        },
-        e => e,
-    }
-}
-
-/// Opens (creating if needed) the store database in `dir`, checks its table format and creates
-/// missing tables. A damaged file is [`StoreError::Unopenable`] (never a panic).
-pub fn open_database(dir: &Path) -> Result<RedbFile, StoreError> {
-    open_database_with(dir, DiskOptions::default().cache_bytes)
-}
-
-/// [`open_database`] with a page cache of `cache_bytes`.
-pub fn open_database_with(dir: &Path, cache_bytes: usize) -> Result<RedbFile, StoreError> {
-    open_database_checked(dir, cache_bytes, false)
-}
-
-/// [`open_database_with`], running redb's integrity check (every page's checksum) on an
-/// existing file when `check` is set: damage a plain open would not read (a page only a write
-/// visits) is then an open error, [`StoreError::Unopenable`], instead of a write failing later.
-pub fn open_database_checked(
-    dir: &Path,
-    cache_bytes: usize,
-    check: bool,
-) -> Result<RedbFile, StoreError> {
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
-        path: dir.display().to_string(),
-        msg: e.to_string(),
-    })?;
-    let path = dir.join(DB_FILE);
-    if !path.exists() {
-        create_database(dir, &path)?;
-    }
-    contain("open", || {
-        let db = open_redb(&path, cache_bytes, check)?;
-        // On an error the database is dropped here, still under `catch_unwind` (redb's drop
-        // can panic on a lock that a contained panic poisoned).
-        init_tables(&db)?;
-        Ok(db)
-    })
-    .map_err(|e| unopenable(&path, e))
-}
-
-/// Opens the existing redb file at `path` as it is (no table set-up); with `check`, redb's
-/// integrity check runs at open. Damage is [`StoreError::Damaged`]; call under [`contain`].
-pub(crate) fn open_redb(
-    path: &Path,
-    cache_bytes: usize,
-    check: bool,
-) -> Result<RedbFile, StoreError> {
-    let mut builder = Database::builder();
-    builder
-        .set_cache_size(cache_bytes)
-        .set_check_integrity_on_open(check);
-    RedbFile::create(&builder, path).map_err(|e| match redb::Error::from(e) {
-        // Not a redb header, or a header that points past the end of the file.
-        redb::Error::Io(io)
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
-            ) =>
-        {
-            StoreError::Damaged {
-                what: "open",
-                msg: io.to_string(),
-            }
-        }
-        redb::Error::Corrupted(m) => StoreError::Damaged {
-            what: "open",
-            msg: m,
-        },
-        e => StoreError::Open {
-            path: path.display().to_string(),
-            msg: e.to_string(),
-        },
-    })
-}
-
-/// Creates an empty store file at `path` atomically: built and committed beside it, then
-/// renamed into place, so a process killed while creating leaves no half-written store (only
-/// a `.creating` file, replaced on the next open).
-fn create_database(dir: &Path, path: &Path) -> Result<(), StoreError> {
-    let tmp = dir.join(format!("{DB_FILE}.creating"));
-    let io = |what: &str, e: &dyn std::fmt::Display| StoreError::Open {
-        path: path.display().to_string(),
-        msg: format!("{what}: {e}"),
-    };
-    match std::fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io("removing a stale file", &e)),
-    }
-    contain("create", || {
-        let db = Database::builder()
-            .create(&tmp)
-            .map_err(|e| io("create", &e))?;
-        init_tables(&db)?;
-        Ok(())
-    })?;
-    std::fs::rename(&tmp, path).map_err(|e| io("rename", &e))?;
-    // The rename is durable once the directory is.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io("sync the directory", &e))
-}
-
-/// `--store-recover` at open: salvages the damaged store file in `dir` (what still reads goes on
-/// in a fresh file) and says what was kept, lost and where the damaged file went.
-fn recover_salvaging(dir: &Path, e: &StoreError) -> Result<(), StoreError> {
-    let r = crate::salvage::salvage(dir, e.damage())?;
-    eprintln!(
-        "memoria: the store file was damaged ({}); --store-recover salvaged it ({}) into a \
-         fresh file and moved the damaged file to {}",
-        r.reason,
-        r.summary(),
-        r.moved_to
-    );
-    Ok(())
-}
-
-pub(crate) fn init_tables(db: &Database) -> Result<(), StoreError> {
-    let txn = LeakOnUnwind::new(db.begin_write().db("begin write")?);
-    {
-        let mut meta = LeakOnUnwind::new(txn.open_table(META).db("open meta")?);
-        let found = meta.get(FORMAT_KEY).db("read format")?.map(|v| v.value());
-        match found {
-            // No build will ever write a format past u16::MAX: such a value is damage.
-            Some(v) if v > u64::from(u16::MAX) => {
-                return Err(StoreError::Damaged {
-                    what: "read format",
-                    msg: format!("the table format value {v} is garbage"),
-                });
-            }
-            Some(v) if v != STORE_FORMAT => {
-                return Err(StoreError::Format {
-                    found: v,
-                    supported: STORE_FORMAT,
-                });
-            }
-            Some(_) => {}
-            None => {
-                meta.insert(FORMAT_KEY, STORE_FORMAT).db("write format")?;
-            }
-        }
-        txn.open_table(BLOCKS).db("open blocks")?;
-        txn.open_table(BLOCK_INDEX).db("open block_index")?;
-        txn.open_table(SESSIONS).db("open sessions")?;
-        txn.open_table(HOT).db("open hot")?;
-        txn.open_table(MODELS).db("open models")?;
-    }
-    txn.into_inner().commit().db("commit")?;
-    Ok(())
-}
-
-/// Reads `block_index`, the clock and the saves' sizes.
-fn load_index(db: &Database) -> Result<DiskIndex, StoreError> {
-    let mut ix = DiskIndex::default();
-    let txn = db.begin_read().db("begin read")?;
-    let bix = txn.open_table(BLOCK_INDEX).db("open block_index")?;
-    for e in bix.iter().db("scan block_index")? {
-        let (k, v) = e.db("read block_index")?;
-        let (len, stamp) = v.value();
-        ix.insert(BlockHash(k.value()), len, stamp.max(1));
-    }
-    let meta = txn.open_table(META).db("open meta")?;
-    let clock = meta
-        .get(CLOCK_KEY)
-        .db("read clock")?
-        .map_or(0, |v| v.value());
-    ix.clock = ix.clock.max(clock);
-    let sessions = txn.open_table(SESSIONS).db("open sessions")?;
-    for e in sessions.iter().db("scan sessions")? {
-        let (k, v) = e.db("read session")?;
-        let (ns, name) = k.value();
-        let c = budget::charge((v.value().len() + name.len()) as u64);
-        ix.set_save((ns, name.to_string()), Some(c));
-    }
-    Ok(ix)
 }
 
 impl RedbTier {
@@ -552,136 +366,6 @@ impl RedbTier {
         let _ = self.send(Msg::Touch(*hash));
     }
 
-    /// Saves a session record; `ack` runs after the commit that holds it, or at once with
-    /// [`StoreError::SavesFull`] when the saves' budget cannot take it (a save replacing one of
-    /// the same name is charged the difference), or with the writer's failure.
-    pub fn save_session(&self, ns: u64, name: &str, record: &SessionRecord, ack: Ack) {
-        if let Some(f) = self.failure() {
-            ack(Err(f));
-            return;
-        }
-        let record = record.encode();
-        let need = budget::charge((record.len() + name.len()) as u64);
-        let key = (ns, name.to_string());
-        let prev = {
-            let mut ix = self.index();
-            let old = ix.save(&key).unwrap_or(0);
-            let used = ix.saves_charged - old;
-            if used.saturating_add(need) > self.saves_budget {
-                drop(ix);
-                ack(Err(StoreError::SavesFull {
-                    used,
-                    budget: self.saves_budget,
-                    need,
-                }));
-                return;
-            }
-            ix.set_save(key.clone(), Some(need))
-        };
-        let m = Msg::Session {
-            ns,
-            name: name.to_string(),
-            record,
-            prev,
-            ack,
-        };
-        if let Err(m) = self.send_or_return(m)
-            && let Msg::Session { ack, .. } = *m
-        {
-            self.index().set_save(key, prev);
-            ack(Err(StoreError::WriterGone));
-        }
-    }
-
-    fn send_or_return(&self, m: Msg) -> Result<(), Box<Msg>> {
-        let g = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        match g.as_ref() {
-            Some(tx) => tx.send(m).map_err(|e| Box::new(e.0)),
-            None => Err(Box::new(m)),
-        }
-    }
-
-    /// Replaces the saved hot prefixes with `record` (bytes of [`crate::HotRecord`]); `ack`
-    /// runs after the commit that holds it, or with the writer's failure.
-    pub fn save_hot(&self, record: Vec<u8>, ack: Ack) {
-        self.save_record(HOT_KEY, record, ack);
-    }
-
-    /// Replaces the saved routing keys with `record` (bytes of [`RoutesRecord`]); `ack` as
-    /// [`RedbTier::save_hot`]'s.
-    pub fn save_routes(&self, record: Vec<u8>, ack: Ack) {
-        self.save_record(ROUTES_KEY, record, ack);
-    }
-
-    fn save_record(&self, key: &'static str, record: Vec<u8>, ack: Ack) {
-        if let Some(f) = self.failure() {
-            ack(Err(f));
-            return;
-        }
-        if let Err(m) = self.send_or_return(Msg::Hot { key, record, ack })
-            && let Msg::Hot { ack, .. } = *m
-        {
-            ack(Err(StoreError::WriterGone));
-        }
-    }
-
-    /// The saved hot prefixes, verified; `None` when none were saved.
-    pub fn load_hot(&self) -> Result<Option<HotRecord>, StoreError> {
-        self.load_record(HOT_KEY, |b| Ok(HotRecord::decode(b)?))
-    }
-
-    /// The saved routing keys, verified; `None` when none were saved.
-    pub fn load_routes(&self) -> Result<Option<RoutesRecord>, StoreError> {
-        self.load_record(ROUTES_KEY, |b| {
-            RoutesRecord::decode(b).map_err(StoreError::Routes)
-        })
-    }
-
-    /// The host record under `key`, decoded; a damaged record is its decoder's error (not a
-    /// read error).
-    fn load_record<T>(
-        &self,
-        key: &'static str,
-        decode: impl FnOnce(&[u8]) -> Result<T, StoreError>,
-    ) -> Result<Option<T>, StoreError> {
-        let r = contain("read host record", || {
-            let txn = self.database()?.begin_read().db("begin read")?;
-            let t = match txn.open_table(HOT) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-                Err(e) => return Err(e).db("open hot"),
-            };
-            let Some(v) = t.get(key).db("read host record")? else {
-                return Ok(None);
-            };
-            decode(v.value()).map(Some)
-        });
-        if r.as_ref()
-            .is_err_and(|e| !matches!(e, StoreError::Hot(_) | StoreError::Routes(_)))
-        {
-            TierStats::add(&self.stats.read_errors, 1);
-        }
-        r
-    }
-
-    /// Reads a saved session (verified); `None` when there is none by that name.
-    pub fn load_session(&self, ns: u64, name: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let r = contain("read session", || {
-            let txn = self.database()?.begin_read().db("begin read")?;
-            let t = txn.open_table(SESSIONS).db("open sessions")?;
-            let Some(v) = t.get((ns, name)).db("read session")? else {
-                return Ok(None);
-            };
-            Ok(Some(SessionRecord::decode(v.value())?))
-        });
-        if r.as_ref()
-            .is_err_and(|e| !matches!(e, StoreError::Session(_)))
-        {
-            TierStats::add(&self.stats.read_errors, 1);
-        }
-        r
-    }
-
     /// Waits until everything queued before this call is committed.
     pub fn flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = channel();
@@ -771,24 +455,3 @@ mod file_budget_tests;
 #[cfg(test)]
 #[path = "damage_tests.rs"]
 mod damage_tests;
-
-#[cfg(test)]
-mod create_tests {
-    use super::*;
-
-    #[test]
-    fn a_store_killed_while_being_created_leaves_nothing_unopenable() {
-        let dir = std::env::temp_dir().join(format!("memoria-create-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        // What a kill mid-creation leaves: a partial file beside the store, no store.
-        std::fs::write(dir.join(format!("{DB_FILE}.creating")), b"redb\0half").unwrap();
-        let db = open_database(&dir).expect("a fresh store despite the leftover");
-        drop(db);
-        assert!(dir.join(DB_FILE).exists());
-        assert!(!dir.join(format!("{DB_FILE}.creating")).exists());
-        // And an existing store is opened, not recreated.
-        open_database(&dir).expect("reopen");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
