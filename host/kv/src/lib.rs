@@ -32,6 +32,7 @@
 
 pub mod advisor;
 pub mod background;
+pub mod draft;
 pub mod hash;
 pub mod registry;
 pub mod route_key;

@@ -1,0 +1,20 @@
+//! Draft tokens for speculative decoding, from token memory the host already holds, cheapest
+//! source first: the session's own context ([`ContextIndex`]: the latest earlier occurrence of
+//! its last n tokens, prompt lookup) and its isolation group's memory of earlier sequences
+//! ([`GroupMemory`]: an n-gram table over a bounded ring of tokens, one per group, never
+//! shared across groups, so no tenant's text can become another's draft). [`DraftLength`]
+//! adapts how many tokens a session drafts to how many were accepted. Every table is sized when
+//! it is created; drafting and recording allocate nothing.
+//!
+//! A draft only proposes: the engine verifies it against the model, so a wrong or stale draft
+//! costs speed, never a different token.
+
+mod context;
+mod length;
+mod memory;
+mod ngram;
+
+pub use context::ContextIndex;
+pub use length::DraftLength;
+pub use memory::{DraftMemory, GroupMemory};
+pub use ngram::{MAX_N, MIN_N};
