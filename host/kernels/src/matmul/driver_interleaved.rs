@@ -15,9 +15,9 @@ use crate::dot::avx2::interleaved_k_low::{group_q2k, group_q3k};
 use crate::types::GgmlType;
 
 /// Tokens per kernel call (8 accumulators + 8 weight vectors stay in registers).
-const TOKEN_TILE: usize = 8;
+pub(super) const TOKEN_TILE: usize = 8;
 /// Tokens per pass over a task's groups (bounds the activation working set).
-const TOKEN_BLOCK: usize = 64;
+pub(super) const TOKEN_BLOCK: usize = 64;
 
 thread_local! {
     static INFO: std::cell::RefCell<Vec<XInfo>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -28,7 +28,7 @@ thread_local! {
 
 /// A raw pointer to `out` that tasks may share because they write disjoint spans.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
+pub(super) struct OutPtr(pub(super) *mut f32);
 // SAFETY: only used to write disjoint 16-row spans from different tasks (see `run`).
 unsafe impl Send for OutPtr {}
 // SAFETY: as above.
@@ -39,7 +39,7 @@ impl OutPtr {
     ///
     /// # Safety
     /// `i` inside `out`.
-    unsafe fn add(self, i: usize) -> *mut f32 {
+    pub(super) unsafe fn add(self, i: usize) -> *mut f32 {
         // SAFETY: the caller's contract.
         unsafe { self.0.add(i) }
     }
@@ -47,7 +47,7 @@ impl OutPtr {
 
 /// The per-format halves of an interleaved matmul: the per-(token, block) activation facts and
 /// the group kernel.
-trait GroupKernel: Sync {
+pub(super) trait GroupKernel: Sync {
     type Info: Copy + Default + Send + Sync;
     /// The infos of one activation row (`dst.len()` blocks).
     fn infos(&self, row: &[u8], dst: &mut [Self::Info]);
@@ -66,7 +66,7 @@ trait GroupKernel: Sync {
 }
 
 /// Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4: 32-element blocks against Q8_0 / Q8_1.
-struct Block32(GgmlType);
+pub(super) struct Block32(pub(super) GgmlType);
 
 impl GroupKernel for Block32 {
     type Info = XInfo;
@@ -211,7 +211,13 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
         Q6_INFO.with(|s| *s.borrow_mut() = info);
     } else {
         let mut info = INFO.with(std::cell::RefCell::take);
-        run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
+        if crate::simd::amx() && xq.n() >= crate::amx::M {
+            super::driver_amx::run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, || {
+                crate::amx::HwTiles::new(crate::amx::M, 32).expect("simd::amx: tiles granted")
+            });
+        } else {
+            run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
+        }
         INFO.with(|s| *s.borrow_mut() = info);
     }
 }
