@@ -1,4 +1,4 @@
-//! Tests of the AMX tile path over interleaved 32-element-block weights: bit-exact agreement
+//! Tests of the AMX tile path over interleaved weights (the 32-element formats, Q4_K, Q5_K): bit-exact agreement
 //! with the sequential scalar reference for every format, token count, shape and thread count,
 //! on the software tile model (any CPU with the interleaved kernels) and on the CPU's tiles
 //! where the kernel grants them.
@@ -8,7 +8,9 @@ use crate::dot::sequential::vec_dot_sequential;
 use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
-const FORMATS: [GgmlType; 7] = [
+const FORMATS: [GgmlType; 9] = [
+    GgmlType::Q4K,
+    GgmlType::Q5K,
     GgmlType::Q8_0,
     GgmlType::Q4_0,
     GgmlType::Q5_0,
@@ -29,6 +31,10 @@ fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     if matches!(ty, GgmlType::Q4_0 | GgmlType::IQ4NL) {
         w[2..18].fill(0xF0); // levels 0 and 15
     }
+    if matches!(ty, GgmlType::Q4K | GgmlType::Q5K) {
+        // Row 0's first super-block at the limits: scales and mins 63, every level 15 (Q5_K 31).
+        w[4..ty.type_size()].fill(0xFF);
+    }
     w
 }
 
@@ -48,7 +54,12 @@ fn check_against_the_reference(
     run: impl Fn(&Interleaved, &QuantizedActivations, &mut [f32]) -> Option<()>,
 ) {
     for ty in FORMATS {
-        for (rows, cols) in [(48usize, 96usize), (32, 160)] {
+        let shapes = if ty.block_size() == 256 {
+            [(48usize, 512usize), (32, 256)]
+        } else {
+            [(48, 96), (32, 160)]
+        };
+        for (rows, cols) in shapes {
             let data = weights(ty, rows, cols, ty.id() as u64 + cols as u64);
             let plain = WeightMatrix::new(ty, &data, rows, cols).unwrap();
             let iw = Interleaved::repack(&plain).expect("a 32-element format with whole groups");
@@ -110,7 +121,7 @@ fn a_512_token_prefill_gives_the_default_paths_bits_on_tiles() {
         return;
     }
     let (rows, cols, n) = (64usize, 256usize, 512usize);
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K] {
         let data = weights(ty, rows, cols, 5);
         let plain = WeightMatrix::new(ty, &data, rows, cols).unwrap();
         let iw = Interleaved::build(&plain).unwrap();

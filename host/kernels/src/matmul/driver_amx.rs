@@ -1,29 +1,73 @@
-//! Work splitting for matmuls over interleaved 32-element-block weights on AMX tiles: the same
-//! tasks, token blocks and activation infos as [`super::driver_interleaved`], each whole
-//! 16-token tile of a group on the tile kernel
-//! ([`crate::dot::avx2::interleaved_amx::group_amx`]) and the tokens left over (fewer than 16)
-//! on the VNNI kernel.
+//! Work splitting for matmuls over interleaved weights on AMX tiles (the 32-element formats,
+//! Q4_K, Q5_K): the same tasks, token blocks and activation infos as
+//! [`super::driver_interleaved`], each whole 16-token tile of a group on the format's tile
+//! kernel ([`TileKernel`]) and the tokens left over (fewer than 16) on its VNNI kernel.
 //!
 //! Invariant: a (row, token) result has the same bits on either kernel (both are the
 //! sequential reference), so the split never shows in the output; tasks write disjoint 16-row
 //! spans of `out`; each task configures the tiles of the thread that runs it and releases them
 //! when done.
 
-use super::driver_interleaved::{Block32, GroupKernel, OutPtr, TOKEN_BLOCK, TOKEN_TILE};
+use super::driver_interleaved::{
+    Block32, GroupKernel, OutPtr, SuperBlockQ4K, TOKEN_BLOCK, TOKEN_TILE,
+};
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::amx::{M, TileUnit};
 use crate::dot::avx2::interleaved::XInfo;
 use crate::dot::avx2::interleaved_amx::{TokenTile, group_amx};
+use crate::dot::avx2::interleaved_amx_k::group_amx_k4;
+use crate::dot::avx2::interleaved_k::KInfo;
 
-/// Fills `out` (`[n, rows]`) from interleaved 32-element-block weights, each task on the tile
-/// unit `unit()` gives on its thread. The caller has checked what
+/// A [`GroupKernel`] with a tile form for whole 16-token tiles.
+pub(super) trait TileKernel: GroupKernel {
+    /// One group × the 16 tokens of `tile` on `tiles`.
+    ///
+    /// # Safety
+    /// The tile kernel's contract ([`group_amx`], [`group_amx_k4`]).
+    unsafe fn call_tiles<U: TileUnit>(
+        &self,
+        tiles: &mut U,
+        w: *const u8,
+        nb: usize,
+        tile: TokenTile<Self::Info>,
+    );
+}
+
+impl TileKernel for Block32 {
+    unsafe fn call_tiles<U: TileUnit>(
+        &self,
+        tiles: &mut U,
+        w: *const u8,
+        nb: usize,
+        tile: TokenTile<XInfo>,
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_amx(tiles, self.0, w, nb, tile) }
+    }
+}
+
+impl TileKernel for SuperBlockQ4K {
+    unsafe fn call_tiles<U: TileUnit>(
+        &self,
+        tiles: &mut U,
+        w: *const u8,
+        nb: usize,
+        tile: TokenTile<KInfo>,
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_amx_k4(tiles, self.0, w, nb, tile) }
+    }
+}
+
+/// Fills `out` (`[n, rows]`) from interleaved weights of `kernel`'s format, each task on the
+/// tile unit `unit()` gives on its thread. The caller has checked what
 /// [`super::driver_interleaved::run`] requires and that `unit` yields working tiles.
-pub(super) fn run_tiles<U: TileUnit>(
-    kernel: &Block32,
+pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
+    kernel: &K,
     iw: &Interleaved,
     xq: &QuantizedActivations,
     out: &mut [f32],
-    info: &mut Vec<XInfo>,
+    info: &mut Vec<K::Info>,
     unit: impl Fn() -> U + Sync,
 ) {
     let (rows, n, nb) = (iw.rows(), xq.n(), iw.blocks());
@@ -31,7 +75,7 @@ pub(super) fn run_tiles<U: TileUnit>(
         return;
     }
     info.clear();
-    info.resize(n * nb, XInfo::default());
+    info.resize(n * nb, K::Info::default());
     for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
         kernel.infos(xq.row(t), dst);
     }
@@ -48,7 +92,7 @@ pub(super) fn run_tiles<U: TileUnit>(
     crate::threads::for_each(tasks, |task| {
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
-        let (xb, ib) = (xb as *const u8, ib as *const XInfo);
+        let (xb, ib) = (xb as *const u8, ib as *const K::Info);
         let mut tiles = unit();
         for tb in (0..n).step_by(TOKEN_BLOCK) {
             let tb_end = (tb + TOKEN_BLOCK).min(n);
@@ -68,7 +112,7 @@ pub(super) fn run_tiles<U: TileUnit>(
                             out: ptr.add(t0 * rows + g * GROUP),
                             out_stride: rows,
                         };
-                        group_amx(&mut tiles, kernel.0, wp, nb, tile);
+                        kernel.call_tiles(&mut tiles, wp, nb, tile);
                     }
                     t0 += M;
                 }
@@ -105,22 +149,36 @@ pub(super) fn run_tiles<U: TileUnit>(
     });
 }
 
+/// [`run_tiles`] for `iw`'s format (one with a tile form) on the tile unit `unit()` gives.
+#[cfg(test)]
+fn run_any<U: TileUnit>(
+    iw: &Interleaved,
+    xq: &QuantizedActivations,
+    out: &mut [f32],
+    unit: impl Fn() -> U + Sync,
+) {
+    use crate::types::GgmlType;
+    match iw.ty() {
+        GgmlType::Q4K | GgmlType::Q5K => {
+            let kernel = SuperBlockQ4K(iw.ty() == GgmlType::Q5K);
+            run_tiles(&kernel, iw, xq, out, &mut Vec::new(), unit)
+        }
+        ty => run_tiles(&Block32(ty), iw, xq, out, &mut Vec::new(), unit),
+    }
+}
+
 /// [`run_tiles`] on the software tile model: the tile path's layout and arithmetic on any CPU
 /// with the interleaved kernels (tests).
 #[cfg(test)]
 pub(super) fn run_soft(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
-    let mut info = Vec::new();
-    run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, || {
-        crate::amx::SoftTiles::new(M, 32)
-    });
+    run_any(iw, xq, out, || crate::amx::SoftTiles::new(M, 32));
 }
 
 /// [`run_tiles`] on the CPU's tiles, `None` where the process has none (tests).
 #[cfg(test)]
 pub(super) fn run_hw(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) -> Option<()> {
     crate::amx::HwTiles::new(M, 32)?;
-    let mut info = Vec::new();
-    run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, || {
+    run_any(iw, xq, out, || {
         crate::amx::HwTiles::new(M, 32).expect("granted above, for the whole process")
     });
     Some(())

@@ -106,7 +106,7 @@ impl GroupKernel for Block32 {
 }
 
 /// Q4_K or Q5_K (`true`): 256-element super-blocks against Q8_K.
-struct SuperBlockQ4K(bool);
+pub(super) struct SuperBlockQ4K(pub(super) bool);
 
 impl GroupKernel for SuperBlockQ4K {
     type Info = KInfo;
@@ -193,13 +193,12 @@ impl GroupKernel for SuperBlockIq4Xs {
 pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
     if matches!(iw.ty(), GgmlType::Q4K | GgmlType::Q5K) {
         let mut info = K_INFO.with(std::cell::RefCell::take);
-        run_with(
-            &SuperBlockQ4K(iw.ty() == GgmlType::Q5K),
-            iw,
-            xq,
-            out,
-            &mut info,
-        );
+        let kernel = SuperBlockQ4K(iw.ty() == GgmlType::Q5K);
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&kernel, iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&kernel, iw, xq, out, &mut info);
+        }
         K_INFO.with(|s| *s.borrow_mut() = info);
     } else if iw.ty() == GgmlType::IQ4XS {
         let mut info = XS_INFO.with(std::cell::RefCell::take);
@@ -211,15 +210,24 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
         Q6_INFO.with(|s| *s.borrow_mut() = info);
     } else {
         let mut info = INFO.with(std::cell::RefCell::take);
-        if crate::simd::amx() && xq.n() >= crate::amx::M {
-            super::driver_amx::run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, || {
-                crate::amx::HwTiles::new(crate::amx::M, 32).expect("simd::amx: tiles granted")
-            });
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, hw_tiles);
         } else {
             run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
         }
         INFO.with(|s| *s.borrow_mut() = info);
     }
+}
+
+/// Whether this matmul runs its whole 16-token tiles on AMX ([`crate::simd::amx`]; fewer tokens
+/// than a tile never do).
+fn tiles_for(xq: &QuantizedActivations) -> bool {
+    xq.n() >= crate::amx::M && crate::simd::amx()
+}
+
+/// This thread's tiles, configured for the kernels' `A` = 16 tokens × 32 bytes.
+fn hw_tiles() -> crate::amx::HwTiles {
+    crate::amx::HwTiles::new(crate::amx::M, 32).expect("simd::amx holds: the process has tiles")
 }
 
 /// [`run`] with the format's kernel and an info buffer to reuse.

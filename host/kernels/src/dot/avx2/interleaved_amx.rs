@@ -27,15 +27,16 @@ use crate::types::GgmlType;
 #[repr(C, align(64))]
 struct Levels([u8; 512]);
 
-/// Where one 16-token tile of a group's product reads and writes.
+/// Where one 16-token tile of a group's product reads and writes (`I`: the format's
+/// per-(token, block) activation facts).
 #[derive(Clone, Copy)]
-pub(crate) struct TokenTile {
+pub(crate) struct TokenTile<I> {
     /// Token 0's activation row (`nb` blocks of the format's `vec_dot_type`).
     pub x: *const u8,
     /// Bytes from one token's activation row to the next.
     pub x_stride: usize,
     /// Token 0's `nb` infos; token `t`'s start `t · nb` later.
-    pub info: *const XInfo,
+    pub info: *const I,
     /// Token 0's 16 outputs; token `t`'s start `t · out_stride` later.
     pub out: *mut f32,
     pub out_stride: usize,
@@ -54,7 +55,7 @@ pub(crate) unsafe fn group_amx<U: TileUnit>(
     ty: GgmlType,
     w: *const u8,
     nb: usize,
-    tile: TokenTile,
+    tile: TokenTile<XInfo>,
 ) {
     // SAFETY: forwarded.
     unsafe {
@@ -79,7 +80,7 @@ unsafe fn group_amx_f<U: TileUnit, const F: u8>(
     tiles: &mut U,
     w: *const u8,
     nb: usize,
-    tile: TokenTile,
+    tile: TokenTile<XInfo>,
 ) {
     let (gb, quants) = block_layout::<F>();
     let with_min = F == Q4_1 || F == Q5_1;
