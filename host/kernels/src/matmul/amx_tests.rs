@@ -1,4 +1,4 @@
-//! Tests of the AMX tile path over interleaved weights (the 32-element formats, Q4_K, Q5_K): bit-exact agreement
+//! Tests of the AMX tile path over interleaved weights (every interleaved format): bit-exact agreement
 //! with the sequential scalar reference for every format, token count, shape and thread count,
 //! on the software tile model (any CPU with the interleaved kernels) and on the CPU's tiles
 //! where the kernel grants them.
@@ -8,9 +8,13 @@ use crate::dot::sequential::vec_dot_sequential;
 use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
 
-const FORMATS: [GgmlType; 9] = [
+const FORMATS: [GgmlType; 13] = [
     GgmlType::Q4K,
     GgmlType::Q5K,
+    GgmlType::Q6K,
+    GgmlType::Q3K,
+    GgmlType::Q2K,
+    GgmlType::IQ4XS,
     GgmlType::Q8_0,
     GgmlType::Q4_0,
     GgmlType::Q5_0,
@@ -34,6 +38,19 @@ fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
     if matches!(ty, GgmlType::Q4K | GgmlType::Q5K) {
         // Row 0's first super-block at the limits: scales and mins 63, every level 15 (Q5_K 31).
         w[4..ty.type_size()].fill(0xFF);
+    }
+    if ty == GgmlType::Q6K {
+        // Row 0's first super-block at the limits: every level 63 (q = 31), scales ±127/-128.
+        w[..192].fill(0xFF);
+        for (j, s) in w[192..208].iter_mut().enumerate() {
+            *s = [0x7F, 0x80, 0x81, 0x01][j % 4];
+        }
+    }
+    if ty == GgmlType::Q3K {
+        w[..108].fill(0); // every value -4, every scale -32
+    }
+    if ty == GgmlType::Q2K {
+        w[..80].fill(0xFF); // every level 3, scales and mins 15
     }
     w
 }
@@ -121,7 +138,7 @@ fn a_512_token_prefill_gives_the_default_paths_bits_on_tiles() {
         return;
     }
     let (rows, cols, n) = (64usize, 256usize, 512usize);
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K] {
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K] {
         let data = weights(ty, rows, cols, 5);
         let plain = WeightMatrix::new(ty, &data, rows, cols).unwrap();
         let iw = Interleaved::build(&plain).unwrap();

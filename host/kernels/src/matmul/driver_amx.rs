@@ -1,5 +1,5 @@
-//! Work splitting for matmuls over interleaved weights on AMX tiles (the 32-element formats,
-//! Q4_K, Q5_K): the same tasks, token blocks and activation infos as
+//! Work splitting for matmuls over interleaved weights on AMX tiles (every interleaved
+//! format): the same tasks, token blocks and activation infos as
 //! [`super::driver_interleaved`], each whole 16-token tile of a group on the format's tile
 //! kernel ([`TileKernel`]) and the tokens left over (fewer than 16) on its VNNI kernel.
 //!
@@ -9,21 +9,27 @@
 //! when done.
 
 use super::driver_interleaved::{
-    Block32, GroupKernel, OutPtr, SuperBlockQ4K, TOKEN_BLOCK, TOKEN_TILE,
+    Block32, GroupKernel, OutPtr, SuperBlock16, SuperBlockIq4Xs, SuperBlockQ4K, TOKEN_BLOCK,
+    TOKEN_TILE,
 };
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::amx::{M, TileUnit};
 use crate::dot::avx2::interleaved::XInfo;
 use crate::dot::avx2::interleaved_amx::{TokenTile, group_amx};
 use crate::dot::avx2::interleaved_amx_k::group_amx_k4;
-use crate::dot::avx2::interleaved_k::KInfo;
+use crate::dot::avx2::interleaved_amx_sub::{group_amx_iq4xs, group_amx_sub16};
+use crate::dot::avx2::interleaved_iq4xs::XsInfo;
+use crate::dot::avx2::interleaved_k::{KInfo, Q6Info};
 
 /// A [`GroupKernel`] with a tile form for whole 16-token tiles.
 pub(super) trait TileKernel: GroupKernel {
-    /// One group × the 16 tokens of `tile` on `tiles`.
+    /// Bytes of `A`'s rows (the elements one tile product sums: a block or sub-block).
+    const K: usize = 32;
+    /// One group × the 16 tokens of `tile` on `tiles` (configured for `A` = 16 × [`Self::K`]).
     ///
     /// # Safety
-    /// The tile kernel's contract ([`group_amx`], [`group_amx_k4`]).
+    /// The tile kernel's contract ([`group_amx`], [`group_amx_k4`], [`group_amx_sub16`],
+    /// [`group_amx_iq4xs`]).
     unsafe fn call_tiles<U: TileUnit>(
         &self,
         tiles: &mut U,
@@ -59,8 +65,35 @@ impl TileKernel for SuperBlockQ4K {
     }
 }
 
+impl TileKernel for SuperBlock16 {
+    const K: usize = 16;
+    unsafe fn call_tiles<U: TileUnit>(
+        &self,
+        tiles: &mut U,
+        w: *const u8,
+        nb: usize,
+        tile: TokenTile<Q6Info>,
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_amx_sub16(tiles, self.0, w, nb, tile) }
+    }
+}
+
+impl TileKernel for SuperBlockIq4Xs {
+    unsafe fn call_tiles<U: TileUnit>(
+        &self,
+        tiles: &mut U,
+        w: *const u8,
+        nb: usize,
+        tile: TokenTile<XsInfo>,
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_amx_iq4xs(tiles, w, nb, tile) }
+    }
+}
+
 /// Fills `out` (`[n, rows]`) from interleaved weights of `kernel`'s format, each task on the
-/// tile unit `unit()` gives on its thread. The caller has checked what
+/// tile unit `unit(K::K)` gives on its thread. The caller has checked what
 /// [`super::driver_interleaved::run`] requires and that `unit` yields working tiles.
 pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     kernel: &K,
@@ -68,7 +101,7 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     xq: &QuantizedActivations,
     out: &mut [f32],
     info: &mut Vec<K::Info>,
-    unit: impl Fn() -> U + Sync,
+    unit: impl Fn(usize) -> U + Sync,
 ) {
     let (rows, n, nb) = (iw.rows(), xq.n(), iw.blocks());
     if rows == 0 || n == 0 {
@@ -93,7 +126,7 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
         let (xb, ib) = (xb as *const u8, ib as *const K::Info);
-        let mut tiles = unit();
+        let mut tiles = unit(K::K);
         for tb in (0..n).step_by(TOKEN_BLOCK) {
             let tb_end = (tb + TOKEN_BLOCK).min(n);
             for g in g0..g1 {
@@ -149,13 +182,13 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     });
 }
 
-/// [`run_tiles`] for `iw`'s format (one with a tile form) on the tile unit `unit()` gives.
+/// [`run_tiles`] for `iw`'s format on the tile units `unit(k)` gives.
 #[cfg(test)]
 fn run_any<U: TileUnit>(
     iw: &Interleaved,
     xq: &QuantizedActivations,
     out: &mut [f32],
-    unit: impl Fn() -> U + Sync,
+    unit: impl Fn(usize) -> U + Sync,
 ) {
     use crate::types::GgmlType;
     match iw.ty() {
@@ -163,6 +196,10 @@ fn run_any<U: TileUnit>(
             let kernel = SuperBlockQ4K(iw.ty() == GgmlType::Q5K);
             run_tiles(&kernel, iw, xq, out, &mut Vec::new(), unit)
         }
+        GgmlType::Q6K | GgmlType::Q3K | GgmlType::Q2K => {
+            run_tiles(&SuperBlock16(iw.ty()), iw, xq, out, &mut Vec::new(), unit)
+        }
+        GgmlType::IQ4XS => run_tiles(&SuperBlockIq4Xs, iw, xq, out, &mut Vec::new(), unit),
         ty => run_tiles(&Block32(ty), iw, xq, out, &mut Vec::new(), unit),
     }
 }
@@ -171,15 +208,15 @@ fn run_any<U: TileUnit>(
 /// with the interleaved kernels (tests).
 #[cfg(test)]
 pub(super) fn run_soft(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
-    run_any(iw, xq, out, || crate::amx::SoftTiles::new(M, 32));
+    run_any(iw, xq, out, |k| crate::amx::SoftTiles::new(M, k));
 }
 
 /// [`run_tiles`] on the CPU's tiles, `None` where the process has none (tests).
 #[cfg(test)]
 pub(super) fn run_hw(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) -> Option<()> {
     crate::amx::HwTiles::new(M, 32)?;
-    run_any(iw, xq, out, || {
-        crate::amx::HwTiles::new(M, 32).expect("granted above, for the whole process")
+    run_any(iw, xq, out, |k| {
+        crate::amx::HwTiles::new(M, k).expect("granted above, for the whole process")
     });
     Some(())
 }

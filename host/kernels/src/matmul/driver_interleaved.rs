@@ -133,7 +133,7 @@ impl GroupKernel for SuperBlockQ4K {
 }
 
 /// Q6_K, Q3_K or Q2_K: 256-element super-blocks of 16-element sub-blocks against Q8_K.
-struct SuperBlock16(GgmlType);
+pub(super) struct SuperBlock16(pub(super) GgmlType);
 
 impl GroupKernel for SuperBlock16 {
     type Info = Q6Info;
@@ -165,7 +165,7 @@ impl GroupKernel for SuperBlock16 {
 }
 
 /// IQ4_XS: 256-element super-blocks against Q8_K.
-struct SuperBlockIq4Xs;
+pub(super) struct SuperBlockIq4Xs;
 
 impl GroupKernel for SuperBlockIq4Xs {
     type Info = XsInfo;
@@ -202,11 +202,20 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
         K_INFO.with(|s| *s.borrow_mut() = info);
     } else if iw.ty() == GgmlType::IQ4XS {
         let mut info = XS_INFO.with(std::cell::RefCell::take);
-        run_with(&SuperBlockIq4Xs, iw, xq, out, &mut info);
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&SuperBlockIq4Xs, iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&SuperBlockIq4Xs, iw, xq, out, &mut info);
+        }
         XS_INFO.with(|s| *s.borrow_mut() = info);
     } else if matches!(iw.ty(), GgmlType::Q6K | GgmlType::Q3K | GgmlType::Q2K) {
         let mut info = Q6_INFO.with(std::cell::RefCell::take);
-        run_with(&SuperBlock16(iw.ty()), iw, xq, out, &mut info);
+        let kernel = SuperBlock16(iw.ty());
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&kernel, iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&kernel, iw, xq, out, &mut info);
+        }
         Q6_INFO.with(|s| *s.borrow_mut() = info);
     } else {
         let mut info = INFO.with(std::cell::RefCell::take);
@@ -225,9 +234,9 @@ fn tiles_for(xq: &QuantizedActivations) -> bool {
     xq.n() >= crate::amx::M && crate::simd::amx()
 }
 
-/// This thread's tiles, configured for the kernels' `A` = 16 tokens × 32 bytes.
-fn hw_tiles() -> crate::amx::HwTiles {
-    crate::amx::HwTiles::new(crate::amx::M, 32).expect("simd::amx holds: the process has tiles")
+/// This thread's tiles, configured for `A` = 16 tokens × `k` bytes.
+fn hw_tiles(k: usize) -> crate::amx::HwTiles {
+    crate::amx::HwTiles::new(crate::amx::M, k).expect("simd::amx holds: the process has tiles")
 }
 
 /// [`run`] with the format's kernel and an info buffer to reuse.
