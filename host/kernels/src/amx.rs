@@ -18,8 +18,9 @@
 //!   16 rows × 64 bytes, `A.colsb = 4·B.rows`, `C` as `A.rows` × 64) and the type is neither
 //!   `Send` nor `Sync`, so every later instruction runs on the configuring thread; `Drop`
 //!   runs `tilerelease` (returns the tile state to its init state, so context switches stay
-//!   cheap). One [`HwTiles`] at a time per thread: a second `new` on the same thread would
-//!   reconfigure the first's tiles — the kernels create one per task and keep it local.
+//!   cheap). One [`HwTiles`] at a time per thread (a second would reconfigure the first's
+//!   tiles under it, and its loads would read other shapes): `new` panics while one is held
+//!   (`HELD`); the kernels create one per task and keep it local.
 //! - Loads and stores touch exactly `rows` × `colsb` bytes at `base + i·stride`: the callers
 //!   of [`TileUnit::load_a`] / [`TileUnit::load_b`] promise those are readable; the store
 //!   writes into a `&mut` buffer of the full 16 × 16 i32.
@@ -83,6 +84,11 @@ impl Config {
     }
 }
 
+thread_local! {
+    /// Whether this thread holds an [`HwTiles`].
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The CPU's tiles, configured on this thread (see the module doc's SAFETY).
 pub struct HwTiles {
     /// Tile state is per thread: not `Send`, not `Sync`.
@@ -92,12 +98,17 @@ pub struct HwTiles {
 impl HwTiles {
     /// Configures this thread's tiles for `A` = `m` × `k` bytes (`1 ≤ m ≤ 16`, `k` a multiple
     /// of 4 up to 64); `None` where the process has no tile permission
-    /// ([`crate::simd::amx_usable`]). Panics on a shape out of range.
+    /// ([`crate::simd::amx_usable`]). Panics on a shape out of range, or while this thread
+    /// already holds an [`HwTiles`].
     pub fn new(m: usize, k: usize) -> Option<HwTiles> {
         if !crate::simd::amx_usable() {
             return None;
         }
         let cfg = Config::new(m, k);
+        assert!(
+            !HELD.with(|h| h.replace(true)),
+            "one HwTiles per thread at a time"
+        );
         // SAFETY: tile permission granted (checked above); the operand is a valid palette-1
         // configuration (Config::new) in 64 readable bytes.
         unsafe {
@@ -112,6 +123,7 @@ impl HwTiles {
 
 impl Drop for HwTiles {
     fn drop(&mut self) {
+        HELD.with(|h| h.set(false));
         // SAFETY: tiles configured on this thread (the type's invariant); tilerelease only
         // resets tile state.
         unsafe {
@@ -230,10 +242,15 @@ impl TileUnit for SoftTiles {
 /// Runs `iters` iterations of four independent 16 × 16 × 64 `TDPBSSD` products (tmm4..tmm7 +=
 /// tmm0·tmm1, tmm0·tmm2, tmm3·tmm1, tmm3·tmm2) and returns the int8 multiply-adds done; `None`
 /// where the process has no tile permission. Measures the tile peak (the bench times it).
+/// Panics while this thread holds an [`HwTiles`] (it reconfigures the tiles).
 pub fn peak_loop(iters: u64) -> Option<u64> {
     if !crate::simd::amx_usable() {
         return None;
     }
+    assert!(
+        !HELD.with(|h| h.get()),
+        "peak_loop while this thread holds an HwTiles"
+    );
     {
         let mut c = [0u8; 64];
         c[0] = 1;
@@ -323,6 +340,9 @@ mod tests {
         hw.store_c(&mut x);
         sw.store_c(&mut y);
         assert_eq!(x.0, y.0);
+        drop(hw);
         assert!(peak_loop(10).is_some());
+        let again = HwTiles::new(M, 16).expect("released: a new one configures");
+        drop(again);
     }
 }

@@ -4,7 +4,7 @@
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
 //! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512, `MEMORIA_SIMD=vnni`
 //! AVX2 tiles with 256-bit VNNI (the default), `MEMORIA_SIMD=avx512` adds the 512-bit int8
-//! tiles, `MEMORIA_SIMD=amx` the default path with AMX tiles for the 32-element formats' prefill
+//! tiles, `MEMORIA_SIMD=amx` the default path with AMX tiles for the interleaved formats' prefill
 //! ([`amx`]; an error where the CPU or kernel refuses tiles); non-x86_64 targets always use
 //! scalar.
 //! [`vnni`] only picks between builds whose results are bit-identical; [`avx512`] picks the
@@ -142,10 +142,10 @@ pub fn check_forced() -> Result<(), Unavailable> {
     })
 }
 
-/// Whether matmuls over interleaved 32-element-block weights (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1,
-/// IQ4_NL, MXFP4) run each whole 16-token tile on AMX tiles (`TDPBSUD`): only under
-/// `MEMORIA_SIMD=amx` for now (the same bits as the default path by construction, see
-/// `dot::avx2::interleaved_amx`, but not yet measured faster). Panics there when tiles are
+/// Whether matmuls over interleaved weights (every format `matmul::Interleaved` lays out) run
+/// each whole 16-token tile on AMX tiles (`TDPBSUD`): only under `MEMORIA_SIMD=amx` for now
+/// (the same bits as the default path by construction, see `dot::avx2::interleaved_amx`, but
+/// not yet measured faster). Panics there when tiles are
 /// refused ([`check_forced`] says so as an error first). Fixed on first call.
 pub fn amx() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
