@@ -150,11 +150,22 @@ fn a_512_token_prefill_gives_the_default_paths_bits_on_tiles() {
         xq.quantize(ty.vec_dot_type(), &x, n, cols);
         let mut soft = vec![f32::NAN; n * rows];
         driver_amx::run_soft(&iw, &xq, &mut soft);
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&soft), bits(&want), "{ty}: software tiles");
+        // The first differing (token, row), if any: a short message on failure.
+        let first_diff = |got: &[f32]| {
+            let i = got
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a.to_bits() != b.to_bits())?;
+            Some((i / rows, i % rows, got[i], want[i]))
+        };
+        assert_eq!(
+            first_diff(&soft),
+            None,
+            "{ty}: software tiles (t, r, got, want)"
+        );
         let mut hw = vec![f32::NAN; n * rows];
         match driver_amx::run_hw(&iw, &xq, &mut hw) {
-            Some(()) => assert_eq!(bits(&hw), bits(&want), "{ty}: AMX tiles"),
+            Some(()) => assert_eq!(first_diff(&hw), None, "{ty}: AMX tiles (t, r, got, want)"),
             None => eprintln!("skipped (AMX tiles, {ty}): this CPU/kernel does not grant them"),
         }
     }
