@@ -124,6 +124,33 @@ fn inspect_lists_metadata_and_tensors() {
     );
 }
 
+/// `MEMORIA_SIMD=amx` runs where the kernel grants AMX tiles (and the VNNI kernels they
+/// extend) and is a one-line startup error elsewhere, before any work.
+#[test]
+fn memoria_simd_amx_runs_where_tiles_are_granted_and_is_an_error_elsewhere() {
+    use memoria_kernels::simd;
+    let model = shared::path("models/stories260K-f16.gguf");
+    let out = crate::bin::command()
+        .args(["inspect", s(&model)])
+        .env("MEMORIA_SIMD", "amx")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("spawn memoria");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let granted = simd::amx_usable() && simd::vnni_detected() && simd::avx512_detected();
+    if granted {
+        assert!(out.status.success(), "tiles granted, yet: {stderr}");
+    } else {
+        eprintln!("AMX tiles not granted here: checking the refusal instead");
+        assert!(!out.status.success(), "ran without tiles");
+        assert!(
+            stderr.starts_with("error: MEMORIA_SIMD=amx: ") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "no work before the error");
+    }
+}
+
 /// `inspect` and `tokenize` open a file whose tensors memoria cannot compute with (type 16,
 /// iq2_xxs); `run` refuses it naming the tensor and its type.
 #[test]

@@ -50,6 +50,10 @@ enum Command {
 pub fn main() -> ExitCode {
     let _ = heap::keep_freed_memory();
     let cli = Cli::parse_from(llama_server_flags(std::env::args_os()));
+    if let Err(e) = memoria_kernels::simd::check_forced() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     if !matches!(cli.command, Command::Serve(_) | Command::Route(_)) {
         quiet_broken_pipe();
     }

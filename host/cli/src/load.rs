@@ -141,7 +141,12 @@ pub fn simd_path() -> String {
             } else {
                 ""
             };
-            format!("AVX2{tiles}{copies}")
+            let amx = if simd::amx() {
+                ", AMX tiles for 16-token blocks"
+            } else {
+                ""
+            };
+            format!("AVX2{tiles}{copies}{amx}")
         }
     }
 }

@@ -5,6 +5,8 @@
 //! Invariant: every kernel gives bit-identical results for a given row whatever the batch size,
 //! chunking or thread count, so cached and recomputed K/V never differ.
 
+#[cfg(target_arch = "x86_64")]
+pub mod amx;
 pub mod dot;
 pub mod matmul;
 pub mod ops;

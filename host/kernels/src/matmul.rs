@@ -16,6 +16,8 @@
 mod activations;
 mod driver;
 #[cfg(target_arch = "x86_64")]
+mod driver_amx;
+#[cfg(target_arch = "x86_64")]
 mod driver_interleaved;
 pub(crate) mod interleave;
 mod weights;
@@ -72,6 +74,8 @@ pub fn matmul_prequantized_with(
     driver::run(level, w, xq, out);
 }
 
+#[cfg(all(test, target_arch = "x86_64"))]
+mod amx_tests;
 #[cfg(test)]
 mod interleave_tests;
 #[cfg(test)]

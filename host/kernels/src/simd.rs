@@ -4,7 +4,9 @@
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
 //! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512, `MEMORIA_SIMD=vnni`
 //! AVX2 tiles with 256-bit VNNI (the default), `MEMORIA_SIMD=avx512` adds the 512-bit int8
-//! tiles; non-x86_64 targets always use scalar.
+//! tiles, `MEMORIA_SIMD=amx` the default path with AMX tiles for the interleaved formats' prefill
+//! ([`amx`]; an error where the CPU or kernel refuses tiles); non-x86_64 targets always use
+//! scalar.
 //! [`vnni`] only picks between builds whose results are bit-identical; [`avx512`] picks the
 //! 512-bit int8 tiles, whose results differ from the AVX2 build by float reassociation (fixed
 //! once per process, so every kernel of a process still agrees with itself).
@@ -112,6 +114,52 @@ pub fn avx512_detected() -> bool {
 
 static AMX: OnceLock<bool> = OnceLock::new();
 
+/// `MEMORIA_SIMD` asks for something this process cannot give.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("MEMORIA_SIMD={asked}: {why}")]
+pub struct Unavailable {
+    pub asked: String,
+    pub why: &'static str,
+}
+
+/// Checks that the path `MEMORIA_SIMD` forces can run here: `amx` needs AMX tiles granted by
+/// the kernel ([`amx_usable`]) and the interleaved AVX-512 VNNI kernels they extend. Binaries
+/// call it at startup so a refused request is an error message, not a panic in [`amx`].
+pub fn check_forced() -> Result<(), Unavailable> {
+    if forced().as_deref() != Some("amx") {
+        return Ok(());
+    }
+    let why = if !(vnni() && avx512_detected()) {
+        "this CPU lacks the AVX-512 VNNI kernels the tile path extends"
+    } else if !amx_usable() {
+        "this CPU or kernel does not grant AMX tiles (AMX-TILE/AMX-INT8 with XTILEDATA permission)"
+    } else {
+        return Ok(());
+    };
+    Err(Unavailable {
+        asked: "amx".into(),
+        why,
+    })
+}
+
+/// Whether matmuls over interleaved weights (every format `matmul::Interleaved` lays out) run
+/// each whole 16-token tile on AMX tiles (`TDPBSUD`): only under `MEMORIA_SIMD=amx` for now
+/// (the same bits as the default path by construction, see `dot::avx2::interleaved_amx`, but
+/// not yet measured faster). Panics there when tiles are
+/// refused ([`check_forced`] says so as an error first). Fixed on first call.
+pub fn amx() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        if forced().as_deref() != Some("amx") {
+            return false;
+        }
+        if let Err(e) = check_forced() {
+            panic!("{e}");
+        }
+        true
+    })
+}
+
 /// Whether AMX tiles (AMX-TILE + AMX-INT8) could be used by this process: the CPU lists them,
 /// the OS enabled their state in XCR0 (bits 17, 18), and Linux granted this process permission
 /// for XTILEDATA (`arch_prctl(ARCH_REQ_XCOMP_PERM)`, then confirmed by `ARCH_GET_XCOMP_PERM`).
@@ -200,6 +248,22 @@ mod tests {
         if first {
             let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
             assert_eq!(edx & (0b11 << 24), 0b11 << 24);
+        }
+    }
+
+    #[test]
+    fn amx_runs_only_where_granted_and_a_refusal_is_an_error() {
+        match check_forced() {
+            Ok(()) => {
+                if amx() {
+                    assert!(amx_usable() && vnni() && avx512_detected());
+                }
+            }
+            Err(e) => {
+                assert_eq!(forced().as_deref(), Some("amx"));
+                assert!(!amx_usable() || !avx512_detected(), "{e}");
+                eprintln!("skipped: {e} (a run under MEMORIA_SIMD=amx would stop with it)");
+            }
         }
     }
 

@@ -15,9 +15,9 @@ use crate::dot::avx2::interleaved_k_low::{group_q2k, group_q3k};
 use crate::types::GgmlType;
 
 /// Tokens per kernel call (8 accumulators + 8 weight vectors stay in registers).
-const TOKEN_TILE: usize = 8;
+pub(super) const TOKEN_TILE: usize = 8;
 /// Tokens per pass over a task's groups (bounds the activation working set).
-const TOKEN_BLOCK: usize = 64;
+pub(super) const TOKEN_BLOCK: usize = 64;
 
 thread_local! {
     static INFO: std::cell::RefCell<Vec<XInfo>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -28,7 +28,7 @@ thread_local! {
 
 /// A raw pointer to `out` that tasks may share because they write disjoint spans.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
+pub(super) struct OutPtr(pub(super) *mut f32);
 // SAFETY: only used to write disjoint 16-row spans from different tasks (see `run`).
 unsafe impl Send for OutPtr {}
 // SAFETY: as above.
@@ -39,7 +39,7 @@ impl OutPtr {
     ///
     /// # Safety
     /// `i` inside `out`.
-    unsafe fn add(self, i: usize) -> *mut f32 {
+    pub(super) unsafe fn add(self, i: usize) -> *mut f32 {
         // SAFETY: the caller's contract.
         unsafe { self.0.add(i) }
     }
@@ -47,7 +47,7 @@ impl OutPtr {
 
 /// The per-format halves of an interleaved matmul: the per-(token, block) activation facts and
 /// the group kernel.
-trait GroupKernel: Sync {
+pub(super) trait GroupKernel: Sync {
     type Info: Copy + Default + Send + Sync;
     /// The infos of one activation row (`dst.len()` blocks).
     fn infos(&self, row: &[u8], dst: &mut [Self::Info]);
@@ -66,7 +66,7 @@ trait GroupKernel: Sync {
 }
 
 /// Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4: 32-element blocks against Q8_0 / Q8_1.
-struct Block32(GgmlType);
+pub(super) struct Block32(pub(super) GgmlType);
 
 impl GroupKernel for Block32 {
     type Info = XInfo;
@@ -106,7 +106,7 @@ impl GroupKernel for Block32 {
 }
 
 /// Q4_K or Q5_K (`true`): 256-element super-blocks against Q8_K.
-struct SuperBlockQ4K(bool);
+pub(super) struct SuperBlockQ4K(pub(super) bool);
 
 impl GroupKernel for SuperBlockQ4K {
     type Info = KInfo;
@@ -133,7 +133,7 @@ impl GroupKernel for SuperBlockQ4K {
 }
 
 /// Q6_K, Q3_K or Q2_K: 256-element super-blocks of 16-element sub-blocks against Q8_K.
-struct SuperBlock16(GgmlType);
+pub(super) struct SuperBlock16(pub(super) GgmlType);
 
 impl GroupKernel for SuperBlock16 {
     type Info = Q6Info;
@@ -165,7 +165,7 @@ impl GroupKernel for SuperBlock16 {
 }
 
 /// IQ4_XS: 256-element super-blocks against Q8_K.
-struct SuperBlockIq4Xs;
+pub(super) struct SuperBlockIq4Xs;
 
 impl GroupKernel for SuperBlockIq4Xs {
     type Info = XsInfo;
@@ -193,27 +193,50 @@ impl GroupKernel for SuperBlockIq4Xs {
 pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
     if matches!(iw.ty(), GgmlType::Q4K | GgmlType::Q5K) {
         let mut info = K_INFO.with(std::cell::RefCell::take);
-        run_with(
-            &SuperBlockQ4K(iw.ty() == GgmlType::Q5K),
-            iw,
-            xq,
-            out,
-            &mut info,
-        );
+        let kernel = SuperBlockQ4K(iw.ty() == GgmlType::Q5K);
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&kernel, iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&kernel, iw, xq, out, &mut info);
+        }
         K_INFO.with(|s| *s.borrow_mut() = info);
     } else if iw.ty() == GgmlType::IQ4XS {
         let mut info = XS_INFO.with(std::cell::RefCell::take);
-        run_with(&SuperBlockIq4Xs, iw, xq, out, &mut info);
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&SuperBlockIq4Xs, iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&SuperBlockIq4Xs, iw, xq, out, &mut info);
+        }
         XS_INFO.with(|s| *s.borrow_mut() = info);
     } else if matches!(iw.ty(), GgmlType::Q6K | GgmlType::Q3K | GgmlType::Q2K) {
         let mut info = Q6_INFO.with(std::cell::RefCell::take);
-        run_with(&SuperBlock16(iw.ty()), iw, xq, out, &mut info);
+        let kernel = SuperBlock16(iw.ty());
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&kernel, iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&kernel, iw, xq, out, &mut info);
+        }
         Q6_INFO.with(|s| *s.borrow_mut() = info);
     } else {
         let mut info = INFO.with(std::cell::RefCell::take);
-        run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
+        if tiles_for(xq) {
+            super::driver_amx::run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, hw_tiles);
+        } else {
+            run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
+        }
         INFO.with(|s| *s.borrow_mut() = info);
     }
+}
+
+/// Whether this matmul runs its whole 16-token tiles on AMX ([`crate::simd::amx`]; fewer tokens
+/// than a tile never do).
+fn tiles_for(xq: &QuantizedActivations) -> bool {
+    xq.n() >= crate::amx::M && crate::simd::amx()
+}
+
+/// This thread's tiles, configured for `A` = 16 tokens × `k` bytes.
+fn hw_tiles(k: usize) -> crate::amx::HwTiles {
+    crate::amx::HwTiles::new(crate::amx::M, k).expect("simd::amx holds: the process has tiles")
 }
 
 /// [`run`] with the format's kernel and an info buffer to reuse.

@@ -30,13 +30,97 @@ pub(crate) struct XInfo {
 }
 
 /// Formats, as const parameters.
-const Q4_0: u8 = 0;
-const Q8_0: u8 = 1;
-const Q5_0: u8 = 2;
-const Q4_1: u8 = 3;
-const IQ4_NL: u8 = 4;
-const Q5_1: u8 = 5;
-const MXFP4: u8 = 6;
+pub(crate) const Q4_0: u8 = 0;
+pub(crate) const Q8_0: u8 = 1;
+pub(crate) const Q5_0: u8 = 2;
+pub(crate) const Q4_1: u8 = 3;
+pub(crate) const IQ4_NL: u8 = 4;
+pub(crate) const Q5_1: u8 = 5;
+pub(crate) const MXFP4: u8 = 6;
+
+/// The format constant of `ty` (Q4_0 for a type without one).
+pub(crate) fn format_of(ty: GgmlType) -> u8 {
+    match ty {
+        GgmlType::Q8_0 => Q8_0,
+        GgmlType::Q5_0 => Q5_0,
+        GgmlType::Q4_1 => Q4_1,
+        GgmlType::Q5_1 => Q5_1,
+        GgmlType::IQ4NL => IQ4_NL,
+        GgmlType::Mxfp4 => MXFP4,
+        _ => Q4_0,
+    }
+}
+
+/// Group block bytes and the offset of its quant chunks for format `F`.
+#[inline(always)]
+pub(crate) const fn block_layout<const F: u8>() -> (usize, usize) {
+    match F {
+        Q4_0 | IQ4_NL => (32 + 4 * 64, 32),
+        MXFP4 => (16 + 4 * 64, 16),
+        Q8_0 => (32 + 8 * 64, 32),
+        Q5_0 => (32 + 64 + 4 * 64, 96),
+        Q5_1 => (64 + 64 + 4 * 64, 128),
+        _ => (64 + 4 * 64, 64),
+    }
+}
+
+/// The 4-bit index table of IQ4_NL / MXFP4 as unsigned levels, in every 128-bit lane.
+///
+/// # Safety
+/// avx512f.
+#[inline(always)]
+pub(crate) unsafe fn level_table<const F: u8>() -> __m512i {
+    let levels = if F == MXFP4 {
+        &MXFP4_LEVELS
+    } else {
+        &IQ4NL_LEVELS
+    };
+    // SAFETY: 16 readable bytes; features (caller).
+    unsafe { _mm512_broadcast_i32x4(_mm_loadu_si128(levels.as_ptr().cast())) }
+}
+
+/// The unsigned levels of one group block of format `F` at `blk` as 8 chunks (chunk `c`: bytes
+/// `4c..4c + 4` of the block's elements in each of the 16 rows, row `r` at bytes `4r..`).
+///
+/// # Safety
+/// avx512f/bw; `blk` points to one group block of the format; `table` from [`level_table`].
+#[inline(always)]
+pub(crate) unsafe fn unpack_block<const F: u8>(
+    blk: *const u8,
+    quants: usize,
+    table: __m512i,
+) -> [__m512i; 8] {
+    // SAFETY: the block's bytes are readable (caller); all loads unaligned.
+    unsafe {
+        let low = _mm512_set1_epi8(0x0F);
+        let mut wq = [_mm512_setzero_si512(); 8];
+        if F == Q8_0 {
+            for (c, v) in wq.iter_mut().enumerate() {
+                *v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
+            }
+        } else {
+            for c in 0..4 {
+                let v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
+                wq[c] = _mm512_and_si512(v, low);
+                wq[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+            }
+        }
+        if F == IQ4_NL || F == MXFP4 {
+            for v in &mut wq[..] {
+                *v = _mm512_shuffle_epi8(table, *v);
+            }
+        }
+        if F == Q5_0 || F == Q5_1 {
+            let masks = if F == Q5_0 { 32 } else { 64 };
+            let sixteen = _mm512_set1_epi8(16);
+            for (c, v) in wq.iter_mut().enumerate() {
+                let m = blk.add(masks + 8 * c).cast::<u64>().read_unaligned();
+                *v = _mm512_or_si512(*v, _mm512_maskz_mov_epi8(m, sixteen));
+            }
+        }
+        wq
+    }
+}
 
 /// MXFP4's table as unsigned levels (`value + 128`), for `vpshufb` (repeated per 128-bit lane).
 const MXFP4_LEVELS: [u8; 16] = {
@@ -55,7 +139,7 @@ const MXFP4_LEVELS: [u8; 16] = {
 /// # Safety
 /// avx512f/bw/vl; `p` points to 16 readable bytes.
 #[inline(always)]
-unsafe fn e8m0_half_x16(p: *const u8) -> __m512 {
+pub(crate) unsafe fn e8m0_half_x16(p: *const u8) -> __m512 {
     // SAFETY: 16 readable bytes (caller), unaligned load; features enabled (caller).
     unsafe {
         let e = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()));
@@ -80,27 +164,14 @@ unsafe fn group_tile<const T: usize, const F: u8>(
     info: [*const XInfo; T],
     out: [*mut f32; T],
 ) {
-    let (gb, quants) = match F {
-        Q4_0 | IQ4_NL => (32 + 4 * 64, 32),
-        MXFP4 => (16 + 4 * 64, 16),
-        Q8_0 => (32 + 8 * 64, 32),
-        Q5_0 => (32 + 64 + 4 * 64, 96),
-        Q5_1 => (64 + 64 + 4 * 64, 128),
-        _ => (64 + 4 * 64, 64),
-    };
+    let (gb, quants) = block_layout::<F>();
     let with_min = F == Q4_1 || F == Q5_1;
     // Activation block bytes and the offset of its int8 values (Q8_1 for Q4_1 / Q5_1, else Q8_0).
     let (xb, xq_off) = if with_min { (36, 4) } else { (34, 2) };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
-        let low = _mm512_set1_epi8(0x0F);
-        let levels = if F == MXFP4 {
-            &MXFP4_LEVELS
-        } else {
-            &IQ4NL_LEVELS
-        };
-        let table = _mm512_broadcast_i32x4(_mm_loadu_si128(levels.as_ptr().cast()));
+        let table = level_table::<F>();
         for b in 0..nb {
             let blk = w.add(b * gb);
             let dw = if F == MXFP4 {
@@ -108,31 +179,7 @@ unsafe fn group_tile<const T: usize, const F: u8>(
             } else {
                 _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()))
             };
-            let mut wq = [_mm512_setzero_si512(); 8];
-            if F == Q8_0 {
-                for (c, v) in wq.iter_mut().enumerate() {
-                    *v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
-                }
-            } else {
-                for c in 0..4 {
-                    let v = _mm512_loadu_si512(blk.add(quants + 64 * c).cast());
-                    wq[c] = _mm512_and_si512(v, low);
-                    wq[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
-                }
-            }
-            if F == IQ4_NL || F == MXFP4 {
-                for v in &mut wq[..] {
-                    *v = _mm512_shuffle_epi8(table, *v);
-                }
-            }
-            if F == Q5_0 || F == Q5_1 {
-                let masks = if F == Q5_0 { 32 } else { 64 };
-                let sixteen = _mm512_set1_epi8(16);
-                for (c, v) in wq.iter_mut().enumerate() {
-                    let m = blk.add(masks + 8 * c).cast::<u64>().read_unaligned();
-                    *v = _mm512_or_si512(*v, _mm512_maskz_mov_epi8(m, sixteen));
-                }
-            }
+            let wq = unpack_block::<F>(blk, quants, table);
             let mw = if with_min {
                 _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32).cast()))
             } else {

@@ -56,23 +56,12 @@ pub(crate) unsafe fn group_iq4xs<const T: usize>(
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); T];
-        let low = _mm512_set1_epi8(0x0F);
         let table = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4NL_LEVELS.as_ptr().cast()));
         for b in 0..nb {
             let blk = w.add(b * IQ4XS_GROUP_BYTES);
             let mut isum = [_mm512_setzero_si512(); T];
             for j in 0..8 {
-                let chunks = blk.add(IQ4XS_QUANTS + 64 * 8 * (j / 2));
-                let mut wq = [_mm512_setzero_si512(); 8];
-                for (c, v) in wq.iter_mut().enumerate() {
-                    let raw = _mm512_loadu_si512(chunks.add(64 * c).cast());
-                    let idx = if j % 2 == 0 {
-                        _mm512_and_si512(raw, low)
-                    } else {
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low)
-                    };
-                    *v = _mm512_shuffle_epi8(table, idx);
-                }
+                let wq = iq4xs_levels(blk, j, table);
                 let sc =
                     _mm512_cvtepi8_epi32(_mm_loadu_si128(blk.add(IQ4XS_SCALES + 16 * j).cast()));
                 let xq = x.map(|p| p.add(b * XB + XQ + 32 * j));
@@ -85,6 +74,31 @@ pub(crate) unsafe fn group_iq4xs<const T: usize>(
         for t in 0..T {
             _mm512_storeu_ps(out[t], acc[t]);
         }
+    }
+}
+
+/// The unsigned levels (table value + 128) of sub-block `j` of the IQ4_XS group block at
+/// `blk` as 8 chunks of 4 elements × 16 rows; `table` holds [`IQ4NL_LEVELS`] in every lane.
+///
+/// # Safety
+/// avx512f/bw enabled in the caller; `blk` points to one IQ4_XS group block.
+#[inline(always)]
+pub(crate) unsafe fn iq4xs_levels(blk: *const u8, j: usize, table: __m512i) -> [__m512i; 8] {
+    // SAFETY: the caller's contract; the loads are unaligned.
+    unsafe {
+        let low = _mm512_set1_epi8(0x0F);
+        let chunks = blk.add(IQ4XS_QUANTS + 64 * 8 * (j / 2));
+        let mut wq = [_mm512_setzero_si512(); 8];
+        for (c, v) in wq.iter_mut().enumerate() {
+            let raw = _mm512_loadu_si512(chunks.add(64 * c).cast());
+            let idx = if j.is_multiple_of(2) {
+                _mm512_and_si512(raw, low)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low)
+            };
+            *v = _mm512_shuffle_epi8(table, idx);
+        }
+        wq
     }
 }
 

@@ -168,27 +168,38 @@ pub(crate) unsafe fn group_q6k<const T: usize>(
     info: [*const Q6Info; T],
     out: [*mut f32; T],
 ) {
-    // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
+    // SAFETY: features and pointer ranges are the caller's contract.
+    unsafe {
+        let levels = |blk: *const u8, e: usize| q6k_levels(blk, e);
+        signed_sub16(w, nb, x, info, out, (Q6K_GROUP_BYTES, Q6K_SCALES), levels);
+    }
+}
+
+/// The 6-bit levels `u = q + 32` of element chunk `e` (elements `4e..4e + 4` of 16 rows) of the
+/// Q6_K group block at `blk`, rebuilt from its nibble and top-bit chunks.
+///
+/// # Safety
+/// avx512f/bw enabled in the caller; `blk` points to one Q6_K group block.
+#[inline(always)]
+pub(crate) unsafe fn q6k_levels(blk: *const u8, e: usize) -> __m512i {
+    // SAFETY: the caller's contract; the loads are unaligned.
     unsafe {
         let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
-        let levels = |blk: *const u8, e: usize| {
-            let lo = _mm512_loadu_si512(blk.add(Q6K_LOW + 64 * (e % 32)).cast());
-            let lo = if e < 32 {
-                _mm512_and_si512(lo, low)
-            } else {
-                _mm512_and_si512(_mm512_srli_epi16::<4>(lo), low)
-            };
-            let hi = _mm512_loadu_si512(blk.add(Q6K_HIGH + 64 * (e % 16)).cast());
-            let hi = match e / 16 {
-                0 => _mm512_slli_epi16::<4>(hi),
-                1 => _mm512_slli_epi16::<2>(hi),
-                2 => hi,
-                _ => _mm512_srli_epi16::<2>(hi),
-            };
-            // lo | (hi & 0x30)
-            _mm512_ternarylogic_epi32::<0xF8>(lo, hi, top)
+        let lo = _mm512_loadu_si512(blk.add(Q6K_LOW + 64 * (e % 32)).cast());
+        let lo = if e < 32 {
+            _mm512_and_si512(lo, low)
+        } else {
+            _mm512_and_si512(_mm512_srli_epi16::<4>(lo), low)
         };
-        signed_sub16(w, nb, x, info, out, (Q6K_GROUP_BYTES, Q6K_SCALES), levels);
+        let hi = _mm512_loadu_si512(blk.add(Q6K_HIGH + 64 * (e % 16)).cast());
+        let hi = match e / 16 {
+            0 => _mm512_slli_epi16::<4>(hi),
+            1 => _mm512_slli_epi16::<2>(hi),
+            2 => hi,
+            _ => _mm512_srli_epi16::<2>(hi),
+        };
+        // lo | (hi & 0x30)
+        _mm512_ternarylogic_epi32::<0xF8>(lo, hi, top)
     }
 }
 

@@ -28,7 +28,7 @@ const XQ: usize = 4;
 /// # Safety
 /// avx512f/bw enabled in the caller; `low` readable for 16 chunks of 64 bytes.
 #[inline(always)]
-unsafe fn two_bits(low: *const u8, e: usize) -> __m512i {
+pub(crate) unsafe fn two_bits(low: *const u8, e: usize) -> __m512i {
     // SAFETY: the caller's contract; the load is unaligned.
     unsafe {
         let raw = _mm512_loadu_si512(low.add(64 * (e % 16)).cast());
@@ -57,17 +57,27 @@ pub(crate) unsafe fn group_q3k<const T: usize>(
     info: [*const Q6Info; T],
     out: [*mut f32; T],
 ) {
-    // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
+    // SAFETY: features and pointer ranges are the caller's contract.
     unsafe {
-        let four = _mm512_set1_epi8(4);
-        let levels = |blk: *const u8, e: usize| {
-            let m = blk.add(Q3K_MASKS + 8 * e).cast::<u64>().read_unaligned();
-            _mm512_or_si512(
-                two_bits(blk.add(Q3K_LOW), e),
-                _mm512_maskz_mov_epi8(m, four),
-            )
-        };
+        let levels = |blk: *const u8, e: usize| q3k_levels(blk, e);
         signed_sub16(w, nb, x, info, out, (Q3K_BYTES, Q3K_SCALES), levels);
+    }
+}
+
+/// The levels `u = q + 4` of element chunk `e` (elements `4e..4e + 4` of 16 rows) of the Q3_K
+/// group block at `blk`: the 2-bit levels with the third bit ORed in.
+///
+/// # Safety
+/// avx512f/bw enabled in the caller; `blk` points to one Q3_K group block.
+#[inline(always)]
+pub(crate) unsafe fn q3k_levels(blk: *const u8, e: usize) -> __m512i {
+    // SAFETY: the caller's contract; the loads are unaligned.
+    unsafe {
+        let m = blk.add(Q3K_MASKS + 8 * e).cast::<u64>().read_unaligned();
+        _mm512_or_si512(
+            two_bits(blk.add(Q3K_LOW), e),
+            _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(4)),
+        )
     }
 }
 

@@ -7,6 +7,9 @@
 
 mod float;
 pub(crate) mod interleaved;
+pub(crate) mod interleaved_amx;
+pub(crate) mod interleaved_amx_k;
+pub(crate) mod interleaved_amx_sub;
 pub(crate) mod interleaved_iq4xs;
 pub(crate) mod interleaved_k;
 pub(crate) mod interleaved_k_low;
