@@ -40,7 +40,7 @@ enum Command {
     /// Serve the OpenAI-compatible API, metrics and admin API (the host).
     Serve(Box<cmd::serve::ServeArgs>),
     /// Route OpenAI requests to several hosts by prompt prefix and load.
-    Route(cmd::route::RouteArgs),
+    Route(memoria_route::RouteArgs),
     /// Inspect, verify, compact or clear a persistent prefix-state store.
     #[command(subcommand)]
     Store(cmd::store::StoreCommand),
@@ -67,7 +67,13 @@ pub fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::main(a),
         Command::Model(c) => cmd::synth::main(c),
         Command::Serve(a) => cmd::serve::main(*a),
-        Command::Route(a) => cmd::route::main(a),
+        Command::Route(a) => memoria_route::main(
+            a,
+            memoria_route::Host {
+                chat_template: &cmd::serve::chat_template_for,
+                runtime: &cmd::server_runtime,
+            },
+        ),
         Command::Store(c) => cmd::store::main(c),
     };
     match result {

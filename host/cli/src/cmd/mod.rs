@@ -7,7 +7,6 @@ pub mod inspect;
 pub mod logprobs;
 pub mod perplexity;
 pub mod pull;
-pub mod route;
 pub mod run;
 pub mod serve;
 mod serve_events;
@@ -19,7 +18,7 @@ pub mod synth;
 pub mod tokenize;
 
 /// The async runtime of a long-running server (`serve`, `route`): 2 to 4 worker threads.
-pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))

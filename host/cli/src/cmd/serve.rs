@@ -498,7 +498,7 @@ fn chat_template(
 
 /// [`chat_template`] from a GGUF file (a vocab-only one is enough): `memoria route` renders with
 /// this too, so router and hosts pick the same template.
-pub(crate) fn chat_template_for(
+pub fn chat_template_for(
     configured: Option<&str>,
     gguf: &GgufFile,
     tok: &Tokenizer,

@@ -31,7 +31,7 @@ impl DraftLength {
 
     /// The draft length for the next step (0: decode without a draft). A step without a draft
     /// counts down a back-off.
-    pub fn next(&mut self) -> usize {
+    pub fn for_next_step(&mut self) -> usize {
         if self.max == 0 {
             return 0;
         }
@@ -69,20 +69,20 @@ mod tests {
     fn full_acceptance_grows_to_the_max_and_none_backs_off() {
         let mut d = DraftLength::new(8);
         for _ in 0..20 {
-            let k = d.next();
+            let k = d.for_next_step();
             d.observe(k, k);
         }
-        assert_eq!(d.next(), 8);
+        assert_eq!(d.for_next_step(), 8);
         // Nothing accepted: soon no drafting at all, for longer each time.
         let mut off = 0;
         for _ in 0..200 {
-            let k = d.next();
+            let k = d.for_next_step();
             if k == 0 {
                 off += 1;
             }
             d.observe(k, 0);
         }
         assert!(off > 150, "{off} of 200 steps without a draft");
-        assert_eq!(DraftLength::new(0).next(), 0);
+        assert_eq!(DraftLength::new(0).for_next_step(), 0);
     }
 }

@@ -10,6 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ngram::{MAX_N, MIN_N, hash, slots_for};
 
+/// A group's memory, shared by its sessions.
+type Shared = Arc<Mutex<GroupMemory>>;
+
 /// Separates two sequences in the ring: no n-gram spans it and no draft crosses it.
 const SEPARATOR: u32 = u32::MAX;
 
@@ -129,7 +132,8 @@ impl GroupMemory {
 pub struct DraftMemory {
     capacity: usize,
     max_groups: usize,
-    groups: Mutex<HashMap<u64, (u64, Arc<Mutex<GroupMemory>>)>>,
+    /// Group -> (the clock at its last use, its memory).
+    groups: Mutex<HashMap<u64, (u64, Shared)>>,
     clock: Mutex<u64>,
 }
 

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use memoria_model::chat::ChatTemplate;
 use memoria_model::gguf::GgufFile;
 use memoria_model::tokenizer::Tokenizer;
 
@@ -108,7 +109,21 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Open exchanges may finish for this long after SIGTERM.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn main(a: RouteArgs) -> anyhow::Result<()> {
+/// Picks the chat template for a model: a configured name or source, or the model's own.
+pub type ChatTemplateFor =
+    dyn Fn(Option<&str>, &GgufFile, &Tokenizer) -> anyhow::Result<ChatTemplate>;
+
+/// What the router takes from the binary it runs in: the chat-template policy `serve` applies
+/// (so both tokenize a request the same way) and the server's async runtime.
+pub struct Host<'a> {
+    /// The chat template for the model (a configured name or source, or the model's own).
+    pub chat_template: &'a ChatTemplateFor,
+    /// The async runtime the router runs on.
+    pub runtime: &'a dyn Fn() -> anyhow::Result<tokio::runtime::Runtime>,
+}
+
+/// Runs the router until SIGTERM or SIGINT.
+pub fn main(a: RouteArgs, h: Host<'_>) -> anyhow::Result<()> {
     let host: IpAddr = a
         .host
         .parse()
@@ -154,7 +169,7 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
         GgufFile::open(&a.model).with_context(|| format!("opening {}", a.model.display()))?;
     let tokenizer = Tokenizer::from_gguf(&file)
         .with_context(|| format!("reading the tokenizer of {}", a.model.display()))?;
-    let chat = super::serve::chat_template_for(a.chat_template.as_deref(), &file, &tokenizer)?;
+    let chat = (h.chat_template)(a.chat_template.as_deref(), &file, &tokenizer)?;
     let events_from = match (&a.events, a.events_cluster.is_empty()) {
         (Some(url), _) => Some(memoria_store::Endpoint::Server(url.clone())),
         (None, false) => Some(memoria_store::Endpoint::Cluster(a.events_cluster.clone())),
@@ -203,7 +218,7 @@ pub fn main(a: RouteArgs) -> anyhow::Result<()> {
         header_timeout: CLIENT_TIMEOUT,
         drain_timeout: DRAIN_TIMEOUT,
     };
-    let rt = super::server_runtime()?;
+    let rt = (h.runtime)()?;
     rt.block_on(async move {
         let addr = SocketAddr::new(host, a.port);
         let listener = tokio::net::TcpListener::bind(addr)
