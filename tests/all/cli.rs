@@ -151,6 +151,23 @@ fn memoria_simd_amx_runs_where_tiles_are_granted_and_is_an_error_elsewhere() {
     }
 }
 
+/// A `MEMORIA_SIMD` that names no path (a typo) is an error naming the paths, not ignored.
+#[test]
+fn memoria_simd_with_an_unknown_path_is_an_error() {
+    let model = shared::path("models/stories260K-f16.gguf");
+    let out = crate::bin::command()
+        .args(["inspect", s(&model)])
+        .env("MEMORIA_SIMD", "amxx")
+        .output()
+        .expect("spawn memoria");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "ran with MEMORIA_SIMD=amxx");
+    assert!(
+        stderr.starts_with("error: MEMORIA_SIMD=amxx: not a SIMD path: use scalar, avx2, vnni"),
+        "{stderr}"
+    );
+}
+
 /// `inspect` and `tokenize` open a file whose tensors memoria cannot compute with (type 16,
 /// iq2_xxs); `run` refuses it naming the tensor and its type.
 #[test]

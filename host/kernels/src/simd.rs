@@ -122,12 +122,19 @@ pub struct Unavailable {
     pub why: &'static str,
 }
 
-/// Checks that the path `MEMORIA_SIMD` forces can run here: `amx` needs AMX tiles granted by
+/// Checks that `MEMORIA_SIMD` names a path and that the path can run here: `amx` needs AMX tiles granted by
 /// the kernel ([`amx_usable`]) and the interleaved AVX-512 VNNI kernels they extend. Binaries
 /// call it at startup so a refused request is an error message, not a panic in [`amx`].
 pub fn check_forced() -> Result<(), Unavailable> {
-    if forced().as_deref() != Some("amx") {
-        return Ok(());
+    match forced().as_deref() {
+        Some("amx") => {}
+        None | Some("scalar" | "avx2" | "vnni" | "avx512") => return Ok(()),
+        Some(other) => {
+            return Err(Unavailable {
+                asked: other.to_owned(),
+                why: "not a SIMD path: use scalar, avx2, vnni (the default), avx512 or amx",
+            });
+        }
     }
     let why = if !(vnni() && avx512_detected()) {
         "this CPU lacks the AVX-512 VNNI kernels the tile path extends"
