@@ -34,10 +34,10 @@ use memoria_model::tokenizer::Tokenizer;
 use crate::EngineError;
 use crate::config::EngineConfig;
 use crate::sampling::Sampler;
-use crate::session::{Event, Generation, Job, Session, SessionId, Usage, Warm};
+use crate::session::{Event, Generation, Job, Session, SessionId, StopReason, Usage, Warm};
 use crate::stats::EngineStats;
 use crate::stop::{StopMatcher, TEXT_ROOM};
-use crate::utf8::Utf8Buf;
+use memoria_model::tokenizer::Utf8Buf;
 
 pub(crate) struct Engine {
     pub model: Arc<Model>,
@@ -390,7 +390,7 @@ impl Engine {
             .min(self.cfg.max_context);
         self.pool.reserve_capacity(seq, reach)?;
         if params.max_tokens == 0 {
-            self.finish_generation(id, crate::generate::StopReason::Length);
+            self.finish_generation(id, StopReason::Length);
             return Ok(());
         }
         let s = self.session(ns, id)?;
