@@ -17,7 +17,6 @@ pub mod stop;
 pub use config::EngineConfig;
 pub use engine::{GenerateParams, SessionInfo};
 pub use handle::{EMBED_WAVE, Embedded, EngineHandle, GenerationStream};
-pub use memoria_store as store;
 pub use preload::{Preload, preload};
 pub use session::{Event, SessionId, StopReason, Usage, WarmInfo};
 pub use stats::{EngineStats, EngineStatsSnapshot};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::{StoreOptions, TierStack};
 use memoria_sched::{EngineConfig, EngineHandle};
+use memoria_store::{StoreOptions, TierStack};
 use memoria_tenant::{NamespaceSpec, Tenants};
 use serde_json::Value;
 

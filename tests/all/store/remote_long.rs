@@ -6,8 +6,8 @@
 //! host without a remote tier, bit for bit. The model is a small random-weight llama with a
 //! 2,048-token context (stories260K's 512 cannot hold it).
 
-use memoria_sched::store::remote::test_cluster::TestCluster;
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_cluster::TestCluster;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::{Value, json};
 
 use super::remote_cluster_serve::{ADMIN, stats};

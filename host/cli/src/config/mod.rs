@@ -382,7 +382,7 @@ fn connection_limits(s: &file::RawServer) -> anyhow::Result<(Duration, Duration,
 fn store_budgets(s: &file::RawStore) -> anyhow::Result<(Option<u64>, Option<u64>)> {
     const MAX_MB: u64 = 1 << 40;
     // The store file cannot be held under this (its own tables, and redb grows it by doubling).
-    const MIN_DISK_MB: u64 = memoria_sched::store::disk::budget::MIN_BUDGET >> 20;
+    const MIN_DISK_MB: u64 = memoria_store::disk::budget::MIN_BUDGET >> 20;
     if let Some(mb) = s.max_disk_mb
         && !(MIN_DISK_MB..=MAX_MB).contains(&mb)
     {

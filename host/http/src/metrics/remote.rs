@@ -3,7 +3,7 @@
 //! writes and dropped writes, write-queue depth, breaker state and opens, and a fetch latency
 //! histogram. Invariant: nothing is written when the server runs without a remote tier.
 
-use memoria_sched::store::remote::{LATENCY_BOUNDS_US, RemoteSnapshot};
+use memoria_store::remote::{LATENCY_BOUNDS_US, RemoteSnapshot};
 use serde_json::{Value, json};
 
 use super::render::Out;

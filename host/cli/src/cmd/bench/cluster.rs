@@ -23,7 +23,7 @@ use clap::Args;
 use memoria_model::gguf::GgufFile;
 use memoria_model::llama::HParams;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::{Value, json};
 
 use super::procs::{Proc, Scratch};
