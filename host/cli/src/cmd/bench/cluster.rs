@@ -1,4 +1,4 @@
-//! `memoria bench cluster`: the remote tier (issue 13) between `memoria serve` hosts sharing one
+//! `memoria bench cluster`: the remote tier between `memoria serve` hosts sharing one
 //! Valkey/Redis server, measured end to end on child processes of this binary (each host its
 //! own temp store, all keys under a prefix unique to the run, deleted at the end). Phases:
 //! "prefix" (TTFT on host B of a prompt host A computed, against B computing a prompt of the
