@@ -1,6 +1,7 @@
 //! The engine thread: owns the model, the block pool and every session; callers talk to it only
 //! through [`Command`]s. Between steps it takes requests; each step batches every running
-//! session's next token plus chunks of pending prefills into one forward pass (see `step`; the session commands are in `sessions`).
+//! session's next token plus chunks of pending prefills into one forward pass (see `step`; the
+//! session commands are in `sessions`).
 //! Nothing here locks: other threads read [`EngineStats`] and the pool's atomics.
 
 mod buffers;
