@@ -9,7 +9,8 @@
 //! with `TimedOut` (the handler answers 408) and the connection closes.
 //!
 //! Requests pipelined before a refused head are answered first: hyper sees the end of the
-//! stream only when their responses are written (`framing_out.rs` follows them).
+//! stream only when their responses are written (`framing_out.rs` follows them). The rules a head and a chunked body are checked against are
+//! in `framing_grammar.rs`.
 //!
 //! Invariant: hyper reads exactly the client's bytes, in order, up to the first refused head.
 
