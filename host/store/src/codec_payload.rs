@@ -108,11 +108,7 @@ pub(super) fn quantize_f16(data: &[u8], ty: GgmlType) -> Result<Vec<u8>, CodecEr
     Ok(q)
 }
 
-fn dequantize_f16(
-    payload: &[u8],
-    ty: GgmlType,
-    out: &mut [u8],
-) -> Result<(), CodecError> {
+fn dequantize_f16(payload: &[u8], ty: GgmlType, out: &mut [u8]) -> Result<(), CodecError> {
     let n = out.len() / 2;
     if ty.row_bytes(n) != Some(payload.len()) {
         return Err(CodecError::LengthMismatch {
