@@ -28,7 +28,8 @@ pub use command::{GenerateParams, SessionInfo};
 pub(crate) use persist::Persist;
 
 use memoria_kv::{
-    BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
+    BlockHash, BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
+    RootShape,
 };
 use memoria_model::llama::{Model, Scratch};
 use memoria_model::tokenizer::Tokenizer;
@@ -163,8 +164,7 @@ impl Engine {
                 let r = if self.sessions.len() >= self.cfg.max_sessions {
                     Err(EngineError::TooManySessions(self.cfg.max_sessions))
                 } else {
-                    self.salt(ns).map(|salt| {
-                        let root = self.pool.root_hash(&self.fingerprint, &salt);
+                    self.root(ns).map(|root| {
                         let seq = self.pool.create_seq(ns, root);
                         let id = self.new_session_id();
                         self.sessions.insert(id, Session::new(ns, root, seq, now));
@@ -282,6 +282,18 @@ impl Engine {
             Command::Shutdown => {}
         }
         self.stats.set_sessions(self.sessions.len());
+    }
+
+    /// The chain root of namespace `ns` for this engine's model, as the registry computed it.
+    pub(crate) fn root(&self, ns: NamespaceId) -> Result<BlockHash, EngineError> {
+        self.namespaces
+            .root(ns, &self.root_shape())
+            .ok_or_else(|| EngineError::Internal(format!("namespace {ns} is not registered")))
+    }
+
+    /// This engine's model and block shape, which chain roots are computed for.
+    pub(crate) fn root_shape(&self) -> RootShape {
+        RootShape::new(self.fingerprint, self.pool.layout())
     }
 
     /// The salt of namespace `ns`, from the registry (the only place it is kept).

@@ -246,14 +246,13 @@ impl Engine {
             ))));
             return;
         }
-        let salt = match self.salt(ns) {
-            Ok(salt) => salt,
+        let root = match self.root(ns) {
+            Ok(root) => root,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
         };
-        let root = self.pool.root_hash(&self.fingerprint, &salt);
         let seq = self.pool.create_seq(ns, root);
         let now = Instant::now();
         let mut s = Session::new(ns, root, seq, now);
