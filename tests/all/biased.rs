@@ -1,4 +1,4 @@
-//! Issue 14 at the engine: a sampled session with `logit_bias` and `logprobs` yields the same
+//! At the engine: a sampled session with `logit_bias` and `logprobs` yields the same
 //! tokens and bit-identical log-probs alone and among 15 other sessions; a session forked after
 //! its prompt was computed samples exactly what a fresh session with the same seed samples; the
 //! log-probs are the log-softmax of the raw logits, whatever the bias.

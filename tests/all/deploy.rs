@@ -1,4 +1,4 @@
-//! Deploying components into a running runtime (issue 6's admin API underneath): deploy,
+//! Deploying components into a running runtime (the admin API underneath): deploy,
 //! replace and delete per namespace and route, invalid components refused with nothing changed,
 //! deployments and deletions kept in the components folder across a restart, running requests
 //! left alone by a replace, and config reloads that reload configured components, keep

@@ -1,10 +1,12 @@
 //! The engine against llama.cpp's own outputs on stories260K (../shared/golden): greedy tokens
 //! exactly, logits within the tolerances golden/README.md explains.
 
+use std::sync::Arc;
+
+use memoria_kv::NamespaceId;
 use memoria_model::llama::{BatchToken, KvDtype, Model, Scratch};
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::generate::{GenerateRequest, generate};
-use memoria_sched::sampling::SamplingParams;
+use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use serde_json::Value;
 
 use crate::shared;
@@ -31,12 +33,52 @@ fn floats(v: &Value) -> Vec<f32> {
         .collect()
 }
 
+const NS: NamespaceId = NamespaceId(1);
+
+/// Greedy generation through the engine: `max_tokens` tokens after `prompt` (fewer if an
+/// end-of-generation token comes first), computed from scratch in a namespace of its own
+/// (`label`), and the text they stream.
+async fn engine_greedy(
+    e: &EngineHandle,
+    label: &str,
+    prompt: Vec<u32>,
+    max_tokens: usize,
+) -> (Vec<u32>, String) {
+    let id = shared::open_salted(e, NS, label).await;
+    e.append(NS, id, prompt).await.expect("append");
+    let mut params = GenerateParams::greedy(max_tokens);
+    params.close_when_done = true;
+    let mut stream = e.generate(NS, id, params).expect("generate");
+    let (mut tokens, mut text) = (Vec::new(), String::new());
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Event::Token { id, text: t, .. } => {
+                tokens.push(id);
+                text.push_str(&t);
+            }
+            Event::Done { text_tail, .. } => {
+                text.push_str(&text_tail);
+                return (tokens, text);
+            }
+            Event::Error(err) => panic!("generation failed: {err}"),
+        }
+    }
+    panic!("the stream ended without Done");
+}
+
 fn check_greedy(golden: &str, model_file: &str) {
     let (model, tok) = load(model_file);
+    let tok = Arc::new(tok);
+    let cfg = EngineConfig {
+        kv_elem: memoria_kv::KvElem::F16,
+        ..EngineConfig::default()
+    };
+    let e = EngineHandle::start(Arc::new(model), tok.clone(), cfg).expect("engine");
+    let rt = shared::runtime();
     let g = shared::json(golden);
     let results = g["greedy"]["results"].as_array().expect("results");
     assert!(!results.is_empty());
-    for r in results {
+    for (i, r) in results.iter().enumerate() {
         let prompt = r["prompt"].as_str().expect("prompt");
         let prompt_ids = tok.encode(prompt, true, true);
         assert_eq!(
@@ -45,26 +87,20 @@ fn check_greedy(golden: &str, model_file: &str) {
             "prompt ids of {prompt:?}"
         );
         let want = ids(&r["generated_ids"]);
-        let req = GenerateRequest {
-            prompt: prompt_ids,
-            max_tokens: want.len(),
-            sampling: SamplingParams::greedy(),
-            stop: Vec::new(),
-            kv_dtype: KvDtype::F16,
-            n_ctx: 0,
-            n_batch: 512,
-        };
-        let out = generate(&model, &tok, &req, |_| {}).expect("generate");
+        let (tokens, text) = rt.block_on(engine_greedy(
+            &e,
+            &format!("golden-{i}"),
+            prompt_ids,
+            want.len(),
+        ));
+        assert_eq!(tokens, want, "greedy tokens of {prompt:?} ({model_file})");
         assert_eq!(
-            out.tokens, want,
-            "greedy tokens of {prompt:?} ({model_file})"
-        );
-        assert_eq!(
-            out.text,
+            text,
             r["generated_text"].as_str().expect("text"),
             "text of {prompt:?}"
         );
     }
+    e.shutdown();
 }
 
 #[test]

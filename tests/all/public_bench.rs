@@ -1,4 +1,4 @@
-//! Benchmark for public prefixes (issue 15): 8 isolated tenants × 4 clients, each client's
+//! Benchmark for public prefixes: 8 isolated tenants × 4 clients, each client's
 //! conversation = one shared 1,000-token public system prompt + its own 150-token user turn +
 //! 100 generated tokens, all alive at once in the hot pool of a SmolLM2-135M-shaped K/V layout
 //! (30 layers, kv_dim 192, f16, B = 16). Prints the K/V bytes held without the policy (each

@@ -1,4 +1,4 @@
-//! Public prefixes across isolated namespaces (issue 15), through `memoria serve`: two isolated
+//! Public prefixes across isolated namespaces, through `memoria serve`: two isolated
 //! namespaces declaring the same system prompt hold one copy of its blocks and hit each other's
 //! only there (a suffix guessed token for token hits nothing past the declared prefix); a third
 //! isolated namespace without the declaration shares nothing; a public-prefix hit generates

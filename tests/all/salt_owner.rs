@@ -1,4 +1,4 @@
-//! Issue 13 ("One namespace registry"): a namespace's salt has one owner. Outside the registry
+//! One namespace registry: a namespace's salt has one owner. Outside the registry
 //! (`memoria_kv::registry`, filled by `memoria_tenant`'s derivation) no host source constructs
 //! a `NamespaceSalt`, except the store's decoders reading this host's own records back; the
 //! HTTP and runtime crates never name a salt at all (they pass namespace ids).

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde_json::{Value, json};
 
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 
 use crate::serve::client::{get, post};
 use crate::serve::server::{Server, model, temp_dir};

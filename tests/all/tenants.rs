@@ -1,4 +1,4 @@
-//! Tenant components (issue 5): the example guests answer through the engine, misbehaving
+//! Tenant components: the example guests answer through the engine, misbehaving
 //! guests are contained (deadline, memory cap, traps, oversized host-call arguments), invalid
 //! components are refused with a message that says why, and namespaces are isolated (blocks,
 //! named sessions). Guests are built by tests/build.rs and driven through the runtime's

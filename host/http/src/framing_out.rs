@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use crate::framing::{Chunk, chunk_byte};
+use crate::framing_grammar::{Chunk, chunk_byte};
 
 /// Largest response head followed (hyper's are far smaller).
 const MAX_OUT_HEAD: usize = 64 << 10;

@@ -18,6 +18,7 @@ mod cors;
 mod cors_proxy;
 mod error;
 mod framing;
+mod framing_grammar;
 mod framing_out;
 mod llama;
 mod metrics;

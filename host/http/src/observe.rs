@@ -1,5 +1,5 @@
 //! A hook for watching served prompts: `memoria serve` installs one to publish the routing keys
-//! of what its pool now holds (host events, issue 13). Called on the request's task after a
+//! of what its pool now holds (host events). Called on the request's task after a
 //! chat or completion request was answered 2xx; it must return at once (queue, never block).
 
 use bytes::Bytes;

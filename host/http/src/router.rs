@@ -288,11 +288,13 @@ async fn tenant(
     let (name, sub) = rest.split_once('/').unwrap_or((rest, ""));
     let sub = format!("/{sub}");
     let ns = auth::namespace_for_route(&state, name, req.headers())?;
-    if let Some(router) = state.router.clone()
-        && router.has_component(&ns, &sub)
-    {
-        return Ok(router.handle(ns, sub, req).await);
-    }
+    let req = match &state.router {
+        Some(router) => match router.route(&ns, &sub, req) {
+            Ok(served) => return Ok(served.await),
+            Err(req) => req,
+        },
+        None => req,
+    };
     if let Some((api, id)) = routes::lookup(&sub) {
         return api_route(state, ns, req, (api, id, name), started).await;
     }

@@ -148,7 +148,7 @@ pub struct ServerParts {
     pub router: Option<Arc<dyn ComponentRouter>>,
     pub reloader: Option<Reloader>,
     /// The engine's lower tiers, for their metrics (None: hot pool only).
-    pub store: Option<Arc<memoria_sched::store::TierStack>>,
+    pub store: Option<Arc<memoria_store::TierStack>>,
     /// The first-token padding estimate, shared with the components' runtime.
     pub hit_pad: Arc<memoria_tenant::HitPad>,
     /// The embeddings' padding estimate, shared with the components' runtime.
@@ -164,7 +164,7 @@ pub struct AppState {
     pub chat: ChatTemplate,
     pub router: Option<Arc<dyn ComponentRouter>>,
     pub reloader: Option<Reloader>,
-    pub store: Option<Arc<memoria_sched::store::TierStack>>,
+    pub store: Option<Arc<memoria_store::TierStack>>,
     tenants: RwLock<Arc<Tenants>>,
     pub admission: Admission,
     pub metrics: Metrics,

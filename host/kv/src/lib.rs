@@ -63,7 +63,7 @@ pub use meta::{BlockState, PinLevel};
 pub use misses::{LostTier, MissReason, MissSnapshot};
 pub use pool::{BlockInfo, BlockPool, HotChain};
 pub use public::{PublicChain, chain_step, context_chain};
-pub use registry::{NamespaceEntry, NamespaceTable, Namespaces};
+pub use registry::{NamespaceEntry, NamespaceTable, Namespaces, RootShape};
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
 pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};
 

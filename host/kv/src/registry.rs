@@ -5,6 +5,11 @@
 //! remote prefetches, embedding keys) names a namespace by [`NamespaceId`] and looks its salt
 //! up here. Readers take a snapshot without locking ([`Namespaces::snapshot`]); a salt is never
 //! formatted (its `Debug` is redacted) and never leaves the host.
+//!
+//! What is derived from a salt is worked out here too: a namespace's chain root for the model
+//! the registry is bound to ([`Namespaces::bind`]) is computed once, when its entry is registered
+//! (or when the registry is bound), and read by [`Namespaces::root`]; a root for any other model
+//! shape is derived on request, here as well.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,7 +17,33 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::{NamespaceId, NamespaceSalt, PublicChain};
+use crate::{
+    BlockHash, KvElem, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, PublicChain,
+};
+
+/// What a chain root depends on besides the salt: the model, and the element type and size of
+/// its K/V blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootShape {
+    pub model: ModelFingerprint,
+    pub elem: KvElem,
+    pub block_tokens: usize,
+}
+
+impl RootShape {
+    /// The shape of `model`'s blocks cut by `layout`.
+    pub fn new(model: ModelFingerprint, layout: &KvLayout) -> Self {
+        RootShape {
+            model,
+            elem: layout.elem,
+            block_tokens: layout.block_tokens,
+        }
+    }
+
+    fn root(&self, salt: &NamespaceSalt) -> BlockHash {
+        BlockHash::root(&self.model, self.elem, self.block_tokens, salt)
+    }
+}
 
 /// One registered namespace.
 #[derive(Clone, PartialEq, Eq)]
@@ -23,6 +54,8 @@ pub struct NamespaceEntry {
     /// `group.NAME`; never secret.
     pub label: String,
     salt: NamespaceSalt,
+    /// The chain root under the table's bound shape (`None` while unbound).
+    root: Option<BlockHash>,
     /// Eviction priority of its cached blocks (higher stays longer).
     pub priority: i32,
     /// Most hot blocks it may hold (`None`: no cap).
@@ -36,6 +69,7 @@ impl NamespaceEntry {
             id,
             label: label.into(),
             salt,
+            root: None,
             priority: 0,
             max_blocks: None,
         }
@@ -73,6 +107,8 @@ impl fmt::Debug for NamespaceEntry {
 pub struct NamespaceTable {
     common: Option<NamespaceSalt>,
     by_id: BTreeMap<NamespaceId, NamespaceEntry>,
+    /// The model shape the roots below are computed for, and the common salt's root.
+    bound: Option<(RootShape, Option<BlockHash>)>,
 }
 
 impl NamespaceTable {
@@ -85,14 +121,42 @@ impl NamespaceTable {
         NamespaceTable {
             common,
             by_id: entries.into_iter().map(|e| (e.id, e)).collect(),
+            bound: None,
         }
     }
 
     /// This table with `entry` added (or replacing the entry with its id).
-    pub fn with(&self, entry: NamespaceEntry) -> Self {
+    pub fn with(&self, mut entry: NamespaceEntry) -> Self {
         let mut t = self.clone();
+        entry.root = t.bound.map(|(shape, _)| shape.root(&entry.salt));
         t.by_id.insert(entry.id, entry);
         t
+    }
+
+    /// This table with every chain root computed for `shape` (`None`: none kept).
+    fn bound_to(mut self, shape: Option<RootShape>) -> Self {
+        self.bound = shape.map(|s| (s, self.common.map(|c| s.root(&c))));
+        for e in self.by_id.values_mut() {
+            e.root = shape.map(|s| s.root(&e.salt));
+        }
+        self
+    }
+
+    /// The chain root of namespace `id` for `shape` ([`PublicChain::OWNER`]: the common salt's):
+    /// the one computed at registration when `shape` is the bound one, else derived now.
+    pub fn root(&self, id: NamespaceId, shape: &RootShape) -> Option<BlockHash> {
+        let bound = self.bound.filter(|(s, _)| s == shape);
+        if id == PublicChain::OWNER {
+            return match bound {
+                Some((_, common)) => common,
+                None => self.common.map(|c| shape.root(&c)),
+            };
+        }
+        let e = self.by_id.get(&id)?;
+        match (bound, e.root) {
+            (Some(_), Some(root)) => Some(root),
+            _ => Some(shape.root(&e.salt)),
+        }
     }
 
     /// The namespace numbered `id`.
@@ -165,9 +229,28 @@ impl Namespaces {
         self.current.load_full()
     }
 
-    /// Replaces the table (start-up and every configuration reload).
+    /// Replaces the table (start-up and every configuration reload); its roots are computed
+    /// for the shape the registry is bound to.
     pub fn register(&self, table: NamespaceTable) {
-        self.current.store(Arc::new(table));
+        self.current
+            .rcu(|cur| table.clone().bound_to(cur.bound.map(|(s, _)| s)));
+    }
+
+    /// Binds the registry to one model shape (the engine's, at its start): every namespace's
+    /// chain root for it is computed now and on every later registration.
+    pub fn bind(&self, shape: RootShape) {
+        self.current.rcu(|t| (**t).clone().bound_to(Some(shape)));
+    }
+
+    /// The chain root of namespace `id` for `shape` in the current table (see
+    /// [`NamespaceTable::root`]).
+    pub fn root(&self, id: NamespaceId, shape: &RootShape) -> Option<BlockHash> {
+        self.current.load().root(id, shape)
+    }
+
+    /// The common salt's chain root for `shape` (public prefixes' blocks).
+    pub fn common_root(&self, shape: &RootShape) -> Option<BlockHash> {
+        self.root(PublicChain::OWNER, shape)
     }
 
     /// Adds or replaces one entry (callers that serve a fixed namespace: `memoria run`, tests).
@@ -224,6 +307,50 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t.get(NamespaceId(4)).map(|e| e.priority), Some(5));
         assert_eq!(t.label_of_salt(&NamespaceSalt::derive("c")), Some("c"));
+    }
+
+    #[test]
+    fn roots_are_computed_at_registration_for_the_bound_shape() {
+        let shape = RootShape {
+            model: ModelFingerprint([7; 32]),
+            elem: KvElem::F16,
+            block_tokens: 16,
+        };
+        let other = RootShape {
+            block_tokens: 32,
+            ..shape
+        };
+        let want = |s: &RootShape, label: &str| {
+            BlockHash::root(
+                &s.model,
+                s.elem,
+                s.block_tokens,
+                &NamespaceSalt::derive(label),
+            )
+        };
+        let common = NamespaceSalt::derive("common");
+        let reg = Namespaces::new(NamespaceTable::new(Some(common), [entry(1, "a")]));
+        assert_eq!(reg.root(NamespaceId(1), &shape), Some(want(&shape, "a")));
+        reg.bind(shape);
+        assert_eq!(
+            reg.snapshot().get(NamespaceId(1)).and_then(|e| e.root),
+            Some(want(&shape, "a"))
+        );
+        reg.insert(entry(2, "b"));
+        assert_eq!(
+            reg.snapshot().get(NamespaceId(2)).and_then(|e| e.root),
+            Some(want(&shape, "b"))
+        );
+        reg.register(NamespaceTable::new(Some(common), [entry(3, "c")]));
+        assert_eq!(
+            reg.snapshot().get(NamespaceId(3)).and_then(|e| e.root),
+            Some(want(&shape, "c"))
+        );
+        assert_eq!(reg.root(NamespaceId(3), &shape), Some(want(&shape, "c")));
+        assert_eq!(reg.root(NamespaceId(3), &other), Some(want(&other, "c")));
+        assert_eq!(reg.common_root(&shape), Some(want(&shape, "common")));
+        assert_eq!(reg.common_root(&other), Some(want(&other, "common")));
+        assert_eq!(reg.root(NamespaceId(1), &shape), None);
     }
 
     #[test]

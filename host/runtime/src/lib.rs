@@ -29,7 +29,6 @@ mod table;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -56,14 +55,19 @@ pub type ResponseFuture = Pin<Box<dyn Future<Output = hyper::Response<HttpBody>>
 /// Serves a namespace's tenant routes and manages its components. The server has already
 /// authenticated the caller and resolved the namespace from its routing table.
 pub trait ComponentRouter: Send + Sync + 'static {
-    /// Handles one request with the namespace's component; `path` is what follows
-    /// `/ns/{namespace}`.
-    fn handle(
+    /// The namespace's component for `path` (what follows `/ns/{namespace}`), resolved once:
+    /// the future that serves `req` with it, or `req` back when no component of the namespace
+    /// takes the path.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the request goes back to the caller as it came, not boxed"
+    )]
+    fn route(
         &self,
-        ns: Arc<Namespace>,
-        path: String,
+        ns: &Namespace,
+        path: &str,
         req: hyper::Request<hyper::body::Incoming>,
-    ) -> ResponseFuture;
+    ) -> Result<ResponseFuture, hyper::Request<hyper::body::Incoming>>;
 
     /// Whether `/ns/{ns}{path}` reaches a component of the namespace the server resolved.
     fn has_component(&self, ns: &Namespace, path: &str) -> bool;

@@ -327,23 +327,26 @@ impl Runtime {
 }
 
 impl ComponentRouter for Runtime {
-    fn handle(
+    fn route(
         &self,
-        ns: Arc<Namespace>,
-        path: String,
+        ns: &Namespace,
+        path: &str,
         req: hyper::Request<hyper::body::Incoming>,
-    ) -> ResponseFuture {
-        let rt = self.clone();
-        Box::pin(async move {
-            match rt.inner.entry_of(&ns) {
-                Some(e) => rt.serve_entry(&e, &path, req).await,
-                None => error_response(
-                    404,
-                    "not_found",
-                    format!("namespace {:?} has no components", ns.name),
-                ),
-            }
-        })
+    ) -> Result<ResponseFuture, hyper::Request<hyper::body::Incoming>> {
+        let Some((entry, pre)) = self
+            .inner
+            .entry_of(ns)
+            .and_then(|e| e.table.for_path(path).cloned().map(|pre| (e, pre)))
+        else {
+            return Err(req);
+        };
+        Ok(Box::pin(serve(
+            self.inner.engine.clone(),
+            entry.rt.clone(),
+            pre,
+            self.inner.sizing.fuel,
+            req,
+        )))
     }
 
     fn has_component(&self, ns: &Namespace, path: &str) -> bool {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use memoria_kv::{
     BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable,
-    Namespaces, PinLevel, PoolStats,
+    Namespaces, PinLevel, PoolStats, RootShape,
 };
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
@@ -98,6 +98,7 @@ impl EngineHandle {
             .store
             .as_ref()
             .map_or_else(Arc::default, |s| s.namespaces().clone());
+        namespaces.bind(RootShape::new(fingerprint, &layout));
         let remote = Arc::new(RemoteReads::new(
             cfg.store.clone(),
             fingerprint,

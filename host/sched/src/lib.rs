@@ -1,10 +1,9 @@
 //! memoria-sched: sessions, continuous batching and the engine thread over the shared block
-//! pool, plus sampling, stop strings and the single-sequence generation loop.
+//! pool, plus sampling and stop strings.
 
 pub mod config;
 pub mod embed_cache;
 mod engine;
-pub mod generate;
 pub mod handle;
 pub mod paged;
 pub mod preload;
@@ -14,14 +13,12 @@ pub mod sampling;
 pub mod session;
 pub mod stats;
 pub mod stop;
-pub mod utf8;
 
 pub use config::EngineConfig;
 pub use engine::{GenerateParams, SessionInfo};
 pub use handle::{EMBED_WAVE, Embedded, EngineHandle, GenerationStream};
-pub use memoria_store as store;
 pub use preload::{Preload, preload};
-pub use session::{Event, SessionId, Usage, WarmInfo};
+pub use session::{Event, SessionId, StopReason, Usage, WarmInfo};
 pub use stats::{EngineStats, EngineStatsSnapshot};
 
 /// Why an engine request failed.

@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain};
+use memoria_kv::{
+    BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape,
+};
 use memoria_store::{SessionRecord, TierStack};
 
 use crate::EngineError;
@@ -62,11 +64,11 @@ impl RemoteReads {
 
     /// Records `ns`'s public prefixes (empty: none), compiled as the engine compiles them.
     pub fn set_public(&self, ns: NamespaceId, prefixes: &[Vec<u32>]) {
-        let (Some(_), Some(common)) = (&self.stack, self.namespaces.common_salt()) else {
+        let shape = RootShape::new(self.model, &self.layout);
+        let (Some(_), Some(root)) = (&self.stack, self.namespaces.common_root(&shape)) else {
             return;
         };
         let b = self.layout.block_tokens;
-        let root = BlockHash::root(&self.model, self.layout.elem, b, &common);
         let chain = PublicChain::new(root, b, prefixes);
         let mut g = self.public.write().unwrap_or_else(|p| p.into_inner());
         if chain.is_empty() {
@@ -146,12 +148,12 @@ impl RemoteReads {
     /// leading `max_blocks` at most; empty for an unknown namespace or without a remote tier).
     /// Salted, so host-internal: they never leave the host.
     pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
-        let (Some(_), Some(salt)) = (&self.stack, self.namespaces.salt(ns)) else {
+        let shape = RootShape::new(self.model, &self.layout);
+        let (Some(_), Some(root)) = (&self.stack, self.namespaces.root(ns, &shape)) else {
             return Vec::new();
         };
         let b = self.layout.block_tokens;
         let tokens = &tokens[..tokens.len().min(max_blocks.saturating_mul(b))];
-        let root = BlockHash::root(&self.model, self.layout.elem, b, &salt);
         let public = self.public_of(ns);
         memoria_kv::context_chain(&root, public.as_deref(), tokens, b).0
     }

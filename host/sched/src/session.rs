@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use memoria_kv::{BlockHash, NamespaceId, PinLevel, SeqId};
+use memoria_model::tokenizer::Utf8Buf;
 use tokio::sync::mpsc;
 
 use crate::sampling::Sampler;
 use crate::stop::StopMatcher;
-use crate::utf8::Utf8Buf;
 
 /// A session handle: unique for the engine's lifetime, valid only with its namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -25,6 +25,29 @@ pub struct Usage {
     pub completion_tokens: usize,
 }
 
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// An end-of-generation token was sampled (not included in the output).
+    Eog,
+    /// `max_tokens` were generated.
+    Length,
+    /// A stop string matched (the text ends before it).
+    StopString,
+    /// The context is full.
+    ContextFull,
+}
+
+impl StopReason {
+    /// OpenAI-style `finish_reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Eog | StopReason::StopString => "stop",
+            StopReason::Length | StopReason::ContextFull => "length",
+        }
+    }
+}
+
 /// What a generation sends to its client, in order: tokens, then exactly one `Done` or `Error`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
@@ -36,7 +59,7 @@ pub enum Event {
         logprobs: Option<crate::sampling::TokenLogprobs>,
     },
     Done {
-        reason: crate::generate::StopReason,
+        reason: StopReason,
         text_tail: String,
         usage: Usage,
         ttft_ms: f64,

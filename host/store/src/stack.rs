@@ -312,87 +312,9 @@ impl TierStack {
         }
     }
 
-    /// Saves a session record: durably on disk when there is one, then as the shared form in
-    /// the remote tier when there is one (so another host restores it). `ack` runs after the
-    /// disk commit and the remote's answer, or with the error. With a disk, a remote that does
-    /// not answer leaves the save on disk (counted as a remote write error); without one, it
-    /// fails the save ([`StoreError::RemoteUnavailable`]).
-    pub fn save_session(&self, ns: NamespaceId, name: &str, record: &SessionRecord, ack: Ack) {
-        let remote = self.remote_session_write(name, record);
-        match (&self.disk, remote) {
-            (None, None) => ack(Err(StoreError::NoDisk)),
-            (None, Some(write)) => write.send(Box::new(move |ok| {
-                ack(if ok {
-                    Ok(())
-                } else {
-                    Err(StoreError::RemoteUnavailable)
-                })
-            })),
-            (Some(d), None) => d.save_session(u64::from(ns.0), name, record, ack),
-            (Some(d), Some(write)) => d.save_session(
-                u64::from(ns.0),
-                name,
-                record,
-                Box::new(move |r| match r {
-                    Ok(()) => write.send(Box::new(move |_| ack(Ok(())))),
-                    Err(e) => ack(Err(e)),
-                }),
-            ),
-        }
-    }
-
-    /// A saved session, verified; `None` when there is none by that name on disk (see
-    /// [`TierStack::load_session_remote`] for the remote tier's copy).
-    pub fn load_session(
-        &self,
-        ns: NamespaceId,
-        name: &str,
-    ) -> Result<Option<SessionRecord>, StoreError> {
-        match &self.disk {
-            Some(d) => d.load_session(u64::from(ns.0), name),
-            None if self.remote.is_some() => Ok(None),
-            None => Err(StoreError::NoDisk),
-        }
-    }
-
-    /// Replaces the saved hot prefixes; `ack` runs after the commit (or with the error).
-    pub fn save_hot(&self, record: &crate::HotRecord, ack: Ack) {
-        match (&self.disk, record.encode()) {
-            (Some(d), Ok(bytes)) => d.save_hot(bytes, ack),
-            (Some(_), Err(e)) => ack(Err(e.into())),
-            (None, _) => ack(Err(StoreError::NoDisk)),
-        }
-    }
-
-    /// Replaces the saved routing keys of stored blocks (see [`crate::routes`]); `ack` as
-    /// [`TierStack::save_hot`]'s.
-    pub fn save_routes(&self, record: &crate::RoutesRecord, ack: Ack) {
-        match (&self.disk, record.encode()) {
-            (Some(d), Ok(bytes)) => d.save_routes(bytes, ack),
-            (Some(_), Err(e)) => ack(Err(StoreError::Routes(e))),
-            (None, _) => ack(Err(StoreError::NoDisk)),
-        }
-    }
-
-    /// The saved routing keys, verified; `None` when none were saved or there is no disk.
-    pub fn load_routes(&self) -> Result<Option<crate::RoutesRecord>, StoreError> {
-        match &self.disk {
-            Some(d) => d.load_routes(),
-            None => Ok(None),
-        }
-    }
-
     /// Whether the disk tier holds `hash` now (its index, no read).
     pub fn on_disk(&self, hash: &BlockHash) -> bool {
         self.disk.as_ref().is_some_and(|d| d.on_disk(hash))
-    }
-
-    /// The saved hot prefixes, verified; `None` when none were saved or there is no disk.
-    pub fn load_hot(&self) -> Result<Option<crate::HotRecord>, StoreError> {
-        match &self.disk {
-            Some(d) => d.load_hot(),
-            None => Ok(None),
-        }
     }
 
     /// Waits until every evicted block has been demoted and every queued write is committed.
@@ -401,59 +323,6 @@ impl TierStack {
         match &self.disk {
             Some(d) => d.flush(),
             None => Ok(()),
-        }
-    }
-
-    /// The pool-facing sink for one model (install with `BlockPool::set_sink`).
-    pub fn sink(self: &Arc<Self>, model: ModelFingerprint, layout: KvLayout) -> Box<dyn TierSink> {
-        self.register_model(&model, &layout);
-        // Only the cold tier encodes on demotion; disk and remote already queue raw blocks.
-        let queue = self
-            .cold
-            .is_some()
-            .then(|| DemoteQueue::start(self.clone()));
-        Box::new(StackSink {
-            stack: self.clone(),
-            model,
-            layout,
-            queue,
-        })
-    }
-
-    /// A source for one prefix match: only blocks of `tokens`' chain under `root` are served.
-    pub fn source<'a>(
-        &'a self,
-        model: ModelFingerprint,
-        layout: KvLayout,
-        root: BlockHash,
-        tokens: &'a [u32],
-    ) -> StoreSource<'a> {
-        let chain = SessionRecord::chain(&root, tokens, layout.block_tokens);
-        self.source_chain(model, layout, root, tokens, chain, (0, root))
-    }
-
-    /// [`TierStack::source`] for a chain the caller hashed (a namespace with public prefixes,
-    /// see `memoria_kv::hash`): `chain[i]` is block `i`'s hash; the first `public.0` blocks
-    /// are checked against the common root `public.1`, the rest against `root`.
-    pub fn source_chain<'a>(
-        &'a self,
-        model: ModelFingerprint,
-        layout: KvLayout,
-        root: BlockHash,
-        tokens: &'a [u32],
-        chain: Vec<BlockHash>,
-        public: (usize, BlockHash),
-    ) -> StoreSource<'a> {
-        StoreSource {
-            stack: self,
-            model,
-            layout,
-            root,
-            tokens,
-            chain,
-            last_miss: SourceMiss::Absent,
-            last_hit: None,
-            public,
         }
     }
 
@@ -471,119 +340,11 @@ impl TierStack {
     }
 }
 
-/// [`TierSink`] adapter: identifies evicted blocks (model, layout, the namespace's salt) and
-/// hands them to the demotion thread.
-struct StackSink {
-    stack: Arc<TierStack>,
-    model: ModelFingerprint,
-    layout: KvLayout,
-    queue: Option<DemoteQueue>,
-}
-
-impl TierSink for StackSink {
-    fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]) {
-        if let Some(r) = self.stack.residency.get() {
-            r.record(*hash, EventTier::Hot, false);
-        }
-        let Some(salt) = self.stack.salt_of(ns) else {
-            return;
-        };
-        let identity = BlockIdentity {
-            model: self.model,
-            layout: self.layout,
-            salt,
-            hash: *hash,
-        };
-        match &self.queue {
-            Some(q) => q.send(
-                &self.stack,
-                Handoff {
-                    identity,
-                    tokens: tokens.to_vec(),
-                    data: data.to_vec(),
-                },
-            ),
-            None => self.stack.demote(identity, tokens, data),
-        }
-    }
-
-    fn keeps(&self) -> Option<LostTier> {
-        if self.stack.cold.is_some() {
-            Some(LostTier::Cold)
-        } else if self.stack.disk.is_some() {
-            Some(LostTier::Disk)
-        } else {
-            self.stack.remote.as_ref().map(|_| LostTier::Remote)
-        }
-    }
-}
-
-/// [`TierSource`] for one request: knows the requesting chain, so every block served is
-/// checked against its namespace root and its exact tokens.
-pub struct StoreSource<'a> {
-    stack: &'a TierStack,
-    model: ModelFingerprint,
-    layout: KvLayout,
-    root: BlockHash,
-    tokens: &'a [u32],
-    chain: Vec<BlockHash>,
-    /// Why the last fetch failed (a verification failure is told apart from absence).
-    last_miss: SourceMiss,
-    last_hit: Option<LostTier>,
-    /// Leading public blocks and the common root they are checked against.
-    public: (usize, BlockHash),
-}
-
-impl std::fmt::Debug for StoreSource<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreSource")
-            .field("blocks", &self.chain.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl TierSource for StoreSource<'_> {
-    fn fetch(&mut self, hash: &BlockHash, out: &mut [u8]) -> bool {
-        let Some(i) = self.chain.iter().position(|h| h == hash) else {
-            return false;
-        };
-        let b = self.layout.block_tokens;
-        let expect = Expect {
-            model: self.model,
-            layout: self.layout,
-            hash: *hash,
-            root: Some(if i < self.public.0 {
-                self.public.1
-            } else {
-                self.root
-            }),
-            tokens: Some(&self.tokens[i * b..(i + 1) * b]),
-        };
-        let before = self.stack.corrupt_counts();
-        let fetched = self.stack.fetch(&expect, out);
-        let found = fetched.is_some();
-        self.last_hit = fetched.map(|f| f.tier);
-        let after = self.stack.corrupt_counts();
-        self.last_miss = if found {
-            SourceMiss::Absent
-        } else if after[1] > before[1] {
-            SourceMiss::Corrupt(LostTier::Disk)
-        } else if after[0] > before[0] {
-            SourceMiss::Corrupt(LostTier::Cold)
-        } else {
-            SourceMiss::Absent
-        };
-        found
-    }
-
-    fn last_miss(&self) -> SourceMiss {
-        self.last_miss
-    }
-
-    fn last_hit(&self) -> Option<LostTier> {
-        self.last_hit
-    }
-}
+#[path = "stack_pool.rs"]
+mod pool;
+#[path = "stack_records.rs"]
+mod records;
+pub use pool::StoreSource;
 
 #[cfg(test)]
 #[path = "stack_tests.rs"]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use memoria_kv::NamespaceId;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::{StoreOptions, TierStack};
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, GenerationStream};
+use memoria_store::{StoreOptions, TierStack};
 
 use super::{ARCHS, load, sequences};
 use crate::shared;

@@ -1,4 +1,4 @@
-//! The operator's view of the state cache (issue 15): every prompt block miss under one
+//! The operator's view of the state cache: every prompt block miss under one
 //! reason (`misses`, on a pool; `isolated`, through serve with two isolated namespaces), and
 //! the cache-sizing advisor's prediction checked against a second serve run at the budget it
 //! suggests (`advisor`).

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use redis::Value;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 //! registry set, reads each stream with its own XREAD, and sends each prefix to the host that
 //! served it. Once a host's liveness key expires its id leaves the registry set.
 
-use memoria_sched::store::remote::test_cluster::TestCluster;
+use memoria_store::remote::test_cluster::TestCluster;
 use serde_json::json;
 
 use super::backend;

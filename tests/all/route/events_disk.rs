@@ -5,7 +5,7 @@
 //! `cleared` its stream says `stored` on disk for every block of that prompt before any
 //! request came, and `store verify` checks the saved keys.
 
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::json;
 
 use super::events::{entries, field};

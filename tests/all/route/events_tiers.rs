@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::json;
 
 use super::events::{entries, field};

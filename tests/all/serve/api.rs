@@ -1,4 +1,4 @@
-//! Issue 14: the OpenAI API as applications use it, driven by the official `openai` package
+//! The OpenAI API as applications use it, driven by the official `openai` package
 //! against `memoria serve` with SmolLM2-135M-Instruct (tests/python/openai_api.py): validation
 //! as OpenAI does it, logit_bias, logprobs in both shapes (plain and streamed), n > 1 from one
 //! prompt computation, best_of, prompt arrays, and batch invariance of bias and log-probs.

@@ -1,4 +1,4 @@
-//! Issue 12's reproductions "one request stops the engine for good": a command that panics
+//! Reproductions of "one request stops the engine for good": a command that panics
 //! inside the engine, a step that panics, and an engine loop that dies, injected with
 //! `MEMORIA_FAULT` (debug builds only). Each must fail only the request involved (500 naming the
 //! command), and the engine must go on, or be restarted with `/health` at 503 meanwhile.

@@ -1,4 +1,4 @@
-//! Issue 12's HTTP reproductions over raw TCP on 127.0.0.1, with small configured limits so
+//! HTTP reproductions over raw TCP on 127.0.0.1, with small configured limits so
 //! every wait is bounded: a slow body is cut (408) within `body_timeout_s` plus what its bytes
 //! earn; connections past `max_connections` get an OpenAI-format 503 at once; a malformed later
 //! request on a keep-alive connection, two Content-Length headers and an oversized header on a

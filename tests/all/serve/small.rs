@@ -1,4 +1,4 @@
-//! Issue 12's smaller reproduction "`/stats` shows `queue_depth` 1 when idle" (the session cap's
+//! The smaller reproduction "`/stats` shows `queue_depth` 1 when idle" (the session cap's
 //! 429 is checked in memoria-http's `error.rs` tests, since a single HTTP request cannot hold a
 //! session open).
 

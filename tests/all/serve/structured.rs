@@ -1,4 +1,4 @@
-//! Issue 14, structured outputs: the official `openai` package's `parse` with Pydantic models
+//! Structured outputs: the official `openai` package's `parse` with Pydantic models
 //! against `memoria serve` with SmolLM2 (tests/python/openai_structured.py): every answer parses
 //! and validates, on chat and completions; a refused keyword is named in the 400; a constrained
 //! request gives the same text alone and among 15 concurrent others. Tool calls

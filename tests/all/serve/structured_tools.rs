@@ -1,4 +1,4 @@
-//! Issue 14, tool calls in a chat template's own syntax: random-weight models made with `memoria
+//! Tool calls in a chat template's own syntax: random-weight models made with `memoria
 //! model synth --chat-template` carrying the Qwen 2.5 (Hermes `<tool_call>`) and Llama 3.1 (bare
 //! `{"name", "parameters"}`) tools templates (tests/data/templates), served by `memoria serve`.
 //! A required or named `tool_choice` gives a parsed call of the right tool whose arguments

@@ -3,7 +3,7 @@
 //! remote tier (computing fewer tokens than the prompt) with A's text, the run's keys are gone
 //! afterwards, and bad input fails with a message naming the flag.
 
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::Value;
 
 use super::{memoria, model, s};

@@ -1,4 +1,4 @@
-//! `memoria store clear --namespace NAME --config FILE` (issue 13): NAME is a namespace of the
+//! `memoria store clear --namespace NAME --config FILE`: NAME is a namespace of the
 //! configuration, resolved to the salt the server registers for it (same derivation, same
 //! policy), so an isolated namespace's blocks are cleared alone and a shared one's with every
 //! shared namespace's; an unknown name is refused with the names it could be.
@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::{StoreOptions, TierStack};
 use memoria_sched::{EngineConfig, EngineHandle};
+use memoria_store::{StoreOptions, TierStack};
 use memoria_tenant::{NamespaceSpec, Tenants};
 use serde_json::Value;
 

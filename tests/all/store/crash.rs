@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use memoria_kv::NamespaceId;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::{StoreOptions, TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle};
+use memoria_store::{StoreOptions, TierStack, maintenance};
 
 use super::{model, s, temp_store};
 

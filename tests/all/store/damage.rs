@@ -1,4 +1,4 @@
-//! A damaged or full store through the CLI (issue 12): a byte-flip loop over `memoria.redb`
+//! A damaged or full store through the CLI: a byte-flip loop over `memoria.redb`
 //! where `memoria store verify` and a store-backed `memoria run` exit 0 or 1 with a message,
 //! never 101; `memoria store repair` and `memoria serve --store-recover` leave a usable store
 //! and say what they did; named saves past `[store] max_saves_mb` answer 507.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use memoria_kv::{NamespaceId, PinLevel};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::{StoreOptions, TierStack};
 use memoria_sched::{EngineConfig, EngineHandle, Preload, preload};
+use memoria_store::{StoreOptions, TierStack};
 
 use super::{model, temp_store};
 use crate::shared::{open_salted, register};

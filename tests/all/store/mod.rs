@@ -1,8 +1,8 @@
-//! The persistent prefix-state store end to end (issue 4): restarts served from disk, SIGKILL
+//! The persistent prefix-state store end to end: restarts served from disk, SIGKILL
 //! crashes that never lose an acknowledged save, corrupted stored blocks that are misses and
 //! never change output, namespace isolation, and durable session save/restore with
-//! bit-identical logits; the remote tier (issue 13) between two hosts on a real Valkey/Redis
-//! server or a 3-node Redis Cluster, named saves included, the server flushed or evicting under a tiny `maxmemory`, and `memoria bench cluster` on it; hot prefixes re-warmed and pinned again after a restart (issue 15). Process-level
+//! bit-identical logits; the remote tier between two hosts on a real Valkey/Redis
+//! server or a 3-node Redis Cluster, named saves included, the server flushed or evicting under a tiny `maxmemory`, and `memoria bench cluster` on it; hot prefixes re-warmed and pinned again after a restart. Process-level
 //! tests spawn the CLI; the rest run engines in-process.
 
 mod bench_cluster;

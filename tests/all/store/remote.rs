@@ -11,12 +11,12 @@ use std::time::Duration;
 use memoria_kv::{LostTier, NamespaceId, NamespaceSalt};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::remote::auth::TAG_BYTES;
-use memoria_sched::store::remote::test_server::TestServer;
-use memoria_sched::store::{
+use memoria_sched::{EngineConfig, EngineHandle};
+use memoria_store::remote::auth::TAG_BYTES;
+use memoria_store::remote::test_server::TestServer;
+use memoria_store::{
     BlockIdentity, Endpoint, RemoteOptions, RemoteTier, StoreOptions, TierStack, codec,
 };
-use memoria_sched::{EngineConfig, EngineHandle};
 
 use super::model;
 
@@ -36,7 +36,7 @@ pub(super) fn host_on(endpoint: Option<Endpoint>) -> (EngineHandle, Arc<TierStac
             timeout_ms: 300,
             breaker_min_backoff_ms: 100,
             breaker_max_backoff_ms: 400,
-            auth: Some(memoria_sched::store::remote::test_server::test_key()),
+            auth: Some(memoria_store::remote::test_server::test_key()),
             ..RemoteOptions::default()
         };
         stack = stack.with_remote(RemoteTier::start(o).expect("remote"));

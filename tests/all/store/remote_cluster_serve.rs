@@ -5,7 +5,7 @@
 //! MGET), computing none of those blocks, with the same text at temperature 0; a session saved
 //! on A is restored on B.
 
-use memoria_sched::store::remote::test_cluster::{NODES, TestCluster};
+use memoria_store::remote::test_cluster::{NODES, TestCluster};
 use serde_json::{Value, json};
 
 use crate::serve::client::{get, post};

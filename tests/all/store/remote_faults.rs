@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use memoria_kv::NamespaceSalt;
 use memoria_sched::EngineHandle;
-use memoria_sched::store::TierStack;
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::TierStack;
+use memoria_store::remote::test_server::TestServer;
 
 use super::remote::{NS, answer, cold_answers, host, prompt, server};
 

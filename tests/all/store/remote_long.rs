@@ -1,4 +1,4 @@
-//! Issue 13's two-host test at full length, on one real Valkey/Redis server and on a real
+//! The remote tier's two-host test at full length, on one real Valkey/Redis server and on a real
 //! 3-node Redis Cluster: two `memoria serve` processes (separate stores) on the remote; A
 //! answers a prompt of more than 1,000 tokens, B then answers it with every full block from the
 //! remote (multi-slot MGET runs on the cluster) and computes only the last partial block, and
@@ -6,8 +6,8 @@
 //! host without a remote tier, bit for bit. The model is a small random-weight llama with a
 //! 2,048-token context (stories260K's 512 cannot hold it).
 
-use memoria_sched::store::remote::test_cluster::TestCluster;
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_cluster::TestCluster;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::{Value, json};
 
 use super::remote_cluster_serve::{ADMIN, stats};

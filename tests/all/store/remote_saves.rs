@@ -10,8 +10,8 @@ use redis::Commands;
 use memoria_kv::{NamespaceId, NamespaceSalt};
 use memoria_sched::{EngineError, EngineHandle};
 
-use memoria_sched::store::Endpoint;
-use memoria_sched::store::remote::test_cluster::TestCluster;
+use memoria_store::Endpoint;
+use memoria_store::remote::test_cluster::TestCluster;
 
 use super::remote::{NS, bits, host, host_on, prompt, rt, server};
 use crate::shared::register_salt;

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::json;
 
 use crate::serve::client::{get, post};

@@ -1,4 +1,4 @@
-//! Hot-prefix warming across a restart (issue 15): `memoria serve --store` with `[cache]
+//! Hot-prefix warming across a restart: `memoria serve --store` with `[cache]
 //! auto_pin` saves the prefixes it keeps pinned; started again on the same store it re-warms
 //! and pins them before accepting a request, so the first request on a hot prefix is served
 //! from RAM (no disk read) with the same answer.

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use memoria_kv::{NamespaceId, NamespaceSalt, NamespaceTable};
-use memoria_sched::store::maintenance::RepairReport;
-use memoria_sched::store::{StoreOptions, TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle};
+use memoria_store::maintenance::RepairReport;
+use memoria_store::{StoreOptions, TierStack, maintenance};
 
 use crate::load::load_model;
 
@@ -70,7 +70,7 @@ pub fn open_store_with(
         let how = if set.max_disk_bytes.is_some() {
             "[store] max_disk_mb".to_string()
         } else {
-            let pct = memoria_sched::store::disk::budget::DEFAULT_FREE_FRACTION * 100.0;
+            let pct = memoria_store::disk::budget::DEFAULT_FREE_FRACTION * 100.0;
             format!("default: {pct:.0}% of the filesystem's free space + the file")
         };
         eprintln!(

@@ -1,4 +1,4 @@
-//! `[cache]` keys of the operator view (issue 15): `target_hit_rate`, the hit rate the
+//! `[cache]` keys of the operator view: `target_hit_rate`, the hit rate the
 //! cache-sizing advisor sizes for (default 0.9; must lie strictly between 0 and 1), and
 //! `auto_pin`, how many of the most reused prefixes stay pinned (default 0: off; at most 64).
 

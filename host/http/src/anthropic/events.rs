@@ -4,7 +4,7 @@
 //! the `anthropic` SDK reads them; text streams token by token, a whole message (a tool answer)
 //! goes out as the same events at once.
 
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 use serde_json::{Value, json};
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use memoria_kv::PinLevel;
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use serde_json::{Value, json};
 
 use crate::body::{Response, bytes_response, json_response, ok_json};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::GenerateParams;
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! nested keys named with `/`).
 
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::{SamplingParams, TokenLogprobs};
 use serde_json::{Map, Value, json};
 

@@ -1,4 +1,4 @@
-//! The host events publisher's counters (issue 13) in `/metrics` (`memoria_events_*_total`)
+//! The host events publisher's counters in `/metrics` (`memoria_events_*_total`)
 //! and `/stats` (`events`); nothing when the host publishes no events.
 
 use serde_json::{Map, Value};

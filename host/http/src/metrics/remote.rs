@@ -1,9 +1,9 @@
-//! The remote tier's figures (Valkey/Redis, issue 13) in `/metrics` and `/stats`: blocks hit,
+//! The remote tier's figures (Valkey/Redis) in `/metrics` and `/stats`: blocks hit,
 //! misses by reason (absent, timeout, error, breaker, deadline, bad value), bytes read and written,
 //! writes and dropped writes, write-queue depth, breaker state and opens, and a fetch latency
 //! histogram. Invariant: nothing is written when the server runs without a remote tier.
 
-use memoria_sched::store::remote::{LATENCY_BOUNDS_US, RemoteSnapshot};
+use memoria_store::remote::{LATENCY_BOUNDS_US, RemoteSnapshot};
 use serde_json::{Value, json};
 
 use super::render::Out;

@@ -119,7 +119,7 @@ pub fn render(state: &AppState) -> String {
         );
     }
     let tiers = state.store.as_ref().map(|s| s.snapshot());
-    let lower: Vec<(&str, memoria_sched::store::TierSnapshot)> = tiers
+    let lower: Vec<(&str, memoria_store::TierSnapshot)> = tiers
         .iter()
         .flat_map(|t| [("cold", t.cold), ("disk", t.redb)])
         .collect();

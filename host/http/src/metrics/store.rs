@@ -6,7 +6,7 @@
 //! counts, bytes, hits, misses, evictions and budgets are `memoria_kv_*{tier=...}`.
 //! Invariant: nothing is written when the server runs without a store; read-only.
 
-use memoria_sched::store::{TierSnapshot, TierStack};
+use memoria_store::{TierSnapshot, TierStack};
 use serde_json::{Value, json};
 
 use super::render::Out;

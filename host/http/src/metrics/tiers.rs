@@ -4,7 +4,7 @@
 //! figures (writes, drops, errors; for the disk: file, saves, queue, writer state), which it
 //! gives as `memoria_store_*` (module `store`). Invariant: read-only.
 
-use memoria_sched::store::TierSnapshot;
+use memoria_store::TierSnapshot;
 use serde_json::{Map, Value, json};
 
 use crate::state::AppState;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use memoria_model::tokenizer::Tokenizer;
+use memoria_sched::StopReason;
 use memoria_sched::Usage;
-use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::chat::ChatChunks;
 use super::reasoning::ReasoningSyntax;
 use super::run::{End, SseFormat};
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 
 /// What one choice has written and sent.

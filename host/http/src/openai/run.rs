@@ -17,7 +17,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use memoria_kv::NamespaceId;
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream, SessionId, Usage};
 use serde_json::Value;

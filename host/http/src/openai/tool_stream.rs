@@ -11,7 +11,7 @@ use super::run::{End, SseFormat};
 use super::tool_scan::{Scan, scan_as};
 use super::tool_syntax::ToolSyntax;
 use super::tools::call_json;
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 
 /// What one choice has written and sent.

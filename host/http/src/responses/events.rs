@@ -2,8 +2,8 @@
 //! with `output_text`, or `function_call` items), and the streamed `response.*` events with
 //! their `sequence_number`s, as the `openai` SDK reads them.
 
+use memoria_sched::StopReason;
 use memoria_sched::Usage;
-use memoria_sched::generate::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
 use serde_json::{Map, Value, json};
 

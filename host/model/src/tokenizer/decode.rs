@@ -1,7 +1,9 @@
 //! Ids back to bytes and text: llama.cpp's `token_to_piece` (the per-token piece cache),
-//! `llama_detokenize` (leading-space strip, `clean_spaces`) and an incremental UTF-8 decoder.
+//! `llama_detokenize` (leading-space strip, `clean_spaces`) and an incremental decoder of ids to
+//! text (over [`Utf8Buf`]).
 
 use super::unicode;
+use super::utf8::Utf8Buf;
 use super::vocab::{
     ATTR_BYTE, ATTR_CONTROL, ATTR_NORMAL, ATTR_UNKNOWN, ATTR_USER_DEFINED, TokenData,
 };
@@ -170,7 +172,7 @@ pub struct StreamDecoder<'a> {
     tok: &'a Tokenizer,
     special: bool,
     strip_first: bool,
-    pending: Vec<u8>,
+    utf8: Utf8Buf,
 }
 
 impl<'a> StreamDecoder<'a> {
@@ -181,7 +183,7 @@ impl<'a> StreamDecoder<'a> {
             tok,
             special: true,
             strip_first: false,
-            pending: Vec::new(),
+            utf8: Utf8Buf::default(),
         }
     }
 
@@ -207,44 +209,11 @@ impl<'a> StreamDecoder<'a> {
             piece
         };
         self.strip_first = false;
-        self.pending.extend_from_slice(piece);
-        self.drain(false)
+        self.utf8.push(piece)
     }
 
     /// Flushes whatever is held back (an unfinished sequence becomes U+FFFD).
     pub fn finish(&mut self) -> String {
-        self.drain(true)
-    }
-
-    fn drain(&mut self, at_end: bool) -> String {
-        let mut out = String::new();
-        let mut pos = 0;
-        while pos < self.pending.len() {
-            let rest = &self.pending[pos..];
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    out.push_str(s);
-                    pos = self.pending.len();
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    out.push_str(std::str::from_utf8(&rest[..valid]).unwrap_or_default());
-                    pos += valid;
-                    match e.error_len() {
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            pos += bad;
-                        }
-                        None if at_end => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            pos = self.pending.len();
-                        }
-                        None => break,
-                    }
-                }
-            }
-        }
-        self.pending.drain(..pos);
-        out
+        self.utf8.finish()
     }
 }

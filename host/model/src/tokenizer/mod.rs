@@ -7,9 +7,11 @@ mod pretokenize;
 mod special;
 mod spm;
 mod unicode;
+mod utf8;
 mod vocab;
 
 pub use decode::StreamDecoder;
+pub use utf8::Utf8Buf;
 
 use crate::gguf::GgufFile;
 use bpe::BpeModel;

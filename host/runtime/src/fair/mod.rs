@@ -1,4 +1,4 @@
-//! Fair guests (issue 12): a namespace's looping or CPU-heavy guests may not take more than
+//! Fair guests: a namespace's looping or CPU-heavy guests may not take more than
 //! their share of the host's CPU. Every request's guest time is measured per slice (one poll of
 //! its task, [`meter`]: thread CPU time for the accounts, the wall time it held its worker for
 //! the share) and charged to its namespace ([`NsCpu`]); a namespace over its share

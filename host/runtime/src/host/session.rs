@@ -7,7 +7,7 @@
 //! or, failing that, when the store (the request) ends.
 
 use memoria_kv::NamespaceId;
-use memoria_sched::generate::StopReason;
+use memoria_sched::StopReason;
 use memoria_sched::sampling::SamplingParams;
 use memoria_sched::{EngineHandle, Event, GenerateParams as EngineParams, SessionId};
 use wasmtime::component::Resource;

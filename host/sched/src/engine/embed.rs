@@ -23,14 +23,13 @@ impl Engine {
         tokens: Vec<u32>,
         reply: Reply<Vec<f32>>,
     ) {
-        let salt = match self.check_embed_input(&tokens).and_then(|()| self.salt(ns)) {
-            Ok(salt) => salt,
+        let root = match self.check_embed_input(&tokens).and_then(|()| self.root(ns)) {
+            Ok(root) => root,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
         };
-        let root = self.pool.root_hash(&self.fingerprint, &salt);
         let seq = self.pool.create_seq(ns, root);
         let mut s = Session::new(ns, root, seq, Instant::now());
         // Not fresh: the first compute takes nothing from the cache.

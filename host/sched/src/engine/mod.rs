@@ -1,6 +1,7 @@
 //! The engine thread: owns the model, the block pool and every session; callers talk to it only
 //! through [`Command`]s. Between steps it takes requests; each step batches every running
-//! session's next token plus chunks of pending prefills into one forward pass (see `step`).
+//! session's next token plus chunks of pending prefills into one forward pass (see `step`; the
+//! session commands are in `sessions`).
 //! Nothing here locks: other threads read [`EngineStats`] and the pool's atomics.
 
 mod buffers;
@@ -12,6 +13,7 @@ mod persist;
 mod public;
 mod reply;
 mod score;
+mod sessions;
 mod sizing;
 mod step;
 pub(crate) mod supervisor;
@@ -26,18 +28,16 @@ pub use command::{GenerateParams, SessionInfo};
 pub(crate) use persist::Persist;
 
 use memoria_kv::{
-    BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces, SeqId,
+    BlockHash, BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
+    RootShape,
 };
 use memoria_model::llama::{Model, Scratch};
 use memoria_model::tokenizer::Tokenizer;
 
 use crate::EngineError;
 use crate::config::EngineConfig;
-use crate::sampling::Sampler;
-use crate::session::{Event, Generation, Job, Session, SessionId, Usage, Warm};
+use crate::session::{Event, Session, SessionId};
 use crate::stats::EngineStats;
-use crate::stop::{StopMatcher, TEXT_ROOM};
-use crate::utf8::Utf8Buf;
 
 pub(crate) struct Engine {
     pub model: Arc<Model>,
@@ -164,8 +164,7 @@ impl Engine {
                 let r = if self.sessions.len() >= self.cfg.max_sessions {
                     Err(EngineError::TooManySessions(self.cfg.max_sessions))
                 } else {
-                    self.salt(ns).map(|salt| {
-                        let root = self.pool.root_hash(&self.fingerprint, &salt);
+                    self.root(ns).map(|root| {
                         let seq = self.pool.create_seq(ns, root);
                         let id = self.new_session_id();
                         self.sessions.insert(id, Session::new(ns, root, seq, now));
@@ -285,6 +284,18 @@ impl Engine {
         self.stats.set_sessions(self.sessions.len());
     }
 
+    /// The chain root of namespace `ns` for this engine's model, as the registry computed it.
+    pub(crate) fn root(&self, ns: NamespaceId) -> Result<BlockHash, EngineError> {
+        self.namespaces
+            .root(ns, &self.root_shape())
+            .ok_or_else(|| EngineError::Internal(format!("namespace {ns} is not registered")))
+    }
+
+    /// This engine's model and block shape, which chain roots are computed for.
+    pub(crate) fn root_shape(&self) -> RootShape {
+        RootShape::new(self.fingerprint, self.pool.layout())
+    }
+
     /// The salt of namespace `ns`, from the registry (the only place it is kept).
     pub(crate) fn salt(&self, ns: NamespaceId) -> Result<NamespaceSalt, EngineError> {
         self.namespaces
@@ -297,314 +308,5 @@ impl Engine {
         let id = SessionId(self.next_id);
         self.next_id = self.next_id.saturating_add(1);
         id
-    }
-
-    fn context_len(&self, s: &Session) -> Result<usize, EngineError> {
-        Ok(self.pool.seq_len(s.seq)? + s.pending.len())
-    }
-
-    fn append(
-        &mut self,
-        ns: NamespaceId,
-        id: SessionId,
-        tokens: Vec<u32>,
-    ) -> Result<usize, EngineError> {
-        let n_vocab = self.model.hparams().n_vocab;
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(EngineError::InvalidArgument(format!(
-                "token {bad} ≥ vocabulary size {n_vocab}"
-            )));
-        }
-        let max = self.cfg.max_context;
-        let s = self.idle_session(ns, id)?;
-        let len = self.context_len(s)?;
-        if len.saturating_add(tokens.len()) > max {
-            return Err(EngineError::ContextOverflow {
-                have: len,
-                adding: tokens.len(),
-                max,
-            });
-        }
-        let added = tokens.len();
-        let s = self.session(ns, id)?;
-        s.pending.extend(tokens);
-        s.last_used = Instant::now();
-        Ok(len.saturating_add(added))
-    }
-
-    fn start_generation(
-        &mut self,
-        ns: NamespaceId,
-        id: SessionId,
-        params: GenerateParams,
-        events: tokio::sync::mpsc::UnboundedSender<Event>,
-    ) -> Result<(), EngineError> {
-        params
-            .sampling
-            .validate()
-            .map_err(|e| EngineError::InvalidArgument(e.to_string()))?;
-        let n_vocab = self.model.hparams().n_vocab;
-        let s = self.idle_session(ns, id)?;
-        let seq = s.seq;
-        let mut context = self.pool.seq_tokens(seq)?.to_vec();
-        context.extend_from_slice(&s.pending);
-        if context.is_empty() {
-            return Err(EngineError::InvalidArgument(
-                "the session's context is empty".into(),
-            ));
-        }
-        let mut sampler = Sampler::new(params.sampling.clone(), n_vocab);
-        let longest_stop = params.stop.iter().map(String::len).max().unwrap_or(0);
-        for &t in &context {
-            sampler.accept(t);
-        }
-        let s = self.session(ns, id)?;
-        let usage = Usage {
-            prompt_tokens: s.pending.len(),
-            cached_tokens: 0,
-            completion_tokens: 0,
-        };
-        let now = Instant::now();
-        s.job = Some(Job::Generate(Box::new(Generation {
-            sampler,
-            utf8: Utf8Buf::with_capacity(TEXT_ROOM),
-            text: String::with_capacity(TEXT_ROOM),
-            emit: String::with_capacity(longest_stop + TEXT_ROOM),
-            stops: StopMatcher::new(params.stop),
-            events,
-            max_tokens: params.max_tokens,
-            produced: 0,
-            started: now,
-            first_token: None,
-            usage,
-            ephemeral: params.close_when_done,
-            ignore_eos: params.ignore_eos,
-            matcher: params.constraint.map(memoria_constrain::Matcher::new),
-        })));
-        s.queued_at = now;
-        s.last_used = now;
-        // Room for the whole generation now, so its decode steps never grow these vectors.
-        let reach = context
-            .len()
-            .saturating_add(params.max_tokens)
-            .min(self.cfg.max_context);
-        self.pool.reserve_capacity(seq, reach)?;
-        if params.max_tokens == 0 {
-            self.finish_generation(id, crate::generate::StopReason::Length);
-            return Ok(());
-        }
-        let s = self.session(ns, id)?;
-        if s.pending.is_empty() {
-            if let Some(logits) = s.last_logits.take() {
-                // The last token's logits are at hand: sample without a forward pass.
-                self.on_logits(id, &logits);
-                if let Some(s) = self.sessions.get_mut(&id) {
-                    s.last_logits = Some(logits);
-                }
-            } else {
-                self.requeue_last_token(id, seq)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Moves the last computed token back to pending so the next step recomputes it and yields
-    /// its logits (they are not kept after a truncate or a prefix hit).
-    fn requeue_last_token(&mut self, id: SessionId, seq: SeqId) -> Result<(), EngineError> {
-        let len = self.pool.seq_len(seq)?;
-        let Some(&last) = self.pool.seq_tokens(seq)?.last() else {
-            return Err(EngineError::InvalidArgument(
-                "the session's context is empty".into(),
-            ));
-        };
-        self.pool.truncate(seq, len - 1)?;
-        self.sessions
-            .get_mut(&id)
-            .ok_or(EngineError::NotFound(id))?
-            .pending
-            .push(last);
-        Ok(())
-    }
-
-    /// Computes a session's pending tokens and replies with the last token's logits.
-    fn start_prefill(&mut self, ns: NamespaceId, id: SessionId, reply: Reply<Vec<f32>>) {
-        let seq = match self.session(ns, id) {
-            Ok(s) if s.job.is_some() => {
-                let _ = reply.send(Err(EngineError::Busy(id)));
-                return;
-            }
-            Ok(s) => s.seq,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        let s = &self.sessions[&id];
-        if s.pending.is_empty() {
-            if let Some(l) = &s.last_logits {
-                let _ = reply.send(Ok(l.clone()));
-                return;
-            }
-            if let Err(e) = self.requeue_last_token(id, seq) {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        }
-        if let Some(s) = self.sessions.get_mut(&id) {
-            s.job = Some(Job::Prefill(reply));
-            s.queued_at = Instant::now();
-        }
-    }
-
-    fn fork(&mut self, ns: NamespaceId, id: SessionId) -> Result<SessionId, EngineError> {
-        if self.sessions.len() >= self.cfg.max_sessions {
-            return Err(EngineError::TooManySessions(self.cfg.max_sessions));
-        }
-        let src = self.idle_session(ns, id)?;
-        let (src_seq, root) = (src.seq, src.root);
-        let seq: SeqId = self.pool.fork(src_seq)?;
-        let src = &self.sessions[&id];
-        let now = Instant::now();
-        let mut copy = Session::new(ns, root, seq, now);
-        copy.pending = src.pending.clone();
-        copy.fresh = src.fresh;
-        copy.last_logits = src.last_logits.clone();
-        copy.cached_tokens = src.cached_tokens;
-        let new_id = self.new_session_id();
-        self.sessions.insert(new_id, copy);
-        self.persist.on_fork(id, new_id);
-        self.stats
-            .forks
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(new_id)
-    }
-
-    fn truncate(&mut self, ns: NamespaceId, id: SessionId, len: usize) -> Result<(), EngineError> {
-        let s = self.idle_session(ns, id)?;
-        let seq = s.seq;
-        let computed = self.pool.seq_len(seq)?;
-        let total = computed + s.pending.len();
-        if len > total {
-            return Err(EngineError::InvalidArgument(format!(
-                "truncate to {len} past the end ({total})"
-            )));
-        }
-        if len == total {
-            return Ok(());
-        }
-        if len >= computed {
-            let s = self.session(ns, id)?;
-            s.pending.truncate(len - computed);
-        } else {
-            self.pool.truncate(seq, len)?;
-            let s = self.session(ns, id)?;
-            s.pending.clear();
-            s.last_logits = None;
-        }
-        Ok(())
-    }
-
-    fn start_warm(
-        &mut self,
-        ns: NamespaceId,
-        tokens: Vec<u32>,
-        (pin, ttl, hot): WarmMode,
-        reply: Reply<crate::session::WarmInfo>,
-    ) {
-        if tokens.is_empty() || tokens.len() > self.cfg.max_context {
-            let _ = reply.send(Err(EngineError::InvalidArgument(format!(
-                "a warm prefix needs 1..={} tokens, got {}",
-                self.cfg.max_context,
-                tokens.len()
-            ))));
-            return;
-        }
-        let salt = match self.salt(ns) {
-            Ok(salt) => salt,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        let root = self.pool.root_hash(&self.fingerprint, &salt);
-        let seq = self.pool.create_seq(ns, root);
-        let now = Instant::now();
-        let mut s = Session::new(ns, root, seq, now);
-        s.pending = tokens;
-        s.job = Some(Job::Warm(Warm {
-            pin,
-            hot,
-            ttl,
-            reply,
-            cached_tokens: 0,
-        }));
-        let id = self.new_session_id();
-        self.sessions.insert(id, s);
-        self.persist.on_open(id, ns);
-    }
-
-    /// Warms a saved hot prefix (refused when a token is outside the vocabulary: the record
-    /// may come from another model's tokenizer).
-    fn start_rewarm(
-        &mut self,
-        ns: NamespaceId,
-        tokens: Vec<u32>,
-        count: f64,
-        reply: Reply<crate::session::WarmInfo>,
-    ) {
-        let n_vocab = self.model.hparams().n_vocab;
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            let _ = reply.send(Err(EngineError::InvalidArgument(format!(
-                "token {bad} ≥ vocabulary size {n_vocab}"
-            ))));
-            return;
-        }
-        self.start_warm(ns, tokens, (None, None, Some(count)), reply);
-    }
-
-    /// Releases a session's blocks (full blocks stay cached for others) and ends its job.
-    pub fn close_session(&mut self, id: SessionId) {
-        self.persist.on_close(id);
-        if let Some(s) = self.sessions.remove(&id) {
-            match s.job {
-                Some(Job::Generate(g)) => {
-                    let _ = g.events.send(Event::Error("session closed".into()));
-                }
-                Some(Job::Warm(w)) => {
-                    let _ = w.reply.send(Err(EngineError::Cancelled));
-                }
-                Some(Job::Prefill(reply)) => {
-                    let _ = reply.send(Err(EngineError::Cancelled));
-                }
-                Some(Job::Embed(e)) => {
-                    let _ = e.reply.send(Err(EngineError::Cancelled));
-                }
-                Some(Job::Score(sc)) => {
-                    let _ = sc.reply.send(Err(EngineError::Cancelled));
-                }
-                None => {}
-            }
-            let _ = self.pool.drop_seq(s.seq);
-        }
-        self.stats.set_sessions(self.sessions.len());
-    }
-
-    /// Closes sessions idle longer than the configured TTL.
-    fn sweep_idle(&mut self) {
-        let Some(ttl) = self.cfg.idle_ttl else { return };
-        let now = Instant::now();
-        self.pool.set_now(now);
-        let idle: Vec<SessionId> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.job.is_none() && now.duration_since(s.last_used) > ttl)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in idle {
-            self.close_session(id);
-            self.stats
-                .ttl_closed
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use memoria_kv::{
     BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
-    PoolError, SeqId,
+    PoolError, RootShape, SeqId,
 };
 use memoria_store::{BlockIdentity, SessionRecord, TierStack};
 
@@ -88,10 +88,10 @@ impl Persist {
             return pool.match_prefix(seq, tokens);
         };
         let ns = pool.seq_namespace(seq)?;
-        let mut src = match self.namespaces.common_salt() {
-            Some(common) if pool.has_public_prefixes(ns) => {
+        let shape = RootShape::new(self.model, &self.layout);
+        let mut src = match self.namespaces.common_root(&shape) {
+            Some(public_root) if pool.has_public_prefixes(ns) => {
                 let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
-                let public_root = pool.root_hash(&self.model, &common);
                 stack.source_chain(
                     self.model,
                     self.layout,
@@ -331,7 +331,7 @@ impl Engine {
                 "saved session {name:?} holds tokens outside this model's vocabulary"
             )));
         }
-        let root = self.pool.root_hash(&self.fingerprint, &salt);
+        let root = self.root(ns)?;
         let seq = self.pool.create_seq(ns, root);
         let mut s = Session::new(ns, root, seq, Instant::now());
         s.pending = rec.tokens;

@@ -1,6 +1,6 @@
 //! The engine's side of public prefixes: compiles a namespace's declared token sequences into
-//! a [`PublicChain`] under the common salt's root (the registry's) and hands it to the pool (and keeps it for a
-//! rebuilt pool). Sessions opened afterwards chain through it; see `memoria_kv::hash`.
+//! a [`PublicChain`] under the common salt's root (the registry's) and hands it to the pool (and
+//! keeps it for a rebuilt pool). Sessions opened afterwards chain through it; see `memoria_kv::hash`.
 
 use std::sync::Arc;
 
@@ -10,11 +10,10 @@ use super::Engine;
 
 impl Engine {
     pub(crate) fn set_public_prefixes(&mut self, ns: NamespaceId, prefixes: &[Vec<u32>]) {
-        let Some(common) = self.namespaces.common_salt() else {
+        let Some(root) = self.namespaces.common_root(&self.root_shape()) else {
             eprintln!("memoria: public prefixes of {ns} ignored: no common salt is registered");
             return;
         };
-        let root = self.pool.root_hash(&self.fingerprint, &common);
         let b = self.pool.layout().block_tokens;
         let chain = PublicChain::new(root, b, prefixes);
         if chain.is_empty() {

@@ -14,9 +14,8 @@ use memoria_model::llama::BatchToken;
 use super::Engine;
 use super::buffers::{Planned, StepBuffers};
 use crate::EngineError;
-use crate::generate::StopReason;
 use crate::paged::PagedKv;
-use crate::session::{Event, Job, SessionId, WarmInfo};
+use crate::session::{Event, Job, SessionId, StopReason, WarmInfo};
 
 /// Tokens per step of a session computing prompt log-probs (each keeps a row of logits).
 const SCORE_CHUNK: usize = 64;

@@ -1,4 +1,4 @@
-//! `memoria bench cluster`: the remote tier (issue 13) between `memoria serve` hosts sharing one
+//! `memoria bench cluster`: the remote tier between `memoria serve` hosts sharing one
 //! Valkey/Redis server, measured end to end on child processes of this binary (each host its
 //! own temp store, all keys under a prefix unique to the run, deleted at the end). Phases:
 //! "prefix" (TTFT on host B of a prompt host A computed, against B computing a prompt of the
@@ -23,7 +23,7 @@ use clap::Args;
 use memoria_model::gguf::GgufFile;
 use memoria_model::llama::HParams;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::store::remote::test_server::TestServer;
+use memoria_store::remote::test_server::TestServer;
 use serde_json::{Value, json};
 
 use super::procs::{Proc, Scratch};

@@ -12,8 +12,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use memoria_kv::NamespaceId;
-use memoria_sched::store::{TierStack, maintenance};
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
+use memoria_store::{TierStack, maintenance};
 use serde_json::{Value, json};
 
 use crate::cmd::store::{open_store, random_tokens};
@@ -173,10 +173,7 @@ fn spawn_child(a: &RestartArgs) -> anyhow::Result<Value> {
 }
 
 fn clear(dir: &Path) -> anyhow::Result<()> {
-    if dir
-        .join(memoria_sched::store::disk::tables::DB_FILE)
-        .exists()
-    {
+    if dir.join(memoria_store::disk::tables::DB_FILE).exists() {
         maintenance::clear(dir, None)?;
     }
     Ok(())

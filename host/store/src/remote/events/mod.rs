@@ -1,4 +1,4 @@
-//! Host events for `memoria route --events` (issue 13): each host tells a router what it holds
+//! Host events for `memoria route --events`: each host tells a router what it holds
 //! through the remote tier's server, never tokens.
 //!
 //! - Stream `{key_prefix}:events:{host id}` (`XADD .. MAXLEN ~ N`), entries with exactly the

@@ -3,7 +3,7 @@
 //! write-behind queue), medians, and quantiles of the remote fetch latency computed from the
 //! histogram's buckets (as Prometheus's `histogram_quantile` does: linear within a bucket).
 
-use memoria_sched::store::remote::LATENCY_BOUNDS_US;
+use memoria_store::remote::LATENCY_BOUNDS_US;
 use serde_json::Value;
 
 /// The figures of one `/stats` answer that the bench uses.

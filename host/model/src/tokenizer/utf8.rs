@@ -1,5 +1,9 @@
 //! Incremental UTF-8 assembly for streamed tokens: byte pieces are joined across tokens and only
-//! complete characters are released; invalid sequences become U+FFFD, never a panic.
+//! complete characters are released; invalid sequences become U+FFFD exactly where
+//! `String::from_utf8_lossy` would put them, never a panic. The one assembler: [`StreamDecoder`]
+//! and the engine's generations both use it.
+//!
+//! [`StreamDecoder`]: super::StreamDecoder
 
 /// Bytes waiting for the rest of a multi-byte character.
 #[derive(Debug, Default)]
@@ -73,5 +77,29 @@ mod tests {
         assert_eq!(b.push(&[0xff, b'b']), "\u{FFFD}b");
         assert_eq!(b.push(&llama[..2]), "");
         assert_eq!(b.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn any_split_gives_the_lossy_decode_of_the_whole() {
+        let texts: [&[u8]; 5] = [
+            "añ🦙€x".as_bytes(),
+            b"\xf0\x9f\xa6",
+            b"a\xe2\x82b\xff\xc3",
+            b"\xed\xa0\x80z\xf4\x90\x80\x80",
+            b"",
+        ];
+        for bytes in texts {
+            let want = String::from_utf8_lossy(bytes);
+            for i in 0..=bytes.len() {
+                for j in i..=bytes.len() {
+                    let mut b = Utf8Buf::default();
+                    let mut got = b.push(&bytes[..i]);
+                    got.push_str(&b.push(&bytes[i..j]));
+                    b.push_into(&bytes[j..], &mut got);
+                    got.push_str(&b.finish());
+                    assert_eq!(got, want, "{bytes:?} split at {i} and {j}");
+                }
+            }
+        }
     }
 }

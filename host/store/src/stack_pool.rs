@@ -1,0 +1,174 @@
+//! The tier stack as the block pool sees it: the [`TierSink`] evicted blocks are demoted through
+//! (identified, then handed to the demotion thread) and, per prefix match, the [`TierSource`]
+//! that serves only the blocks of the requested chain, verified.
+
+use super::*;
+
+impl TierStack {
+    /// The pool-facing sink for one model (install with `BlockPool::set_sink`).
+    pub fn sink(self: &Arc<Self>, model: ModelFingerprint, layout: KvLayout) -> Box<dyn TierSink> {
+        self.register_model(&model, &layout);
+        // Only the cold tier encodes on demotion; disk and remote already queue raw blocks.
+        let queue = self
+            .cold
+            .is_some()
+            .then(|| DemoteQueue::start(self.clone()));
+        Box::new(StackSink {
+            stack: self.clone(),
+            model,
+            layout,
+            queue,
+        })
+    }
+
+    /// A source for one prefix match: only blocks of `tokens`' chain under `root` are served.
+    pub fn source<'a>(
+        &'a self,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        root: BlockHash,
+        tokens: &'a [u32],
+    ) -> StoreSource<'a> {
+        let chain = SessionRecord::chain(&root, tokens, layout.block_tokens);
+        self.source_chain(model, layout, root, tokens, chain, (0, root))
+    }
+
+    /// [`TierStack::source`] for a chain the caller hashed (a namespace with public prefixes,
+    /// see `memoria_kv::hash`): `chain[i]` is block `i`'s hash; the first `public.0` blocks
+    /// are checked against the common root `public.1`, the rest against `root`.
+    pub fn source_chain<'a>(
+        &'a self,
+        model: ModelFingerprint,
+        layout: KvLayout,
+        root: BlockHash,
+        tokens: &'a [u32],
+        chain: Vec<BlockHash>,
+        public: (usize, BlockHash),
+    ) -> StoreSource<'a> {
+        StoreSource {
+            stack: self,
+            model,
+            layout,
+            root,
+            tokens,
+            chain,
+            last_miss: SourceMiss::Absent,
+            last_hit: None,
+            public,
+        }
+    }
+}
+
+/// [`TierSink`] adapter: identifies evicted blocks (model, layout, the namespace's salt) and
+/// hands them to the demotion thread.
+struct StackSink {
+    stack: Arc<TierStack>,
+    model: ModelFingerprint,
+    layout: KvLayout,
+    queue: Option<DemoteQueue>,
+}
+
+impl TierSink for StackSink {
+    fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]) {
+        if let Some(r) = self.stack.residency.get() {
+            r.record(*hash, EventTier::Hot, false);
+        }
+        let Some(salt) = self.stack.salt_of(ns) else {
+            return;
+        };
+        let identity = BlockIdentity {
+            model: self.model,
+            layout: self.layout,
+            salt,
+            hash: *hash,
+        };
+        match &self.queue {
+            Some(q) => q.send(
+                &self.stack,
+                Handoff {
+                    identity,
+                    tokens: tokens.to_vec(),
+                    data: data.to_vec(),
+                },
+            ),
+            None => self.stack.demote(identity, tokens, data),
+        }
+    }
+
+    fn keeps(&self) -> Option<LostTier> {
+        if self.stack.cold.is_some() {
+            Some(LostTier::Cold)
+        } else if self.stack.disk.is_some() {
+            Some(LostTier::Disk)
+        } else {
+            self.stack.remote.as_ref().map(|_| LostTier::Remote)
+        }
+    }
+}
+
+/// [`TierSource`] for one request: knows the requesting chain, so every block served is
+/// checked against its namespace root and its exact tokens.
+pub struct StoreSource<'a> {
+    stack: &'a TierStack,
+    model: ModelFingerprint,
+    layout: KvLayout,
+    root: BlockHash,
+    tokens: &'a [u32],
+    chain: Vec<BlockHash>,
+    /// Why the last fetch failed (a verification failure is told apart from absence).
+    last_miss: SourceMiss,
+    last_hit: Option<LostTier>,
+    /// Leading public blocks and the common root they are checked against.
+    public: (usize, BlockHash),
+}
+
+impl std::fmt::Debug for StoreSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSource")
+            .field("blocks", &self.chain.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TierSource for StoreSource<'_> {
+    fn fetch(&mut self, hash: &BlockHash, out: &mut [u8]) -> bool {
+        let Some(i) = self.chain.iter().position(|h| h == hash) else {
+            return false;
+        };
+        let b = self.layout.block_tokens;
+        let expect = Expect {
+            model: self.model,
+            layout: self.layout,
+            hash: *hash,
+            root: Some(if i < self.public.0 {
+                self.public.1
+            } else {
+                self.root
+            }),
+            tokens: Some(&self.tokens[i * b..(i + 1) * b]),
+        };
+        let before = self.stack.corrupt_counts();
+        let fetched = self.stack.fetch(&expect, out);
+        let found = fetched.is_some();
+        self.last_hit = fetched.map(|f| f.tier);
+        let after = self.stack.corrupt_counts();
+        self.last_miss = if found {
+            SourceMiss::Absent
+        } else if after[1] > before[1] {
+            SourceMiss::Corrupt(LostTier::Disk)
+        } else if after[0] > before[0] {
+            SourceMiss::Corrupt(LostTier::Cold)
+        } else {
+            SourceMiss::Absent
+        };
+        found
+    }
+
+    fn last_miss(&self) -> SourceMiss {
+        self.last_miss
+    }
+
+    fn last_hit(&self) -> Option<LostTier> {
+        self.last_hit
+    }
+}
