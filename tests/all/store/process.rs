@@ -174,7 +174,7 @@ fn store_cli_reports_compacts_and_clears_by_namespace() {
         "--store",
         s(&dir),
     ]);
-    // A name no configuration or tool gives a namespace is refused, naming it (issue 13).
+    // A name no configuration or tool gives a namespace is refused, naming it.
     assert!(!other.status.success());
     assert!(String::from_utf8_lossy(&other.stderr).contains("\"someone-else\""));
     let ours = memoria(&[
