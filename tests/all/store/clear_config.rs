@@ -86,7 +86,7 @@ fn clear(dir: &Path, config: &Path, name: &str) -> (Option<u64>, String) {
 }
 
 #[test]
-fn issue_13_store_clear_names_a_configured_namespace() {
+fn store_clear_names_a_configured_namespace() {
     let dir = temp_store("clear-config");
     std::fs::create_dir_all(&dir).expect("dir");
     let config = dir.with_extension("toml");
