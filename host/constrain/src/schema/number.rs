@@ -106,22 +106,9 @@ fn multiples(
             format!("`multipleOf` {mf} has more than {FRAC} fractional digits"),
         ));
     }
-    if lo > hi {
+    let Some((first, last)) = multiple_range(lo, hi, step, &mf, path)? else {
         return Ok(None);
-    }
-    let first = lo.div_euclid(step) + i128::from(lo.rem_euclid(step) != 0);
-    let last = hi.div_euclid(step);
-    if last - first + 1 > MAX_MULTIPLES {
-        return Err(unsupported(
-            "multipleOf",
-            path,
-            format!(
-                "`multipleOf` {mf} has {} values between the bounds, above the {MAX_MULTIPLES} \
-                 this compiler lists",
-                last - first + 1
-            ),
-        ));
-    }
+    };
     Ok(alternation(
         (first..=last)
             .map(|k| literal(k * step))
@@ -133,6 +120,34 @@ fn multiples(
             .collect(),
     )
     .map(|re| format!("(?:{re})")))
+}
+
+/// The first and last `k` with `k * step` in `lo..=hi` (`None`: no value between the bounds),
+/// refused when more than [`MAX_MULTIPLES`] lie there (`shown`: the `multipleOf` as written).
+fn multiple_range(
+    lo: i128,
+    hi: i128,
+    step: i128,
+    shown: &dyn std::fmt::Display,
+    path: &str,
+) -> Result<Option<(i128, i128)>, ConstrainError> {
+    if lo > hi {
+        return Ok(None);
+    }
+    let first = lo.div_euclid(step) + i128::from(lo.rem_euclid(step) != 0);
+    let last = hi.div_euclid(step);
+    if last - first + 1 > MAX_MULTIPLES {
+        return Err(unsupported(
+            "multipleOf",
+            path,
+            format!(
+                "`multipleOf` {shown} has {} values between the bounds, above the {MAX_MULTIPLES} \
+                 this compiler lists",
+                last - first + 1
+            ),
+        ));
+    }
+    Ok(Some((first, last)))
 }
 
 /// The canonical literal of a scaled decimal: no exponent, no trailing fractional zeros.
@@ -408,22 +423,9 @@ pub(super) fn integer(s: &Json, path: &str) -> Result<Option<String>, ConstrainE
             "`multipleOf` (other than 1) is supported only with both a lower and an upper bound",
         ));
     }
-    if lo > hi {
+    let Some((first, last)) = multiple_range(lo, hi, m, &m, path)? else {
         return Ok(None);
-    }
-    let first = lo.div_euclid(m) + i128::from(lo.rem_euclid(m) != 0);
-    let last = hi.div_euclid(m);
-    if last - first + 1 > MAX_MULTIPLES {
-        return Err(unsupported(
-            "multipleOf",
-            path,
-            format!(
-                "`multipleOf` {m} has {} values between the bounds, above the {MAX_MULTIPLES} \
-                 this compiler lists",
-                last - first + 1
-            ),
-        ));
-    }
+    };
     Ok(alternation(
         (first..=last)
             .map(|k| (k * m).to_string())
