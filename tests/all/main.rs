@@ -31,6 +31,7 @@ mod sampling;
 mod serve;
 mod sessions;
 mod shared;
+mod speculation;
 mod status_page;
 mod store;
 mod synth;

@@ -37,6 +37,11 @@ pub struct EngineConfig {
     /// bulk work: they fill what is left of the step budget only up to this, so decoders keep
     /// their pace; with nobody decoding they take the whole budget). At least 1.
     pub embed_step_tokens: usize,
+    /// Tokens each isolation group's draft memory keeps for speculative decoding (0: drafts
+    /// come only from a session's own context).
+    pub draft_memory_tokens: usize,
+    /// Isolation groups with a draft memory at once (the least recently used one is dropped).
+    pub draft_groups: usize,
 }
 
 impl Default for EngineConfig {
@@ -54,6 +59,8 @@ impl Default for EngineConfig {
             auto_pin: 0,
             embed_cache_entries: 4096,
             embed_step_tokens: 16,
+            draft_memory_tokens: 1 << 15,
+            draft_groups: 32,
         }
     }
 }

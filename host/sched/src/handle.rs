@@ -46,6 +46,8 @@ pub struct EngineHandle {
     namespaces: Arc<Namespaces>,
     /// Embeddings by namespace salt and tokens (see `embed`).
     embeddings: Arc<EmbedCache>,
+    /// Every isolation group's draft memory (speculative decoding).
+    drafts: Arc<memoria_kv::draft::DraftMemory>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -107,6 +109,10 @@ impl EngineHandle {
             stats.clone(),
         ));
         let embeddings = Arc::new(EmbedCache::new(cfg.embed_cache_entries));
+        let drafts = Arc::new(memoria_kv::draft::DraftMemory::new(
+            cfg.draft_memory_tokens,
+            cfg.draft_groups,
+        ));
         let bp = Blueprint {
             model: model.clone(),
             tok: tokenizer.clone(),
@@ -115,6 +121,7 @@ impl EngineHandle {
             layout,
             stats: stats.clone(),
             namespaces: namespaces.clone(),
+            drafts: drafts.clone(),
         };
         let engine = bp.engine(pool, 1, Default::default());
         let (tx, rx) = channel();
@@ -133,7 +140,13 @@ impl EngineHandle {
             remote,
             namespaces,
             embeddings,
+            drafts,
         })
+    }
+
+    /// Bytes held by the isolation groups' draft memories.
+    pub fn draft_memory_bytes(&self) -> usize {
+        self.drafts.bytes()
     }
 
     /// The namespace registry (the one holder of every namespace's salt).

@@ -11,6 +11,7 @@ pub mod public;
 mod remote_reads;
 pub mod sampling;
 pub mod session;
+pub mod speculation;
 pub mod stats;
 pub mod stop;
 
@@ -19,6 +20,7 @@ pub use engine::{GenerateParams, SessionInfo};
 pub use handle::{EMBED_WAVE, Embedded, EngineHandle, GenerationStream};
 pub use preload::{Preload, preload};
 pub use session::{Event, SessionId, StopReason, Usage, WarmInfo};
+pub use speculation::{SpecSnapshot, Speculate};
 pub use stats::{EngineStats, EngineStatsSnapshot};
 
 /// Why an engine request failed.

@@ -23,6 +23,10 @@ pub struct Usage {
     /// Of those, tokens whose K/V came from the shared cache instead of being computed.
     pub cached_tokens: usize,
     pub completion_tokens: usize,
+    /// Draft tokens verified (speculative decoding; llama.cpp's `draft_n`).
+    pub drafted: usize,
+    /// Of those, tokens the model confirmed (`draft_n_accepted`).
+    pub draft_accepted: usize,
 }
 
 /// Why a generation ended.
@@ -88,6 +92,8 @@ pub(crate) struct Generation {
     pub ignore_eos: bool,
     /// Structured output: where the text stands in its constraint.
     pub matcher: Option<memoria_constrain::Matcher>,
+    /// Speculative decoding's state, when the generation drafts.
+    pub spec: Option<Box<crate::speculation::Speculation>>,
 }
 
 /// A warm-up: compute the prefix, pin its blocks, report, close.

@@ -31,6 +31,8 @@ pub struct EngineStats {
     /// Nanoseconds per token of recent prompt-dominated steps (a moving average; 0 until one
     /// ran): see [`EngineStats::prompt_token_cost`].
     pub prompt_ns_per_token: AtomicU64,
+    /// Speculative decoding's figures, per namespace.
+    pub speculation: crate::speculation::SpecStats,
 }
 
 /// Fewest tokens in a step that samples the prompt-token cost (smaller steps are dominated by

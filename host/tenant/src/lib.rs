@@ -11,6 +11,7 @@ mod isolation;
 mod limits;
 mod public;
 mod registry;
+mod speculation;
 
 pub use hit_pad::{BUCKET, HitPad, MAX_PAD};
 pub use hit_timing::HitTiming;
@@ -18,6 +19,7 @@ pub use isolation::{Isolation, MAX_LABEL, standalone};
 pub use limits::{Limits, MAX_QUEUE, MAX_SLOTS, MAX_TOKENS};
 pub use public::{MAX_PUBLIC_PREFIX_BYTES, MAX_PUBLIC_PREFIXES, PrefixFile, PublicPrefix};
 pub use registry::{Namespace, NamespaceSpec, Tenants};
+pub use speculation::{DEFAULT_DRAFT_MAX, DraftPolicy, MAX_DRAFT_MAX, SpeculationMode};
 
 /// Why a tenant configuration is invalid; messages name the namespace and key to fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

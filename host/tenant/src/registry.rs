@@ -41,12 +41,36 @@ pub struct NamespaceSpec {
     /// text (isolated and group namespaces; see README "Public prefixes").
     #[serde(default)]
     pub public_prefixes: Vec<PublicPrefix>,
+    /// `auto` or `off`: speculative decoding (see [`crate::SpeculationMode`]).
+    #[serde(default)]
+    pub speculation: crate::SpeculationMode,
+    /// Most draft tokens verified per step (1 to 32; unset: 8).
+    #[serde(default)]
+    pub draft_max: Option<usize>,
 }
 
 impl NamespaceSpec {
     /// Whether this namespace pads the first token of its hits.
     pub fn pads_hits(&self) -> bool {
         HitTiming::resolve(self.hit_timing, &self.isolation) == HitTiming::Pad
+    }
+
+    /// How this namespace's generations draft: off, or up to `draft_max` tokens, from its
+    /// group's memory too unless it pads its hits.
+    pub fn draft_policy(&self) -> crate::DraftPolicy {
+        match self.speculation {
+            crate::SpeculationMode::Off => crate::DraftPolicy {
+                max_draft: 0,
+                group: false,
+            },
+            crate::SpeculationMode::Auto => crate::DraftPolicy {
+                max_draft: self
+                    .draft_max
+                    .unwrap_or(crate::DEFAULT_DRAFT_MAX)
+                    .min(crate::MAX_DRAFT_MAX),
+                group: !self.pads_hits(),
+            },
+        }
     }
 }
 
@@ -98,6 +122,7 @@ impl Tenants {
                 return Err(TenantError::Duplicate(name));
             }
             spec.limits.validate(&name)?;
+            crate::speculation::validate(&name, spec.draft_max)?;
             if spec.isolation == Isolation::Shared && !spec.public_prefixes.is_empty() {
                 return Err(TenantError::BadPublicPrefix {
                     ns: name,

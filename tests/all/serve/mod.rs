@@ -20,6 +20,7 @@ mod llama_native;
 mod memory;
 pub mod server;
 mod small;
+mod speculation;
 mod structured;
 mod structured_tools;
 mod tools;

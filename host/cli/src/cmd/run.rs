@@ -156,6 +156,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
         close_when_done: true,
         ignore_eos: false,
         constraint: None,
+        speculation: memoria_sched::Speculate::AUTO,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -185,6 +185,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         auto_pin: cfg.auto_pin,
         embed_cache_entries: cfg.embed_cache_entries,
         embed_step_tokens: cfg.embed_step_tokens,
+        ..EngineConfig::default()
     };
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tokenizer), engine_cfg)
         .context("starting the engine")?;

@@ -235,6 +235,7 @@ pub fn convert(v: &Value) -> Result<Converted, ApiError> {
         ("stop_sequences", "stop"),
         ("stream", "stream"),
         ("model", "model"),
+        ("speculation", "speculation"),
     ] {
         if let Some(x) = obj.get(from).filter(|x| !x.is_null()) {
             chat.insert(to.into(), x.clone());

@@ -100,6 +100,7 @@ pub(super) async fn generate(
             ..params::generate_params(s.sampling.clone(), 0, s.stop.clone(), s.ignore_eos)
         },
         score: None,
+        speculation: s.speculation,
     };
     let running = run::start(&ctx, route, plan, s.stream).await?;
     let fmt = NativeChunks {

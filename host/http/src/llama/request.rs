@@ -44,6 +44,8 @@ pub struct NativeRequest {
     pub input_prefix: Option<String>,
     pub input_suffix: Option<String>,
     pub input_extra: Option<Vec<Value>>,
+    /// memoria's: `off` turns speculative decoding off for this request.
+    pub speculation: Option<crate::openai::params::SpeculationField>,
 }
 
 /// What a native request asks the engine for.
@@ -55,6 +57,7 @@ pub struct Settings {
     pub n_predict: Option<u64>,
     pub stream: bool,
     pub format: Option<ResponseFormat>,
+    pub speculation: Option<crate::openai::params::SpeculationField>,
 }
 
 /// Checks the generation fields of `r`.
@@ -104,6 +107,7 @@ pub fn settings(
         sampling,
         stop,
         ignore_eos: r.ignore_eos.unwrap_or(false),
+        speculation: r.speculation,
         n_predict,
         stream: r.stream.unwrap_or(false),
         format,

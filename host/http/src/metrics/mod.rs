@@ -11,6 +11,7 @@ mod llama;
 pub mod memory;
 mod remote;
 mod render;
+mod speculation;
 mod stats_json;
 mod store;
 mod tiers;

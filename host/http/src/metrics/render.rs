@@ -350,6 +350,7 @@ pub fn render(state: &AppState) -> String {
     );
     o.sample("memoria_engine_up", "", u64::from(state.engine.is_up()));
 
+    super::speculation::render(&mut o, state);
     render_server(&mut o, state);
     if state.config.llama_metrics {
         super::llama::render(&mut o, state);

@@ -117,5 +117,6 @@ pub fn stats_json(state: &AppState) -> Value {
         "tiers": super::tiers::json(state),
         "memory": super::memory::json(state),
         "limits": super::tiers::limits(state),
+        "speculation": super::speculation::json(state),
     })
 }

@@ -33,6 +33,7 @@ pub(crate) struct Prepared {
 pub(crate) async fn prepare(ctx: &Ctx, req: ChatRequest) -> Result<Prepared, ApiError> {
     let syntax = ToolSyntax::detect(&ctx.state.chat);
     let defaults = &ctx.state.config.defaults;
+    let speculation = req.speculation;
     let checked = check(
         req,
         ctx.state.engine.tokenizer().n_vocab(),
@@ -91,6 +92,7 @@ pub(crate) async fn prepare(ctx: &Ctx, req: ChatRequest) -> Result<Prepared, Api
             ..params::generate_params(sampling, budget, stop, ignore_eos)
         },
         score: None,
+        speculation,
     };
     Ok(Prepared {
         plan,

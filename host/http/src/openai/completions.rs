@@ -27,6 +27,7 @@ use crate::error::ApiError;
 pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
     let req: CompletionRequest = super::json::parse(&body)?;
     ctx.check_model(req.model.as_deref())?;
+    let speculation = req.speculation;
     let Checked {
         stream,
         include_usage,
@@ -96,6 +97,7 @@ pub async fn handle(ctx: Ctx, body: Bytes) -> Result<Response, ApiError> {
             constraint,
             ..params::generate_params(sampling, 0, stop, ignore_eos)
         },
+        speculation,
     };
     let running = run::start(&ctx, "completions", plan, stream).await?;
     let prompt_blocks: Vec<Value> = match score {

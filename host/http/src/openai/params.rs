@@ -317,6 +317,15 @@ pub fn share_budgets(
     Ok(())
 }
 
+/// `speculation` on a generation request (a memoria extension): `off` decodes one token per
+/// step; `auto` (the default) follows the namespace's setting. The text is the same either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpeculationField {
+    Auto,
+    Off,
+}
+
 /// Engine parameters of a one-shot request.
 pub fn generate_params(
     sampling: SamplingParams,

@@ -19,7 +19,9 @@ use http::{HeaderValue, StatusCode, header};
 use memoria_kv::NamespaceId;
 use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
-use memoria_sched::{EngineHandle, Event, GenerateParams, GenerationStream, SessionId, Usage};
+use memoria_sched::{
+    EngineHandle, Event, GenerateParams, GenerationStream, SessionId, Speculate, Usage,
+};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -41,6 +43,8 @@ pub struct Plan {
     /// Prompt log-probs with this many alternatives (`echo` with `logprobs`): each prompt is
     /// computed whole, nothing taken from the cache.
     pub score: Option<usize>,
+    /// The request's `speculation` field.
+    pub speculation: Option<super::params::SpeculationField>,
 }
 
 /// One merged event: the choice it belongs to and the event (None: the engine stopped sending).
@@ -88,6 +92,8 @@ pub struct Timings {
     pub predicted_n: usize,
     /// From the first output to the last.
     pub predicted: std::time::Duration,
+    /// Draft tokens verified and accepted (speculative decoding).
+    pub draft: (usize, usize),
 }
 
 impl Timings {
@@ -96,7 +102,7 @@ impl Timings {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let per_token = |d, n: usize| if n > 0 { ms(d) / n as f64 } else { 0.0 };
         let decode_steps = self.predicted_n.saturating_sub(1);
-        serde_json::json!({
+        let mut t = serde_json::json!({
             "cache_n": self.cached,
             "prompt_n": self.prompt_n,
             "prompt_ms": ms(self.prompt),
@@ -108,7 +114,13 @@ impl Timings {
             // the other `predicted_n - 1` (llama-server's rates are over those too).
             "predicted_per_token_ms": per_token(self.predicted, decode_steps),
             "predicted_per_second": crate::access_log::per_second(decode_steps, self.predicted),
-        })
+        });
+        // As llama-server, only when the generation drafted.
+        if self.draft.0 > 0 {
+            t["draft_n"] = self.draft.0.into();
+            t["draft_n_accepted"] = self.draft.1.into();
+        }
+        t
     }
 }
 
@@ -178,6 +190,14 @@ pub async fn start(
     let mut cached_before_fork = 0;
     let mut own_prompt = Vec::new();
     let base_seed = plan.params.sampling.seed;
+    let policy = ctx.ns.spec.draft_policy();
+    let speculation = match plan.speculation {
+        Some(super::params::SpeculationField::Off) => Speculate::OFF,
+        _ => Speculate {
+            max_draft: policy.max_draft,
+            group: policy.group,
+        },
+    };
     let mut prompt_logprobs = Vec::new();
     for (prompt, max_tokens) in plan.prompts {
         let open = |id| CloseOnDrop {
@@ -207,6 +227,7 @@ pub async fn start(
             let mut params = plan.params.clone();
             params.max_tokens = max_tokens;
             params.sampling.seed = base_seed.wrapping_add(j as u64);
+            params.speculation = speculation;
             let gen_stream = engine.generate(ns.id, s.id, params)?;
             s.armed = false;
             registered.push(
@@ -241,9 +262,12 @@ pub async fn start(
 }
 
 /// The request's usage so far: prompts counted once, completions summed over choices.
+#[derive(Default)]
 struct Totals {
     cached: usize,
     completion: usize,
+    drafted: usize,
+    draft_accepted: usize,
 }
 
 impl Running {
@@ -291,6 +315,8 @@ impl Running {
             totals.cached += u.cached_tokens;
         }
         totals.completion += u.completion_tokens;
+        totals.drafted += u.drafted;
+        totals.draft_accepted += u.draft_accepted;
     }
 
     /// The usage a response reports, after counting the real one. A padded namespace reports
@@ -301,6 +327,8 @@ impl Running {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: (totals.cached + self.cached_before_fork).min(self.prompt_tokens),
             completion_tokens: totals.completion,
+            drafted: totals.drafted,
+            draft_accepted: totals.draft_accepted,
         };
         self.nsm.add_usage(&u);
         if let Some(ready) = self.first_ready {
@@ -328,10 +356,7 @@ impl Running {
                 cumulative_logprob: 0.0,
             })
             .collect();
-        let mut totals = Totals {
-            cached: 0,
-            completion: 0,
-        };
+        let mut totals = Totals::default();
         let mut left = self.choices;
         while left > 0 {
             let Some((i, ev)) = self.next().await else {
@@ -386,6 +411,7 @@ impl Running {
             prompt,
             predicted_n: usage.completion_tokens,
             predicted: total.saturating_sub(prompt),
+            draft: (usage.drafted, usage.draft_accepted),
         };
         self.state.metrics.llama.add(
             (t.prompt_n, t.cached, t.prompt),
@@ -438,10 +464,7 @@ impl Running {
             }
             let mut pending: Vec<Vec<TokenLogprobs>> = vec![Vec::new(); self.choices];
             let mut ids: Vec<Vec<u32>> = vec![Vec::new(); self.choices];
-            let mut totals = Totals {
-                cached: 0,
-                completion: 0,
-            };
+            let mut totals = Totals::default();
             let mut left = self.choices;
             loop {
                 let next = tokio::select! {

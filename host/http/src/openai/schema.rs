@@ -100,6 +100,8 @@ pub struct ChatRequest {
     pub service_tier: Option<String>,
     /// llama-server's: keep generating past end-of-generation tokens.
     pub ignore_eos: Option<bool>,
+    /// memoria's: `off` turns speculative decoding off for this request.
+    pub speculation: Option<super::params::SpeculationField>,
     /// Open the assistant's answer after the conversation (default true).
     pub add_generation_prompt: Option<bool>,
     /// Continue a final assistant message instead of answering anew (default true).
@@ -160,6 +162,8 @@ pub struct CompletionRequest {
     pub logit_bias: Option<serde_json::Map<String, Value>>,
     /// llama-server's: keep generating past end-of-generation tokens.
     pub ignore_eos: Option<bool>,
+    /// memoria's: `off` turns speculative decoding off for this request.
+    pub speculation: Option<super::params::SpeculationField>,
     /// Structured outputs on completions too (as vLLM and llama-server accept it).
     pub response_format: Option<memoria_constrain::ResponseFormat>,
 }

@@ -132,6 +132,7 @@ pub fn chat_body(r: &Map<String, Value>, messages: Vec<Value>) -> Result<Value, 
         ("max_output_tokens", "max_tokens"),
         ("stream", "stream"),
         ("parallel_tool_calls", "parallel_tool_calls"),
+        ("speculation", "speculation"),
     ] {
         if let Some(x) = r.get(from).filter(|x| !x.is_null()) {
             chat.insert(to.into(), x.clone());

@@ -1,32 +1,54 @@
-//! How many tokens a session drafts: from its recent acceptance, so drafting costs nothing where
-//! nothing is predicted. A step that verifies `k` draft tokens carries `k + 1` rows through the
-//! model; when few are accepted the session backs off to no draft at all, and probes again
-//! after a while.
+//! How many tokens a session drafts: the length that maximises the expected tokens per unit of
+//! step cost, from the session's recent acceptance, so drafting costs next to nothing where
+//! nothing is predicted.
+//!
+//! A step verifying `k` draft tokens carries `k + 1` rows; each row past the first costs about
+//! [`ROW_COST`] of a one-token decode step (the weights are read once per step either way). With
+//! per-token acceptance `p` (a draft is kept up to its first miss) the step yields
+//! `(1 - p^(k+1)) / (1 - p)` tokens, so the speed against plain decoding is that over
+//! `1 + ROW_COST·k`. The session drafts the `k` that maximises it, and nothing when no `k` gains
+//! [`MIN_GAIN`]; then it probes again after a back-off (4 steps, doubling to 64).
+
+/// The cost of one more row in a decode step, as a fraction of a one-token step (measured on
+/// this project's CPUs: a 135M model's prompt row costs about a tenth of its decode step; a
+/// larger model at the memory wall, less).
+pub const ROW_COST: f64 = 0.12;
+/// The least expected speed-up a draft must promise.
+pub const MIN_GAIN: f64 = 1.03;
 
 /// A session's draft length, adapted to its acceptance.
 #[derive(Clone, Debug)]
 pub struct DraftLength {
     max: u8,
-    /// Exponential average of the accepted fraction, in 1/256ths.
-    rate: u16,
+    /// Exponential averages per pass of the draft tokens accepted and of the misses (a pass
+    /// that ended before its draft did).
+    accepted: f64,
+    missed: f64,
     /// Steps left without drafting after a back-off.
     cooldown: u16,
-    /// The back-off after the next failure (doubles up to 64 steps).
+    /// The back-off after the next unpromising estimate (doubles up to 64 steps).
     backoff: u16,
 }
 
-/// Below this average acceptance (in 1/256ths, ~30%) the session stops drafting for a while.
-const FLOOR: u16 = 77;
+/// The weight of the newest pass in the averages.
+const WEIGHT: f64 = 0.25;
 
 impl DraftLength {
-    /// A controller drafting at most `max` tokens (0 turns drafting off).
+    /// A controller drafting at most `max` tokens (0 turns drafting off); it starts from an
+    /// even chance per token.
     pub fn new(max: usize) -> DraftLength {
         DraftLength {
             max: max.min(u8::MAX as usize) as u8,
-            rate: 160,
+            accepted: 1.0,
+            missed: 1.0,
             cooldown: 0,
             backoff: 4,
         }
+    }
+
+    /// The estimated per-token acceptance.
+    pub fn acceptance(&self) -> f64 {
+        self.accepted / (self.accepted + self.missed).max(f64::MIN_POSITIVE)
     }
 
     /// The draft length for the next step (0: decode without a draft). A step without a draft
@@ -39,9 +61,16 @@ impl DraftLength {
             self.cooldown -= 1;
             return 0;
         }
-        // From one token at low acceptance up to `max` when nearly everything is accepted.
-        let k = 1 + ((usize::from(self.max) - 1) * usize::from(self.rate) + 128) / 256;
-        k.min(usize::from(self.max))
+        let k = best_length(self.acceptance(), usize::from(self.max));
+        if k == 0 {
+            // Not worth it now: probe again later with one token, from a fresh estimate.
+            self.cooldown = self.backoff;
+            self.backoff = (self.backoff * 2).min(64);
+            self.accepted = 1.0;
+            self.missed = 1.0;
+            return 0;
+        }
+        k
     }
 
     /// Records a verification: `accepted` of `drafted` draft tokens matched.
@@ -49,16 +78,33 @@ impl DraftLength {
         if drafted == 0 {
             return;
         }
-        let frac = (accepted.min(drafted) * 256 / drafted) as u16;
-        self.rate = ((u32::from(self.rate) * 3 + u32::from(frac)) / 4) as u16;
-        if self.rate < FLOOR {
-            self.cooldown = self.backoff;
-            self.backoff = (self.backoff * 2).min(64);
-            self.rate = FLOOR + 32;
-        } else if accepted > 0 {
+        let accepted = accepted.min(drafted);
+        let missed = usize::from(accepted < drafted);
+        self.accepted = self.accepted * (1.0 - WEIGHT) + accepted as f64 * WEIGHT;
+        self.missed = self.missed * (1.0 - WEIGHT) + missed as f64 * WEIGHT;
+        if accepted > 0 {
             self.backoff = 4;
         }
     }
+}
+
+/// Expected speed-up of drafting `k` tokens at per-token acceptance `p`.
+pub fn expected_gain(p: f64, k: usize) -> f64 {
+    let p = p.clamp(0.0, 0.999);
+    let tokens = (1.0 - p.powi(k as i32 + 1)) / (1.0 - p);
+    tokens / (1.0 + ROW_COST * k as f64)
+}
+
+/// The `k` in `1..=max` with the best expected speed-up, or 0 when none reaches [`MIN_GAIN`].
+fn best_length(p: f64, max: usize) -> usize {
+    let (mut best, mut gain) = (0, MIN_GAIN);
+    for k in 1..=max {
+        let g = expected_gain(p, k);
+        if g > gain {
+            (best, gain) = (k, g);
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -84,5 +130,22 @@ mod tests {
         }
         assert!(off > 150, "{off} of 200 steps without a draft");
         assert_eq!(DraftLength::new(0).for_next_step(), 0);
+    }
+
+    #[test]
+    fn the_length_follows_the_acceptance() {
+        // Longer drafts only pay at higher acceptance; a low one drafts nothing.
+        assert_eq!(best_length(0.05, 8), 0);
+        let lengths: Vec<usize> = [0.3, 0.5, 0.7, 0.9, 0.99]
+            .iter()
+            .map(|&p| best_length(p, 8))
+            .collect();
+        assert!(lengths.windows(2).all(|w| w[0] <= w[1]), "{lengths:?}");
+        assert!(lengths[0] >= 1 && lengths[4] == 8, "{lengths:?}");
+        // What is chosen is never expected to be slower than plain decoding.
+        for p in [0.2, 0.4, 0.6, 0.8] {
+            let k = best_length(p, 8);
+            assert!(k == 0 || expected_gain(p, k) >= MIN_GAIN);
+        }
     }
 }

@@ -114,8 +114,23 @@ impl BlockPool {
     /// as many). Blocks that become full are sealed; one whose hash is already cached is replaced
     /// by the cached block and freed (dedup).
     pub fn commit(&mut self, seq: SeqId, tokens: &[u32]) -> Result<(), PoolError> {
+        let reserved = self.seq(seq)?.reserved;
+        if tokens.len() != reserved {
+            return Err(PoolError::CommitMismatch {
+                seq,
+                reserved,
+                got: tokens.len(),
+            });
+        }
+        self.commit_part(seq, tokens)
+    }
+
+    /// Records the tokens of the first `tokens.len()` reserved positions (at most as many as are
+    /// reserved); the rest stay reserved, to be committed later or dropped by a truncate (a
+    /// speculative draft commits each token as it is verified).
+    pub fn commit_part(&mut self, seq: SeqId, tokens: &[u32]) -> Result<(), PoolError> {
         self.with_seq(seq, |pool, s| {
-            if tokens.len() != s.reserved {
+            if tokens.len() > s.reserved {
                 return Err(PoolError::CommitMismatch {
                     seq,
                     reserved: s.reserved,
@@ -129,7 +144,7 @@ impl BlockPool {
                 pool.block_tokens[s.table[pos / b].index() * b + pos % b] = t;
             }
             s.tokens.extend_from_slice(tokens);
-            s.reserved = 0;
+            s.reserved -= tokens.len();
             let new_len = s.tokens.len();
             for i in len / b..new_len.div_ceil(b) {
                 pool.set_filled(s.table[i].0, (new_len - i * b).min(b));
@@ -243,6 +258,9 @@ impl BlockPool {
     /// Ends `seq`: every block loses a reference; sealed blocks left unreferenced stay cached,
     /// and so does its partial last block (a retained tail, see `tails`).
     pub fn drop_seq(&mut self, seq: SeqId) -> Result<(), PoolError> {
+        // An uncommitted reservation is let go first, so the committed tail can be retained.
+        let len = self.seq(seq)?.tokens.len();
+        self.truncate(seq, len)?;
         let s = self.seqs.remove(&seq).ok_or(PoolError::UnknownSeq(seq))?;
         self.retain_tail(&s);
         for id in s.table.iter().rev() {

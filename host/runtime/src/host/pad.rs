@@ -75,6 +75,7 @@ mod tests {
             prompt_tokens: prompt,
             cached_tokens: cached,
             completion_tokens: 1,
+            ..Usage::default()
         }
     }
 

@@ -180,6 +180,11 @@ impl TenantState {
         let mut params = EngineParams::greedy((p.max_tokens as usize).min(self.tokens_left));
         params.sampling = sampling;
         params.stop = p.stop;
+        let policy = self.ns.ns.spec.draft_policy();
+        params.speculation = memoria_sched::Speculate {
+            max_draft: policy.max_draft,
+            group: policy.group,
+        };
         Ok(params)
     }
 

@@ -19,6 +19,9 @@ pub(crate) struct Planned {
     pub logits: bool,
     /// Logits after every token (prompt log-probs).
     pub every_row: bool,
+    /// Draft tokens after a decoding session's last token (speculative decoding: every row
+    /// has logits and is verified).
+    pub draft: usize,
 }
 
 #[derive(Default)]

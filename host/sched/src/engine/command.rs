@@ -25,6 +25,8 @@ pub struct GenerateParams {
     /// Structured output: only tokens this constraint allows are sampled, and the generation
     /// ends when it is complete (`response_format`).
     pub constraint: Option<std::sync::Arc<memoria_constrain::Constraint>>,
+    /// Speculative decoding: how the generation drafts (the tokens are the same either way).
+    pub speculation: crate::speculation::Speculate,
 }
 
 impl GenerateParams {
@@ -37,6 +39,7 @@ impl GenerateParams {
             close_when_done: false,
             ignore_eos: false,
             constraint: None,
+            speculation: crate::speculation::Speculate::AUTO,
         }
     }
 }

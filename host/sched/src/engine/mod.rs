@@ -15,6 +15,7 @@ mod reply;
 mod score;
 mod sessions;
 mod sizing;
+mod speculate;
 mod step;
 pub(crate) mod supervisor;
 
@@ -62,6 +63,8 @@ pub(crate) struct Engine {
     /// Each namespace's public prefixes (the chain compiled under the registry's common salt),
     /// applied again to a rebuilt pool.
     pub publics: BTreeMap<NamespaceId, PublicSetting>,
+    /// Every isolation group's memory of token sequences, drafted from (see `speculate`).
+    pub drafts: Arc<memoria_kv::draft::DraftMemory>,
 }
 
 /// How a warm ends: its explicit pin and the pin's lifetime, and a re-warmed hot prefix's

@@ -72,11 +72,16 @@ impl Engine {
         for &t in &context {
             sampler.accept(t);
         }
+        // Room for the whole generation, so its decode steps never grow the pool's vectors.
+        let reach = context
+            .len()
+            .saturating_add(params.max_tokens)
+            .min(self.cfg.max_context);
+        let spec = self.speculation(ns, id, &context, reach, params.speculation)?;
         let s = self.session(ns, id)?;
         let usage = Usage {
             prompt_tokens: s.pending.len(),
-            cached_tokens: 0,
-            completion_tokens: 0,
+            ..Usage::default()
         };
         let now = Instant::now();
         s.job = Some(Job::Generate(Box::new(Generation {
@@ -94,14 +99,10 @@ impl Engine {
             ephemeral: params.close_when_done,
             ignore_eos: params.ignore_eos,
             matcher: params.constraint.map(memoria_constrain::Matcher::new),
+            spec,
         })));
         s.queued_at = now;
         s.last_used = now;
-        // Room for the whole generation now, so its decode steps never grow these vectors.
-        let reach = context
-            .len()
-            .saturating_add(params.max_tokens)
-            .min(self.cfg.max_context);
         self.pool.reserve_capacity(seq, reach)?;
         if params.max_tokens == 0 {
             self.finish_generation(id, StopReason::Length);

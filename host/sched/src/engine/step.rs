@@ -47,7 +47,7 @@ impl Engine {
                         token,
                         pos: p.start + j,
                         seq: i,
-                        logits: p.every_row || (p.logits && j + 1 == p.n),
+                        logits: p.every_row || p.draft > 0 || (p.logits && j + 1 == p.n),
                     }),
             );
         }
@@ -75,7 +75,11 @@ impl Engine {
         };
         self.stats.record_step(
             buf.batch.len(),
-            buf.plan.iter().filter(|p| p.n == 1).count(),
+            buf.plan
+                .iter()
+                .filter(|p| p.n == 1 || p.draft > 0)
+                .map(|p| p.n)
+                .sum(),
             started.elapsed(),
         );
         let mut row = 0;
@@ -94,6 +98,13 @@ impl Engine {
                 let rows = &logits[row * n_vocab..(row + scored) * n_vocab];
                 row += scored;
                 Self::score_rows(s, rows, n_vocab, self.tok.n_vocab());
+            }
+            if p.draft > 0 {
+                let rows = &logits[row * n_vocab..(row + p.n) * n_vocab];
+                row += p.n;
+                self.verify(p.id, rows);
+                self.persist.write_through(&self.pool, p.id, seq, false);
+                continue;
             }
             let committed = self.pool.commit(seq, &s.pending[..p.n]);
             s.pending.drain(..p.n);
@@ -160,6 +171,11 @@ impl Engine {
         } else {
             self.cfg.embed_step_tokens.max(1)
         };
+        // Each decoder's share of what is left after one token each, halved while prompts wait.
+        let draft_room = match decoders.len() {
+            0 => 0,
+            d => budget.saturating_sub(d) / d / if prefills.is_empty() { 1 } else { 2 },
+        };
         let mut inflight = self.prefixes_in_flight();
         for id in decoders
             .iter()
@@ -176,6 +192,14 @@ impl Engine {
                 self.fail_job(id, e);
                 continue;
             }
+            let s = &self.sessions[&id];
+            let decoding =
+                matches!(&s.job, Some(Job::Generate(g)) if g.produced > 0) && s.pending.len() == 1;
+            let draft = if decoding {
+                self.draft(id, draft_room.min(budget - 1))
+            } else {
+                0
+            };
             let s = &self.sessions[&id];
             let embedding = s.embedding();
             let n = if embedding {
@@ -196,7 +220,16 @@ impl Engine {
             // every row's.
             let logits = n == s.pending.len() && !embedding;
             let every_row = matches!(s.job, Some(Job::Score(_)));
-            match self.pool.reserve_positions(s.seq, n) {
+            let seq = s.seq;
+            let mut reserved = self.pool.reserve_positions(seq, n);
+            let (mut n, mut draft) = (n, draft);
+            if reserved.is_err() && draft > 0 {
+                // No room for the draft: decode the one token.
+                self.drop_draft(id, draft);
+                (n, draft) = (1, 0);
+                reserved = self.pool.reserve_positions(seq, 1);
+            }
+            match reserved {
                 Ok(start) => {
                     budget -= n;
                     plan.push(Planned {
@@ -205,6 +238,7 @@ impl Engine {
                         start,
                         logits,
                         every_row,
+                        draft,
                     });
                 }
                 Err(e) => self.fail_job(id, e.into()),
@@ -306,6 +340,9 @@ impl Engine {
                 g.produced += 1;
                 g.usage.completion_tokens += 1;
                 s.pending.push(token);
+                if let Some(sp) = g.spec.as_mut() {
+                    sp.index.extend(&[token]);
+                }
                 g.text.clear();
                 g.emit.clear();
                 g.utf8.push_into(self.tok.piece(token, true), &mut g.text);
@@ -354,6 +391,7 @@ impl Engine {
         let Some(Job::Generate(mut g)) = s.job.take() else {
             return;
         };
+        Self::remember(&g);
         let mut tail = String::new();
         if reason != StopReason::StopString {
             let out = g.stops.push(&g.utf8.finish());

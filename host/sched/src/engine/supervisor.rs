@@ -72,6 +72,8 @@ pub(crate) struct Blueprint {
     pub stats: Arc<EngineStats>,
     /// The namespace registry (shared with the handle and the tier stack).
     pub namespaces: Arc<memoria_kv::Namespaces>,
+    /// Every isolation group's draft memory (kept across restarts: it holds no engine state).
+    pub drafts: Arc<memoria_kv::draft::DraftMemory>,
 }
 
 impl Blueprint {
@@ -116,6 +118,7 @@ impl Blueprint {
             namespaces: self.namespaces.clone(),
             sizing: Default::default(),
             publics,
+            drafts: self.drafts.clone(),
         }
     }
 }

@@ -147,9 +147,11 @@ async fn run_round(
     let started = Instant::now();
     let mut streams = Vec::with_capacity(b);
     for &s in &sessions {
+        // llama-batched-bench does not speculate: neither does its counterpart.
         let params = GenerateParams {
             close_when_done: true,
             ignore_eos: true,
+            speculation: memoria_sched::Speculate::OFF,
             ..GenerateParams::greedy(ntg)
         };
         streams.push(e.generate(ns, s, params)?);

@@ -9,6 +9,7 @@ mod prefix;
 mod procs;
 mod restart;
 mod serve;
+mod speculate;
 mod tokens;
 
 use clap::{Args, Subcommand};
@@ -35,6 +36,9 @@ enum BenchCommand {
     Restart(restart::RestartArgs),
     /// Load a running `memoria serve` with clients sharing a system prompt.
     Serve(serve::ServeBenchArgs),
+    /// Decode speed with speculative decoding off and on, on editing, quoting, agent-loop and
+    /// story requests (the tokens must be equal).
+    Speculate(speculate::SpeculateArgs),
 }
 
 pub fn main(a: BenchArgs) -> anyhow::Result<()> {
@@ -45,5 +49,6 @@ pub fn main(a: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Prefix(p)) => prefix::main(p),
         Some(BenchCommand::Restart(r)) => restart::main(r),
         Some(BenchCommand::Serve(s)) => serve::main(s),
+        Some(BenchCommand::Speculate(s)) => speculate::main(s),
     }
 }
