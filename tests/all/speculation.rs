@@ -14,8 +14,8 @@ use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, Speculate
 
 use crate::shared;
 
-fn start(model: &str) -> EngineHandle {
-    let model = Model::load(shared::path(model)).expect("model");
+fn start(model: &std::path::Path) -> EngineHandle {
+    let model = Model::load(model).expect("model");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default()).expect("engine")
 }
@@ -81,18 +81,24 @@ fn prompts(tok: &Tokenizer) -> Vec<Vec<u32>> {
     .collect()
 }
 
-fn models() -> Vec<&'static str> {
-    let mut m = vec!["models/stories260K-f32.gguf"];
-    if shared::path("models/SmolLM2-135M-Instruct.Q4_1.gguf").exists() {
-        m.push("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    }
-    m
+/// The tiny story model, SmolLM2 and Gemma 3.
+fn models() -> Vec<std::path::PathBuf> {
+    vec![
+        shared::path("models/stories260K-f32.gguf"),
+        shared::path("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        shared::real_model("gemma-3-270m-q4_k_m.gguf"),
+    ]
+}
+
+fn stories() -> std::path::PathBuf {
+    shared::path("models/stories260K-f32.gguf")
 }
 
 #[test]
 fn drafted_tokens_are_exactly_plain_decoding_greedy_and_sampled() {
-    for model in models() {
-        let e = start(model);
+    for path in models() {
+        let model = path.display();
+        let e = start(&path);
         let tok = e.tokenizer().clone();
         shared::register(&e, NamespaceId(1), "spec-on");
         shared::register(&e, NamespaceId(2), "spec-off");
@@ -135,7 +141,7 @@ fn drafted_tokens_are_exactly_plain_decoding_greedy_and_sampled() {
 
 #[test]
 fn a_batch_of_drafting_and_plain_sessions_gives_each_its_solo_tokens() {
-    let e = start("models/stories260K-f32.gguf");
+    let e = start(&stories());
     let tok = e.tokenizer().clone();
     shared::register(&e, NamespaceId(1), "batch");
     let prompts = prompts(&tok);
@@ -171,7 +177,7 @@ fn a_batch_of_drafting_and_plain_sessions_gives_each_its_solo_tokens() {
 
 #[test]
 fn one_isolated_namespace_text_never_becomes_another_draft() {
-    let e = start("models/stories260K-f32.gguf");
+    let e = start(&stories());
     // The canary: what tenant A's session writes after a prompt of token ids with no repeats
     // (nothing in the prompt predicts it).
     let prompt: Vec<u32> = (0..24).map(|i| 3 + (i * 37) % 500).collect();

@@ -153,3 +153,41 @@ fn serve_speculation_changes_no_answer_on_any_endpoint() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("speculation"), "{}", r.text());
 }
+
+#[test]
+fn serve_speculation_keeps_constraints_logprobs_and_choices() {
+    let s = Server::start("speculation-features", &["-m", &chat_model()]);
+    let schema = json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "items": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 6}
+    }, "required": ["name", "items"]});
+    let base = json!({
+        "messages": [{"role": "user", "content":
+            "List the items a b c a b c a b c as JSON with the name abcabc."}],
+        "max_tokens": 60, "temperature": 0.7, "seed": 3, "n": 2,
+        "logprobs": true, "top_logprobs": 2,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "l", "schema": schema}},
+        "stop": ["\n\n"],
+    });
+    let answer = |off: bool| {
+        let mut b = base.clone();
+        if off {
+            b["speculation"] = "off".into();
+        }
+        let r = post(s.addr, "/v1/chat/completions", &b, &[]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+    let (plain, fast) = (answer(true), answer(false));
+    for i in 0..2 {
+        let (p, f) = (&plain["choices"][i], &fast["choices"][i]);
+        assert_eq!(f["message"]["content"], p["message"]["content"], "choice {i}");
+        assert_eq!(f["logprobs"], p["logprobs"], "choice {i}: the verifying rows' log-probs");
+        assert_eq!(f["finish_reason"], p["finish_reason"]);
+        let text = f["message"]["content"].as_str().expect("content");
+        if f["finish_reason"] == "stop" {
+            let v: Value = serde_json::from_str(text).expect("the constraint holds");
+            assert!(v["items"].is_array(), "{v}");
+        }
+    }
+}
