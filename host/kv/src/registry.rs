@@ -101,12 +101,24 @@ impl fmt::Debug for NamespaceEntry {
     }
 }
 
+/// The first id (the smallest) of each salt's namespaces.
+fn salt_index(by_id: &BTreeMap<NamespaceId, NamespaceEntry>) -> BTreeMap<[u8; 32], NamespaceId> {
+    let mut index = BTreeMap::new();
+    for e in by_id.values() {
+        index.entry(e.salt.0).or_insert(e.id);
+    }
+    index
+}
+
 /// Every namespace of a host at one moment, plus the common salt public prefixes are keyed
 /// under. Immutable; a reload builds a new one.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct NamespaceTable {
     common: Option<NamespaceSalt>,
     by_id: BTreeMap<NamespaceId, NamespaceEntry>,
+    /// The first namespace (by id) keyed with each salt: the remote label of a block's salt is
+    /// found here without a scan.
+    by_salt: BTreeMap<[u8; 32], NamespaceId>,
     /// The model shape the roots below are computed for, and the common salt's root.
     bound: Option<(RootShape, Option<BlockHash>)>,
 }
@@ -118,9 +130,12 @@ impl NamespaceTable {
         common: Option<NamespaceSalt>,
         entries: impl IntoIterator<Item = NamespaceEntry>,
     ) -> Self {
+        let by_id: BTreeMap<NamespaceId, NamespaceEntry> =
+            entries.into_iter().map(|e| (e.id, e)).collect();
         NamespaceTable {
             common,
-            by_id: entries.into_iter().map(|e| (e.id, e)).collect(),
+            by_salt: salt_index(&by_id),
+            by_id,
             bound: None,
         }
     }
@@ -130,6 +145,7 @@ impl NamespaceTable {
         let mut t = self.clone();
         entry.root = t.bound.map(|(shape, _)| shape.root(&entry.salt));
         t.by_id.insert(entry.id, entry);
+        t.by_salt = salt_index(&t.by_id);
         t
     }
 
@@ -181,10 +197,8 @@ impl NamespaceTable {
     /// The public label of the namespaces keyed with `salt` (they share one: a salt is shared
     /// only by `shared` namespaces or by one group's); the first by id wins.
     pub fn label_of_salt(&self, salt: &NamespaceSalt) -> Option<&str> {
-        self.by_id
-            .values()
-            .find(|e| e.salt == *salt)
-            .map(|e| e.label.as_str())
+        let id = self.by_salt.get(&salt.0)?;
+        self.by_id.get(id).map(|e| e.label.as_str())
     }
 
     /// Every entry, by id.
@@ -307,6 +321,17 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t.get(NamespaceId(4)).map(|e| e.priority), Some(5));
         assert_eq!(t.label_of_salt(&NamespaceSalt::derive("c")), Some("c"));
+        // Namespaces sharing a salt share the first one's label; a replaced entry leaves it.
+        let shared = |id, label| NamespaceEntry::new(NamespaceId(id), label, common);
+        let t = NamespaceTable::new(None, [shared(7, "late"), shared(5, "early")]);
+        assert_eq!(t.label_of_salt(&common), Some("early"));
+        let t = t.with(entry(5, "moved"));
+        assert_eq!(t.label_of_salt(&common), Some("late"));
+        assert_eq!(
+            t.label_of_salt(&NamespaceSalt::derive("moved")),
+            Some("moved")
+        );
+        assert_eq!(t.label_of_salt(&NamespaceSalt::derive("none")), None);
     }
 
     #[test]

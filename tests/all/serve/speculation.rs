@@ -181,8 +181,14 @@ fn serve_speculation_keeps_constraints_logprobs_and_choices() {
     let (plain, fast) = (answer(true), answer(false));
     for i in 0..2 {
         let (p, f) = (&plain["choices"][i], &fast["choices"][i]);
-        assert_eq!(f["message"]["content"], p["message"]["content"], "choice {i}");
-        assert_eq!(f["logprobs"], p["logprobs"], "choice {i}: the verifying rows' log-probs");
+        assert_eq!(
+            f["message"]["content"], p["message"]["content"],
+            "choice {i}"
+        );
+        assert_eq!(
+            f["logprobs"], p["logprobs"],
+            "choice {i}: the verifying rows' log-probs"
+        );
         assert_eq!(f["finish_reason"], p["finish_reason"]);
         let text = f["message"]["content"].as_str().expect("content");
         if f["finish_reason"] == "stop" {
