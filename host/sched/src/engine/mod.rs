@@ -9,6 +9,7 @@ mod command;
 mod embed;
 mod fault;
 mod guard;
+mod jobs;
 mod persist;
 mod public;
 mod reply;
