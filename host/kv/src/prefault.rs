@@ -171,7 +171,7 @@ mod tests {
     use crate::stats::PoolStats;
 
     fn committed_reaches(stats: &PoolStats, blocks: u64) -> bool {
-        let until = Instant::now() + Duration::from_secs(10);
+        let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
             if stats.blocks_committed.load(super::Relaxed) >= blocks {
                 return true;
