@@ -197,3 +197,18 @@ fn serve_speculation_keeps_constraints_logprobs_and_choices() {
         }
     }
 }
+
+#[test]
+fn serve_spec_type_none_turns_drafting_off_for_the_default_namespace() {
+    let s = Server::start("speculation-none", &["-m", &model(), "--spec-type", "none"]);
+    let repeat = "one two three four five six seven eight nine ten. ".repeat(4);
+    let r = post(
+        s.addr,
+        "/completion",
+        &json!({"prompt": repeat, "n_predict": 24, "temperature": 0}),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["timings"].get("draft_n").is_none(), "{}", r.text());
+    assert_eq!(stats(&s)["speculation"]["drafted"], 0);
+}

@@ -40,6 +40,15 @@ pub struct DropInArgs {
     /// `enable_thinking` true, `off` with it false (a request's `chat_template_kwargs` wins).
     #[arg(long = "reasoning", value_name = "on|off|auto")]
     pub reasoning: Option<String>,
+    /// Speculative decoding of the default namespace, as llama-server's `--spec-type`: `none`
+    /// turns it off; `auto` (memoria's default) or any of llama-server's n-gram types
+    /// (`ngram-mod`, ...) drafts from the session's context and the namespace's memory.
+    #[arg(long = "spec-type", value_name = "none|auto|ngram-mod|...")]
+    pub spec_type: Option<String>,
+    /// Most draft tokens verified per step in the default namespace (1-32; llama-server's
+    /// `--spec-draft-n-max` / `--spec-ngram-mod-n-max`).
+    #[arg(long = "spec-draft-n-max", visible_alias = "spec-ngram-mod-n-max")]
+    pub draft_max: Option<usize>,
     /// Default temperature of requests that set none (0: greedy).
     #[arg(long = "temp")]
     pub temp: Option<f32>,

@@ -167,6 +167,31 @@ pub fn chat_template(
     }
 }
 
+/// `--spec-type`: `Some(Off)` for `none`, `Some(Auto)` for `auto` or llama-server's n-gram
+/// types (comma-separated like llama-server's; any of them means drafting from n-grams), an
+/// error for its draft-model types.
+pub fn speculation(a: &DropInArgs) -> anyhow::Result<Option<memoria_tenant::SpeculationMode>> {
+    use memoria_tenant::SpeculationMode;
+    let Some(list) = &a.spec_type else {
+        return Ok(None);
+    };
+    let mut mode = SpeculationMode::Off;
+    for t in list.split(',').map(|t| t.trim().to_ascii_lowercase()) {
+        match t.as_str() {
+            "none" => {}
+            "auto" | "ngram-simple" | "ngram-map-k" | "ngram-map-k4v" | "ngram-mod"
+            | "ngram-cache" => mode = SpeculationMode::Auto,
+            other if other.starts_with("draft-") => bail!(
+                "--spec-type {other}: memoria drafts from n-grams of the session's context and its namespace's memory (use auto or an ngram type); draft models are not supported"
+            ),
+            other => {
+                bail!("--spec-type {other:?}: use none, auto or an ngram type (ngram-mod, ...)")
+            }
+        }
+    }
+    Ok(Some(mode))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +230,25 @@ mod tests {
         let d = resolve(&file, &server, &model, &unlimited).expect("valid");
         assert_eq!(d.defaults.n_predict, None);
         assert!(d.defaults.random_seed);
+    }
+
+    #[test]
+    fn spec_type_maps_llama_server_types_to_the_namespace_mode() {
+        use memoria_tenant::SpeculationMode::{Auto, Off};
+        let mode = |t: &str| {
+            speculation(&DropInArgs {
+                spec_type: Some(t.into()),
+                ..DropInArgs::default()
+            })
+        };
+        assert_eq!(speculation(&DropInArgs::default()).expect("unset"), None);
+        assert_eq!(mode("none").expect("none"), Some(Off));
+        assert_eq!(mode("ngram-mod").expect("ngram-mod"), Some(Auto));
+        assert_eq!(mode("none,ngram-simple").expect("list"), Some(Auto));
+        assert_eq!(mode("auto").expect("auto"), Some(Auto));
+        let e = mode("draft-simple").expect_err("draft model").to_string();
+        assert!(e.contains("draft models are not supported"), "{e}");
+        assert!(mode("fast").is_err());
     }
 
     #[test]

@@ -36,6 +36,12 @@ pub fn namespaces(
     if let Some(q) = o.queue {
         d.limits.max_queue = q;
     }
+    if let Some(mode) = super::dropin::speculation(&o.dropin)? {
+        d.speculation = mode;
+    }
+    if let Some(n) = o.dropin.draft_max {
+        d.draft_max = Some(n);
+    }
     if configured && raw.server.parallel.is_some() {
         bail!(
             "server.parallel: set namespaces.{default}.limits.max_concurrent instead, since [namespaces.{default}] is defined"
