@@ -103,6 +103,8 @@ impl Engine {
             c.start_pass(k);
         }
         if let Err(e) = self.pool.commit_part(seq, &[last]) {
+            // Nothing of the pass is kept: the reservation goes too.
+            let _ = self.pool.truncate(seq, self.pool.seq_len(seq).unwrap_or(0));
             self.fail_job(id, e.into());
             return;
         }
