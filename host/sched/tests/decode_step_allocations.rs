@@ -157,8 +157,11 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
                 .map(|j| 300 + (j * 7 + i as u32 * 13) % 200)
                 .collect();
             engine.append(NS, id, prompt).await.expect("append");
+            // Plain decode: a drafting session changes the batch's shape from step to step (its
+            // verifying rows), so the step's scratch can still grow to a new high-water mark.
             let mut params = GenerateParams {
                 ignore_eos: true,
+                speculation: memoria_sched::Speculate::OFF,
                 ..GenerateParams::greedy(MAX_TOKENS)
             };
             if i % 2 == 1 {
