@@ -181,6 +181,12 @@ pub fn human_count(n: u64) -> String {
     }
 }
 
+/// The chat template the model's file carries (`tokenizer.chat_template`), if it has one.
+pub fn chat_template(loaded: &Loaded) -> Option<memoria_model::chat::ChatTemplate> {
+    loaded.model.gguf().get_str("tokenizer.chat_template")?;
+    memoria_model::chat::ChatTemplate::for_model(loaded.model.gguf(), &loaded.tokenizer, None).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,16 +97,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     let loaded = load_model(&path, a.json)?;
     let load_ms = loaded.load_ms;
     let tok = &loaded.tokenizer;
-    let chat_template =
-        memoria_model::chat::ChatTemplate::for_model(loaded.model.gguf(), tok, None)
-            .ok()
-            .filter(|_| {
-                loaded
-                    .model
-                    .gguf()
-                    .get_str("tokenizer.chat_template")
-                    .is_some()
-            });
+    let chat_template = crate::load::chat_template(&loaded);
     let prompt_tokens = match (&chat_template, a.chat) {
         (Some(t), true) => {
             let msgs = [memoria_model::chat::ChatMessage::new(

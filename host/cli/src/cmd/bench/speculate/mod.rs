@@ -84,15 +84,7 @@ pub fn main(a: SpeculateArgs) -> anyhow::Result<()> {
     let path = crate::cmd::pull::catalogue::model_arg(model)?;
     let loaded = load_model(&path, a.json)?;
     let tok = &loaded.tokenizer;
-    let template = memoria_model::chat::ChatTemplate::for_model(loaded.model.gguf(), tok, None)
-        .ok()
-        .filter(|_| {
-            loaded
-                .model
-                .gguf()
-                .get_str("tokenizer.chat_template")
-                .is_some()
-        });
+    let template = crate::load::chat_template(&loaded);
     let mut prompts = Vec::new();
     for w in &chosen {
         let ids = match &template {
