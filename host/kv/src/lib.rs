@@ -36,6 +36,8 @@ pub mod draft;
 pub mod hash;
 pub mod registry;
 pub mod route_key;
+pub mod staging;
+pub mod step_guard;
 
 mod arena;
 mod content;

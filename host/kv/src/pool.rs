@@ -170,6 +170,11 @@ impl BlockPool {
         &self.layout
     }
 
+    /// Whether a sealed block keyed by `hash` is in the pool now.
+    pub fn holds(&self, hash: &BlockHash) -> bool {
+        self.index.contains_key(hash)
+    }
+
     /// The chain root for `model` and `salt` under this pool's element type and block size.
     pub fn root_hash(&self, model: &ModelFingerprint, salt: &NamespaceSalt) -> BlockHash {
         BlockHash::root(model, self.layout.elem, self.layout.block_tokens, salt)

@@ -162,6 +162,8 @@ pub(crate) struct Session {
     pub first_block: Option<BlockHash>,
     /// Tokens its first compute took from the shared cache (a fork inherits its source's).
     pub cached_tokens: usize,
+    /// Its first compute's blocks from the tiers, read off the engine thread.
+    pub stage: crate::engine::Stage,
 }
 
 impl Session {
@@ -178,6 +180,7 @@ impl Session {
             queued_at: now,
             first_block: None,
             cached_tokens: 0,
+            stage: crate::engine::Stage::Idle,
         }
     }
 

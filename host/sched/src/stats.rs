@@ -33,6 +33,10 @@ pub struct EngineStats {
     pub prompt_ns_per_token: AtomicU64,
     /// Speculative decoding's figures, per namespace.
     pub speculation: crate::speculation::SpecStats,
+    /// Times store work that belongs off the engine thread (a redb transaction, a stored
+    /// block's checksum or decode) ran inside this engine's steps: zero by design (tier reads
+    /// are staged, see `engine::staging`); a test pins it.
+    pub store_work_in_step: AtomicU64,
 }
 
 /// Fewest tokens in a step that samples the prompt-token cost (smaller steps are dominated by

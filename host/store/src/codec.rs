@@ -307,6 +307,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
 
 /// Parses the header and verifies the checksum over the whole value.
 pub fn verify(bytes: &[u8]) -> Result<Header<'_>, CodecError> {
+    memoria_kv::step_guard::note_step_work();
     let h = parse_header(bytes)?;
     let expected_raw = h
         .identity

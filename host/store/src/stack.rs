@@ -74,6 +74,50 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What one tier said about a block (see [`TierStack::trace`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Look {
+    Absent,
+    /// Verified and decoded into the caller's buffer, in this encoding.
+    Hit(Encoding),
+    /// A stored value failed verification: corrupt, or another model's or namespace's.
+    Bad {
+        corrupt: bool,
+    },
+}
+
+/// A fetch's reads, tier by tier (`None`: not looked at).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Trace {
+    cold: Option<Look>,
+    pending: bool,
+    disk: Option<Look>,
+}
+
+/// Reads and verifies `expect`'s block from `tier` into `out`; no effects.
+fn look(tier: &dyn Tier, expect: &Expect<'_>, out: &mut [u8]) -> Look {
+    let mut decoded = None;
+    tier.get_with(&expect.hash, &mut |bytes| {
+        decoded = Some(codec::decode_into(bytes, expect, out));
+    });
+    match decoded {
+        None => Look::Absent,
+        Some(Ok(enc)) => Look::Hit(enc),
+        Some(Err(e)) => Look::Bad {
+            corrupt: e.is_corrupt(),
+        },
+    }
+}
+
+/// The miss to report of two: a removed corrupt value outranks absence (the disk's outranks
+/// the cold tier's, as it is looked at later).
+fn worse(a: SourceMiss, b: SourceMiss) -> SourceMiss {
+    match b {
+        SourceMiss::Corrupt(_) => b,
+        SourceMiss::Absent => a,
+    }
+}
+
 impl TierStack {
     /// A stack with a cold RAM tier (per `opts`) over the redb store in `dir` (created if
     /// missing).
@@ -248,66 +292,135 @@ impl TierStack {
     /// prefetch staged (no network here); verifies it against `expect` and decodes it into
     /// `out`. A value that fails verification is removed and counted.
     pub fn fetch(&self, expect: &Expect<'_>, out: &mut [u8]) -> Option<Fetched> {
-        if let Some(c) = &self.cold
-            && let Some(f) = self.fetch_from(c, c.stats(), LostTier::Cold, expect, out)
-        {
-            return Some(f);
+        self.fetch_checked(expect, out).ok()
+    }
+
+    /// [`TierStack::fetch`], telling a miss for a value that failed verification (removed)
+    /// apart from absence.
+    pub fn fetch_checked(
+        &self,
+        expect: &Expect<'_>,
+        out: &mut [u8],
+    ) -> Result<Fetched, SourceMiss> {
+        let trace = self.trace(expect, out);
+        self.settle(&trace, expect, out)
+    }
+
+    /// The reads of a fetch, without their effects (no counter, no removal, nothing taken):
+    /// what the cold tier, the demotion hand-off and the disk each said, in that order,
+    /// stopping at the first that served the block into `out`. Safe to run for many blocks
+    /// at once; [`TierStack::settle`] then applies each in order.
+    pub(crate) fn trace(&self, expect: &Expect<'_>, out: &mut [u8]) -> Trace {
+        let mut t = Trace::default();
+        if let Some(c) = &self.cold {
+            let l = look(c, expect, out);
+            let hit = matches!(l, Look::Hit(_));
+            t.cold = Some(l);
+            if hit {
+                return t;
+            }
         }
         if self.pending.fetch(expect, out) {
+            t.pending = true;
+            return t;
+        }
+        if let Some(d) = &self.disk {
+            t.disk = Some(look(d, expect, out));
+        }
+        t
+    }
+
+    /// Applies a [`Trace`]'s effects (counters, removal of a bad value, the disk's recency)
+    /// and, when no local tier served the block, takes it from a remote prefetch's staged
+    /// blocks into `out`.
+    pub(crate) fn settle(
+        &self,
+        t: &Trace,
+        expect: &Expect<'_>,
+        out: &mut [u8],
+    ) -> Result<Fetched, SourceMiss> {
+        let mut miss = SourceMiss::Absent;
+        if let (Some(c), Some(l)) = (&self.cold, &t.cold) {
+            match self.account(c, c.stats(), LostTier::Cold, expect, l) {
+                Ok(f) => return Ok(f),
+                Err(m) => miss = worse(miss, m),
+            }
+        }
+        if t.pending {
             if let Some(c) = &self.cold {
                 TierStats::add(&c.stats().hits, 1);
             }
-            return Some(Fetched {
+            return Ok(Fetched {
                 tier: LostTier::Cold,
                 lossy: false,
             });
         }
-        if let Some(d) = &self.disk
-            && let Some(f) = self.fetch_from(d, d.stats(), LostTier::Disk, expect, out)
-        {
-            d.touch(&expect.hash);
-            return Some(f);
+        if let (Some(d), Some(l)) = (&self.disk, &t.disk) {
+            match self.account(d, d.stats(), LostTier::Disk, expect, l) {
+                Ok(f) => {
+                    d.touch(&expect.hash);
+                    return Ok(f);
+                }
+                Err(m) => miss = worse(miss, m),
+            }
         }
-        self.remote_take(expect, out).then_some(Fetched {
-            tier: LostTier::Remote,
-            lossy: false,
-        })
+        if self.remote_take(expect, out) {
+            return Ok(Fetched {
+                tier: LostTier::Remote,
+                lossy: false,
+            });
+        }
+        Err(miss)
     }
 
-    fn fetch_from(
+    /// Whether a fetch of `hash` may find it (index look-ups only, no read): the cold tier,
+    /// the demotion hand-off, a committed disk value, a remote prefetch's staged blocks.
+    pub(crate) fn may_fetch(&self, hash: &BlockHash) -> bool {
+        self.cold_holds(hash)
+            || self.pending.contains(hash)
+            || self.disk.as_ref().is_some_and(|d| d.on_disk(hash))
+            || self.remote_staged(hash)
+    }
+
+    /// One tier's part of [`TierStack::settle`].
+    fn account(
         &self,
         tier: &dyn Tier,
         stats: &TierStats,
         which: LostTier,
         expect: &Expect<'_>,
-        out: &mut [u8],
-    ) -> Option<Fetched> {
-        let Some(bytes) = tier.get(&expect.hash) else {
-            TierStats::add(&stats.misses, 1);
-            return None;
-        };
-        match codec::decode_into(&bytes, expect, out) {
-            Ok(enc) => {
+        l: &Look,
+    ) -> Result<Fetched, SourceMiss> {
+        match *l {
+            Look::Absent => {
+                TierStats::add(&stats.misses, 1);
+                Err(SourceMiss::Absent)
+            }
+            Look::Hit(enc) => {
                 TierStats::add(&stats.hits, 1);
                 if enc.is_lossy() {
                     TierStats::add(&stats.lossy_hits, 1);
                     lock(&self.lossy_served).insert(expect.hash);
                 }
-                Some(Fetched {
+                Ok(Fetched {
                     tier: which,
                     lossy: enc.is_lossy(),
                 })
             }
-            Err(e) => {
+            Look::Bad { corrupt } => {
                 tier.remove(&expect.hash);
-                let counter = if e.is_corrupt() {
+                let counter = if corrupt {
                     &stats.corrupt_removed
                 } else {
                     &stats.foreign_removed
                 };
                 TierStats::add(counter, 1);
                 TierStats::add(&stats.misses, 1);
-                None
+                Err(if corrupt {
+                    SourceMiss::Corrupt(which)
+                } else {
+                    SourceMiss::Absent
+                })
             }
         }
     }
@@ -325,25 +438,14 @@ impl TierStack {
             None => Ok(()),
         }
     }
-
-    /// Values removed for failing verification so far, cold then disk (for miss reasons).
-    fn corrupt_counts(&self) -> [u64; 2] {
-        use std::sync::atomic::Ordering::Relaxed;
-        [
-            self.cold
-                .as_ref()
-                .map_or(0, |c| c.stats().corrupt_removed.load(Relaxed)),
-            self.disk
-                .as_ref()
-                .map_or(0, |d| d.stats().corrupt_removed.load(Relaxed)),
-        ]
-    }
 }
 
 #[path = "stack_pool.rs"]
 mod pool;
 #[path = "stack_records.rs"]
 mod records;
+#[path = "stack_stage.rs"]
+mod stage;
 pub use pool::StoreSource;
 
 #[cfg(test)]

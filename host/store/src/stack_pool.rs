@@ -147,20 +147,10 @@ impl TierSource for StoreSource<'_> {
             }),
             tokens: Some(&self.tokens[i * b..(i + 1) * b]),
         };
-        let before = self.stack.corrupt_counts();
-        let fetched = self.stack.fetch(&expect, out);
-        let found = fetched.is_some();
-        self.last_hit = fetched.map(|f| f.tier);
-        let after = self.stack.corrupt_counts();
-        self.last_miss = if found {
-            SourceMiss::Absent
-        } else if after[1] > before[1] {
-            SourceMiss::Corrupt(LostTier::Disk)
-        } else if after[0] > before[0] {
-            SourceMiss::Corrupt(LostTier::Cold)
-        } else {
-            SourceMiss::Absent
-        };
+        let fetched = self.stack.fetch_checked(&expect, out);
+        let found = fetched.is_ok();
+        self.last_hit = fetched.ok().map(|f| f.tier);
+        self.last_miss = fetched.err().unwrap_or(SourceMiss::Absent);
         found
     }
 

@@ -270,6 +270,11 @@ impl TierStack {
         }
     }
 
+    /// Whether a remote prefetch staged `hash` (and no fetch took it yet).
+    pub(crate) fn remote_staged(&self, hash: &BlockHash) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.is_staged(hash))
+    }
+
     pub(crate) fn remote_take(&self, expect: &Expect<'_>, out: &mut [u8]) -> bool {
         self.remote.as_ref().is_some_and(|r| r.take(expect, out))
     }

@@ -13,6 +13,12 @@ pub trait Tier: Send + Sync {
     /// The encoded block stored under `hash`, if any.
     fn get(&self, hash: &BlockHash) -> Option<Vec<u8>>;
 
+    /// Calls `f` with the encoded block stored under `hash` (borrowed where the tier can lend
+    /// it, saving a copy); returns false, without calling it, when nothing is stored.
+    fn get_with(&self, hash: &BlockHash, f: &mut dyn FnMut(&[u8])) -> bool {
+        self.get(hash).map(|v| f(&v)).is_some()
+    }
+
     /// Stores `encoded` under `hash` (replacing any value). A tier may decline (budget,
     /// full write queue); it counts what it drops.
     fn put(&self, hash: &BlockHash, encoded: Vec<u8>);

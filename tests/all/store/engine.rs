@@ -170,3 +170,49 @@ fn saving_needs_a_store_and_preload_pins_configured_prefixes() {
     });
     e.shutdown();
 }
+
+/// Tier reads are staged off the engine thread: a prompt whose blocks come back from redb
+/// after a restart and a restored session run without a redb transaction or a stored block's
+/// checksum inside a step, and give the same logits as computing afresh.
+#[test]
+fn no_step_runs_a_redb_transaction_or_verifies_a_stored_block() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = temp_store("no-store-work-in-step");
+    let (ns, label) = (NamespaceId(3), "tenant-step");
+    let tokens = prompt(90);
+    let rt = rt();
+    let want = {
+        let (e, _) = start(&dir);
+        let l = rt.block_on(async {
+            let (s, l) = compute(&e, ns, label, &tokens).await;
+            e.save(ns, s, "kept").await.expect("save");
+            l
+        });
+        assert_eq!(e.stats().store_work_in_step.load(Relaxed), 0);
+        e.shutdown();
+        l
+    };
+    // After a restart: every full block but the last comes from redb, through staging.
+    let (e, stack) = start(&dir);
+    let (s, l) = rt.block_on(compute(&e, ns, label, &tokens));
+    assert_eq!(bits(&l), bits(&want));
+    assert_eq!(
+        stack.snapshot().redb.hits,
+        5,
+        "the prompt's blocks came from disk"
+    );
+    rt.block_on(async {
+        e.close(ns, s).await.expect("close");
+        let r = e.restore(ns, "kept").await.expect("restore");
+        assert_eq!(bits(&e.prefill(ns, r).await.expect("prefill")), bits(&want));
+    });
+    let steps = e.stats().steps.load(Relaxed);
+    assert!(steps > 0);
+    assert_eq!(
+        e.stats().store_work_in_step.load(Relaxed),
+        0,
+        "a step read a tier itself ({steps} steps)"
+    );
+    e.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -56,9 +56,13 @@ impl Engine {
         );
         let first_new = self.next_id;
         let r = catch_unwind(AssertUnwindSafe(|| {
+            let _in_step = memoria_kv::step_guard::enter();
             fault::step();
             self.step();
         }));
+        self.stats
+            .store_work_in_step
+            .store(memoria_kv::step_guard::step_work_seen(), Relaxed);
         let Err(p) = r else {
             self.buffers.involved = involved;
             return;

@@ -17,6 +17,7 @@ mod score;
 mod sessions;
 mod sizing;
 mod speculate;
+mod staging;
 mod step;
 pub(crate) mod supervisor;
 
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
 pub(crate) use persist::Persist;
+pub(crate) use staging::Stage;
 
 use memoria_kv::{
     BlockHash, BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
@@ -89,11 +91,18 @@ impl Engine {
     /// the engine.
     pub fn run(&mut self, rx: &Receiver<Command>) {
         loop {
-            let busy = self.has_work();
+            self.take_staged(Duration::ZERO);
+            let busy = self.has_runnable();
             let first = if busy {
                 rx.try_recv().ok()
             } else {
-                match rx.recv_timeout(Duration::from_millis(200)) {
+                // While blocks are being staged, look back soon for them.
+                let wait = if self.persist.staging() > 0 {
+                    Duration::from_micros(200)
+                } else {
+                    Duration::from_millis(200)
+                };
+                match rx.recv_timeout(wait) {
                     Ok(c) => Some(c),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -113,7 +122,8 @@ impl Engine {
             }
             self.sweep_idle();
             self.check_sizing();
-            if self.has_work() {
+            self.take_staged(Duration::ZERO);
+            if self.has_runnable() {
                 self.step_guarded();
             }
             if !self.has_work() {
@@ -136,12 +146,30 @@ impl Engine {
     /// Finishes running generations before the thread exits (graceful drain).
     fn drain_on_shutdown(&mut self) {
         while self.has_work() {
+            if !self.has_runnable() {
+                if self.persist.staging() == 0 {
+                    // Waiting for an answer that cannot come: compute without it.
+                    for s in self.sessions.values_mut() {
+                        if matches!(s.stage, Stage::Waiting) {
+                            s.stage = Stage::Ready(Box::default());
+                        }
+                    }
+                }
+                self.take_staged(Duration::from_millis(50));
+            }
             self.step_guarded();
         }
     }
 
     pub fn has_work(&self) -> bool {
         self.sessions.values().any(|s| s.job.is_some())
+    }
+
+    /// Whether a step has something to compute: a job not waiting for its blocks to be staged.
+    fn has_runnable(&self) -> bool {
+        self.sessions
+            .values()
+            .any(|s| s.job.is_some() && !matches!(s.stage, Stage::Waiting))
     }
 
     /// A session of `ns` with no job running.

@@ -10,12 +10,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use memoria_kv::staging::{StageRequest, Staged, Stager, WantedBlock};
 use memoria_kv::{
     BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
     PoolError, RootShape, SeqId,
 };
 use memoria_store::{BlockIdentity, SessionRecord, TierStack};
 
+use super::staging::StageThread;
 use super::{Engine, Reply};
 use crate::EngineError;
 use crate::session::{Session, SessionId};
@@ -33,6 +35,8 @@ pub(crate) struct Persist {
     namespaces: Arc<Namespaces>,
     /// Per session: its namespace and how many leading blocks are known to be stored.
     sessions: HashMap<SessionId, (NamespaceId, usize)>,
+    /// Reads the tiers for fresh sessions, off the engine thread.
+    stage: Option<StageThread>,
 }
 
 impl Persist {
@@ -42,12 +46,74 @@ impl Persist {
         layout: KvLayout,
         namespaces: Arc<Namespaces>,
     ) -> Self {
+        let stage = stack
+            .as_ref()
+            .and_then(|s| StageThread::start(s.clone() as Arc<dyn Stager>));
         Persist {
             stack,
             model,
             layout,
             namespaces,
             sessions: HashMap::new(),
+            stage,
+        }
+    }
+
+    /// The staging request for a fresh context of `tokens` under `root`: every block the
+    /// prefix match could take that the hot pool lacks now. `None` without a store (or its
+    /// staging thread) or when the pool holds them all.
+    pub fn stage_request(
+        &self,
+        pool: &BlockPool,
+        ns: NamespaceId,
+        root: BlockHash,
+        tokens: &[u32],
+    ) -> Option<StageRequest> {
+        self.stage.as_ref()?;
+        let b = self.layout.block_tokens;
+        let full = tokens.len().saturating_sub(1) / b;
+        let tokens = &tokens[..full * b];
+        let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
+        let first = chain.iter().position(|h| !pool.holds(h))?;
+        let wanted = chain
+            .iter()
+            .enumerate()
+            .skip(first)
+            .filter(|(_, h)| !pool.holds(h))
+            .map(|(index, &hash)| WantedBlock { index, hash })
+            .collect();
+        let shape = RootShape::new(self.model, &self.layout);
+        let public = match self.namespaces.common_root(&shape) {
+            Some(public_root) if n_public > 0 => (n_public, public_root),
+            _ => (0, root),
+        };
+        Some(StageRequest {
+            model: self.model,
+            layout: self.layout,
+            root,
+            public,
+            tokens: tokens.to_vec(),
+            wanted,
+        })
+    }
+
+    /// Hands `req` to the staging thread for session `id`; false when it is gone.
+    pub fn send_stage(&mut self, id: SessionId, req: StageRequest) -> bool {
+        self.stage.as_mut().is_some_and(|t| t.send(id, req))
+    }
+
+    /// Staging requests not answered yet.
+    pub fn staging(&self) -> usize {
+        self.stage.as_ref().map_or(0, StageThread::outstanding)
+    }
+
+    /// An answer of the staging thread, waiting up to `limit` for one (zero: if one is in).
+    pub fn staged(&mut self, limit: std::time::Duration) -> Option<(SessionId, Staged)> {
+        let t = self.stage.as_mut()?;
+        if limit.is_zero() {
+            t.try_recv()
+        } else {
+            t.recv_timeout(limit)
         }
     }
 
@@ -74,8 +140,9 @@ impl Persist {
         self.sessions.remove(&id);
     }
 
-    /// Attaches the longest cached prefix of `tokens` to `seq`, promoting missing blocks from
-    /// the tiers in prefix order when a store is configured.
+    /// Attaches the longest cached prefix of `tokens` to `seq`, taking the blocks the hot pool
+    /// lacks from `staged` (read off the engine thread). Without a staged set the tiers are
+    /// read here: only when the staging thread could not be started.
     pub fn match_prefix(
         &mut self,
         pool: &mut BlockPool,
@@ -83,31 +150,42 @@ impl Persist {
         seq: SeqId,
         root: BlockHash,
         tokens: &[u32],
+        staged: Option<Box<Staged>>,
     ) -> Result<usize, PoolError> {
         let Some(stack) = &self.stack else {
             return pool.match_prefix(seq, tokens);
         };
-        let ns = pool.seq_namespace(seq)?;
-        let shape = RootShape::new(self.model, &self.layout);
-        let mut src = match self.namespaces.common_root(&shape) {
-            Some(public_root) if pool.has_public_prefixes(ns) => {
-                let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
-                stack.source_chain(
-                    self.model,
-                    self.layout,
-                    root,
-                    tokens,
-                    chain,
-                    (n_public, public_root),
-                )
+        let (hit, lost) = match staged {
+            Some(mut st) => (
+                pool.match_prefix_from(seq, tokens, &mut *st)?,
+                st.remote_lost,
+            ),
+            None if self.stage.is_some() => (pool.match_prefix(seq, tokens)?, false),
+            None => {
+                let ns = pool.seq_namespace(seq)?;
+                let shape = RootShape::new(self.model, &self.layout);
+                let mut src = match self.namespaces.common_root(&shape) {
+                    Some(public_root) if pool.has_public_prefixes(ns) => {
+                        let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
+                        stack.source_chain(
+                            self.model,
+                            self.layout,
+                            root,
+                            tokens,
+                            chain,
+                            (n_public, public_root),
+                        )
+                    }
+                    _ => stack.source(self.model, self.layout, root, tokens),
+                };
+                let hit = pool.match_prefix_from(seq, tokens, &mut src)?;
+                (hit, stack.remote_lost_any())
             }
-            _ => stack.source(self.model, self.layout, root, tokens),
         };
-        let hit = pool.match_prefix_from(seq, tokens, &mut src)?;
         if let Some(e) = self.sessions.get_mut(&id) {
             e.1 = hit / self.layout.block_tokens;
         }
-        if stack.remote_lost_any() {
+        if lost {
             self.rewrite_lost(pool, seq, hit / self.layout.block_tokens);
         }
         Ok(hit)

@@ -11,8 +11,8 @@ use std::time::Instant;
 use memoria_kv::BlockHash;
 use memoria_model::llama::BatchToken;
 
-use super::Engine;
 use super::buffers::{Planned, StepBuffers};
+use super::{Engine, Stage};
 use crate::EngineError;
 use crate::paged::PagedKv;
 use crate::session::{Event, Job, SessionId, StopReason};
@@ -188,9 +188,13 @@ impl Engine {
             if self.waits_for_shared_prefix(id, &mut inflight) {
                 continue;
             }
-            if let Err(e) = self.match_cached_prefix(id) {
-                self.fail_job(id, e);
-                continue;
+            match self.match_cached_prefix(id) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    self.fail_job(id, e);
+                    continue;
+                }
             }
             let s = &self.sessions[&id];
             let decoding =
@@ -281,18 +285,39 @@ impl Engine {
     }
 
     /// On a session's first compute, attaches the longest cached prefix of its pending tokens.
-    fn match_cached_prefix(&mut self, id: SessionId) -> Result<(), EngineError> {
+    /// Blocks the hot pool lacks are staged first, off this thread: until they are, the
+    /// session is left out of the step (false).
+    fn match_cached_prefix(&mut self, id: SessionId) -> Result<bool, EngineError> {
         let s = self
             .sessions
             .get_mut(&id)
             .ok_or(EngineError::NotFound(id))?;
         if !s.fresh {
-            return Ok(());
+            return Ok(true);
         }
+        let staged = match std::mem::take(&mut s.stage) {
+            Stage::Waiting => {
+                s.stage = Stage::Waiting;
+                return Ok(false);
+            }
+            Stage::Ready(staged) => Some(staged),
+            Stage::Idle => {
+                let req = self
+                    .persist
+                    .stage_request(&self.pool, s.ns, s.root, &s.pending);
+                if let Some(req) = req
+                    && self.persist.send_stage(id, req)
+                {
+                    s.stage = Stage::Waiting;
+                    return Ok(false);
+                }
+                None
+            }
+        };
         s.fresh = false;
-        let hit = self
-            .persist
-            .match_prefix(&mut self.pool, id, s.seq, s.root, &s.pending)?;
+        let hit =
+            self.persist
+                .match_prefix(&mut self.pool, id, s.seq, s.root, &s.pending, staged)?;
         s.pending.drain(..hit);
         s.cached_tokens += hit;
         match &mut s.job {
@@ -300,7 +325,25 @@ impl Engine {
             Some(Job::Warm(w)) => w.cached_tokens += hit,
             Some(Job::Prefill(_) | Job::Embed(_) | Job::Score(_)) | None => {}
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Takes the staging thread's answers in (waiting up to `limit` for the first): each goes
+    /// to its session if it still waits with a job, and is dropped otherwise.
+    pub(crate) fn take_staged(&mut self, limit: std::time::Duration) {
+        let mut wait = limit;
+        while let Some((id, staged)) = self.persist.staged(wait) {
+            wait = std::time::Duration::ZERO;
+            if let Some(s) = self.sessions.get_mut(&id)
+                && matches!(s.stage, Stage::Waiting)
+            {
+                s.stage = if s.job.is_some() && s.fresh {
+                    Stage::Ready(Box::new(staged))
+                } else {
+                    Stage::Idle
+                };
+            }
+        }
     }
 
     /// Handles the logits after a session's last computed token.

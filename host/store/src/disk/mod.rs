@@ -273,6 +273,7 @@ impl RedbTier {
 
     /// The database for one read; an error while the writer is reopening it.
     fn database(&self) -> Result<Arc<RedbFile>, StoreError> {
+        memoria_kv::step_guard::note_step_work();
         self.db.get().ok_or(StoreError::Reopening)
     }
 
@@ -390,10 +391,24 @@ impl RedbTier {
     }
 
     fn read(&self, hash: &BlockHash) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut out = None;
+        self.read_with(hash, &mut |v| out = Some(v.to_vec()))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with the stored value under `hash`, borrowed from redb; returns whether
+    /// there was one.
+    fn read_with(&self, hash: &BlockHash, f: &mut dyn FnMut(&[u8])) -> Result<bool, StoreError> {
         contain("read block", || {
             let txn = self.database()?.begin_read().db("begin read")?;
             let t = txn.open_table(BLOCKS).db("open blocks")?;
-            Ok(t.get(hash.0).db("read block")?.map(|v| v.value().to_vec()))
+            Ok(match t.get(hash.0).db("read block")? {
+                Some(v) => {
+                    f(v.value());
+                    true
+                }
+                None => false,
+            })
         })
     }
 }
@@ -423,6 +438,16 @@ impl Tier for RedbTier {
                 None
             }
         }
+    }
+
+    fn get_with(&self, hash: &BlockHash, f: &mut dyn FnMut(&[u8])) -> bool {
+        if !self.index().on_disk(hash) {
+            return false;
+        }
+        self.read_with(hash, f).unwrap_or_else(|_| {
+            TierStats::add(&self.stats.read_errors, 1);
+            false
+        })
     }
 
     fn put(&self, hash: &BlockHash, encoded: Vec<u8>) {

@@ -1,8 +1,9 @@
 //! `memoria bench restart`: TTFT of a `--prefix`-token prompt computed from scratch, then as a
 //! hot hit, then served from the redb tier by a fresh process (this binary, re-spawned with a
 //! hidden flag) after a restart; plus decode speed with and without the store's write-through
-//! and the store's write throughput. The store at `--store` is cleared first. Prints figures;
-//! asserts nothing about speed.
+//! and the store's write throughput, over `--rounds` rounds (medians, and each round's
+//! figure). The store at `--store` is cleared first. Prints figures; asserts nothing about
+//! speed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,6 +37,10 @@ pub struct RestartArgs {
     /// Threads (0: one per core).
     #[arg(short = 't', long, default_value_t = 0)]
     threads: usize,
+    /// Rounds: fresh prompts computed and hit hot, restarted processes, and pairs of decodes
+    /// with and without the store (alternating which goes first); medians are reported.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -172,6 +177,17 @@ fn spawn_child(a: &RestartArgs) -> anyhow::Result<Value> {
     serde_json::from_slice(&out.stdout).context("reading the restarted process's figures")
 }
 
+/// The median of `v` (NaN when empty).
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
 fn clear(dir: &Path) -> anyhow::Result<()> {
     if dir.join(memoria_store::disk::tables::DB_FILE).exists() {
         maintenance::clear(dir, None)?;
@@ -188,28 +204,69 @@ pub fn main(a: RestartArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    // Decode without a store first (the baseline for the slowdown).
-    let (plain, n_vocab) = start(&a, None)?;
-    let (tps_plain, _, _) = rt.block_on(decode(&plain, None, 77, n_vocab, a.gen_tokens))?;
+    let rounds = a.rounds.max(1);
+    let store = open_store(Some(&a.store))?.context("store")?;
+    let (e, n_vocab) = start(&a, Some(store.clone()))?;
+    // A fresh prompt per round, computed, then hit hot; round 0's is the one restored later.
+    let (mut compute, mut hot) = (Vec::new(), Vec::new());
+    let mut identical = true;
+    let mut sum0 = String::new();
+    for r in 0..rounds {
+        let prompt = random_tokens(SEED + r as u64, a.prefix, n_vocab);
+        let (c, sum) = rt.block_on(ttft(&e, &prompt))?;
+        let (h, hot_sum) = rt.block_on(ttft(&e, &prompt))?;
+        identical &= sum == hot_sum;
+        if r == 0 {
+            sum0 = sum;
+        }
+        compute.push(c);
+        hot.push(h);
+    }
+    // Decode with and without the store, in pairs, alternating which runs first.
+    let (plain, _) = start(&a, None)?;
+    let (mut tps_plain, mut tps_store) = (Vec::new(), Vec::new());
+    let (mut written, mut decode_s) = (0u64, 0.0f64);
+    for r in 0..rounds {
+        let seed = 77 + r as u64;
+        let mut with_store = || -> anyhow::Result<()> {
+            let (t, w, d) = rt.block_on(decode(&e, Some(&store), seed, n_vocab, a.gen_tokens))?;
+            tps_store.push(t);
+            written += w;
+            decode_s += d;
+            Ok(())
+        };
+        if r % 2 == 0 {
+            with_store()?;
+            tps_plain.push(
+                rt.block_on(decode(&plain, None, seed, n_vocab, a.gen_tokens))?
+                    .0,
+            );
+        } else {
+            let t = rt
+                .block_on(decode(&plain, None, seed, n_vocab, a.gen_tokens))?
+                .0;
+            with_store()?;
+            tps_plain.push(t);
+        }
+    }
     plain.shutdown();
     drop(plain);
-
-    let store = open_store(Some(&a.store))?.context("store")?;
-    let (e, _) = start(&a, Some(store.clone()))?;
-    let prompt = random_tokens(SEED, a.prefix, n_vocab);
-    let (compute_ms, sum) = rt.block_on(ttft(&e, &prompt))?;
-    let (hot_ms, hot_sum) = rt.block_on(ttft(&e, &prompt))?;
-    let (tps_store, written, decode_s) =
-        rt.block_on(decode(&e, Some(&store), 77, n_vocab, a.gen_tokens))?;
     e.shutdown();
     drop(e);
     store.flush()?;
     let snap = store.snapshot().redb;
     drop(store);
 
-    let restarted = spawn_child(&a)?;
-    let restart_ms = restarted["ttft_ms"].as_f64().unwrap_or(f64::NAN);
-    let slowdown = 100.0 * (1.0 - tps_store / tps_plain.max(1e-9));
+    let mut restart = Vec::new();
+    let mut restarted = Value::Null;
+    for _ in 0..rounds {
+        restarted = spawn_child(&a)?;
+        identical &= restarted["logits"].as_str() == Some(sum0.as_str());
+        restart.push(restarted["ttft_ms"].as_f64().unwrap_or(f64::NAN));
+    }
+    let (compute_ms, hot_ms, restart_ms) = (median(&compute), median(&hot), median(&restart));
+    let (tps_plain_m, tps_store_m) = (median(&tps_plain), median(&tps_store));
+    let slowdown = 100.0 * (1.0 - tps_store_m / tps_plain_m.max(1e-9));
     let obj = json!({
         "ttft_compute_ms": compute_ms,
         "ttft_hot_ms": hot_ms,
@@ -218,9 +275,15 @@ pub fn main(a: RestartArgs) -> anyhow::Result<()> {
         "restart_over_hot": restart_ms / hot_ms.max(1e-9),
         "restart_cached_tokens": restarted["cached_tokens"],
         "restart_redb_hits": restarted["redb_hits"],
-        "identical_logits": sum == hot_sum && restarted["logits"].as_str() == Some(sum.as_str()),
-        "decode_tokens_per_s_no_store": tps_plain,
-        "decode_tokens_per_s_store": tps_store,
+        "identical_logits": identical,
+        "rounds": rounds,
+        "ttft_compute_ms_each": compute,
+        "ttft_hot_ms_each": hot,
+        "ttft_restart_ms_each": restart,
+        "decode_tokens_per_s_no_store": tps_plain_m,
+        "decode_tokens_per_s_store": tps_store_m,
+        "decode_tokens_per_s_no_store_each": tps_plain,
+        "decode_tokens_per_s_store_each": tps_store,
         "decode_slowdown_pct": slowdown,
         "store_blocks_written_while_decoding": written,
         "store_blocks_per_s_while_decoding": written as f64 / decode_s,
