@@ -18,7 +18,9 @@ use memoria_model::tokenizer::Tokenizer;
 use tokio::sync::mpsc;
 
 mod embed;
+mod owned;
 pub use embed::{EMBED_WAVE, Embedded, computed_tokens};
+pub use owned::OwnedSession;
 
 use crate::EngineError;
 use crate::config::EngineConfig;
@@ -217,6 +219,23 @@ impl EngineHandle {
             .await?;
         self.remote.opened(id, ns);
         Ok(id)
+    }
+
+    /// Opens a session of `ns` holding `tokens` (computed lazily, by its first job) in one
+    /// round trip; a remote tier is asked for the prompt's blocks first, on this task. See
+    /// [`OwnedSession::open`] for a session that closes when dropped.
+    pub async fn open_with(
+        &self,
+        ns: NamespaceId,
+        tokens: Vec<u32>,
+    ) -> Result<SessionId, EngineError> {
+        if tokens.is_empty() {
+            // Its first tokens come later (and are prefetched then).
+            return self.open(ns).await;
+        }
+        self.remote.prefetch(ns, &tokens).await;
+        self.call("open_with", |reply| Command::OpenWith { ns, tokens, reply })
+            .await
     }
 
     /// Appends tokens (computed lazily, by the next generation); returns the context length.

@@ -17,7 +17,7 @@ pub mod stop;
 
 pub use config::EngineConfig;
 pub use engine::{GenerateParams, SessionInfo};
-pub use handle::{EMBED_WAVE, Embedded, EngineHandle, GenerationStream};
+pub use handle::{EMBED_WAVE, Embedded, EngineHandle, GenerationStream, OwnedSession};
 pub use preload::{Preload, preload};
 pub use session::{Event, SessionId, StopReason, Usage, WarmInfo};
 pub use speculation::{SpecSnapshot, Speculate};

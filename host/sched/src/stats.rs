@@ -37,6 +37,8 @@ pub struct EngineStats {
     /// block's checksum or decode) ran inside this engine's steps: zero by design (tier reads
     /// are staged, see `engine::staging`); a test pins it.
     pub store_work_in_step: AtomicU64,
+    /// Commands the engine thread has taken (each a round trip or a send from a caller).
+    pub commands: AtomicU64,
 }
 
 /// Fewest tokens in a step that samples the prompt-token cost (smaller steps are dominated by
@@ -62,6 +64,8 @@ pub struct EngineStatsSnapshot {
     pub ttl_closed: u64,
     pub panics: u64,
     pub restarts: u64,
+    pub commands: u64,
+    pub store_work_in_step: u64,
 }
 
 impl EngineStatsSnapshot {
@@ -132,6 +136,8 @@ impl EngineStats {
             ttl_closed: self.ttl_closed.load(Relaxed),
             panics: self.panics.load(Relaxed),
             restarts: self.restarts.load(Relaxed),
+            commands: self.commands.load(Relaxed),
+            store_work_in_step: self.store_work_in_step.load(Relaxed),
         }
     }
 }

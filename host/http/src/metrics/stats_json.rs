@@ -108,6 +108,8 @@ pub fn stats_json(state: &AppState) -> Value {
             "embeddings": eng.embeddings,
             "forks": eng.forks,
             "cancelled": eng.cancelled,
+            "commands": eng.commands,
+            "store_work_in_step": eng.store_work_in_step,
         },
         "admission": admission,
         "namespaces": namespaces,

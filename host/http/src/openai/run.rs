@@ -16,12 +16,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
-use memoria_kv::NamespaceId;
 use memoria_sched::StopReason;
 use memoria_sched::sampling::TokenLogprobs;
-use memoria_sched::{
-    EngineHandle, Event, GenerateParams, GenerationStream, SessionId, Speculate, Usage,
-};
+use memoria_sched::{Event, GenerateParams, GenerationStream, OwnedSession, Speculate, Usage};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -140,27 +137,6 @@ pub struct Finished {
     pub cumulative_logprob: f64,
 }
 
-/// Closes a session unless disarmed (for requests dropped between open and generate).
-struct CloseOnDrop {
-    engine: EngineHandle,
-    ns: NamespaceId,
-    id: SessionId,
-    armed: bool,
-}
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        if self.armed
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            let (engine, ns, id) = (self.engine.clone(), self.ns, self.id);
-            rt.spawn(async move {
-                let _ = engine.close(ns, id).await;
-            });
-        }
-    }
-}
-
 /// Forwards one choice's events into the merged channel until its generation ends or the
 /// merged stream is dropped (then dropping `stream` cancels the generation).
 fn forward(index: usize, mut stream: GenerationStream, tx: mpsc::UnboundedSender<Tagged>) {
@@ -204,40 +180,41 @@ pub async fn start(
     };
     let mut prompt_logprobs = Vec::new();
     for (prompt, max_tokens) in plan.prompts {
-        let open = |id| CloseOnDrop {
-            engine: engine.clone(),
-            ns: ns.id,
-            id,
-            armed: true,
-        };
         let len = prompt.len();
         prompt_tokens += len;
-        let first = engine.open(ns.id).await?;
-        let mut sessions = vec![open(first)];
-        engine.append(ns.id, first, prompt).await?;
+        // Open with the prompt in one round trip; every session closes if this request is
+        // dropped before its generation owns it.
+        let first = OwnedSession::open(engine, ns.id, prompt).await?;
         if let Some(k) = plan.score {
-            prompt_logprobs.push(engine.score(ns.id, first, k).await?);
+            prompt_logprobs.push(engine.score(ns.id, first.id(), k).await?);
         }
+        let mut sessions = Vec::with_capacity(n);
         if n > 1 {
             if plan.score.is_none() {
-                engine.prefill(ns.id, first).await?;
+                engine.prefill(ns.id, first.id()).await?;
             }
-            cached_before_fork += engine.info(ns.id, first).await?.cached_tokens;
+            cached_before_fork += engine.info(ns.id, first.id()).await?.cached_tokens;
+            let mut forks = Vec::with_capacity(n - 1);
             for _ in 1..n {
-                sessions.push(open(engine.fork(ns.id, first).await?));
+                let id = engine.fork(ns.id, first.id()).await?;
+                forks.push(OwnedSession::adopt(engine, ns.id, id));
             }
+            sessions.push(first);
+            sessions.extend(forks);
+        } else {
+            sessions.push(first);
         }
-        for (j, s) in sessions.iter_mut().enumerate() {
+        for (j, s) in sessions.into_iter().enumerate() {
             let mut params = plan.params.clone();
             params.max_tokens = max_tokens;
             params.sampling.seed = base_seed.wrapping_add(j as u64);
             params.speculation = speculation;
-            let gen_stream = engine.generate(ns.id, s.id, params)?;
-            s.armed = false;
+            let gen_stream = engine.generate(ns.id, s.id(), params)?;
+            let id = s.hand_over();
             registered.push(
                 ctx.state
                     .sessions
-                    .register(s.id, SessionEntry::new(&ns.name, ns.id, route, len, stream)),
+                    .register(id, SessionEntry::new(&ns.name, ns.id, route, len, stream)),
             );
             forward(own_prompt.len(), gen_stream, tx.clone());
             own_prompt.push(n == 1);

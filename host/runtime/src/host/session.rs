@@ -6,10 +6,9 @@
 //! Invariant: an engine session is closed exactly once, when its handle is dropped by the guest
 //! or, failing that, when the store (the request) ends.
 
-use memoria_kv::NamespaceId;
 use memoria_sched::StopReason;
 use memoria_sched::sampling::SamplingParams;
-use memoria_sched::{EngineHandle, Event, GenerateParams as EngineParams, SessionId};
+use memoria_sched::{Event, GenerateParams as EngineParams, OwnedSession, SessionId};
 use wasmtime::component::Resource;
 
 use crate::TenantState;
@@ -26,37 +25,29 @@ use crate::namespaces::SessionSlot;
 /// Most stop strings per generation.
 const MAX_STOPS: usize = 16;
 
-/// A guest's session handle.
+/// A guest's session handle: the engine session (closed when the handle goes) and its slot.
 #[derive(Debug)]
 pub struct SessionRes {
     pub(crate) id: SessionId,
-    ns: NamespaceId,
-    engine: EngineHandle,
-    closed: bool,
+    session: OwnedSession,
     /// Tokens appended since the last generation (what it will compute, hit or miss).
     pending: usize,
     _slot: SessionSlot,
 }
 
 impl SessionRes {
-    /// Closes the engine session now.
-    async fn close(mut self) {
-        self.closed = true;
-        let _ = self.engine.close(self.ns, self.id).await;
+    fn new(session: OwnedSession, pending: usize, slot: SessionSlot) -> SessionRes {
+        SessionRes {
+            id: session.id(),
+            session,
+            pending,
+            _slot: slot,
+        }
     }
-}
 
-impl Drop for SessionRes {
-    fn drop(&mut self) {
-        if self.closed {
-            return;
-        }
-        let (engine, ns, id) = (self.engine.clone(), self.ns, self.id);
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = engine.close(ns, id).await;
-            });
-        }
+    /// Closes the engine session now.
+    async fn close(self) {
+        self.session.close().await;
     }
 }
 
@@ -92,24 +83,13 @@ impl TenantState {
             ))
         })?;
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
-        let id = engine.open(ns.id).await.map_err(from_engine)?;
-        let mut res = SessionRes {
-            id,
-            ns: ns.id,
-            engine: engine.clone(),
-            closed: false,
-            pending: tokens.as_ref().map_or(0, Vec::len),
-            _slot: slot,
-        };
-        if let Some(tokens) = tokens
-            && let Err(e) = engine.append(ns.id, id, tokens).await
-        {
-            res.pending = 0;
-            res.close().await;
-            return Err(from_engine(e));
-        }
+        let pending = tokens.as_ref().map_or(0, Vec::len);
+        // Open with the tokens in one round trip (a refused append leaves nothing open).
+        let session = OwnedSession::open(&engine, ns.id, tokens.unwrap_or_default())
+            .await
+            .map_err(from_engine)?;
         self.table
-            .push(res)
+            .push(SessionRes::new(session, pending, slot))
             .map_err(|e| WitError::Unavailable(format!("{e:#}")))
     }
 
@@ -125,14 +105,7 @@ impl TenantState {
         let (ns, engine) = (self.ns.ns.clone(), self.ns.host.engine.clone());
         let id = engine.restore(ns.id, name).await.map_err(from_engine)?;
         // A restored context is the namespace's own save: nothing to pad for.
-        let res = SessionRes {
-            id,
-            ns: ns.id,
-            engine,
-            closed: false,
-            pending: 0,
-            _slot: slot,
-        };
+        let res = SessionRes::new(OwnedSession::adopt(&engine, ns.id, id), 0, slot);
         self.table
             .push(res)
             .map_err(|e| WitError::Unavailable(format!("{e:#}")))
@@ -333,14 +306,7 @@ impl HostSession for TenantState {
             Err(e) => return Ok(Err(from_engine(e))),
         };
         // A fork shares its parent's computed context; only what it appends is its own.
-        let res = SessionRes {
-            id: child,
-            ns,
-            engine,
-            closed: false,
-            pending: 0,
-            _slot: slot,
-        };
+        let res = SessionRes::new(OwnedSession::adopt(&engine, ns, child), 0, slot);
         Ok(Ok(self.table.push(res)?))
     }
 

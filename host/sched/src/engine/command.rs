@@ -63,6 +63,12 @@ pub(crate) enum Command {
         ns: NamespaceId,
         reply: Reply<SessionId>,
     },
+    /// Open, then append `tokens`, in one round trip (a failed append closes the session).
+    OpenWith {
+        ns: NamespaceId,
+        tokens: Vec<u32>,
+        reply: Reply<SessionId>,
+    },
     Append {
         ns: NamespaceId,
         session: SessionId,
@@ -174,6 +180,7 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Command::Open { .. } => "open",
+            Command::OpenWith { .. } => "open_with",
             Command::Append { .. } => "append",
             Command::Generate { .. } => "generate",
             Command::Prefill { .. } => "prefill",
@@ -211,6 +218,7 @@ impl Command {
             | Command::Tokens { session, .. }
             | Command::Save { session, .. } => Some(*session),
             Command::Open { .. }
+            | Command::OpenWith { .. }
             | Command::Warm { .. }
             | Command::Embed { .. }
             | Command::Rewarm { .. }
@@ -233,7 +241,9 @@ impl Command {
     /// Answers the command with `err` without running it.
     pub fn refuse(self, err: EngineError) {
         let _ = match self {
-            Command::Open { reply, .. } | Command::Fork { reply, .. } => reply.send(Err(err)),
+            Command::Open { reply, .. }
+            | Command::OpenWith { reply, .. }
+            | Command::Fork { reply, .. } => reply.send(Err(err)),
             Command::Restore { reply, .. } => reply.send(Err(err)),
             Command::Append { reply, .. } => reply.send(Err(err)),
             Command::Generate { events, .. } => events.send(Event::Error(err.to_string())).is_ok(),

@@ -190,20 +190,20 @@ impl Engine {
 
     fn handle(&mut self, cmd: Command) {
         fault::command(cmd.name());
+        self.stats
+            .commands
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = Instant::now();
         match cmd {
             Command::Open { ns, reply } => {
-                let r = if self.sessions.len() >= self.cfg.max_sessions {
-                    Err(EngineError::TooManySessions(self.cfg.max_sessions))
-                } else {
-                    self.root(ns).map(|root| {
-                        let seq = self.pool.create_seq(ns, root);
-                        let id = self.new_session_id();
-                        self.sessions.insert(id, Session::new(ns, root, seq, now));
-                        self.persist.on_open(id, ns);
-                        id
+                let _ = reply.send(self.open(ns, now));
+            }
+            Command::OpenWith { ns, tokens, reply } => {
+                let r = self.open(ns, now).and_then(|id| {
+                    self.append(ns, id, tokens).map(|_| id).inspect_err(|_| {
+                        self.close_session(id);
                     })
-                };
+                });
                 let _ = reply.send(r);
             }
             Command::Append {
@@ -314,6 +314,19 @@ impl Engine {
             Command::Shutdown => {}
         }
         self.stats.set_sessions(self.sessions.len());
+    }
+
+    /// Opens an empty session of `ns`.
+    fn open(&mut self, ns: NamespaceId, now: Instant) -> Result<SessionId, EngineError> {
+        if self.sessions.len() >= self.cfg.max_sessions {
+            return Err(EngineError::TooManySessions(self.cfg.max_sessions));
+        }
+        let root = self.root(ns)?;
+        let seq = self.pool.create_seq(ns, root);
+        let id = self.new_session_id();
+        self.sessions.insert(id, Session::new(ns, root, seq, now));
+        self.persist.on_open(id, ns);
+        Ok(id)
     }
 
     /// The chain root of namespace `ns` for this engine's model, as the registry computed it.
