@@ -26,7 +26,7 @@ use crate::EngineError;
 use crate::config::EngineConfig;
 use crate::embed_cache::EmbedCache;
 use crate::engine::supervisor::{Blueprint, Health, supervise};
-use crate::engine::{Command, GenerateParams, Reply, SessionInfo};
+use crate::engine::{Command, GenerateParams, Publics, Reply, SessionInfo};
 use crate::remote_reads::RemoteReads;
 use crate::session::{Event, SessionId, WarmInfo};
 use crate::stats::EngineStats;
@@ -103,12 +103,14 @@ impl EngineHandle {
             .as_ref()
             .map_or_else(Arc::default, |s| s.namespaces().clone());
         namespaces.bind(RootShape::new(fingerprint, &layout));
+        let publics = Arc::new(Publics::default());
         let remote = Arc::new(RemoteReads::new(
             cfg.store.clone(),
             fingerprint,
             layout,
             namespaces.clone(),
             stats.clone(),
+            publics.clone(),
         ));
         let embeddings = Arc::new(EmbedCache::new(cfg.embed_cache_entries));
         let drafts = Arc::new(memoria_kv::draft::DraftMemory::new(
@@ -124,8 +126,9 @@ impl EngineHandle {
             stats: stats.clone(),
             namespaces: namespaces.clone(),
             drafts: drafts.clone(),
+            publics,
         };
-        let engine = bp.engine(pool, 1, Default::default());
+        let engine = bp.engine(pool, 1);
         let (tx, rx) = channel();
         let h = health.clone();
         let thread = std::thread::Builder::new()
@@ -479,9 +482,12 @@ impl EngineHandle {
         ns: NamespaceId,
         prefixes: Vec<Vec<u32>>,
     ) -> Result<(), EngineError> {
-        self.remote.set_public(ns, &prefixes);
+        let Ok(chain) = self.remote.set_public(ns, &prefixes) else {
+            eprintln!("memoria: public prefixes of {ns} ignored: no common salt is registered");
+            return Ok(());
+        };
         self.tx
-            .send(Command::SetPublicPrefixes { ns, prefixes })
+            .send(Command::SetPublicPrefixes { ns, chain })
             .map_err(|_| EngineError::Stopped)
     }
 

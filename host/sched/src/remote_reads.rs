@@ -3,8 +3,8 @@
 //! the prompt's chain in the remote tier (`TierStack::prefetch_remote`), which stages verified
 //! blocks that the engine's prefix match then copies in. So the engine thread never waits on
 //! the network, and other sessions keep decoding meanwhile. A namespace with public prefixes
-//! (`set_public`, given the same prefixes as the engine) has its chain hashed as the pool
-//! hashes it, so the leading public blocks are found under the common salt. Salts are looked up
+//! (compiled here once, `set_public`, and shared with the engine's pool) has its chain hashed
+//! as the pool hashes it, so the leading public blocks are found under the common salt. Salts are looked up
 //! by namespace id in the registry at each prefetch, never kept here. A prefetch waits no
 //! longer than the engine's recent cost of computing the blocks it looks up (see
 //! `TierStack::prefetch_remote`). Invariant: only
@@ -12,7 +12,7 @@
 //! starts at the chain's root); with no remote tier every method is a no-op.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use memoria_kv::{
     BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape,
@@ -20,6 +20,7 @@ use memoria_kv::{
 use memoria_store::{SessionRecord, TierStack};
 
 use crate::EngineError;
+use crate::engine::Publics;
 use crate::session::SessionId;
 use crate::stats::EngineStats;
 
@@ -35,8 +36,8 @@ pub(crate) struct RemoteReads {
     /// The engine's figures: the recent cost of a prompt token bounds a prefetch's wait.
     stats: Arc<EngineStats>,
     fresh: Mutex<HashMap<SessionId, NamespaceId>>,
-    /// Each namespace's public prefixes (keyed under the registry's common salt).
-    public: RwLock<HashMap<NamespaceId, Arc<PublicChain>>>,
+    /// Each namespace's public prefixes, compiled once (shared with the engine's builds).
+    publics: Arc<Publics>,
 }
 
 impl RemoteReads {
@@ -46,6 +47,7 @@ impl RemoteReads {
         layout: KvLayout,
         namespaces: Arc<Namespaces>,
         stats: Arc<EngineStats>,
+        publics: Arc<Publics>,
     ) -> Self {
         RemoteReads {
             stack: stack.filter(|s| s.remote().is_some()),
@@ -54,7 +56,7 @@ impl RemoteReads {
             model,
             layout,
             fresh: Mutex::new(HashMap::new()),
-            public: RwLock::new(HashMap::new()),
+            publics,
         }
     }
 
@@ -62,20 +64,22 @@ impl RemoteReads {
         self.fresh.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records `ns`'s public prefixes (empty: none), compiled as the engine compiles them.
-    pub fn set_public(&self, ns: NamespaceId, prefixes: &[Vec<u32>]) {
+    /// Compiles `ns`'s public prefixes (empty: none) under the registry's common root, once,
+    /// into the shared map; returns the chain for the engine's pool (`Err`: no common salt is
+    /// registered, the prefixes are ignored).
+    pub fn set_public(
+        &self,
+        ns: NamespaceId,
+        prefixes: &[Vec<u32>],
+    ) -> Result<Option<Arc<PublicChain>>, ()> {
         let shape = RootShape::new(self.model, &self.layout);
-        let (Some(_), Some(root)) = (&self.stack, self.namespaces.common_root(&shape)) else {
-            return;
-        };
-        let b = self.layout.block_tokens;
-        let chain = PublicChain::new(root, b, prefixes);
-        let mut g = self.public.write().unwrap_or_else(|p| p.into_inner());
-        if chain.is_empty() {
-            g.remove(&ns);
-        } else {
-            g.insert(ns, Arc::new(chain));
-        }
+        self.publics.compile(
+            &self.namespaces,
+            &shape,
+            self.layout.block_tokens,
+            ns,
+            prefixes,
+        )
     }
 
     pub fn opened(&self, id: SessionId, ns: NamespaceId) {
@@ -122,11 +126,7 @@ impl RemoteReads {
 
     /// `ns`'s public prefixes, if it declares any.
     fn public_of(&self, ns: NamespaceId) -> Option<Arc<PublicChain>> {
-        self.public
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&ns)
-            .cloned()
+        self.publics.get(ns)
     }
 
     /// Prefetches a context of namespace `ns` that starts at the chain's root.

@@ -145,11 +145,10 @@ pub(crate) enum Command {
     },
     /// The namespace registry was replaced: apply its priorities and block caps.
     Registered,
-    /// Public prefixes of `ns` as token sequences (empty: none), chained under the registry's
-    /// common salt.
+    /// The public prefixes of `ns`, compiled by the caller (`None`: none).
     SetPublicPrefixes {
         ns: NamespaceId,
-        prefixes: Vec<Vec<u32>>,
+        chain: Option<std::sync::Arc<memoria_kv::PublicChain>>,
     },
     /// The embedding of `tokens`, computed in a session of its own whose chunks are batched
     /// into steps with every other session's (its full blocks stay cached under the namespace's salt).

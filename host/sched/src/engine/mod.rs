@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
 pub(crate) use persist::Persist;
+pub(crate) use public::Publics;
 pub(crate) use staging::Stage;
 
 use memoria_kv::{
@@ -63,9 +64,6 @@ pub(crate) struct Engine {
     pub namespaces: Arc<Namespaces>,
     /// The cache-sizing warning's window (see `sizing`).
     pub(crate) sizing: sizing::Sizing,
-    /// Each namespace's public prefixes (the chain compiled under the registry's common salt),
-    /// applied again to a rebuilt pool.
-    pub publics: BTreeMap<NamespaceId, PublicSetting>,
     /// Every isolation group's memory of token sequences, drafted from (see `speculate`).
     pub drafts: Arc<memoria_kv::draft::DraftMemory>,
 }
@@ -73,9 +71,6 @@ pub(crate) struct Engine {
 /// How a warm ends: its explicit pin and the pin's lifetime, and a re-warmed hot prefix's
 /// reuse count.
 type WarmMode = (Option<memoria_kv::PinLevel>, Option<Duration>, Option<f64>);
-
-/// A namespace's public prefixes as the engine keeps them.
-pub(crate) type PublicSetting = Arc<memoria_kv::PublicChain>;
 
 /// Applies every registered namespace's eviction priority and block cap to `pool`.
 pub(crate) fn apply_policies(pool: &mut BlockPool, table: &NamespaceTable) {
@@ -295,7 +290,7 @@ impl Engine {
                 let _ = reply.send(Ok(self.pool.hot_chains(max_tokens)));
             }
             Command::Registered => apply_policies(&mut self.pool, &self.namespaces.snapshot()),
-            Command::SetPublicPrefixes { ns, prefixes } => self.set_public_prefixes(ns, &prefixes),
+            Command::SetPublicPrefixes { ns, chain } => self.pool.set_public_prefixes(ns, chain),
             Command::Embed { ns, tokens, reply } => self.start_embed(ns, tokens, reply),
             Command::Save {
                 ns,

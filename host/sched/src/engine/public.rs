@@ -1,28 +1,57 @@
-//! The engine's side of public prefixes: compiles a namespace's declared token sequences into
-//! a [`PublicChain`] under the common salt's root (the registry's) and hands it to the pool (and
-//! keeps it for a rebuilt pool). Sessions opened afterwards chain through it; see `memoria_kv::hash`.
+//! Public prefixes, compiled once: a namespace's declared token sequences become one
+//! [`PublicChain`] under the common salt's root (the registry's) when the caller sets them,
+//! held in one shared map ([`Publics`]) that the remote-read path hashes prompts with and a
+//! rebuilt pool is given again; the engine hands the same chain to the pool. Sessions opened
+//! afterwards chain through it; see `memoria_kv::hash`.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
-use memoria_kv::{NamespaceId, PublicChain};
+use memoria_kv::{NamespaceId, Namespaces, PublicChain, RootShape};
 
-use super::Engine;
+/// Every namespace's compiled public prefixes (absent: none).
+#[derive(Debug, Default)]
+pub(crate) struct Publics(RwLock<BTreeMap<NamespaceId, Arc<PublicChain>>>);
 
-impl Engine {
-    pub(crate) fn set_public_prefixes(&mut self, ns: NamespaceId, prefixes: &[Vec<u32>]) {
-        let Some(root) = self.namespaces.common_root(&self.root_shape()) else {
-            eprintln!("memoria: public prefixes of {ns} ignored: no common salt is registered");
-            return;
+impl Publics {
+    /// Compiles `prefixes` for `ns` under the registry's common root and records the chain
+    /// (none when empty); returns what the pool should hold. `Err` when no common salt is
+    /// registered (the prefixes are then ignored).
+    pub fn compile(
+        &self,
+        namespaces: &Namespaces,
+        shape: &RootShape,
+        block_tokens: usize,
+        ns: NamespaceId,
+        prefixes: &[Vec<u32>],
+    ) -> Result<Option<Arc<PublicChain>>, ()> {
+        let root = namespaces.common_root(shape).ok_or(())?;
+        let chain = PublicChain::new(root, block_tokens, prefixes);
+        let chain = (!chain.is_empty()).then(|| Arc::new(chain));
+        let mut g = self.0.write().unwrap_or_else(|p| p.into_inner());
+        match &chain {
+            Some(c) => g.insert(ns, c.clone()),
+            None => g.remove(&ns),
         };
-        let b = self.pool.layout().block_tokens;
-        let chain = PublicChain::new(root, b, prefixes);
-        if chain.is_empty() {
-            self.pool.set_public_prefixes(ns, None);
-            self.publics.remove(&ns);
-            return;
-        }
-        let chain = Arc::new(chain);
-        self.pool.set_public_prefixes(ns, Some(chain.clone()));
-        self.publics.insert(ns, chain);
+        Ok(chain)
+    }
+
+    /// `ns`'s chain, if it declares public prefixes.
+    pub fn get(&self, ns: NamespaceId) -> Option<Arc<PublicChain>> {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&ns)
+            .cloned()
+    }
+
+    /// Every namespace's chain (for a rebuilt pool).
+    pub fn all(&self) -> Vec<(NamespaceId, Arc<PublicChain>)> {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(&ns, c)| (ns, c.clone()))
+            .collect()
     }
 }

@@ -6,7 +6,6 @@
 //! invariants still hold after releasing every session, else on a fresh one. Session ids are
 //! never reused, so a caller holding an old id gets `NotFound`, never someone else's session.
 
-use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -74,6 +73,8 @@ pub(crate) struct Blueprint {
     pub namespaces: Arc<memoria_kv::Namespaces>,
     /// Every isolation group's draft memory (kept across restarts: it holds no engine state).
     pub drafts: Arc<memoria_kv::draft::DraftMemory>,
+    /// Every namespace's compiled public prefixes (given to each pool built).
+    pub publics: Arc<super::Publics>,
 }
 
 impl Blueprint {
@@ -83,12 +84,7 @@ impl Blueprint {
     }
 
     /// An engine over `pool`, handing out session ids from `next_id`.
-    pub fn engine(
-        &self,
-        mut pool: BlockPool,
-        next_id: u64,
-        publics: BTreeMap<memoria_kv::NamespaceId, super::PublicSetting>,
-    ) -> Engine {
+    pub fn engine(&self, mut pool: BlockPool, next_id: u64) -> Engine {
         let persist = Persist::new(
             self.cfg.store.clone(),
             self.fingerprint,
@@ -99,8 +95,8 @@ impl Blueprint {
         pool.set_target_hit_rate(self.cfg.target_hit_rate);
         pool.set_auto_pin(self.cfg.auto_pin);
         super::apply_policies(&mut pool, &self.namespaces.snapshot());
-        for (&ns, chain) in &publics {
-            pool.set_public_prefixes(ns, Some(chain.clone()));
+        for (ns, chain) in self.publics.all() {
+            pool.set_public_prefixes(ns, Some(chain));
         }
         Engine {
             model: self.model.clone(),
@@ -117,7 +113,6 @@ impl Blueprint {
             persist,
             namespaces: self.namespaces.clone(),
             sizing: Default::default(),
-            publics,
             drafts: self.drafts.clone(),
         }
     }
@@ -148,7 +143,6 @@ pub(crate) fn supervise(
             backoff.as_millis()
         );
         let next_id = engine.next_id;
-        let publics = engine.publics.clone();
         let pool = salvage(engine);
         if !refuse_for(&rx, backoff) {
             return;
@@ -171,7 +165,7 @@ pub(crate) fn supervise(
                 }
             },
         };
-        engine = bp.engine(pool, next_id, publics);
+        engine = bp.engine(pool, next_id);
         bp.stats.set_sessions(0);
         health.up.store(true, Relaxed);
         eprintln!("memoria: the engine is running again");
