@@ -7,16 +7,16 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use memoria_kv::{
-    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable,
-    Namespaces, PinLevel, PoolStats, RootShape,
+    BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
+    PoolStats, RootShape,
 };
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use tokio::sync::mpsc;
 
+mod cache;
 mod embed;
 mod owned;
 pub use embed::{EMBED_WAVE, Embedded, computed_tokens};
@@ -28,7 +28,7 @@ use crate::embed_cache::EmbedCache;
 use crate::engine::supervisor::{Blueprint, Health, supervise};
 use crate::engine::{Command, GenerateParams, Publics, Reply, SessionInfo};
 use crate::remote_reads::RemoteReads;
-use crate::session::{Event, SessionId, WarmInfo};
+use crate::session::{Event, SessionId};
 use crate::stats::EngineStats;
 
 /// A running engine. Cloneable; the engine stops when [`EngineHandle::shutdown`] is called or
@@ -367,128 +367,6 @@ impl EngineHandle {
     ) -> Result<Vec<u32>, EngineError> {
         self.call("tokens", |reply| Command::Tokens { ns, session, reply })
             .await
-    }
-
-    /// Prefills `tokens` (reusing what is cached) and pins the resulting blocks.
-    pub async fn warm(
-        &self,
-        ns: NamespaceId,
-        tokens: Vec<u32>,
-        pin: PinLevel,
-        ttl: Option<Duration>,
-    ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(ns, &tokens).await;
-        self.call("warm", |reply| Command::Warm {
-            ns,
-            tokens,
-            pin,
-            ttl,
-            reply,
-        })
-        .await
-    }
-
-    /// Warms a saved hot prefix without pinning it, then counts it as reused `count` times so
-    /// `[cache] auto_pin` pins it again (start-up, after a restart).
-    pub async fn rewarm(
-        &self,
-        ns: NamespaceId,
-        tokens: Vec<u32>,
-        count: f64,
-    ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(ns, &tokens).await;
-        self.call("rewarm", |reply| Command::Rewarm {
-            ns,
-            tokens,
-            count,
-            reply,
-        })
-        .await
-    }
-
-    /// The chains `[cache] auto_pin` keeps pinned now, at most `max_tokens` tokens each, with
-    /// their namespaces and decayed counts (to save them for a restart).
-    pub async fn hot_prefixes(
-        &self,
-        max_tokens: usize,
-    ) -> Result<Vec<memoria_kv::HotChain>, EngineError> {
-        self.call("hot_prefixes", |reply| Command::HotPrefixes {
-            max_tokens,
-            reply,
-        })
-        .await
-    }
-
-    /// Saves `session` under `name` in its namespace, durably and content-addressed (its
-    /// tokens and block hashes; its blocks are written through to disk). Resolves once the
-    /// record is committed. Needs an engine started with a store.
-    pub async fn save(
-        &self,
-        ns: NamespaceId,
-        session: SessionId,
-        name: &str,
-    ) -> Result<(), EngineError> {
-        let name = name.to_string();
-        self.call("save", |reply| Command::Save {
-            ns,
-            session,
-            name,
-            reply,
-        })
-        .await
-    }
-
-    /// Opens a new session holding the tokens saved under `name` in `ns` (under the salt the
-    /// registry holds for `ns`, as when it was saved). Its next compute reuses the blocks the tiers still hold
-    /// and recomputes the rest, so its next-token logits are bit-identical to the original's.
-    /// A save this host's disk does not hold is looked up in the remote tier (any host's save
-    /// of the namespace), here on the caller's task, and its blocks prefetched, so the engine
-    /// thread never waits on the network.
-    pub async fn restore(&self, ns: NamespaceId, name: &str) -> Result<SessionId, EngineError> {
-        let restore = |record| {
-            let name = name.to_string();
-            self.call("restore", move |reply| Command::Restore {
-                ns,
-                name,
-                record,
-                reply,
-            })
-        };
-        match restore(None).await {
-            Err(EngineError::NoSavedSession(missing)) => {
-                let Some(rec) = self.remote.load_session(ns, name).await? else {
-                    return Err(EngineError::NoSavedSession(missing));
-                };
-                self.remote.prefetch(ns, &rec.tokens).await;
-                restore(Some(Box::new(rec))).await
-            }
-            r => r,
-        }
-    }
-
-    /// The hashes the pool keys a context of namespace `ns` by, one per whole block (at most
-    /// `max_blocks`), as the engine chains them; empty without a remote tier. Host-internal
-    /// (salted): for matching the store's residency moves to routing keys, never published.
-    pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
-        self.remote.pool_chain(ns, tokens, max_blocks)
-    }
-
-    /// Sets a namespace's public prefixes (token sequences from a prompt's start, as
-    /// [`crate::public::prefix_tokens`] makes them; empty: none), whose whole blocks are keyed
-    /// under the registry's common salt (the shared namespaces'). Applies to sessions opened
-    /// afterwards.
-    pub fn set_public_prefixes(
-        &self,
-        ns: NamespaceId,
-        prefixes: Vec<Vec<u32>>,
-    ) -> Result<(), EngineError> {
-        let Ok(chain) = self.remote.set_public(ns, &prefixes) else {
-            eprintln!("memoria: public prefixes of {ns} ignored: no common salt is registered");
-            return Ok(());
-        };
-        self.tx
-            .send(Command::SetPublicPrefixes { ns, chain })
-            .map_err(|_| EngineError::Stopped)
     }
 
     /// Lets running generations finish, then stops the engine thread and waits for it.

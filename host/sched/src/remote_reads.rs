@@ -12,7 +12,7 @@
 //! starts at the chain's root); with no remote tier every method is a no-op.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use memoria_kv::{
     BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape,
@@ -30,6 +30,9 @@ const MAX_FRESH: usize = 4096;
 
 pub(crate) struct RemoteReads {
     stack: Option<Arc<TierStack>>,
+    /// The store, when it keeps saves on disk (read here, never on the engine thread). Weak:
+    /// a stopped engine lets go of its store (its file lock) whoever still holds the handle.
+    saves: Option<Weak<TierStack>>,
     model: ModelFingerprint,
     layout: KvLayout,
     namespaces: Arc<Namespaces>,
@@ -50,6 +53,10 @@ impl RemoteReads {
         publics: Arc<Publics>,
     ) -> Self {
         RemoteReads {
+            saves: stack
+                .as_ref()
+                .filter(|s| s.disk().is_some())
+                .map(Arc::downgrade),
             stack: stack.filter(|s| s.remote().is_some()),
             namespaces,
             stats,
@@ -106,6 +113,25 @@ impl RemoteReads {
         if let Some(ns) = fresh {
             self.prefetch(ns, tokens).await;
         }
+    }
+
+    /// The session saved as `name` by namespace `ns` on this host's disk, read on a blocking
+    /// thread; `Ok(None)` without a disk or for a name no save can have.
+    pub async fn load_local(
+        &self,
+        ns: NamespaceId,
+        name: &str,
+    ) -> Result<Option<SessionRecord>, memoria_store::StoreError> {
+        let Some(stack) = self.saves.as_ref().and_then(Weak::upgrade) else {
+            return Ok(None);
+        };
+        if name.is_empty() || name.len() > crate::engine::MAX_SAVE_NAME {
+            return Ok(None);
+        }
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || stack.load_session(ns, &name))
+            .await
+            .unwrap_or(Ok(None))
     }
 
     /// The session saved as `name` in the remote tier by namespace `ns` (see

@@ -165,10 +165,12 @@ pub(crate) enum Command {
     },
     /// `record`: the save as the caller fetched it from the remote tier; `None` reads the
     /// disk.
+    /// Open a session on a save the caller read (`Ok(None)`: none found; `Err`: the read
+    /// failed, reported after the request's own checks).
     Restore {
         ns: NamespaceId,
         name: String,
-        record: Option<Box<memoria_store::SessionRecord>>,
+        record: Result<Option<Box<memoria_store::SessionRecord>>, memoria_store::StoreError>,
         reply: Reply<SessionId>,
     },
     Shutdown,

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
-pub(crate) use persist::Persist;
+pub(crate) use persist::{MAX_SAVE_NAME, Persist};
 pub(crate) use public::Publics;
 pub(crate) use staging::Stage;
 
@@ -304,7 +304,8 @@ impl Engine {
                 record,
                 reply,
             } => {
-                let _ = reply.send(self.restore_session(ns, &name, record.map(|r| *r)));
+                let record = record.map(|r| r.map(|r| *r));
+                let _ = reply.send(self.restore_session(ns, &name, record));
             }
             Command::Shutdown => {}
         }

@@ -141,46 +141,26 @@ impl Persist {
     }
 
     /// Attaches the longest cached prefix of `tokens` to `seq`, taking the blocks the hot pool
-    /// lacks from `staged` (read off the engine thread). Without a staged set the tiers are
-    /// read here: only when the staging thread could not be started.
+    /// lacks from `staged` (read off the engine thread). Without a staged set only hot blocks
+    /// are matched: the engine thread never reads a tier.
     pub fn match_prefix(
         &mut self,
         pool: &mut BlockPool,
         id: SessionId,
         seq: SeqId,
-        root: BlockHash,
         tokens: &[u32],
         staged: Option<Box<Staged>>,
     ) -> Result<usize, PoolError> {
-        let Some(stack) = &self.stack else {
+        if self.stack.is_none() {
             return pool.match_prefix(seq, tokens);
-        };
+        }
         let (hit, lost) = match staged {
             Some(mut st) => (
                 pool.match_prefix_from(seq, tokens, &mut *st)?,
                 st.remote_lost,
             ),
-            None if self.stage.is_some() => (pool.match_prefix(seq, tokens)?, false),
-            None => {
-                let ns = pool.seq_namespace(seq)?;
-                let shape = RootShape::new(self.model, &self.layout);
-                let mut src = match self.namespaces.common_root(&shape) {
-                    Some(public_root) if pool.has_public_prefixes(ns) => {
-                        let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
-                        stack.source_chain(
-                            self.model,
-                            self.layout,
-                            root,
-                            tokens,
-                            chain,
-                            (n_public, public_root),
-                        )
-                    }
-                    _ => stack.source(self.model, self.layout, root, tokens),
-                };
-                let hit = pool.match_prefix_from(seq, tokens, &mut src)?;
-                (hit, stack.remote_lost_any())
-            }
+            // Every block hot, or no staging thread: nothing is read here.
+            None => (pool.match_prefix(seq, tokens)?, false),
         };
         if let Some(e) = self.sessions.get_mut(&id) {
             e.1 = hit / self.layout.block_tokens;
@@ -362,25 +342,19 @@ impl Engine {
 
     /// Opens a session holding a saved session's tokens (pending: the next compute reuses
     /// every block the tiers still hold and recomputes the rest). `fetched` is the save as the
-    /// caller read it from the remote tier (already verified for the namespace's salt); `None`
-    /// reads the disk.
+    /// caller read it (from disk, or from the remote tier, verified for the namespace's salt);
+    /// the engine thread never reads the store itself.
     pub(crate) fn restore_session(
         &mut self,
         ns: NamespaceId,
         name: &str,
-        fetched: Option<SessionRecord>,
+        fetched: Result<Option<SessionRecord>, memoria_store::StoreError>,
     ) -> Result<SessionId, EngineError> {
         check_name(name)?;
         let salt = self.salt(ns)?;
-        let stack = self.store_for_saves()?;
+        self.store_for_saves()?;
         let missing = || EngineError::NoSavedSession(name.to_string());
-        let rec = match fetched {
-            Some(rec) => rec,
-            None => stack
-                .load_session(ns, name)
-                .map_err(EngineError::Store)?
-                .ok_or_else(missing)?,
-        };
+        let rec = fetched.map_err(EngineError::Store)?.ok_or_else(missing)?;
         if rec.salt != salt {
             return Err(missing());
         }

@@ -315,9 +315,9 @@ impl Engine {
             }
         };
         s.fresh = false;
-        let hit =
-            self.persist
-                .match_prefix(&mut self.pool, id, s.seq, s.root, &s.pending, staged)?;
+        let hit = self
+            .persist
+            .match_prefix(&mut self.pool, id, s.seq, &s.pending, staged)?;
         s.pending.drain(..hit);
         s.cached_tokens += hit;
         match &mut s.job {

@@ -1,0 +1,150 @@
+use super::*;
+
+/// A cache of f16 or f32 rows, read in runs that end at multiples of `run` positions.
+struct Cache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+    k16: Vec<f16>,
+    v16: Vec<f16>,
+    kv_dim: usize,
+    run: usize,
+    f32_rows: bool,
+}
+
+impl Cache {
+    fn new(n: usize, kv_dim: usize, run: usize, f32_rows: bool, seed: u32) -> Cache {
+        let val = |i: usize, s: u32| {
+            let h = (i as u32 ^ s).wrapping_mul(2_654_435_761).rotate_left(13);
+            (h % 2001) as f32 / 1000.0 - 1.0
+        };
+        let k: Vec<f32> = (0..n * kv_dim).map(|i| val(i, seed)).collect();
+        let v: Vec<f32> = (0..n * kv_dim).map(|i| val(i, seed ^ 0x55)).collect();
+        Cache {
+            k16: k.iter().map(|&x| f16::from_f32(x)).collect(),
+            v16: v.iter().map(|&x| f16::from_f32(x)).collect(),
+            k,
+            v,
+            kv_dim,
+            run,
+            f32_rows,
+        }
+    }
+
+    fn run_of<'a>(&self, pos: usize, f: &'a [f32], h: &'a [f16]) -> (KvRow<'a>, usize) {
+        let n = f.len() / self.kv_dim;
+        let end = (pos + self.run - pos % self.run).min(n);
+        let (a, b) = (pos * self.kv_dim, end * self.kv_dim);
+        if self.f32_rows {
+            (KvRow::F32(&f[a..b]), end - pos)
+        } else {
+            (KvRow::F16(&h[a..b]), end - pos)
+        }
+    }
+}
+
+fn one_row(run: KvRow<'_>, kv_dim: usize) -> KvRow<'_> {
+    match run {
+        KvRow::F32(r) => KvRow::F32(&r[..kv_dim]),
+        KvRow::F16(r) => KvRow::F16(&r[..kv_dim]),
+        other => other,
+    }
+}
+
+impl KvRead for Cache {
+    fn key(&self, pos: usize) -> KvRow<'_> {
+        one_row(self.key_run(pos).0, self.kv_dim)
+    }
+    fn value(&self, pos: usize) -> KvRow<'_> {
+        one_row(self.value_run(pos).0, self.kv_dim)
+    }
+    fn key_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        self.run_of(pos, &self.k, &self.k16)
+    }
+    fn value_run(&self, pos: usize) -> (KvRow<'_>, usize) {
+        self.run_of(pos, &self.v, &self.v16)
+    }
+}
+
+/// Every (token, head) of a tile equals [`attend`] alone, bit for bit.
+#[test]
+fn a_tile_equals_attention_query_by_query() {
+    let shapes = [
+        (4, 4, 64),
+        (6, 2, 64),
+        (4, 1, 32),
+        (2, 2, 48),
+        (2, 1, 36),
+        (2, 2, 256),
+    ];
+    for &(n_heads, n_kv_heads, head_dim) in &shapes {
+        let sinks: Vec<f32> = (0..n_heads).map(|h| h as f32 * 0.7 - 1.0).collect();
+        for (f32_rows, variant) in [false, true]
+            .into_iter()
+            .flat_map(|f| [(f, 0), (f, 1), (f, 2)])
+        {
+            // Plain, soft-capped (Gemma 2) and with sinks (gpt-oss).
+            let shape = AttnShape {
+                softcap: if variant == 1 { 1.5 } else { 0.0 },
+                sinks: (variant == 2).then_some(&sinks[..]),
+                ..AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125)
+            };
+            let kv_dim = n_kv_heads * head_dim;
+            let cache = Cache::new(90, kv_dim, 16, f32_rows, head_dim as u32);
+            let group = n_heads / n_kv_heads;
+            let qd = n_heads * head_dim;
+            for (first, n_tok, window) in
+                [(0, 1, 0), (0, 5, 0), (37, 7, 0), (60, 9, 20), (3, 16, 5)]
+            {
+                for g in 0..n_kv_heads {
+                    let heads = g * group..(g + 1) * group;
+                    let n_tok = n_tok.min(TILE_ROWS / group).max(1);
+                    let q: Vec<f32> = (0..n_tok * qd)
+                        .map(|i| ((i * 7919 % 1999) as f32 / 999.0 - 1.0) * 2.0)
+                        .collect();
+                    let keys: Vec<Range<usize>> = (0..n_tok)
+                        .map(|t| {
+                            let p = first + t;
+                            let lo = if window > 0 {
+                                (p + 1).saturating_sub(window)
+                            } else {
+                                0
+                            };
+                            lo..p + 1
+                        })
+                        .collect();
+                    let mut got = vec![0.0; n_tok * group * head_dim];
+                    attend_tile(
+                        &q,
+                        &keys,
+                        &cache,
+                        shape,
+                        heads.clone(),
+                        &mut TileScratch::default(),
+                        &mut got,
+                    );
+                    for (t, range) in keys.iter().enumerate() {
+                        let mut want = vec![0.0; group * head_dim];
+                        attend(
+                            &q[t * qd..(t + 1) * qd],
+                            &cache,
+                            range.clone(),
+                            shape,
+                            heads.clone(),
+                            &mut AttnScratch::default(),
+                            &mut want,
+                        );
+                        let have = &got[t * group * head_dim..(t + 1) * group * head_dim];
+                        let same = have
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "shape {n_heads}/{n_kv_heads}/{head_dim} f32={f32_rows} variant {variant} token {t} of {n_tok} at {first} window {window}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
