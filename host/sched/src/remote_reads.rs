@@ -129,9 +129,12 @@ impl RemoteReads {
             return Ok(None);
         }
         let name = name.to_string();
-        tokio::task::spawn_blocking(move || stack.load_session(ns, &name))
+        let rec = tokio::task::spawn_blocking(move || stack.load_session(ns, &name))
             .await
-            .unwrap_or(Ok(None))
+            .unwrap_or(Ok(None))?;
+        // A save made under another salt (the namespace was re-keyed) is not this one's.
+        let salt = self.namespaces.salt(ns);
+        Ok(rec.filter(|r| Some(r.salt) == salt))
     }
 
     /// The session saved as `name` in the remote tier by namespace `ns` (see

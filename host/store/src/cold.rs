@@ -68,7 +68,7 @@ impl ColdTier {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     fn publish(&self, g: &Inner) {

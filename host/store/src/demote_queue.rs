@@ -30,7 +30,7 @@ pub(crate) struct Handoff {
 pub(crate) struct Pending(Mutex<HashMap<BlockHash, Arc<Handoff>>>);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(m)
 }
 
 impl Pending {

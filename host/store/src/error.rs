@@ -52,6 +52,9 @@ pub enum StoreError {
     Format { found: u64, supported: u64 },
     #[error("the store has no disk tier")]
     NoDisk,
+    /// A save's namespace is no longer registered.
+    #[error("namespace {0} is not registered")]
+    UnknownNamespace(u32),
     #[error("the store's writer thread has stopped")]
     WriterGone,
     /// The remote tier did not answer a saved session's write or read (down, timed out, or its
@@ -144,6 +147,7 @@ impl StoreError {
                 supported: *supported,
             },
             StoreError::NoDisk => StoreError::NoDisk,
+            StoreError::UnknownNamespace(n) => StoreError::UnknownNamespace(*n),
             StoreError::WriterGone => StoreError::WriterGone,
             StoreError::RemoteUnavailable => StoreError::RemoteUnavailable,
             StoreError::Reopening => StoreError::Reopening,

@@ -42,7 +42,7 @@ impl Residency {
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Move>> {
-        self.moves.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.moves)
     }
 
     /// Records a move (dropped, and reported by the next drain, when the journal is full).

@@ -12,17 +12,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use memoria_kv::{
-    BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
-    SourceMiss, TierSink, TierSource,
+    BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, Namespaces, SourceMiss, TierSink,
+    TierSource,
 };
 
 use crate::codec::{self, BlockIdentity, Encoding, Expect};
 use crate::cold::ColdTier;
-use crate::demote_queue::{DemoteQueue, Handoff, Pending};
+use crate::demote_queue::Pending;
 use crate::disk::{Ack, RedbTier};
 use crate::error::StoreError;
+use crate::intake::Intake;
 use crate::options::StoreOptions;
-use crate::remote::events::Tier as EventTier;
 use crate::residency::Residency;
 use crate::session::SessionRecord;
 use crate::stack_remote::RemoteLink;
@@ -52,6 +52,8 @@ pub struct TierStack {
     pub(crate) remote: Option<RemoteLink>,
     /// Told where blocks are held (host events), once watched.
     residency: OnceLock<Arc<Residency>>,
+    /// The engines' hand-offs (see `intake`), drained by [`TierStack::flush`].
+    intakes: Mutex<Vec<std::sync::Weak<Intake>>>,
 }
 
 impl std::fmt::Debug for TierStack {
@@ -71,7 +73,7 @@ impl PartialEq for TierStack {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(m)
 }
 
 /// What one tier said about a block (see [`TierStack::trace`]).
@@ -142,6 +144,7 @@ impl TierStack {
             pending: Pending::default(),
             remote: None,
             residency: OnceLock::new(),
+            intakes: Mutex::new(Vec::new()),
         }
     }
 
@@ -156,6 +159,35 @@ impl TierStack {
         }
         if let Some(d) = &self.disk {
             d.watch(r);
+        }
+    }
+
+    /// The journal blocks' moves are told to, once watched.
+    pub(crate) fn residency(&self) -> Option<&Arc<Residency>> {
+        self.residency.get()
+    }
+
+    /// The hand-off an engine running `model` with `layout` gives its blocks and saves to
+    /// (and its pool's sink): everything the store does for it happens off its thread.
+    pub fn intake(self: &Arc<Self>, model: ModelFingerprint, layout: KvLayout) -> Arc<Intake> {
+        let i = Intake::start(self, model, layout);
+        if let Some(r) = self.remote() {
+            r.feed_from(&i);
+        }
+        let mut g = lock(&self.intakes);
+        g.retain(|w| w.strong_count() > 0);
+        g.push(Arc::downgrade(&i));
+        i
+    }
+
+    /// The tier evicted blocks end up in, for miss reasons.
+    pub fn keeps(&self) -> Option<LostTier> {
+        if self.cold.is_some() {
+            Some(LostTier::Cold)
+        } else if self.disk.is_some() {
+            Some(LostTier::Disk)
+        } else {
+            self.remote.as_ref().map(|_| LostTier::Remote)
         }
     }
 
@@ -191,11 +223,6 @@ impl TierStack {
     /// the stack registers its namespaces here).
     pub fn namespaces(&self) -> &Arc<Namespaces> {
         &self.namespaces
-    }
-
-    /// The salt of namespace `ns`, looked up in the registry.
-    fn salt_of(&self, ns: NamespaceId) -> Option<NamespaceSalt> {
-        self.namespaces.salt(ns)
     }
 
     /// Records a model in the store's `models` table.
@@ -432,6 +459,13 @@ impl TierStack {
 
     /// Waits until every evicted block has been demoted and every queued write is committed.
     pub fn flush(&self) -> Result<(), StoreError> {
+        let intakes: Vec<Arc<Intake>> = lock(&self.intakes)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for i in intakes {
+            i.wait_handled(i.sent());
+        }
         self.pending.wait_empty(std::time::Duration::from_secs(30));
         match &self.disk {
             Some(d) => d.flush(),

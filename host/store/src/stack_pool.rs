@@ -5,20 +5,10 @@
 use super::*;
 
 impl TierStack {
-    /// The pool-facing sink for one model (install with `BlockPool::set_sink`).
+    /// A pool-facing sink for one model that demotes on the caller's thread (an engine uses
+    /// [`TierStack::intake`]'s, which hands the same work to a thread of the store's).
     pub fn sink(self: &Arc<Self>, model: ModelFingerprint, layout: KvLayout) -> Box<dyn TierSink> {
-        self.register_model(&model, &layout);
-        // Only the cold tier encodes on demotion; disk and remote already queue raw blocks.
-        let queue = self
-            .cold
-            .is_some()
-            .then(|| DemoteQueue::start(self.clone()));
-        Box::new(StackSink {
-            stack: self.clone(),
-            model,
-            layout,
-            queue,
-        })
+        Box::new(StackSink(crate::intake::Ctx::new(self, model, layout)))
     }
 
     /// A source for one prefix match: only blocks of `tokens`' chain under `root` are served.
@@ -59,50 +49,16 @@ impl TierStack {
     }
 }
 
-/// [`TierSink`] adapter: identifies evicted blocks (model, layout, the namespace's salt) and
-/// hands them to the demotion thread.
-struct StackSink {
-    stack: Arc<TierStack>,
-    model: ModelFingerprint,
-    layout: KvLayout,
-    queue: Option<DemoteQueue>,
-}
+/// [`TierSink`] that does the hand-off's eviction job inline.
+struct StackSink(crate::intake::Ctx);
 
 impl TierSink for StackSink {
     fn demote(&mut self, hash: &BlockHash, ns: NamespaceId, tokens: &[u32], data: &[u8]) {
-        if let Some(r) = self.stack.residency.get() {
-            r.record(*hash, EventTier::Hot, false);
-        }
-        let Some(salt) = self.stack.salt_of(ns) else {
-            return;
-        };
-        let identity = BlockIdentity {
-            model: self.model,
-            layout: self.layout,
-            salt,
-            hash: *hash,
-        };
-        match &self.queue {
-            Some(q) => q.send(
-                &self.stack,
-                Handoff {
-                    identity,
-                    tokens: tokens.to_vec(),
-                    data: data.to_vec(),
-                },
-            ),
-            None => self.stack.demote(identity, tokens, data),
-        }
+        self.0.evicted(ns, *hash, tokens.to_vec(), data.to_vec());
     }
 
     fn keeps(&self) -> Option<LostTier> {
-        if self.stack.cold.is_some() {
-            Some(LostTier::Cold)
-        } else if self.stack.disk.is_some() {
-            Some(LostTier::Disk)
-        } else {
-            self.stack.remote.as_ref().map(|_| LostTier::Remote)
-        }
+        self.0.stack.keeps()
     }
 }
 

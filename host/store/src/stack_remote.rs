@@ -96,7 +96,7 @@ pub(crate) struct RemoteLink {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(m)
 }
 
 impl RemoteLink {

@@ -3,13 +3,14 @@
 
 use std::path::PathBuf;
 
-use memoria_kv::{KvElem, KvLayout};
+use memoria_kv::{KvElem, KvLayout, NamespaceSalt};
 use redb::ReadableDatabase;
 
 use super::*;
 use crate::disk::DiskOptions;
 use crate::disk::tables::BLOCKS;
 use crate::options::Lossy;
+use crate::remote::events::Tier as EventTier;
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("memoria-store-{name}-{}", std::process::id()));

@@ -15,11 +15,17 @@ use super::{model, temp_store};
 use crate::shared::{open_salted, register};
 
 fn start(dir: &Path) -> (EngineHandle, Arc<TierStack>) {
+    start_with(dir, EngineConfig::default().kv_budget_bytes)
+}
+
+/// [`start`] with a K/V pool of `kv_budget_bytes`.
+fn start_with(dir: &Path, kv_budget_bytes: usize) -> (EngineHandle, Arc<TierStack>) {
     let m = Model::load(model()).expect("model");
     let t = Tokenizer::from_gguf(m.gguf()).expect("tokenizer");
     let stack = Arc::new(TierStack::open(dir, StoreOptions::default()).expect("store"));
     let cfg = EngineConfig {
         store: Some(stack.clone()),
+        kv_budget_bytes,
         ..EngineConfig::default()
     };
     (
@@ -171,9 +177,10 @@ fn saving_needs_a_store_and_preload_pins_configured_prefixes() {
     e.shutdown();
 }
 
-/// Tier reads are staged off the engine thread: a prompt whose blocks come back from redb
-/// after a restart and a restored session run without a redb transaction or a stored block's
-/// checksum inside a step, and give the same logits as computing afresh.
+/// The store's work stays off the engine thread: a prompt whose blocks come back from redb after
+/// a restart, prompts that overflow a small pool (evictions demoted to cold RAM and disk), sealed
+/// blocks written through, a save and a restore all run without a redb transaction, a stored
+/// block's checksum or a store lock inside a step, and give the same logits as computing afresh.
 #[test]
 fn no_step_runs_a_redb_transaction_or_verifies_a_stored_block() {
     use std::sync::atomic::Ordering::Relaxed;
@@ -192,8 +199,9 @@ fn no_step_runs_a_redb_transaction_or_verifies_a_stored_block() {
         e.shutdown();
         l
     };
-    // After a restart: every full block but the last comes from redb, through staging.
-    let (e, stack) = start(&dir);
+    // After a restart, in a pool of a few blocks: the prompt's blocks come from redb through
+    // staging; other prompts then push them out (evictions handed to the store).
+    let (e, stack) = start_with(&dir, 256 << 10);
     let (s, l) = rt.block_on(compute(&e, ns, label, &tokens));
     assert_eq!(bits(&l), bits(&want));
     assert_eq!(
@@ -203,15 +211,27 @@ fn no_step_runs_a_redb_transaction_or_verifies_a_stored_block() {
     );
     rt.block_on(async {
         e.close(ns, s).await.expect("close");
+        for k in 1..6u32 {
+            let other: Vec<u32> = prompt(90).iter().map(|t| 1 + (t + 97 * k) % 500).collect();
+            let (s, _) = compute(&e, ns, label, &other).await;
+            e.close(ns, s).await.expect("close");
+        }
+        let (s, l) = compute(&e, ns, label, &tokens).await;
+        assert_eq!(bits(&l), bits(&want), "after evictions");
+        e.close(ns, s).await.expect("close");
         let r = e.restore(ns, "kept").await.expect("restore");
         assert_eq!(bits(&e.prefill(ns, r).await.expect("prefill")), bits(&want));
     });
+    assert!(
+        e.pool_stats().snapshot().total.evictions() > 0,
+        "the small pool evicted"
+    );
     let steps = e.stats().steps.load(Relaxed);
     assert!(steps > 0);
     assert_eq!(
         e.stats().store_work_in_step.load(Relaxed),
         0,
-        "a step read a tier itself ({steps} steps)"
+        "a step did the store's work itself ({steps} steps)"
     );
     e.shutdown();
     let _ = std::fs::remove_dir_all(&dir);

@@ -33,8 +33,7 @@ pub(crate) use public::Publics;
 pub(crate) use staging::Stage;
 
 use memoria_kv::{
-    BlockHash, BlockPool, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
-    RootShape,
+    BlockHash, BlockPool, ModelFingerprint, NamespaceId, NamespaceTable, Namespaces, RootShape,
 };
 use memoria_model::llama::{Model, Scratch};
 use memoria_model::tokenizer::Tokenizer;
@@ -335,13 +334,6 @@ impl Engine {
     /// This engine's model and block shape, which chain roots are computed for.
     pub(crate) fn root_shape(&self) -> RootShape {
         RootShape::new(self.fingerprint, self.pool.layout())
-    }
-
-    /// The salt of namespace `ns`, from the registry (the only place it is kept).
-    pub(crate) fn salt(&self, ns: NamespaceId) -> Result<NamespaceSalt, EngineError> {
-        self.namespaces
-            .salt(ns)
-            .ok_or_else(|| EngineError::Internal(format!("namespace {ns} is not registered")))
     }
 
     /// A session id never used before (ids are not reused, even across restarts).

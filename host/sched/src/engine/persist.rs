@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use memoria_kv::staging::{StageRequest, Staged, Stager, WantedBlock};
 use memoria_kv::{
-    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, Namespaces,
-    PoolError, RootShape, SeqId,
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PoolError,
+    RootShape, SeqId,
 };
-use memoria_store::{BlockIdentity, SessionRecord, TierStack};
+use memoria_store::{BlockBytes, Intake, SessionRecord, TierStack};
 
 use super::staging::StageThread;
 use super::{Engine, Reply};
@@ -37,6 +37,8 @@ pub(crate) struct Persist {
     sessions: HashMap<SessionId, (NamespaceId, usize)>,
     /// Reads the tiers for fresh sessions, off the engine thread.
     stage: Option<StageThread>,
+    /// Takes sealed and evicted blocks and saves to the store, off the engine thread.
+    intake: Option<Arc<Intake>>,
 }
 
 impl Persist {
@@ -46,9 +48,10 @@ impl Persist {
         layout: KvLayout,
         namespaces: Arc<Namespaces>,
     ) -> Self {
+        let intake = stack.as_ref().map(|s| s.intake(model, layout));
         let stage = stack
             .as_ref()
-            .and_then(|s| StageThread::start(s.clone() as Arc<dyn Stager>));
+            .and_then(|s| StageThread::start(s.clone() as Arc<dyn Stager>, intake.clone()));
         Persist {
             stack,
             model,
@@ -56,6 +59,7 @@ impl Persist {
             namespaces,
             sessions: HashMap::new(),
             stage,
+            intake,
         }
     }
 
@@ -99,7 +103,10 @@ impl Persist {
 
     /// Hands `req` to the staging thread for session `id`; false when it is gone.
     pub fn send_stage(&mut self, id: SessionId, req: StageRequest) -> bool {
-        self.stage.as_mut().is_some_and(|t| t.send(id, req))
+        // The staging read waits for every block handed over before now (an eviction this
+        // step made is found in the tiers, not missed).
+        let point = self.intake.as_ref().map_or(0, |i| i.sent());
+        self.stage.as_mut().is_some_and(|t| t.send(id, req, point))
     }
 
     /// Staging requests not answered yet.
@@ -117,10 +124,10 @@ impl Persist {
         }
     }
 
-    /// Installs the stack as the pool's eviction sink.
+    /// Installs the hand-off as the pool's eviction sink.
     pub fn install(&self, pool: &mut BlockPool) {
-        if let Some(s) = &self.stack {
-            pool.set_sink(s.sink(self.model, self.layout));
+        if let Some(i) = &self.intake {
+            pool.set_sink(i.sink());
         }
     }
 
@@ -175,7 +182,7 @@ impl Persist {
     /// remote server: this host holds them, so the server gets them back (after a restart or a
     /// flush no host would otherwise write a block every host already holds).
     fn rewrite_lost(&self, pool: &BlockPool, seq: SeqId, n: usize) {
-        let Some(stack) = &self.stack else { return };
+        let Some(intake) = &self.intake else { return };
         let (Ok(ns), Ok(table), Ok(tokens)) = (
             pool.seq_namespace(seq),
             pool.block_table(seq),
@@ -184,34 +191,26 @@ impl Persist {
             return;
         };
         let n_public = pool.seq_public_blocks(seq).unwrap_or(0);
-        let registry = self.namespaces.snapshot();
-        let Some(salt) = registry.salt(ns) else {
-            return;
-        };
-        let common = registry.common_salt();
         let b = self.layout.block_tokens;
         for (i, block) in table.iter().enumerate().take(n.min(tokens.len() / b)) {
             let Some(hash) = pool.block_info(*block).and_then(|info| info.hash) else {
                 continue;
             };
-            let identity = BlockIdentity {
-                model: self.model,
-                layout: self.layout,
-                salt: salt_of_block(i, n_public, salt, common),
+            let bytes = BlockBytes {
                 hash,
+                tokens: tokens[i * b..(i + 1) * b].to_vec(),
+                data: pool.block_data(*block).to_vec(),
             };
-            stack.remote_rewrite(
-                identity,
-                &tokens[i * b..(i + 1) * b],
-                pool.block_data(*block),
-            );
+            intake.rewrite(ns, i < n_public, bytes);
         }
     }
 
     /// Queues the session's newly sealed blocks for disk and the remote tier (never blocks;
     /// `force` ignores the disk queue's bound).
     pub fn write_through(&mut self, pool: &BlockPool, id: SessionId, seq: SeqId, force: bool) {
-        let Some(stack) = &self.stack else { return };
+        let (Some(stack), Some(intake)) = (&self.stack, &self.intake) else {
+            return;
+        };
         if stack.disk().is_none() && stack.remote().is_none() {
             return;
         }
@@ -222,11 +221,6 @@ impl Persist {
             return;
         };
         let n_public = pool.seq_public_blocks(seq).unwrap_or(0);
-        let registry = self.namespaces.snapshot();
-        let Some(salt) = registry.salt(entry.0) else {
-            return;
-        };
-        let common = registry.common_salt();
         let b = self.layout.block_tokens;
         let full = tokens.len() / b;
         let from = if force { 0 } else { entry.1.min(full) };
@@ -234,34 +228,14 @@ impl Persist {
             let Some(hash) = pool.block_info(*block).and_then(|info| info.hash) else {
                 continue;
             };
-            let identity = BlockIdentity {
-                model: self.model,
-                layout: self.layout,
-                salt: salt_of_block(i, n_public, salt, common),
+            let bytes = BlockBytes {
                 hash,
+                tokens: tokens[i * b..(i + 1) * b].to_vec(),
+                data: pool.block_data(*block).to_vec(),
             };
-            stack.persist(
-                identity,
-                &tokens[i * b..(i + 1) * b],
-                pool.block_data(*block),
-                force,
-            );
+            intake.sealed(entry.0, i < n_public, force, bytes);
         }
         entry.1 = full;
-    }
-}
-
-/// The salt block `i` of a context is stored under: the common salt for its leading
-/// `n_public` (public) blocks, the namespace's `salt` otherwise.
-fn salt_of_block(
-    i: usize,
-    n_public: usize,
-    salt: NamespaceSalt,
-    common: Option<NamespaceSalt>,
-) -> NamespaceSalt {
-    match common {
-        Some(common) if i < n_public => common,
-        _ => salt,
     }
 }
 
@@ -295,7 +269,7 @@ impl Engine {
     ) {
         let r = (|| {
             check_name(&name)?;
-            let stack = self.store_for_saves()?;
+            self.store_for_saves()?;
             let s = self
                 .sessions
                 .get(&id)
@@ -312,29 +286,24 @@ impl Engine {
                     "the session's context is empty".into(),
                 ));
             }
-            let salt = self.salt(ns)?;
             self.persist.write_through(&self.pool, id, seq, true);
-            let b = self.pool.layout().block_tokens;
-            let record = SessionRecord {
-                model: self.fingerprint,
-                elem: self.pool.layout().elem,
-                block_tokens: b,
-                salt,
-                hashes: self.pool.chain_hashes(ns, root, &tokens).0,
-                tokens,
-            };
-            Ok((stack, record))
+            let hashes = self.pool.chain_hashes(ns, root, &tokens).0;
+            Ok((hashes, tokens))
         })();
-        match r {
-            Ok((stack, record)) => stack.save_session(
+        match (r, &self.persist.intake) {
+            (Ok((hashes, tokens)), Some(intake)) => intake.save(
                 ns,
-                &name,
-                &record,
+                name,
+                hashes,
+                tokens,
                 Box::new(move |r| {
                     let _ = reply.send(r.map_err(EngineError::Store));
                 }),
             ),
-            Err(e) => {
+            (Ok(_), None) => {
+                let _ = reply.send(Err(EngineError::Internal("no store hand-off".into())));
+            }
+            (Err(e), _) => {
                 let _ = reply.send(Err(e));
             }
         }
@@ -351,13 +320,10 @@ impl Engine {
         fetched: Result<Option<SessionRecord>, memoria_store::StoreError>,
     ) -> Result<SessionId, EngineError> {
         check_name(name)?;
-        let salt = self.salt(ns)?;
+        self.root(ns)?;
         self.store_for_saves()?;
         let missing = || EngineError::NoSavedSession(name.to_string());
         let rec = fetched.map_err(EngineError::Store)?.ok_or_else(missing)?;
-        if rec.salt != salt {
-            return Err(missing());
-        }
         let layout = *self.pool.layout();
         if rec.model != self.fingerprint
             || rec.elem != layout.elem

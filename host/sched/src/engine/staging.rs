@@ -9,6 +9,7 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 
 use memoria_kv::staging::{StageRequest, Staged, Stager};
+use memoria_store::Intake;
 
 use crate::session::SessionId;
 
@@ -25,7 +26,7 @@ pub(crate) enum Stage {
 }
 
 pub(crate) struct StageThread {
-    tx: Option<Sender<(SessionId, StageRequest)>>,
+    tx: Option<Sender<(SessionId, StageRequest, u64)>>,
     rx: Receiver<(SessionId, Staged)>,
     thread: Option<JoinHandle<()>>,
     /// Requests sent and not yet answered.
@@ -34,13 +35,18 @@ pub(crate) struct StageThread {
 
 impl StageThread {
     /// Starts the thread; `None` when it cannot be started (reads then happen in the match).
-    pub fn start(stager: Arc<dyn Stager>) -> Option<StageThread> {
-        let (tx, jobs) = channel::<(SessionId, StageRequest)>();
+    /// Before each read it waits until `intake` has handled every job sent before the request
+    /// (so a block evicted just before is found in the tiers).
+    pub fn start(stager: Arc<dyn Stager>, intake: Option<Arc<Intake>>) -> Option<StageThread> {
+        let (tx, jobs) = channel::<(SessionId, StageRequest, u64)>();
         let (done, rx) = channel();
         let thread = std::thread::Builder::new()
             .name("memoria-stage".into())
             .spawn(move || {
-                for (id, req) in jobs {
+                for (id, req, point) in jobs {
+                    if let Some(i) = &intake {
+                        i.wait_handled(point);
+                    }
                     let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         stager.stage(&req)
                     }))
@@ -59,12 +65,13 @@ impl StageThread {
         })
     }
 
-    /// Sends a request; false when the thread is gone (the caller then reads in the match).
-    pub fn send(&mut self, id: SessionId, req: StageRequest) -> bool {
+    /// Sends a request to read after the intake's job `point`; false when the thread is gone
+    /// (the session then matches hot blocks only).
+    pub fn send(&mut self, id: SessionId, req: StageRequest, point: u64) -> bool {
         let sent = self
             .tx
             .as_ref()
-            .is_some_and(|tx| tx.send((id, req)).is_ok());
+            .is_some_and(|tx| tx.send((id, req, point)).is_ok());
         self.out += usize::from(sent);
         sent
     }

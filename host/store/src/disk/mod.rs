@@ -278,11 +278,11 @@ impl RedbTier {
     }
 
     fn index(&self) -> MutexGuard<'_, DiskIndex> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.index)
     }
 
     fn send(&self, m: Msg) -> Result<(), StoreError> {
-        let g = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let g = crate::sync::lock(&self.tx);
         let tx = g.as_ref().ok_or(StoreError::WriterGone)?;
         tx.send(m).map_err(|_| StoreError::WriterGone)
     }

@@ -57,7 +57,7 @@ impl RedbTier {
     }
 
     pub(super) fn send_or_return(&self, m: Msg) -> Result<(), Box<Msg>> {
-        let g = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let g = crate::sync::lock(&self.tx);
         match g.as_ref() {
             Some(tx) => tx.send(m).map_err(|e| Box::new(e.0)),
             None => Err(Box::new(m)),

@@ -50,6 +50,9 @@ pub struct RemoteTier {
     jobs: mpsc::UnboundedSender<Job>,
     writes: mpsc::UnboundedSender<Write>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Hand-offs that feed this tier's writes (engines' intakes): [`RemoteTier::flush`] waits
+    /// for what they were given first.
+    upstream: Mutex<Vec<std::sync::Weak<crate::Intake>>>,
 }
 
 impl std::fmt::Debug for RemoteTier {
@@ -80,6 +83,7 @@ impl RemoteTier {
             jobs,
             writes,
             thread: Mutex::new(Some(thread)),
+            upstream: Mutex::new(Vec::new()),
         }))
     }
 
@@ -276,13 +280,28 @@ impl RemoteTier {
         true
     }
 
-    /// Waits (at most `timeout`) until every write queued before this call was sent and
-    /// answered (or dropped); returns whether that happened in time.
+    /// Waits (at most `timeout`) until every write queued before this call, or handed to an
+    /// engine's intake before it, was sent and answered (or dropped); returns whether that
+    /// happened in time.
     pub fn flush(&self, timeout: Duration) -> bool {
+        let upstream: Vec<_> = crate::sync::lock(&self.upstream)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for i in upstream {
+            i.wait_handled(i.sent());
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         let sent = self.writes.send(Write::Barrier(tx)).is_ok();
         self.shared.write_wake.notify_one();
         sent && rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Makes [`RemoteTier::flush`] wait for `intake`'s jobs first.
+    pub(crate) fn feed_from(&self, intake: &Arc<crate::Intake>) {
+        let mut g = crate::sync::lock(&self.upstream);
+        g.retain(|w| w.strong_count() > 0);
+        g.push(Arc::downgrade(intake));
     }
 
     /// Whether the server acknowledged this host's write of the block or served it to this

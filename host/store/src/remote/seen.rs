@@ -51,7 +51,7 @@ impl Seen {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.inner)
     }
 
     pub fn is_known(&self, h: &BlockHash) -> bool {

@@ -97,7 +97,7 @@ impl Shared {
     }
 
     fn breaker(&self) -> MutexGuard<'_, Breaker> {
-        self.breaker.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.breaker)
     }
 
     pub fn breaker_state(&self) -> BreakerState {
