@@ -273,7 +273,7 @@ impl From<memoria_sched::EngineError> for ApiError {
                 s.to_string(),
             )
             .with_code("insufficient_storage"),
-            E::Store(s @ memoria_store::StoreError::RemoteUnavailable) => {
+            E::Store(s) if s.is_unavailable() => {
                 ApiError::unavailable(s.to_string()).with_code("remote_unavailable")
             }
             E::Store(s) => ApiError::internal(s.to_string()),

@@ -132,6 +132,7 @@ impl BlockHash {
 
     /// `h_i` from `h_{i-1}` and block `i`'s tokens.
     pub fn chain(prev: &BlockHash, tokens: &[u32]) -> Self {
+        CHAINED.with(|c| c.set(c.get().wrapping_add(1)));
         let mut h = blake3::Hasher::new();
         h.update(BLOCK_DOMAIN);
         h.update(&prev.0);
@@ -167,6 +168,16 @@ impl fmt::Display for BlockHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_hex())
     }
+}
+
+thread_local! {
+    static CHAINED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Block chain hashes ([`BlockHash::chain`]) computed on this thread so far: the engine
+/// reports its own thread's count, so a test can pin how often a prompt is hashed.
+pub fn chain_hashes_here() -> u64 {
+    CHAINED.with(std::cell::Cell::get)
 }
 
 #[cfg(test)]

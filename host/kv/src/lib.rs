@@ -24,7 +24,9 @@
 //!   an O(log n) indexed heap per namespace instead of O(1) list moves, paid only on the
 //!   cached/used transitions. Per-namespace caps evict the namespace's own cached blocks first.
 //! - **Tiers.** Evicted sealed blocks go to a [`TierSink`] before their memory is reused; a
-//!   [`TierSource`] can fill prefix misses, in prefix order.
+//!   [`TierSource`] can fill prefix misses, in prefix order. What an engine needs from the
+//!   tiers as a whole (staging reads, the write hand-off, named saves, remote prefetches) is
+//!   the [`backing`] interface, which the store implements.
 //! - **Stats.** [`PoolStats`] atomics, readable from any thread without touching the pool.
 //!   Every prompt block miss is counted under one reason (see `misses`: a bounded ghost table
 //!   of evicted hashes and a salt-free content index tell `evicted`, `expired` and `isolated`
@@ -32,6 +34,7 @@
 
 pub mod advisor;
 pub mod background;
+pub mod backing;
 pub mod draft;
 pub mod hash;
 pub mod registry;

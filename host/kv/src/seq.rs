@@ -29,6 +29,16 @@ pub(crate) struct Sequence {
     pub public: Option<Arc<PublicChain>>,
     /// Leading blocks of `hashes` that are public (`<= hashes.len()`).
     pub n_public: usize,
+    /// The chain hashes of the context's whole blocks as its prompt was matched (hashed once
+    /// there): a block sealed later at one of these indices takes its hash from here instead
+    /// of hashing its tokens again. Cleared whenever tokens are cut (the prompt no longer
+    /// holds) and never copied to a fork.
+    pub planned: Vec<BlockHash>,
+    /// Leading blocks of `planned` that are public.
+    pub planned_public: usize,
+    /// The tokens `planned` was hashed from: a plan is used for a block only when the block
+    /// holds these tokens and continues the planned chain.
+    pub planned_tokens: Vec<u32>,
 }
 
 impl Sequence {
@@ -48,6 +58,9 @@ impl Sequence {
             hashes: Vec::new(),
             public,
             n_public: 0,
+            planned: Vec::new(),
+            planned_public: 0,
+            planned_tokens: Vec::new(),
         }
     }
 
@@ -67,7 +80,38 @@ impl Sequence {
     /// whether it is public: it continues the public run and is a declared public block.
     pub fn block_hash(&self, i: usize, chunk: &[u32]) -> (BlockHash, bool) {
         let prev = i.checked_sub(1).map(|j| self.hashes[j]);
+        if let Some(h) = self.planned_hash(i, prev, chunk) {
+            return (h, i < self.planned_public);
+        }
         self.chain_hash(i, prev, self.n_public, chunk)
+    }
+
+    /// Block `i`'s planned hash, when the block holds the planned tokens and its parent `prev`
+    /// is the planned one (so the plan is exactly what hashing would give).
+    fn planned_hash(&self, i: usize, prev: Option<BlockHash>, chunk: &[u32]) -> Option<BlockHash> {
+        let &h = self.planned.get(i)?;
+        let b = chunk.len();
+        let same_tokens = self.planned_tokens.get(i * b..(i + 1) * b) == Some(chunk);
+        let same_parent = prev == i.checked_sub(1).map(|j| self.planned[j]);
+        (same_tokens && same_parent).then_some(h)
+    }
+
+    /// Plans the context's chain: `hashes` (the first `n_public` public) of the whole blocks of
+    /// `tokens`.
+    pub fn plan(&mut self, hashes: &[BlockHash], n_public: usize, tokens: &[u32], b: usize) {
+        let n = hashes.len().min(tokens.len() / b.max(1));
+        self.planned.clear();
+        self.planned.extend_from_slice(&hashes[..n]);
+        self.planned_public = n_public.min(n);
+        self.planned_tokens.clear();
+        self.planned_tokens.extend_from_slice(&tokens[..n * b]);
+    }
+
+    /// Forgets the planned chain (the context's tokens changed).
+    pub fn clear_planned(&mut self) {
+        self.planned.clear();
+        self.planned_public = 0;
+        self.planned_tokens.clear();
     }
 
     /// [`Sequence::block_hash`] for a block past the recorded ones: `prev` is block `i - 1`'s
@@ -95,5 +139,6 @@ impl Sequence {
     pub fn truncate_hashes(&mut self, n: usize) {
         self.hashes.truncate(n);
         self.n_public = self.n_public.min(n);
+        self.clear_planned();
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memoria_kv::KvElem;
-use memoria_store::TierStack;
+use memoria_kv::backing::Backing;
 
 /// How the engine sizes its pool and batches.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,7 +26,7 @@ pub struct EngineConfig {
     /// Tiers below the hot pool (cold RAM, redb): evicted blocks are demoted to them, prefix
     /// misses promote from them, sealed blocks are written through to disk, and sessions can
     /// be saved and restored. `None`: evicted blocks are dropped.
-    pub store: Option<Arc<TierStack>>,
+    pub store: Option<Arc<dyn Backing>>,
     /// The hit rate the cache-sizing advisor sizes for (`[cache] target_hit_rate`, 0 < x < 1).
     pub target_hit_rate: f64,
     /// How many of the most reused prefixes the pool keeps pinned (`[cache] auto_pin`, 0: off).

@@ -306,6 +306,25 @@ impl EngineHandle {
         .await
     }
 
+    /// Computes a new session's appended tokens with logits after each one (nothing taken from
+    /// the cache), as [`Self::score`] does, and returns the raw logits rows after positions
+    /// `from..` (the model's whole vocabulary each, position after position): teacher forcing
+    /// through the engine's own batched pass.
+    pub async fn score_rows(
+        &self,
+        ns: NamespaceId,
+        session: SessionId,
+        from: usize,
+    ) -> Result<Vec<f32>, EngineError> {
+        self.call("score_rows", |reply| Command::ScoreRows {
+            ns,
+            session,
+            from,
+            reply,
+        })
+        .await
+    }
+
     /// A new session sharing every block of `session` (nothing copied).
     pub async fn fork(
         &self,

@@ -64,5 +64,5 @@ pub enum EngineError {
     /// The persistent store refused or failed (a full disk or saves budget, an I/O error, a
     /// damaged file): the engine itself is fine.
     #[error("{0}")]
-    Store(memoria_store::StoreError),
+    Store(memoria_kv::backing::BackingError),
 }

@@ -1,23 +1,22 @@
 //! Remote-tier reads on the callers' side of the engine: before a fresh session's first
 //! tokens (or a warm) reach the engine thread, the caller's task awaits one batched lookup of
-//! the prompt's chain in the remote tier (`TierStack::prefetch_remote`), which stages verified
-//! blocks that the engine's prefix match then copies in. So the engine thread never waits on
-//! the network, and other sessions keep decoding meanwhile. A namespace with public prefixes
+//! the prompt's chain in the remote tier (`Backing::prefetch`), which stages verified blocks
+//! that the engine's prefix match then copies in. So the engine thread never waits on the
+//! network, and other sessions keep decoding meanwhile. A namespace with public prefixes
 //! (compiled here once, `set_public`, and shared with the engine's pool) has its chain hashed
-//! as the pool hashes it, so the leading public blocks are found under the common salt. Salts are looked up
-//! by namespace id in the registry at each prefetch, never kept here. A prefetch waits no
-//! longer than the engine's recent cost of computing the blocks it looks up (see
-//! `TierStack::prefetch_remote`). Invariant: only
-//! sessions opened through this handle and not yet given tokens are prefetched (their context
-//! starts at the chain's root); with no remote tier every method is a no-op.
+//! as the pool hashes it, so the leading public blocks are found under the common salt; the
+//! store looks salts up by namespace id, none is handled here. A prefetch waits no longer than
+//! the engine's recent cost of computing the blocks it looks up. Invariant: only sessions
+//! opened through this handle and not yet given tokens are prefetched (their context starts at
+//! the chain's root); with no remote tier every method is a no-op.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use memoria_kv::backing::{Backing, BackingError, SavedSession};
 use memoria_kv::{
     BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape,
 };
-use memoria_store::{SessionRecord, TierStack};
 
 use crate::EngineError;
 use crate::engine::Publics;
@@ -29,10 +28,10 @@ use crate::stats::EngineStats;
 const MAX_FRESH: usize = 4096;
 
 pub(crate) struct RemoteReads {
-    stack: Option<Arc<TierStack>>,
+    stack: Option<Arc<dyn Backing>>,
     /// The store, when it keeps saves on disk (read here, never on the engine thread). Weak:
     /// a stopped engine lets go of its store (its file lock) whoever still holds the handle.
-    saves: Option<Weak<TierStack>>,
+    saves: Option<Weak<dyn Backing>>,
     model: ModelFingerprint,
     layout: KvLayout,
     namespaces: Arc<Namespaces>,
@@ -45,7 +44,7 @@ pub(crate) struct RemoteReads {
 
 impl RemoteReads {
     pub fn new(
-        stack: Option<Arc<TierStack>>,
+        stack: Option<Arc<dyn Backing>>,
         model: ModelFingerprint,
         layout: KvLayout,
         namespaces: Arc<Namespaces>,
@@ -53,11 +52,8 @@ impl RemoteReads {
         publics: Arc<Publics>,
     ) -> Self {
         RemoteReads {
-            saves: stack
-                .as_ref()
-                .filter(|s| s.disk().is_some())
-                .map(Arc::downgrade),
-            stack: stack.filter(|s| s.remote().is_some()),
+            saves: stack.as_ref().filter(|s| s.has_disk()).map(Arc::downgrade),
+            stack: stack.filter(|s| s.has_remote()),
             namespaces,
             stats,
             model,
@@ -121,7 +117,7 @@ impl RemoteReads {
         &self,
         ns: NamespaceId,
         name: &str,
-    ) -> Result<Option<SessionRecord>, memoria_store::StoreError> {
+    ) -> Result<Option<SavedSession>, BackingError> {
         let Some(stack) = self.saves.as_ref().and_then(Weak::upgrade) else {
             return Ok(None);
         };
@@ -129,12 +125,9 @@ impl RemoteReads {
             return Ok(None);
         }
         let name = name.to_string();
-        let rec = tokio::task::spawn_blocking(move || stack.load_session(ns, &name))
+        tokio::task::spawn_blocking(move || stack.load_saved(ns, &name))
             .await
-            .unwrap_or(Ok(None))?;
-        // A save made under another salt (the namespace was re-keyed) is not this one's.
-        let salt = self.namespaces.salt(ns);
-        Ok(rec.filter(|r| Some(r.salt) == salt))
+            .unwrap_or(Ok(None))
     }
 
     /// The session saved as `name` in the remote tier by namespace `ns` (see
@@ -143,13 +136,13 @@ impl RemoteReads {
         &self,
         ns: NamespaceId,
         name: &str,
-    ) -> Result<Option<SessionRecord>, EngineError> {
-        match (&self.stack, self.namespaces.salt(ns)) {
-            (Some(s), Some(salt)) => s
-                .load_session_remote(&salt, name)
+    ) -> Result<Option<SavedSession>, EngineError> {
+        match &self.stack {
+            Some(s) => s
+                .load_saved_remote(ns, name)
                 .await
                 .map_err(EngineError::Store),
-            _ => Ok(None),
+            None => Ok(None),
         }
     }
 
@@ -160,16 +153,17 @@ impl RemoteReads {
 
     /// Prefetches a context of namespace `ns` that starts at the chain's root.
     pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) {
-        let table = self.namespaces.snapshot();
-        if let (Some(s), Some(salt)) = (&self.stack, table.salt(ns)) {
+        if let Some(s) = &self.stack {
             let public = self.public_of(ns);
-            let public = public
-                .as_ref()
-                .zip(table.common_salt())
-                .map(|(chain, common)| (chain.as_ref(), common));
             let cost = self.stats.prompt_token_cost();
-            s.prefetch_remote(self.model, self.layout, salt, public, tokens, cost)
-                .await;
+            s.prefetch(
+                (self.model, self.layout),
+                ns,
+                public.as_deref(),
+                tokens,
+                cost,
+            )
+            .await;
         }
     }
 

@@ -128,12 +128,56 @@ pub(crate) enum Job {
     Score(Box<Scoring>),
 }
 
-/// Prompt log-probs in progress: those of the tokens computed so far and where they go.
-pub(crate) struct Scoring {
-    /// Alternatives per token.
-    pub top: usize,
-    pub out: Vec<crate::sampling::TokenLogprobs>,
-    pub reply: crate::engine::Reply<Vec<crate::sampling::TokenLogprobs>>,
+/// A scoring job in progress: what the tokens computed so far gave and where it goes.
+pub(crate) enum Scoring {
+    /// The log-probs of each token after the first, with `top` alternatives each.
+    Logprobs {
+        top: usize,
+        out: Vec<crate::sampling::TokenLogprobs>,
+        reply: crate::engine::Reply<Vec<crate::sampling::TokenLogprobs>>,
+    },
+    /// The raw logits row (the model's whole vocabulary) after each position from `from` on;
+    /// `done` positions are computed so far.
+    Rows {
+        from: usize,
+        done: usize,
+        rows: Vec<f32>,
+        reply: crate::engine::Reply<Vec<f32>>,
+    },
+}
+
+impl Scoring {
+    /// Answers the caller with `err`.
+    pub fn fail(self, err: crate::EngineError) {
+        match self {
+            Scoring::Logprobs { reply, .. } => {
+                let _ = reply.send(Err(err));
+            }
+            Scoring::Rows { reply, .. } => {
+                let _ = reply.send(Err(err));
+            }
+        }
+    }
+
+    /// Answers the caller once every token is computed (`last`: the last one's logits).
+    pub fn finish(self, last: &[f32]) {
+        match self {
+            Scoring::Logprobs { out, reply, .. } => {
+                let _ = reply.send(Ok(out));
+            }
+            Scoring::Rows {
+                from,
+                done,
+                mut rows,
+                reply,
+            } => {
+                if done >= from {
+                    rows.extend_from_slice(last);
+                }
+                let _ = reply.send(Ok(rows));
+            }
+        }
+    }
 }
 
 /// An embedding in progress: the pooled rows so far and where the vector goes.
@@ -164,6 +208,8 @@ pub(crate) struct Session {
     pub cached_tokens: usize,
     /// Its first compute's blocks from the tiers, read off the engine thread.
     pub stage: crate::engine::Stage,
+    /// Its first compute's chain, hashed once for staging, matching and sealing.
+    pub chain: Option<Box<crate::engine::PromptChain>>,
 }
 
 impl Session {
@@ -181,6 +227,7 @@ impl Session {
             first_block: None,
             cached_tokens: 0,
             stage: crate::engine::Stage::Idle,
+            chain: None,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct EngineStats {
     pub store_work_in_step: AtomicU64,
     /// Commands the engine thread has taken (each a round trip or a send from a caller).
     pub commands: AtomicU64,
+    /// Block chain hashes the engine thread has computed: one per whole block of a prompt
+    /// (matched, staged and sealed under the same hash), a test pins it.
+    pub chain_hashes: AtomicU64,
 }
 
 /// Fewest tokens in a step that samples the prompt-token cost (smaller steps are dominated by
@@ -66,6 +69,7 @@ pub struct EngineStatsSnapshot {
     pub restarts: u64,
     pub commands: u64,
     pub store_work_in_step: u64,
+    pub chain_hashes: u64,
 }
 
 impl EngineStatsSnapshot {
@@ -138,6 +142,7 @@ impl EngineStats {
             restarts: self.restarts.load(Relaxed),
             commands: self.commands.load(Relaxed),
             store_work_in_step: self.store_work_in_step.load(Relaxed),
+            chain_hashes: self.chain_hashes.load(Relaxed),
         }
     }
 }

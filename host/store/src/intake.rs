@@ -13,6 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use memoria_kv::backing::BlockBytes;
 use memoria_kv::{BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, TierSink};
 
 use crate::codec::BlockIdentity;
@@ -27,13 +28,6 @@ const DEPTH: usize = 1024;
 
 /// Longest a reader waits for the jobs before its point (then it reads what is there).
 const WAIT_LIMIT: Duration = Duration::from_secs(2);
-
-/// One block's bytes as the pool holds them.
-pub struct BlockBytes {
-    pub hash: BlockHash,
-    pub tokens: Vec<u32>,
-    pub data: Vec<u8>,
-}
 
 /// What the engine hands over.
 enum Job {

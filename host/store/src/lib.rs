@@ -29,6 +29,7 @@
 //! Invariant across the crate: nothing read from a tier reaches the pool unverified, and every
 //! length read from stored bytes is checked before allocating.
 
+mod backing;
 pub mod codec;
 mod cold;
 mod demote_queue;
@@ -56,7 +57,7 @@ pub use cold::ColdTier;
 pub use disk::{Ack, DiskOptions, RedbTier};
 pub use error::{DAMAGED_ADVICE, StoreError};
 pub use hot::{HotEntry, HotError, HotRecord, MAX_HOT_ENTRIES, MAX_HOT_NAME, MAX_HOT_TOKENS};
-pub use intake::{BlockBytes, Intake};
+pub use intake::Intake;
 pub use options::{Lossy, StoreOptions};
 pub use remote::{Endpoint, RemoteOptions, RemoteSnapshot, RemoteTier, WriteMode};
 pub use residency::{Move, Residency};

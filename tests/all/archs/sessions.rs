@@ -57,7 +57,7 @@ fn start(model: &Arc<Model>, store: Option<Arc<TierStack>>) -> EngineHandle {
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     let cfg = EngineConfig {
         block_tokens: BLOCK,
-        store,
+        store: store.map(|s| s as _),
         ..EngineConfig::default()
     };
     EngineHandle::start(model.clone(), Arc::new(tok), cfg).expect("engine")

@@ -236,3 +236,50 @@ fn no_step_runs_a_redb_transaction_or_verifies_a_stored_block() {
     e.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A prompt is hashed once on the engine thread: the shared-prefix wait, staging, the prefix
+/// match and the sealing of its computed blocks share one chain, one hash per whole block,
+/// with a store and without, on a miss and on a hit.
+#[test]
+fn a_prompt_is_hashed_once_per_block() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = temp_store("hashed-once");
+    let (ns, label) = (NamespaceId(5), "tenant-hash");
+    // 8 whole blocks of 16, and 5 tokens more.
+    let tokens = prompt(8 * 16 + 5);
+    let rt = rt();
+    let m = Arc::new(Model::load(model()).expect("model"));
+    let t = Arc::new(Tokenizer::from_gguf(m.gguf()).expect("tokenizer"));
+    for with_store in [false, true] {
+        let cfg = EngineConfig {
+            store: with_store.then(|| {
+                Arc::new(TierStack::open(&dir, StoreOptions::default()).expect("store")) as _
+            }),
+            ..EngineConfig::default()
+        };
+        let e = EngineHandle::start(m.clone(), t.clone(), cfg).expect("engine");
+        let hashes = || e.stats().chain_hashes.load(Relaxed);
+        rt.block_on(async {
+            // Read after a later round trip: the engine sets the figure once its step is over.
+            let before = hashes();
+            let (s, miss) = compute(&e, ns, label, &tokens).await;
+            e.close(ns, s).await.expect("close");
+            assert_eq!(
+                hashes() - before,
+                8,
+                "a missed prompt (store: {with_store})"
+            );
+            let before = hashes();
+            let (s, hit) = compute(&e, ns, label, &tokens).await;
+            e.close(ns, s).await.expect("close");
+            assert_eq!(
+                hashes() - before,
+                8,
+                "a cached prompt (store: {with_store})"
+            );
+            assert_eq!(bits(&hit), bits(&miss));
+        });
+        e.shutdown();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -75,7 +76,8 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
     }
     // The context is the sequence, as llama.cpp's tools size it (LongRoPE's factors follow).
     loaded.model.set_context(ids.len());
-    let model = &loaded.model;
+    let model = Arc::new(loaded.model);
+    let tokenizer = Arc::new(loaded.tokenizer);
     let hp = model.hparams();
     if let Some((i, id)) = ids
         .iter()
@@ -99,12 +101,12 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
         seqs: &seqs,
         batch: a.batch,
         kv: a.cache_type,
-        wants: &|_| true,
+        from: 0,
     };
     let ids = &seqs[0];
     let mut top = Vec::with_capacity(ids.len());
     let mut next_lp = Vec::with_capacity(ids.len());
-    forced::decode(model, &f, |_, pos, row| {
+    forced::decode(model.clone(), tokenizer.clone(), &f, |_, pos, row| {
         top.push(softmax::top_k(row, a.top));
         next_lp.push(ids.get(pos + 1).and_then(|&n| softmax::logprob(row, n)));
         Ok(())
@@ -121,7 +123,7 @@ pub fn main(a: LogprobsArgs) -> anyhow::Result<()> {
     let piece = |id: u32| {
         format!(
             "{:?}",
-            String::from_utf8_lossy(&loaded.tokenizer.token_to_piece(id, true))
+            String::from_utf8_lossy(&tokenizer.token_to_piece(id, true))
         )
     };
     writeln!(

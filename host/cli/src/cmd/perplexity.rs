@@ -7,6 +7,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -94,7 +95,7 @@ pub fn main(a: PerplexityArgs) -> anyhow::Result<()> {
     let mut loaded = load_model(&a.model, a.json)?;
     // Each chunk is a sequence of `-c` tokens (LongRoPE's factors follow, as in llama.cpp).
     loaded.model.set_context(a.ctx);
-    let (model, tok) = (&loaded.model, &loaded.tokenizer);
+    let (model, tok) = (Arc::new(loaded.model), Arc::new(loaded.tokenizer));
     let n_ctx_train = model.hparams().n_ctx_train;
     if n_ctx_train > 0 && a.ctx > n_ctx_train {
         eprintln!(
@@ -145,11 +146,14 @@ pub fn main(a: PerplexityArgs) -> anyhow::Result<()> {
         seqs: &seqs,
         batch: a.batch,
         kv: a.cache_type,
-        wants: &|pos| pos >= first && pos <= last,
+        from: first,
     };
     let mut nll = Nll::default();
     let started = Instant::now();
-    forced::decode(model, &f, |seq, pos, row| {
+    forced::decode(model, tok, &f, |seq, pos, row| {
+        if pos > last {
+            return Ok(());
+        }
         let next = seqs[seq][pos + 1];
         let lp = softmax::logprob(row, next).context("logits row shorter than the vocabulary")?;
         nll.add(-lp);

@@ -136,7 +136,7 @@ pub fn main(a: RunArgs) -> anyhow::Result<()> {
     let cfg = EngineConfig {
         kv_elem: a.cache_type,
         max_context,
-        store: store.clone(),
+        store: store.clone().map(|s| s as _),
         ..EngineConfig::default()
     };
     let engine = EngineHandle::start(model, Arc::new(loaded.tokenizer), cfg)?;

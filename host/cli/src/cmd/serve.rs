@@ -180,7 +180,7 @@ pub fn main(a: ServeArgs) -> anyhow::Result<()> {
         max_context,
         max_sessions: cfg.max_sessions,
         idle_ttl: cfg.idle_ttl,
-        store: store.clone(),
+        store: store.clone().map(|s| s as _),
         target_hit_rate: cfg.target_hit_rate,
         auto_pin: cfg.auto_pin,
         embed_cache_entries: cfg.embed_cache_entries,

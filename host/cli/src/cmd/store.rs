@@ -386,7 +386,7 @@ fn stress(a: StressArgs) -> anyhow::Result<()> {
     let n_vocab = loaded.model.hparams().n_vocab;
     let store = open_store(Some(&a.store))?;
     let cfg = EngineConfig {
-        store,
+        store: store.map(|s| s as _),
         kv_budget_bytes: 1 << 20,
         ..EngineConfig::default()
     };

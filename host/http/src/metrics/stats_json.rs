@@ -110,6 +110,7 @@ pub fn stats_json(state: &AppState) -> Value {
             "cancelled": eng.cancelled,
             "commands": eng.commands,
             "store_work_in_step": eng.store_work_in_step,
+            "chain_hashes": eng.chain_hashes,
         },
         "admission": admission,
         "namespaces": namespaces,

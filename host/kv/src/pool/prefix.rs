@@ -39,7 +39,7 @@ impl BlockPool {
     /// `tokens.len() - 1` tokens in all. Returns the tokens now present; the caller computes
     /// `tokens[returned..]`.
     pub fn match_prefix(&mut self, seq: SeqId, tokens: &[u32]) -> Result<usize, PoolError> {
-        self.match_inner(seq, tokens, None)
+        self.match_inner(seq, tokens, None, None)
     }
 
     /// As [`BlockPool::match_prefix`], but a block missing from RAM is asked of `source` (in
@@ -50,15 +50,31 @@ impl BlockPool {
         tokens: &[u32],
         source: &mut dyn TierSource,
     ) -> Result<usize, PoolError> {
-        self.match_inner(seq, tokens, Some(source))
+        self.match_inner(seq, tokens, None, Some(source))
+    }
+
+    /// As [`BlockPool::match_prefix_from`] (`source` optional) for a prompt whose leading
+    /// whole blocks are already hashed: `chain` is [`BlockPool::chain_hashes`] of a prefix of
+    /// `tokens` in `seq`'s namespace and root, with its count of public blocks. Those blocks
+    /// are not hashed again, here or when they are sealed after their compute.
+    pub fn match_prefix_chained(
+        &mut self,
+        seq: SeqId,
+        tokens: &[u32],
+        chain: (&[BlockHash], usize),
+        source: Option<&mut dyn TierSource>,
+    ) -> Result<usize, PoolError> {
+        self.match_inner(seq, tokens, Some(chain), source)
     }
 
     fn match_inner(
         &mut self,
         seq: SeqId,
         tokens: &[u32],
+        chain: Option<(&[BlockHash], usize)>,
         mut source: Option<&mut dyn TierSource>,
     ) -> Result<usize, PoolError> {
+        let (chain, chain_public) = chain.unwrap_or((&[], 0));
         self.with_seq(seq, |pool, s| {
             if !s.table.is_empty() || !s.tokens.is_empty() {
                 return Err(PoolError::SeqNotEmpty {
@@ -77,7 +93,10 @@ impl BlockPool {
             let mut missed = false;
             let mut first_reason = None;
             for (i, chunk) in tokens.chunks_exact(b).take(max_blocks).enumerate() {
-                let (hash, public) = s.chain_hash(i, prev, n_public, chunk);
+                let (hash, public) = match chain.get(i) {
+                    Some(&h) => (h, i < chain_public),
+                    None => s.chain_hash(i, prev, n_public, chunk),
+                };
                 prev = Some(hash);
                 n_public += usize::from(public);
                 content = pool.content.key(content, chunk);
@@ -116,6 +135,8 @@ impl BlockPool {
                 tally.add(reason, tier, b as u64);
             }
             pool.stats.advisor().access_prompt(s.ns, &refs);
+            // The blocks left to compute seal under these hashes, not hashed again.
+            s.plan(&refs, n_public, tokens, b);
             pool.advisor_refs = refs;
             let hits = s.table.len();
             if let Some(&end) = s.hashes.last() {
@@ -123,9 +144,20 @@ impl BlockPool {
             }
             let full = hits * b;
             let limit = tokens.len().saturating_sub(1).saturating_sub(full);
-            let boundary = (hits == max_blocks && tokens.len() == full + b)
-                .then(|| pool.match_last_block(s, &tokens[full..], prev, n_public))
-                .flatten();
+            let boundary = if hits == max_blocks && tokens.len() == full + b {
+                let last = &tokens[full..];
+                let (hash, public) = match chain.get(max_blocks) {
+                    Some(&h) => (h, max_blocks < chain_public),
+                    None => s.chain_hash(max_blocks, prev, n_public, last),
+                };
+                // The last whole block is planned too: computing its last token seals it.
+                s.planned.push(hash);
+                s.planned_tokens.extend_from_slice(last);
+                s.planned_public += usize::from(public);
+                pool.match_last_block(s, last, hash)
+            } else {
+                None
+            };
             let tail = match boundary {
                 Some(k) => k,
                 None => pool.match_tail(s, &tokens[full..], limit),
@@ -157,17 +189,15 @@ impl BlockPool {
     }
 
     /// A prompt that ends on a block boundary, every earlier block matched: when its last whole
-    /// block (`last`, chained from `prev`) is cached, attaches it for all but its last token,
+    /// block (`last`, chain hash `hash`) is cached, attaches it for all but its last token,
     /// which is left to compute (the first write copies the rest into a private block, as for a
     /// retained tail). Returns the tokens reused; `None` when the block is not cached.
     fn match_last_block(
         &mut self,
         s: &mut Sequence,
         last: &[u32],
-        prev: Option<BlockHash>,
-        n_public: usize,
+        hash: BlockHash,
     ) -> Option<usize> {
-        let (hash, _) = s.chain_hash(s.table.len(), prev, n_public, last);
         let &id = self.index.get(&hash)?;
         self.incref(id);
         self.touch(id);

@@ -75,22 +75,6 @@ impl BlockPool {
         (s.hashes, s.n_public)
     }
 
-    /// The hash block 0 holding `chunk` gets in a sequence of `ns` rooted at `root` (no
-    /// allocation).
-    pub fn first_block_hash(&self, ns: NamespaceId, root: &BlockHash, chunk: &[u32]) -> BlockHash {
-        if let Some(p) = self
-            .ns_slots
-            .get(&ns)
-            .and_then(|&i| self.namespaces[i].public.as_ref())
-        {
-            let h = BlockHash::chain(p.root(), chunk);
-            if p.contains(&h) {
-                return h;
-            }
-        }
-        BlockHash::chain(root, chunk)
-    }
-
     /// Leading public blocks of `seq`.
     pub fn seq_public_blocks(&self, seq: SeqId) -> Result<usize, PoolError> {
         Ok(self.seq(seq)?.n_public)

@@ -209,7 +209,8 @@ impl BlockPool {
                 reserved: s.reserved,
             });
         }
-        let copy = s.clone();
+        let mut copy = s.clone();
+        copy.clear_planned();
         for id in &copy.table {
             self.incref(id.0);
         }

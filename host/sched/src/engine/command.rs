@@ -92,6 +92,12 @@ pub(crate) enum Command {
         top: usize,
         reply: Reply<Vec<crate::sampling::TokenLogprobs>>,
     },
+    ScoreRows {
+        ns: NamespaceId,
+        session: SessionId,
+        from: usize,
+        reply: Reply<Vec<f32>>,
+    },
     Fork {
         ns: NamespaceId,
         session: SessionId,
@@ -170,7 +176,10 @@ pub(crate) enum Command {
     Restore {
         ns: NamespaceId,
         name: String,
-        record: Result<Option<Box<memoria_store::SessionRecord>>, memoria_store::StoreError>,
+        record: Result<
+            Option<Box<memoria_kv::backing::SavedSession>>,
+            memoria_kv::backing::BackingError,
+        >,
         reply: Reply<SessionId>,
     },
     Shutdown,
@@ -186,6 +195,7 @@ impl Command {
             Command::Generate { .. } => "generate",
             Command::Prefill { .. } => "prefill",
             Command::Score { .. } => "score",
+            Command::ScoreRows { .. } => "score_rows",
             Command::Fork { .. } => "fork",
             Command::Truncate { .. } => "truncate",
             Command::Close { .. } => "close",
@@ -211,6 +221,7 @@ impl Command {
             | Command::Generate { session, .. }
             | Command::Prefill { session, .. }
             | Command::Score { session, .. }
+            | Command::ScoreRows { session, .. }
             | Command::Fork { session, .. }
             | Command::Truncate { session, .. }
             | Command::Close { session, .. }
@@ -248,7 +259,9 @@ impl Command {
             Command::Restore { reply, .. } => reply.send(Err(err)),
             Command::Append { reply, .. } => reply.send(Err(err)),
             Command::Generate { events, .. } => events.send(Event::Error(err.to_string())).is_ok(),
-            Command::Prefill { reply, .. } | Command::Embed { reply, .. } => reply.send(Err(err)),
+            Command::Prefill { reply, .. }
+            | Command::Embed { reply, .. }
+            | Command::ScoreRows { reply, .. } => reply.send(Err(err)),
             Command::Score { reply, .. } => reply.send(Err(err)),
             Command::Truncate { reply, .. }
             | Command::Close { reply, .. }

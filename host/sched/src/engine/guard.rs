@@ -63,6 +63,9 @@ impl Engine {
         self.stats
             .store_work_in_step
             .store(memoria_kv::step_guard::step_work_seen(), Relaxed);
+        self.stats
+            .chain_hashes
+            .store(memoria_kv::hash::chain_hashes_here(), Relaxed);
         let Err(p) = r else {
             self.buffers.involved = involved;
             return;

@@ -107,9 +107,7 @@ impl Engine {
                 let _ = e.reply.send(Err(err));
                 self.close_session(id);
             }
-            Some(Job::Score(sc)) => {
-                let _ = sc.reply.send(Err(err));
-            }
+            Some(Job::Score(sc)) => sc.fail(err),
             None => {}
         }
     }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
-pub(crate) use persist::{MAX_SAVE_NAME, Persist};
+pub(crate) use persist::{MAX_SAVE_NAME, Persist, PromptChain};
 pub(crate) use public::Publics;
 pub(crate) use staging::Stage;
 
@@ -225,6 +225,12 @@ impl Engine {
                 top,
                 reply,
             } => self.start_score(ns, session, top, reply),
+            Command::ScoreRows {
+                ns,
+                session,
+                from,
+                reply,
+            } => self.start_rows(ns, session, from, reply),
             Command::Fork { ns, session, reply } => {
                 let _ = reply.send(self.fork(ns, session));
             }

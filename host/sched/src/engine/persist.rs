@@ -10,24 +10,45 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use memoria_kv::backing::{Backing, BackingError, BlockBytes, HandOff, SavedSession};
 use memoria_kv::staging::{StageRequest, Staged, Stager, WantedBlock};
 use memoria_kv::{
     BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PoolError,
     RootShape, SeqId,
 };
-use memoria_store::{BlockBytes, Intake, SessionRecord, TierStack};
 
 use super::staging::StageThread;
 use super::{Engine, Reply};
 use crate::EngineError;
 use crate::session::{Session, SessionId};
 
+/// A fresh context's chain, hashed once: its whole blocks' hashes (the leading `n_public`
+/// public) and the tokens they were hashed from.
+#[derive(Debug)]
+pub(crate) struct PromptChain {
+    tokens: Vec<u32>,
+    hashes: Vec<BlockHash>,
+    n_public: usize,
+}
+
+impl PromptChain {
+    /// Whether a context holding `tokens` still starts with what was hashed.
+    pub fn fits(&self, tokens: &[u32]) -> bool {
+        tokens.starts_with(&self.tokens)
+    }
+
+    /// The first whole block's hash, if the chain has one.
+    pub fn first(&self) -> Option<BlockHash> {
+        self.hashes.first().copied()
+    }
+}
+
 /// Longest name a saved session may have, in bytes.
 pub const MAX_SAVE_NAME: usize = 256;
 
 /// Store state held by the engine thread.
 pub(crate) struct Persist {
-    stack: Option<Arc<TierStack>>,
+    stack: Option<Arc<dyn Backing>>,
     model: ModelFingerprint,
     layout: KvLayout,
     /// The namespace registry: session blocks are stored under their namespace's salt, public
@@ -38,17 +59,17 @@ pub(crate) struct Persist {
     /// Reads the tiers for fresh sessions, off the engine thread.
     stage: Option<StageThread>,
     /// Takes sealed and evicted blocks and saves to the store, off the engine thread.
-    intake: Option<Arc<Intake>>,
+    intake: Option<Arc<dyn HandOff>>,
 }
 
 impl Persist {
     pub fn new(
-        stack: Option<Arc<TierStack>>,
+        stack: Option<Arc<dyn Backing>>,
         model: ModelFingerprint,
         layout: KvLayout,
         namespaces: Arc<Namespaces>,
     ) -> Self {
-        let intake = stack.as_ref().map(|s| s.intake(model, layout));
+        let intake = stack.as_ref().map(|s| s.clone().hand_off(model, layout));
         let stage = stack
             .as_ref()
             .and_then(|s| StageThread::start(s.clone() as Arc<dyn Stager>, intake.clone()));
@@ -63,23 +84,40 @@ impl Persist {
         }
     }
 
-    /// The staging request for a fresh context of `tokens` under `root`: every block the
-    /// prefix match could take that the hot pool lacks now. `None` without a store (or its
-    /// staging thread) or when the pool holds them all.
-    pub fn stage_request(
+    /// The chain of a fresh context of `tokens` under `root`, hashed here once for the
+    /// shared-prefix wait, staging, the prefix match and the blocks' sealing: its whole blocks
+    /// but the last token's.
+    pub fn prompt_chain(
         &self,
         pool: &BlockPool,
         ns: NamespaceId,
         root: BlockHash,
         tokens: &[u32],
-    ) -> Option<StageRequest> {
-        self.stage.as_ref()?;
+    ) -> PromptChain {
         let b = self.layout.block_tokens;
         let full = tokens.len().saturating_sub(1) / b;
         let tokens = &tokens[..full * b];
-        let (chain, n_public) = pool.chain_hashes(ns, root, tokens);
-        let first = chain.iter().position(|h| !pool.holds(h))?;
+        let (hashes, n_public) = pool.chain_hashes(ns, root, tokens);
+        PromptChain {
+            tokens: tokens.to_vec(),
+            hashes,
+            n_public,
+        }
+    }
+
+    /// The staging request for a fresh context hashed as `chain` under `root`: every block the
+    /// prefix match could take that the hot pool lacks now. `None` without a store's staging
+    /// thread or when the pool holds them all.
+    pub fn stage_request(
+        &self,
+        pool: &BlockPool,
+        root: BlockHash,
+        chain: &PromptChain,
+    ) -> Option<StageRequest> {
+        self.stage.as_ref()?;
+        let first = chain.hashes.iter().position(|h| !pool.holds(h))?;
         let wanted = chain
+            .hashes
             .iter()
             .enumerate()
             .skip(first)
@@ -88,7 +126,7 @@ impl Persist {
             .collect();
         let shape = RootShape::new(self.model, &self.layout);
         let public = match self.namespaces.common_root(&shape) {
-            Some(public_root) if n_public > 0 => (n_public, public_root),
+            Some(public_root) if chain.n_public > 0 => (chain.n_public, public_root),
             _ => (0, root),
         };
         Some(StageRequest {
@@ -96,7 +134,7 @@ impl Persist {
             layout: self.layout,
             root,
             public,
-            tokens: tokens.to_vec(),
+            tokens: chain.tokens.clone(),
             wanted,
         })
     }
@@ -127,7 +165,7 @@ impl Persist {
     /// Installs the hand-off as the pool's eviction sink.
     pub fn install(&self, pool: &mut BlockPool) {
         if let Some(i) = &self.intake {
-            pool.set_sink(i.sink());
+            pool.set_sink(i.clone().sink());
         }
     }
 
@@ -157,17 +195,29 @@ impl Persist {
         seq: SeqId,
         tokens: &[u32],
         staged: Option<Box<Staged>>,
+        chain: Option<Box<PromptChain>>,
     ) -> Result<usize, PoolError> {
+        // The chain hashed for staging, while the context still starts with what it hashed.
+        let chain = chain.filter(|c| c.fits(tokens));
+        let planned = chain.as_ref().map(|c| (&c.hashes[..], c.n_public));
         if self.stack.is_none() {
-            return pool.match_prefix(seq, tokens);
+            return match planned {
+                Some(p) => pool.match_prefix_chained(seq, tokens, p, None),
+                None => pool.match_prefix(seq, tokens),
+            };
         }
-        let (hit, lost) = match staged {
-            Some(mut st) => (
+        let (hit, lost) = match (staged, planned) {
+            (Some(mut st), Some(p)) => (
+                pool.match_prefix_chained(seq, tokens, p, Some(&mut *st))?,
+                st.remote_lost,
+            ),
+            (Some(mut st), None) => (
                 pool.match_prefix_from(seq, tokens, &mut *st)?,
                 st.remote_lost,
             ),
             // Every block hot, or no staging thread: nothing is read here.
-            None => (pool.match_prefix(seq, tokens)?, false),
+            (None, Some(p)) => (pool.match_prefix_chained(seq, tokens, p, None)?, false),
+            (None, None) => (pool.match_prefix(seq, tokens)?, false),
         };
         if let Some(e) = self.sessions.get_mut(&id) {
             e.1 = hit / self.layout.block_tokens;
@@ -211,7 +261,7 @@ impl Persist {
         let (Some(stack), Some(intake)) = (&self.stack, &self.intake) else {
             return;
         };
-        if stack.disk().is_none() && stack.remote().is_none() {
+        if !stack.durable() {
             return;
         }
         let Some(entry) = self.sessions.get_mut(&id) else {
@@ -249,9 +299,9 @@ impl Drop for Persist {
 
 impl Engine {
     /// The store that keeps named saves: one with a disk or a remote tier.
-    fn store_for_saves(&self) -> Result<Arc<TierStack>, EngineError> {
+    fn store_for_saves(&self) -> Result<Arc<dyn Backing>, EngineError> {
         match &self.persist.stack {
-            Some(s) if s.disk().is_some() || s.remote().is_some() => Ok(s.clone()),
+            Some(s) if s.durable() => Ok(s.clone()),
             _ => Err(EngineError::InvalidArgument(
                 "the engine has no persistent store (start it with --store DIR or --remote URL)"
                     .into(),
@@ -317,7 +367,7 @@ impl Engine {
         &mut self,
         ns: NamespaceId,
         name: &str,
-        fetched: Result<Option<SessionRecord>, memoria_store::StoreError>,
+        fetched: Result<Option<SavedSession>, BackingError>,
     ) -> Result<SessionId, EngineError> {
         check_name(name)?;
         self.root(ns)?;

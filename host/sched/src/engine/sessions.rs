@@ -306,9 +306,7 @@ impl Engine {
                 Some(Job::Embed(e)) => {
                     let _ = e.reply.send(Err(EngineError::Cancelled));
                 }
-                Some(Job::Score(sc)) => {
-                    let _ = sc.reply.send(Err(EngineError::Cancelled));
-                }
+                Some(Job::Score(sc)) => sc.fail(EngineError::Cancelled),
                 None => {}
             }
             let _ = self.pool.drop_seq(s.seq);

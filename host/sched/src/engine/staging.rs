@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 
+use memoria_kv::backing::HandOff;
 use memoria_kv::staging::{StageRequest, Staged, Stager};
-use memoria_store::Intake;
 
 use crate::session::SessionId;
 
@@ -37,7 +37,7 @@ impl StageThread {
     /// Starts the thread; `None` when it cannot be started (reads then happen in the match).
     /// Before each read it waits until `intake` has handled every job sent before the request
     /// (so a block evicted just before is found in the tiers).
-    pub fn start(stager: Arc<dyn Stager>, intake: Option<Arc<Intake>>) -> Option<StageThread> {
+    pub fn start(stager: Arc<dyn Stager>, intake: Option<Arc<dyn HandOff>>) -> Option<StageThread> {
         let (tx, jobs) = channel::<(SessionId, StageRequest, u64)>();
         let (done, rx) = channel();
         let thread = std::thread::Builder::new()

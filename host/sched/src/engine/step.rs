@@ -8,14 +8,14 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use memoria_kv::BlockHash;
+use memoria_kv::{BlockHash, BlockPool};
 use memoria_model::llama::BatchToken;
 
 use super::buffers::{Planned, StepBuffers};
-use super::{Engine, Stage};
+use super::{Engine, Persist, PromptChain, Stage};
 use crate::EngineError;
 use crate::paged::PagedKv;
-use crate::session::{Event, Job, SessionId, StopReason};
+use crate::session::{Event, Job, Scoring, Session, SessionId, StopReason};
 
 /// Tokens per step of a session computing prompt log-probs (each keeps a row of logits).
 const SCORE_CHUNK: usize = 64;
@@ -213,10 +213,15 @@ impl Engine {
                 }
                 embed_budget -= n;
                 n
-            } else if matches!(s.job, Some(Job::Score(_))) {
+            } else if let Some(Job::Score(sc)) = &s.job {
                 // Every row keeps a logits row: chunks stay small so the step's logits buffer
-                // (kept across steps) does too.
-                s.pending.len().min(budget).min(SCORE_CHUNK)
+                // (kept across steps) does too, except for teacher forcing (the CLI's own
+                // engine), which takes the whole pass as llama.cpp's tools do.
+                let cap = match **sc {
+                    Scoring::Rows { .. } => budget,
+                    Scoring::Logprobs { .. } => SCORE_CHUNK,
+                };
+                s.pending.len().min(budget).min(cap)
             } else {
                 s.pending.len().min(budget)
             };
@@ -275,7 +280,9 @@ impl Engine {
         if !s.fresh || s.pending.len() <= b {
             return false;
         }
-        let first = self.pool.first_block_hash(s.ns, &s.root, &s.pending[..b]);
+        let Some(first) = prompt_chain(&self.persist, &self.pool, s).first() else {
+            return false;
+        };
         if inflight.contains(&first) {
             return true;
         }
@@ -302,9 +309,10 @@ impl Engine {
             }
             Stage::Ready(staged) => Some(staged),
             Stage::Idle => {
-                let req = self
-                    .persist
-                    .stage_request(&self.pool, s.ns, s.root, &s.pending);
+                // Hashed once: staging, the match and the blocks' sealing share it.
+                let root = s.root;
+                let chain = prompt_chain(&self.persist, &self.pool, s);
+                let req = self.persist.stage_request(&self.pool, root, chain);
                 if let Some(req) = req
                     && self.persist.send_stage(id, req)
                 {
@@ -315,9 +323,10 @@ impl Engine {
             }
         };
         s.fresh = false;
-        let hit = self
-            .persist
-            .match_prefix(&mut self.pool, id, s.seq, &s.pending, staged)?;
+        let chain = s.chain.take();
+        let hit =
+            self.persist
+                .match_prefix(&mut self.pool, id, s.seq, &s.pending, staged, chain)?;
         s.pending.drain(..hit);
         s.cached_tokens += hit;
         match &mut s.job {
@@ -419,10 +428,20 @@ impl Engine {
             Some(Job::Score(_)) if s.pending.is_empty() => {
                 if let Some(Job::Score(sc)) = s.job.take() {
                     s.last_used = Instant::now();
-                    let _ = sc.reply.send(Ok(sc.out));
+                    sc.finish(logits);
                 }
             }
             _ => {}
         }
     }
+}
+
+/// `s`'s prompt chain, hashed now unless the one it holds still fits its pending tokens.
+fn prompt_chain<'s>(persist: &Persist, pool: &BlockPool, s: &'s mut Session) -> &'s PromptChain {
+    if !s.chain.as_ref().is_some_and(|c| c.fits(&s.pending)) {
+        s.chain = None;
+    }
+    let (ns, root) = (s.ns, s.root);
+    s.chain
+        .get_or_insert_with(|| Box::new(persist.prompt_chain(pool, ns, root, &s.pending)))
 }

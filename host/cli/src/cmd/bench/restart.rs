@@ -65,7 +65,7 @@ fn start(a: &RestartArgs, store: Option<Arc<TierStack>>) -> anyhow::Result<(Engi
     let kv_token = hp.n_layer * hp.kv_dim() * 2 * 2;
     let cfg = EngineConfig {
         kv_budget_bytes: (4 * (a.prefix + a.gen_tokens + 64) * kv_token).max(64 << 20),
-        store,
+        store: store.map(|s| s as _),
         ..EngineConfig::default()
     };
     let e = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
