@@ -210,6 +210,9 @@ pub(crate) struct Session {
     pub stage: crate::engine::Stage,
     /// Its first compute's chain, hashed once for staging, matching and sealing.
     pub chain: Option<Box<crate::engine::PromptChain>>,
+    /// Leading whole blocks of its context already handed to the store (matched from the
+    /// cache or written through): write-through hands over only the blocks after them.
+    pub stored_blocks: usize,
 }
 
 impl Session {
@@ -228,6 +231,7 @@ impl Session {
             cached_tokens: 0,
             stage: crate::engine::Stage::Idle,
             chain: None,
+            stored_blocks: 0,
         }
     }
 

@@ -41,7 +41,6 @@ impl Engine {
         })));
         let id = self.new_session_id();
         self.sessions.insert(id, s);
-        self.persist.on_open(id, ns);
     }
 
     fn check_embed_input(&self, tokens: &[u32]) -> Result<(), EngineError> {

@@ -326,7 +326,6 @@ impl Engine {
         let seq = self.pool.create_seq(ns, root);
         let id = self.new_session_id();
         self.sessions.insert(id, Session::new(ns, root, seq, now));
-        self.persist.on_open(id, ns);
         Ok(id)
     }
 

@@ -6,7 +6,6 @@
 //! exactly the saved tokens, as pending, so its first compute matches them against the hot
 //! pool and the tiers and recomputes the rest.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -54,8 +53,6 @@ pub(crate) struct Persist {
     /// The namespace registry: session blocks are stored under their namespace's salt, public
     /// blocks under its common salt (the shared namespaces' blocks).
     namespaces: Arc<Namespaces>,
-    /// Per session: its namespace and how many leading blocks are known to be stored.
-    sessions: HashMap<SessionId, (NamespaceId, usize)>,
     /// Reads the tiers for fresh sessions, off the engine thread.
     stage: Option<StageThread>,
     /// Takes sealed and evicted blocks and saves to the store, off the engine thread.
@@ -78,7 +75,6 @@ impl Persist {
             model,
             layout,
             namespaces,
-            sessions: HashMap::new(),
             stage,
             intake,
         }
@@ -169,29 +165,14 @@ impl Persist {
         }
     }
 
-    pub fn on_open(&mut self, id: SessionId, ns: NamespaceId) {
-        if self.stack.is_some() {
-            self.sessions.insert(id, (ns, 0));
-        }
-    }
-
-    pub fn on_fork(&mut self, from: SessionId, to: SessionId) {
-        if let Some(&v) = self.sessions.get(&from) {
-            self.sessions.insert(to, v);
-        }
-    }
-
-    pub fn on_close(&mut self, id: SessionId) {
-        self.sessions.remove(&id);
-    }
-
     /// Attaches the longest cached prefix of `tokens` to `seq`, taking the blocks the hot pool
-    /// lacks from `staged` (read off the engine thread). Without a staged set only hot blocks
-    /// are matched: the engine thread never reads a tier.
+    /// lacks from `staged` (read off the engine thread), and counts the matched whole blocks as
+    /// stored (`stored`: the session's count of leading blocks known to be in the store).
+    /// Without a staged set only hot blocks are matched: the engine thread never reads a tier.
     pub fn match_prefix(
         &mut self,
         pool: &mut BlockPool,
-        id: SessionId,
+        stored: &mut usize,
         seq: SeqId,
         tokens: &[u32],
         staged: Option<Box<Staged>>,
@@ -219,9 +200,7 @@ impl Persist {
             (None, Some(p)) => (pool.match_prefix_chained(seq, tokens, p, None)?, false),
             (None, None) => (pool.match_prefix(seq, tokens)?, false),
         };
-        if let Some(e) = self.sessions.get_mut(&id) {
-            e.1 = hit / self.layout.block_tokens;
-        }
+        *stored = hit / self.layout.block_tokens;
         if lost {
             self.rewrite_lost(pool, seq, hit / self.layout.block_tokens);
         }
@@ -255,25 +234,30 @@ impl Persist {
         }
     }
 
-    /// Queues the session's newly sealed blocks for disk and the remote tier (never blocks;
-    /// `force` ignores the disk queue's bound).
-    pub fn write_through(&mut self, pool: &BlockPool, id: SessionId, seq: SeqId, force: bool) {
+    /// Queues the newly sealed blocks of `seq` (a session of `ns` whose leading `stored` blocks
+    /// are already handed over) for disk and the remote tier (never blocks; `force` hands over
+    /// every block, past the disk queue's bound).
+    pub fn write_through(
+        &self,
+        pool: &BlockPool,
+        ns: NamespaceId,
+        seq: SeqId,
+        stored: &mut usize,
+        force: bool,
+    ) {
         let (Some(stack), Some(intake)) = (&self.stack, &self.intake) else {
             return;
         };
         if !stack.durable() {
             return;
         }
-        let Some(entry) = self.sessions.get_mut(&id) else {
-            return;
-        };
         let (Ok(table), Ok(tokens)) = (pool.block_table(seq), pool.seq_tokens(seq)) else {
             return;
         };
         let n_public = pool.seq_public_blocks(seq).unwrap_or(0);
         let b = self.layout.block_tokens;
         let full = tokens.len() / b;
-        let from = if force { 0 } else { entry.1.min(full) };
+        let from = if force { 0 } else { (*stored).min(full) };
         for (i, block) in table.iter().enumerate().take(full).skip(from) {
             let Some(hash) = pool.block_info(*block).and_then(|info| info.hash) else {
                 continue;
@@ -283,9 +267,9 @@ impl Persist {
                 tokens: tokens[i * b..(i + 1) * b].to_vec(),
                 data: pool.block_data(*block).to_vec(),
             };
-            intake.sealed(entry.0, i < n_public, force, bytes);
+            intake.sealed(ns, i < n_public, force, bytes);
         }
-        entry.1 = full;
+        *stored = full;
     }
 }
 
@@ -322,7 +306,7 @@ impl Engine {
             self.store_for_saves()?;
             let s = self
                 .sessions
-                .get(&id)
+                .get_mut(&id)
                 .filter(|s| s.ns == ns)
                 .ok_or(EngineError::NotFound(id))?;
             if s.job.is_some() {
@@ -336,7 +320,8 @@ impl Engine {
                     "the session's context is empty".into(),
                 ));
             }
-            self.persist.write_through(&self.pool, id, seq, true);
+            self.persist
+                .write_through(&self.pool, ns, seq, &mut s.stored_blocks, true);
             let hashes = self.pool.chain_hashes(ns, root, &tokens).0;
             Ok((hashes, tokens))
         })();
@@ -405,7 +390,6 @@ impl Engine {
         s.pending = rec.tokens;
         let id = self.new_session_id();
         self.sessions.insert(id, s);
-        self.persist.on_open(id, ns);
         self.stats.set_sessions(self.sessions.len());
         Ok(id)
     }

@@ -193,9 +193,9 @@ impl Engine {
         copy.fresh = src.fresh;
         copy.last_logits = src.last_logits.clone();
         copy.cached_tokens = src.cached_tokens;
+        copy.stored_blocks = src.stored_blocks;
         let new_id = self.new_session_id();
         self.sessions.insert(new_id, copy);
-        self.persist.on_fork(id, new_id);
         self.stats
             .forks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -267,7 +267,6 @@ impl Engine {
         }));
         let id = self.new_session_id();
         self.sessions.insert(id, s);
-        self.persist.on_open(id, ns);
     }
 
     /// Warms a saved hot prefix (refused when a token is outside the vocabulary: the record
@@ -291,7 +290,6 @@ impl Engine {
 
     /// Releases a session's blocks (full blocks stay cached for others) and ends its job.
     pub fn close_session(&mut self, id: SessionId) {
-        self.persist.on_close(id);
         if let Some(s) = self.sessions.remove(&id) {
             match s.job {
                 Some(Job::Generate(g)) => {

@@ -103,7 +103,11 @@ impl Engine {
                 let rows = &logits[row * n_vocab..(row + p.n) * n_vocab];
                 row += p.n;
                 self.verify(p.id, rows);
-                self.persist.write_through(&self.pool, p.id, seq, false);
+                if let Some(s) = self.sessions.get_mut(&p.id) {
+                    let stored = &mut s.stored_blocks;
+                    self.persist
+                        .write_through(&self.pool, s.ns, seq, stored, false);
+                }
                 continue;
             }
             let committed = self.pool.commit(seq, &s.pending[..p.n]);
@@ -112,7 +116,8 @@ impl Engine {
                 self.fail_job(p.id, e.into());
                 continue;
             }
-            self.persist.write_through(&self.pool, p.id, seq, false);
+            self.persist
+                .write_through(&self.pool, s.ns, seq, &mut s.stored_blocks, false);
             if embedding {
                 self.absorb_hidden(p.id, &scratch, rows);
                 continue;
@@ -324,9 +329,14 @@ impl Engine {
         };
         s.fresh = false;
         let chain = s.chain.take();
-        let hit =
-            self.persist
-                .match_prefix(&mut self.pool, id, s.seq, &s.pending, staged, chain)?;
+        let hit = self.persist.match_prefix(
+            &mut self.pool,
+            &mut s.stored_blocks,
+            s.seq,
+            &s.pending,
+            staged,
+            chain,
+        )?;
         s.pending.drain(..hit);
         s.cached_tokens += hit;
         match &mut s.job {
