@@ -115,14 +115,14 @@ fn http_and_runtime_never_hold_a_salt() {
 
 /// Where a chain root is derived from a salt (non-test code), with how many sites each file
 /// has: the registry computes every registered namespace's root once per model shape; the pool's
-/// helper serves tests; the store's record decoders and its remote prefetch still work from the
-/// salt their records carry. A new site fails here: take the root from the registry instead.
+/// helper serves tests; the store's record decoders still work from the salt their records
+/// carry (a remote prefetch is keyed by the caller's chain, hashed from the registry's root).
+/// A new site fails here: take the root from the registry instead.
 const ROOT_SITES: &[(&str, usize)] = &[
     ("host/kv/src/registry.rs", 1),
     ("host/kv/src/pool.rs", 1),
     ("host/store/src/codec.rs", 2),
     ("host/store/src/session.rs", 1),
-    ("host/store/src/stack_remote.rs", 1),
 ];
 
 #[test]

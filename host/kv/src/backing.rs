@@ -112,6 +112,17 @@ pub trait HandOff: Send + Sync {
     );
 }
 
+/// A context's chain as the pool keys it, hashed by the caller from the registry's root: the
+/// root, its whole blocks' hashes (the leading `n_public` of them public, keyed under
+/// `public`'s common root). No salt: the store looks the namespace's up by id.
+#[derive(Clone, Copy, Debug)]
+pub struct ChainKeys<'a> {
+    pub root: BlockHash,
+    pub hashes: &'a [BlockHash],
+    pub n_public: usize,
+    pub public: Option<&'a PublicChain>,
+}
+
 /// The tiers below the hot pool, as the engine uses them. Reads for the engine happen off its
 /// thread ([`Stager`] on a staging thread, the `async` methods on the callers' tasks).
 pub trait Backing: Stager + fmt::Debug + Send + Sync {
@@ -142,14 +153,14 @@ pub trait Backing: Stager + fmt::Debug + Send + Sync {
         ns: NamespaceId,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<SavedSession>, BackingError>>;
-    /// Stages the remote tier's blocks of a context of `ns` that starts at the chain's root
-    /// (`public`: the namespace's public prefixes), waiting no longer than computing them
-    /// would take at `per_token`. Returns the blocks staged.
+    /// Stages the remote tier's blocks of a context of `ns` that starts at the chain's root,
+    /// keyed as `chain` (the caller's hashes of `tokens`' whole blocks), waiting no longer
+    /// than computing them would take at `per_token`. Returns the blocks staged.
     fn prefetch<'a>(
         &'a self,
         shape: (ModelFingerprint, KvLayout),
         ns: NamespaceId,
-        public: Option<&'a PublicChain>,
+        chain: ChainKeys<'a>,
         tokens: &'a [u32],
         per_token: Option<Duration>,
     ) -> BoxFuture<'a, usize>;

@@ -217,11 +217,7 @@ impl EngineHandle {
     /// Opens an empty session in `ns` (registered; its cached blocks are keyed with the
     /// registry's salt for it).
     pub async fn open(&self, ns: NamespaceId) -> Result<SessionId, EngineError> {
-        let id = self
-            .call("open", |reply| Command::Open { ns, reply })
-            .await?;
-        self.remote.opened(id, ns);
-        Ok(id)
+        self.call("open", |reply| Command::Open { ns, reply }).await
     }
 
     /// Opens a session of `ns` holding `tokens` (computed lazily, by its first job) in one
@@ -242,20 +238,30 @@ impl EngineHandle {
     }
 
     /// Appends tokens (computed lazily, by the next generation); returns the context length.
+    /// Tokens that start an empty context are looked up in a remote tier before this returns
+    /// (so before any job computes them), on this task.
     pub async fn append(
         &self,
         ns: NamespaceId,
         session: SessionId,
         tokens: Vec<u32>,
     ) -> Result<usize, EngineError> {
-        self.remote.before_append(session, &tokens).await;
-        self.call("append", |reply| Command::Append {
-            ns,
-            session,
-            tokens,
-            reply,
-        })
-        .await
+        let lookup = self.remote.has_remote().then(|| tokens.clone());
+        let added = tokens.len();
+        let len = self
+            .call("append", |reply| Command::Append {
+                ns,
+                session,
+                tokens,
+                reply,
+            })
+            .await?;
+        if let Some(tokens) = lookup
+            && len == added
+        {
+            self.remote.prefetch(ns, &tokens).await;
+        }
+        Ok(len)
     }
 
     /// Starts generating; the stream yields tokens then `Done`. Dropping it cancels.
@@ -353,7 +359,6 @@ impl EngineHandle {
 
     /// Closes a session; its full blocks stay cached for others.
     pub async fn close(&self, ns: NamespaceId, session: SessionId) -> Result<(), EngineError> {
-        self.remote.closed(session);
         self.call("close", |reply| Command::Close { ns, session, reply })
             .await
     }

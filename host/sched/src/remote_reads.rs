@@ -6,26 +6,21 @@
 //! (compiled here once, `set_public`, and shared with the engine's pool) has its chain hashed
 //! as the pool hashes it, so the leading public blocks are found under the common salt; the
 //! store looks salts up by namespace id, none is handled here. A prefetch waits no longer than
-//! the engine's recent cost of computing the blocks it looks up. Invariant: only sessions
-//! opened through this handle and not yet given tokens are prefetched (their context starts at
-//! the chain's root); with no remote tier every method is a no-op.
+//! the engine's recent cost of computing the blocks it looks up. Invariant: only tokens that start
+//! a context are prefetched (a session opened with them, or an append the engine answered with
+//! a context of exactly those tokens), so their chain starts at the root; with no remote tier
+//! every method is a no-op.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 
-use memoria_kv::backing::{Backing, BackingError, SavedSession};
+use memoria_kv::backing::{Backing, BackingError, ChainKeys, SavedSession};
 use memoria_kv::{
     BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape,
 };
 
 use crate::EngineError;
 use crate::engine::Publics;
-use crate::session::SessionId;
 use crate::stats::EngineStats;
-
-/// Most fresh sessions remembered (a session opened and never given tokens is forgotten
-/// oldest-first past this; it then computes without a prefetch).
-const MAX_FRESH: usize = 4096;
 
 pub(crate) struct RemoteReads {
     stack: Option<Arc<dyn Backing>>,
@@ -37,7 +32,6 @@ pub(crate) struct RemoteReads {
     namespaces: Arc<Namespaces>,
     /// The engine's figures: the recent cost of a prompt token bounds a prefetch's wait.
     stats: Arc<EngineStats>,
-    fresh: Mutex<HashMap<SessionId, NamespaceId>>,
     /// Each namespace's public prefixes, compiled once (shared with the engine's builds).
     publics: Arc<Publics>,
 }
@@ -58,13 +52,13 @@ impl RemoteReads {
             stats,
             model,
             layout,
-            fresh: Mutex::new(HashMap::new()),
             publics,
         }
     }
 
-    fn fresh(&self) -> MutexGuard<'_, HashMap<SessionId, NamespaceId>> {
-        self.fresh.lock().unwrap_or_else(|p| p.into_inner())
+    /// Whether a remote tier is attached (prefetches do something).
+    pub fn has_remote(&self) -> bool {
+        self.stack.is_some()
     }
 
     /// Compiles `ns`'s public prefixes (empty: none) under the registry's common root, once,
@@ -83,32 +77,6 @@ impl RemoteReads {
             ns,
             prefixes,
         )
-    }
-
-    pub fn opened(&self, id: SessionId, ns: NamespaceId) {
-        if self.stack.is_some() {
-            let mut g = self.fresh();
-            if g.len() >= MAX_FRESH
-                && let Some(old) = g.keys().min().copied()
-            {
-                g.remove(&old);
-            }
-            g.insert(id, ns);
-        }
-    }
-
-    pub fn closed(&self, id: SessionId) {
-        if self.stack.is_some() {
-            self.fresh().remove(&id);
-        }
-    }
-
-    /// Prefetches `tokens` if `id` is a fresh session (once).
-    pub async fn before_append(&self, id: SessionId, tokens: &[u32]) {
-        let fresh = self.fresh().remove(&id);
-        if let Some(ns) = fresh {
-            self.prefetch(ns, tokens).await;
-        }
     }
 
     /// The session saved as `name` by namespace `ns` on this host's disk, read on a blocking
@@ -151,20 +119,26 @@ impl RemoteReads {
         self.publics.get(ns)
     }
 
-    /// Prefetches a context of namespace `ns` that starts at the chain's root.
+    /// Prefetches a context of namespace `ns` that starts at the chain's root: its chain is
+    /// hashed here, from the registry's root, as the pool will key it.
     pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) {
-        if let Some(s) = &self.stack {
-            let public = self.public_of(ns);
-            let cost = self.stats.prompt_token_cost();
-            s.prefetch(
-                (self.model, self.layout),
-                ns,
-                public.as_deref(),
-                tokens,
-                cost,
-            )
+        let Some(s) = &self.stack else { return };
+        let shape = RootShape::new(self.model, &self.layout);
+        let Some(root) = self.namespaces.root(ns, &shape) else {
+            return;
+        };
+        let public = self.public_of(ns);
+        let b = self.layout.block_tokens;
+        let (hashes, n_public) = memoria_kv::context_chain(&root, public.as_deref(), tokens, b);
+        let chain = ChainKeys {
+            root,
+            hashes: &hashes,
+            n_public,
+            public: public.as_deref(),
+        };
+        let cost = self.stats.prompt_token_cost();
+        s.prefetch((self.model, self.layout), ns, chain, tokens, cost)
             .await;
-        }
     }
 
     /// The hashes the pool keys the whole blocks of a context of namespace `ns` by (the

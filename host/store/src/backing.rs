@@ -6,16 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memoria_kv::backing::{
-    Backing, BackingError, BackingErrorKind, BlockBytes, BoxFuture, HandOff, SaveDone, SavedSession,
+    Backing, BackingError, BackingErrorKind, BlockBytes, BoxFuture, ChainKeys, HandOff, SaveDone,
+    SavedSession,
 };
-use memoria_kv::{
-    BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, TierSink,
-};
+use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, TierSink};
 
 use crate::error::StoreError;
 use crate::intake::Intake;
 use crate::session::SessionRecord;
 use crate::stack::TierStack;
+use crate::stack_remote::RemoteKeys;
 
 impl From<StoreError> for BackingError {
     fn from(e: StoreError) -> BackingError {
@@ -129,18 +129,21 @@ impl Backing for TierStack {
 
     fn prefetch<'a>(
         &'a self,
-        (model, layout): (ModelFingerprint, KvLayout),
+        shape: (ModelFingerprint, KvLayout),
         ns: NamespaceId,
-        public: Option<&'a PublicChain>,
+        chain: ChainKeys<'a>,
         tokens: &'a [u32],
         per_token: Option<Duration>,
     ) -> BoxFuture<'a, usize> {
         Box::pin(async move {
             let table = TierStack::namespaces(self).snapshot();
             let Some(salt) = table.salt(ns) else { return 0 };
-            let public = public.zip(table.common_salt());
-            self.prefetch_remote(model, layout, salt, public, tokens, per_token)
-                .await
+            let keys = RemoteKeys {
+                salt,
+                chain,
+                common_salt: table.common_salt(),
+            };
+            self.prefetch_remote(shape, keys, tokens, per_token).await
         })
     }
 }

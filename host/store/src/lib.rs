@@ -64,6 +64,6 @@ pub use residency::{Move, Residency};
 pub use routes::{RouteEntry, RoutesRecord};
 pub use session::{MAX_SESSION_TOKENS, SessionError, SessionRecord};
 pub use stack::{Fetched, StoreSource, TierStack};
-pub use stack_remote::{DEFAULT_LABEL, MAX_PREFETCH_BLOCKS, prefetch_wait};
+pub use stack_remote::{DEFAULT_LABEL, MAX_PREFETCH_BLOCKS, RemoteKeys, prefetch_wait};
 pub use stats::{StoreSnapshot, TierSnapshot, TierStats};
 pub use tier::Tier;

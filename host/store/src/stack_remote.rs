@@ -11,9 +11,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use memoria_kv::{
-    BlockHash, KvLayout, ModelFingerprint, NamespaceSalt, PublicChain, context_chain,
-};
+use memoria_kv::backing::ChainKeys;
+use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceSalt};
 
 use crate::codec::{self, BlockIdentity, Expect};
 use crate::error::StoreError;
@@ -21,6 +20,14 @@ use crate::remote::{Lookup, Refusal, RemoteStats, RemoteTier, keys};
 use crate::session::{SessionError, SessionRecord};
 use crate::stack::TierStack;
 
+/// What a remote prefetch is keyed by: the chain (see [`ChainKeys`]), the namespace's salt
+/// (its remote label) and the common salt public blocks are labelled with, if registered.
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteKeys<'a> {
+    pub salt: NamespaceSalt,
+    pub chain: ChainKeys<'a>,
+    pub common_salt: Option<NamespaceSalt>,
+}
 /// Label of a namespace whose salt was never registered.
 pub const DEFAULT_LABEL: &str = "default";
 /// Most blocks one prefetch asks for (16 Ki tokens at B = 16; fewer when the remote's
@@ -295,27 +302,37 @@ impl TierStack {
     /// (hot) until they leave its tiers (see [`RemoteTier::is_known`]): skipping them costs at
     /// most a recompute.
     ///
-    /// `public`: the namespace's public prefixes and the common salt they are keyed under; the
-    /// leading public blocks are then looked up (and verified) under the common root and label,
-    /// the rest under the namespace's, as the pool chains them.
+    /// `keys`: the chain as the pool keys it (hashed by the caller from the registry's root),
+    /// the namespace's salt (its remote label) and the common salt; the leading `n_public`
+    /// blocks are looked up (and verified) under the common root and label, the rest under the
+    /// namespace's.
     ///
     /// It waits no longer than computing the looked-up blocks would take at `per_token` (see
     /// [`prefetch_wait`]): past that deadline it keeps the leading blocks that arrived, counts
     /// the rest as deadline misses and stops asking.
     pub async fn prefetch_remote(
         &self,
-        model: ModelFingerprint,
-        layout: KvLayout,
-        salt: NamespaceSalt,
-        public: Option<(&PublicChain, NamespaceSalt)>,
+        (model, layout): (ModelFingerprint, KvLayout),
+        keys: RemoteKeys<'_>,
         tokens: &[u32],
         per_token: Option<Duration>,
     ) -> usize {
         let Some(r) = &self.remote else { return 0 };
         let b = layout.block_tokens;
-        let root = BlockHash::root(&model, layout.elem, b, &salt);
-        let (chain, n_public) = context_chain(&root, public.map(|p| p.0), tokens, b);
-        let common = public.map(|(p, salt)| (*p.root(), salt));
+        let RemoteKeys {
+            salt,
+            chain:
+                ChainKeys {
+                    root,
+                    hashes: chain,
+                    n_public,
+                    public,
+                },
+            common_salt,
+        } = keys;
+        // Never past the tokens given (a chain longer than them is the caller's mistake).
+        let chain = &chain[..chain.len().min(tokens.len() / b)];
+        let common = public.zip(common_salt).map(|(p, salt)| (*p.root(), salt));
         let Ok(raw) = layout.block_bytes() else {
             return 0;
         };

@@ -62,7 +62,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
         0,
         "nothing staged before the prefetch"
     );
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None));
+    let staged = rt().block_on(prefetch(&b, salt, &t, None));
     assert_eq!(staged, 5);
     assert_eq!(restore(&b, salt, &t), 5);
     let s = b.remote().unwrap().snapshot();
@@ -74,7 +74,7 @@ fn blocks_written_by_one_host_are_restored_bit_exact_by_another() {
     // A longer prompt fetches only the blocks after the known ones, in one MGET.
     let long = [t[..5 * B].to_vec(), tokens(200 * B, 2)].concat();
     seal(&a, salt, &long);
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &long, None));
+    let staged = rt().block_on(prefetch(&b, salt, &long, None));
     assert_eq!(staged, 200);
     let s = b.remote().unwrap().snapshot();
     assert_eq!(s.fetches, 2, "one lookup per prefetch");
@@ -102,10 +102,7 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     seal(&a, sa, &t);
     let b = host(opts(&srv));
     register_label(&b, sb, "team-b");
-    assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), sb, None, &t, None)),
-        0
-    );
+    assert_eq!(rt().block_on(prefetch(&b, sb, &t, None)), 0);
     assert_eq!(restore(&b, sb, &t), 0);
     let s = b.remote().unwrap().snapshot();
     assert_eq!(
@@ -116,10 +113,7 @@ fn namespaces_stay_apart_and_no_salt_reaches_the_server() {
     // Even a host that labels its namespace like A's cannot read A's blocks with its salt.
     let c = host(opts(&srv));
     register_label(&c, sb, "team-a");
-    assert_eq!(
-        rt().block_on(c.prefetch_remote(MODEL, layout(), sb, None, &t, None)),
-        0
-    );
+    assert_eq!(rt().block_on(prefetch(&c, sb, &t, None)), 0);
     seal(&b, sb, &t);
     let mut conn = srv.connection().unwrap();
     let keys = all_keys(&srv);
@@ -164,10 +158,7 @@ fn values_without_the_hosts_key_are_refused_and_keyed_garbage_is_deleted() {
         .query(&mut conn)
         .unwrap();
     let b = host(opts(&srv));
-    assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-        2
-    );
+    assert_eq!(rt().block_on(prefetch(&b, salt, &t, None)), 2);
     assert_eq!(restore(&b, salt, &t), 2);
     let s = b.remote().unwrap().snapshot();
     assert_eq!(
@@ -186,10 +177,7 @@ fn values_without_the_hosts_key_are_refused_and_keyed_garbage_is_deleted() {
         .query(&mut conn)
         .unwrap();
     let d = host(opts(&srv));
-    assert_eq!(
-        rt().block_on(d.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-        3
-    );
+    assert_eq!(rt().block_on(prefetch(&d, salt, &t, None)), 3);
     let s = d.remote().unwrap().snapshot();
     assert_eq!(
         (s.hits, s.bad_values, s.refused_auth, s.refused_corrupt),
@@ -213,10 +201,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     let rt = rt();
     let start = Instant::now();
     for _ in 0..3 {
-        assert_eq!(
-            rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-            0
-        );
+        assert_eq!(rt.block_on(prefetch(&b, salt, &t, None)), 0);
     }
     assert_eq!(rb.breaker_state(), BreakerState::Open);
     let s = rb.snapshot();
@@ -225,10 +210,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     assert_eq!((s.breaker, s.breaker_opens), (1, 1));
     // While open, lookups answer at once without touching the network.
     let t0 = Instant::now();
-    assert_eq!(
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-        0
-    );
+    assert_eq!(rt.block_on(prefetch(&b, salt, &t, None)), 0);
     assert!(
         t0.elapsed() < Duration::from_millis(50),
         "{:?}",
@@ -246,7 +228,7 @@ fn a_killed_server_is_counted_misses_behind_a_breaker_that_closes_after_restart(
     assert!(all_keys(&srv).is_empty(), "restarted empty");
     seal(&host(opts(&srv)), salt, &t);
     wait_until("the breaker to close", || {
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)) == 3
+        rt.block_on(prefetch(&b, salt, &t, None)) == 3
     });
     assert_eq!(rb.breaker_state(), BreakerState::Closed);
     assert_eq!(restore(&b, salt, &t), 3);
@@ -344,15 +326,9 @@ fn one_prefetch_stages_no_more_than_fits_and_keeps_its_leading_blocks() {
         ..opts(&srv)
     };
     let b = host(small);
-    assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-        3
-    );
+    assert_eq!(rt().block_on(prefetch(&b, salt, &t, None)), 3);
     assert_eq!(restore(&b, salt, &t), 3, "the leading three, all usable");
-    assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-        3
-    );
+    assert_eq!(rt().block_on(prefetch(&b, salt, &t, None)), 3);
     assert_eq!(
         restore(&b, salt, &t),
         0,
@@ -368,7 +344,7 @@ fn a_known_block_that_leaves_the_host_is_looked_up_again_and_a_stale_one_written
     let a = host(opts(&srv));
     let chain = seal(&a, salt, &t);
     assert_eq!(
-        rt().block_on(a.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
+        rt().block_on(prefetch(&a, salt, &t, None)),
         0,
         "blocks it wrote are taken to be hot here"
     );
@@ -381,7 +357,7 @@ fn a_known_block_that_leaves_the_host_is_looked_up_again_and_a_stale_one_written
         );
     }
     assert_eq!(
-        rt().block_on(a.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
+        rt().block_on(prefetch(&a, salt, &t, None)),
         2,
         "the two that left come back from the server"
     );
@@ -417,7 +393,7 @@ fn a_prefetch_waits_no_longer_than_computing_its_blocks_would_take() {
     });
     // Connected first (one lookup of another prompt), so the deadline times only the stall.
     let other = tokens(B, 15);
-    rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &other, None));
+    rt().block_on(prefetch(&b, salt, &other, None));
     let url = srv.url();
     let stall = std::thread::spawn(move || {
         let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
@@ -431,7 +407,7 @@ fn a_prefetch_waits_no_longer_than_computing_its_blocks_would_take() {
     // Computing 8 blocks at 1 µs a token: shorter than the floor, so the wait is the floor.
     let per_token = Some(Duration::from_micros(1));
     let start = Instant::now();
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, per_token));
+    let staged = rt().block_on(prefetch(&b, salt, &t, per_token));
     let waited = start.elapsed();
     assert_eq!(staged, 0);
     assert!(
@@ -442,7 +418,7 @@ fn a_prefetch_waits_no_longer_than_computing_its_blocks_would_take() {
     assert_eq!(s.miss_deadline, 8, "{s:?}");
     stall.join().unwrap();
     // The server is back: no deadline is needed, the blocks come.
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, per_token));
+    let staged = rt().block_on(prefetch(&b, salt, &t, per_token));
     assert_eq!(staged, 8);
     assert_eq!(
         prefetch_wait(Some(Duration::from_millis(1)), 8, B, Duration::from_secs(3)),
@@ -465,6 +441,6 @@ fn a_prefetch_waits_no_longer_than_computing_its_blocks_would_take() {
     assert_eq!(forever, Some(Duration::MAX));
     let more = tokens(2 * B, 16);
     seal(&host(opts(&srv)), salt, &more);
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &more, forever));
+    let staged = rt().block_on(prefetch(&b, salt, &more, forever));
     assert_eq!(staged, 2);
 }

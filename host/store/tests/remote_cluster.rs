@@ -70,7 +70,7 @@ fn blocks_spread_over_the_three_nodes_and_come_back_in_order() {
     // Another host restores all 200 in order, bit-exact, in ceil(200 / 64) MGET runs.
     let b = host(opts(&c));
     register_label(&b, salt, "shared");
-    let staged = rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None));
+    let staged = rt().block_on(prefetch(&b, salt, &t, None));
     assert_eq!(staged, 200);
     assert_eq!(restore(&b, salt, &t), 200);
     let s = b.remote().unwrap().snapshot();
@@ -151,10 +151,7 @@ fn a_value_altered_without_the_key_is_a_counted_miss() {
         .query(&mut conn)
         .unwrap();
     let b = host(opts(&c));
-    assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
-        2
-    );
+    assert_eq!(rt().block_on(prefetch(&b, salt, &t, None)), 2);
     assert_eq!(restore(&b, salt, &t), 2);
     let s = b.remote().unwrap().snapshot();
     assert_eq!((s.hits, s.bad_values, s.refused_auth), (2, 1, 1));
@@ -175,7 +172,7 @@ fn a_killed_node_is_counted_misses_never_an_error_and_a_restarted_one_serves_aga
     let start = Instant::now();
     let rt = rt();
     assert_eq!(
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
+        rt.block_on(prefetch(&b, salt, &t, None)),
         0,
         "block 0's node is down: no leading run"
     );
@@ -198,7 +195,7 @@ fn a_killed_node_is_counted_misses_never_an_error_and_a_restarted_one_serves_aga
     c.restart(dead).unwrap_or_else(|e| panic!("{e}"));
     seal(&host(opts(&c)), salt, &t);
     wait_until("the cluster to serve the chain again", || {
-        rt.block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)) == 40
+        rt.block_on(prefetch(&b, salt, &t, None)) == 40
     });
     assert_eq!(restore(&b, salt, &t), 40);
     assert_eq!(rb.snapshot().breaker, 0, "closed");

@@ -108,7 +108,7 @@ fn a_prefetch_over_several_runs_stages_raw_blocks_bit_exact_up_to_a_damaged_one(
         .unwrap();
     let b = host(opts(&srv));
     assert_eq!(
-        rt().block_on(b.prefetch_remote(MODEL, layout(), salt, None, &t, None)),
+        rt().block_on(prefetch(&b, salt, &t, None)),
         150,
         "blocks 0-149, over three MGET runs of 64"
     );

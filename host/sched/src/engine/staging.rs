@@ -50,7 +50,14 @@ impl StageThread {
                     let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         stager.stage(&req)
                     }))
-                    .unwrap_or_default();
+                    .unwrap_or_else(|p| {
+                        // The session then computes what it would have read.
+                        eprintln!(
+                            "memoria: staging a session's blocks panicked ({}); it recomputes them",
+                            super::guard::panic_message(p.as_ref())
+                        );
+                        Staged::default()
+                    });
                     if done.send((id, staged)).is_err() {
                         break;
                     }

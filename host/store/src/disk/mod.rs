@@ -64,7 +64,9 @@ pub struct DiskOptions {
     pub max_batch: usize,
     /// LZ4-compress blocks on disk.
     pub compress: bool,
-    /// redb's page cache, in bytes.
+    /// redb's page cache, in bytes. Small by default: the tiers above keep the blocks read, so
+    /// this cache needs the B-tree's branch pages only; a large one would keep each block read
+    /// a second time (its whole leaf page, in fresh memory on every read of a restarted host).
     pub cache_bytes: usize,
     /// The longest cache blocks stay committed without fsync (saves are always durable).
     pub sync_interval: Duration,
@@ -83,7 +85,7 @@ impl Default for DiskOptions {
             queue_bytes: 256 << 20,
             max_batch: 256,
             compress: true,
-            cache_bytes: 64 << 20,
+            cache_bytes: 4 << 20,
             sync_interval: Duration::from_secs(1),
             resume_interval: Duration::from_secs(5),
             recover: false,

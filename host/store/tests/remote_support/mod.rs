@@ -129,3 +129,29 @@ pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 pub fn chain_root(salt: NamespaceSalt) -> BlockHash {
     BlockHash::root(&MODEL, KvElem::F16, B, &salt)
 }
+
+/// Prefetches `tokens` (a context of namespace `salt`, no public prefixes) from the remote
+/// tier, keyed as the engine keys it: the chain hashed here from the salt's root.
+pub async fn prefetch(
+    stack: &TierStack,
+    salt: NamespaceSalt,
+    tokens: &[u32],
+    per_token: Option<Duration>,
+) -> usize {
+    let root = chain_root(salt);
+    let (hashes, n_public) = memoria_kv::context_chain(&root, None, tokens, B);
+    let chain = memoria_kv::backing::ChainKeys {
+        root,
+        hashes: &hashes,
+        n_public,
+        public: None,
+    };
+    let keys = memoria_store::RemoteKeys {
+        salt,
+        chain,
+        common_salt: None,
+    };
+    stack
+        .prefetch_remote((MODEL, layout()), keys, tokens, per_token)
+        .await
+}
