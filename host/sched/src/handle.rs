@@ -232,9 +232,14 @@ impl EngineHandle {
             // Its first tokens come later (and are prefetched then).
             return self.open(ns).await;
         }
-        self.remote.prefetch(ns, &tokens).await;
-        self.call("open_with", |reply| Command::OpenWith { ns, tokens, reply })
-            .await
+        let chain = self.remote.prefetch(ns, &tokens).await;
+        self.call("open_with", |reply| Command::OpenWith {
+            ns,
+            tokens,
+            chain,
+            reply,
+        })
+        .await
     }
 
     /// Appends tokens (computed lazily, by the next generation); returns the context length.
@@ -258,8 +263,15 @@ impl EngineHandle {
             .await?;
         if let Some(tokens) = lookup
             && len == added
+            && let Some(chain) = self.remote.prefetch(ns, &tokens).await
         {
-            self.remote.prefetch(ns, &tokens).await;
+            // No reply awaited: it reaches the engine before any job this caller starts next.
+            let _ = self.tx.send(Command::Chain {
+                ns,
+                session,
+                tokens,
+                chain,
+            });
         }
         Ok(len)
     }

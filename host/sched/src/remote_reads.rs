@@ -19,7 +19,7 @@ use memoria_kv::{
 };
 
 use crate::EngineError;
-use crate::engine::Publics;
+use crate::engine::{HandedChain, Publics};
 use crate::stats::EngineStats;
 
 pub(crate) struct RemoteReads {
@@ -120,13 +120,12 @@ impl RemoteReads {
     }
 
     /// Prefetches a context of namespace `ns` that starts at the chain's root: its chain is
-    /// hashed here, from the registry's root, as the pool will key it.
-    pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) {
-        let Some(s) = &self.stack else { return };
+    /// hashed here, from the registry's root, as the pool will key it, and returned for the
+    /// engine to take rather than hash again (`None` without a remote tier).
+    pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) -> Option<HandedChain> {
+        let s = self.stack.as_ref()?;
         let shape = RootShape::new(self.model, &self.layout);
-        let Some(root) = self.namespaces.root(ns, &shape) else {
-            return;
-        };
+        let root = self.namespaces.root(ns, &shape)?;
         let public = self.public_of(ns);
         let b = self.layout.block_tokens;
         let (hashes, n_public) = memoria_kv::context_chain(&root, public.as_deref(), tokens, b);
@@ -139,6 +138,12 @@ impl RemoteReads {
         let cost = self.stats.prompt_token_cost();
         s.prefetch((self.model, self.layout), ns, chain, tokens, cost)
             .await;
+        Some(HandedChain {
+            root,
+            hashes,
+            n_public,
+            public,
+        })
     }
 
     /// The hashes the pool keys the whole blocks of a context of namespace `ns` by (the

@@ -283,3 +283,51 @@ fn a_prompt_is_hashed_once_per_block() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With a remote tier the caller hashes a fresh context's chain for its prefetch (on its own
+/// task) and hands it down: the engine thread then hashes none of it, whether the session was
+/// opened with its prompt or given it by an append, so the prompt is still hashed once per
+/// whole block in all.
+#[test]
+fn a_remote_prefetch_hands_its_chain_to_the_engine() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let srv = super::remote::server();
+    let (e, _stack) = super::remote::host(Some(&srv.url()));
+    let (ns, label) = (NamespaceId(6), "tenant-handed");
+    let tokens = prompt(8 * 16 + 5);
+    let engine = || e.stats().chain_hashes.load(Relaxed);
+    let here = memoria_kv::hash::chain_hashes_here;
+    let rt = rt();
+    rt.block_on(async {
+        let (before, caller) = (engine(), here());
+        let (s, miss) = compute(&e, ns, label, &tokens).await;
+        e.close(ns, s).await.expect("close");
+        assert_eq!(here() - caller, 8, "the caller hashed the prompt once");
+        assert_eq!(
+            engine() - before,
+            0,
+            "the engine took the appended prompt's chain"
+        );
+        let (before, caller) = (engine(), here());
+        let s = e.open_with(ns, tokens.clone()).await.expect("open");
+        let hit = e.prefill(ns, s).await.expect("prefill");
+        e.close(ns, s).await.expect("close");
+        assert_eq!(here() - caller, 8, "the caller hashed the prompt once");
+        assert_eq!(
+            engine() - before,
+            0,
+            "the engine took the opened prompt's chain"
+        );
+        assert_eq!(
+            bits(&hit),
+            bits(&miss),
+            "the handed chain matched the cached blocks"
+        );
+        let hit_tokens = e.pool_stats().snapshot().total.hit_tokens;
+        assert!(
+            hit_tokens >= 8 * 16,
+            "the second prompt's whole blocks were found by the handed chain ({hit_tokens})"
+        );
+    });
+    e.shutdown();
+}

@@ -75,6 +75,12 @@ impl BlockPool {
         (s.hashes, s.n_public)
     }
 
+    /// The public prefixes the pool chains `ns`'s contexts with, if it has any.
+    pub fn public_chain(&self, ns: NamespaceId) -> Option<&Arc<PublicChain>> {
+        let &i = self.ns_slots.get(&ns)?;
+        self.namespaces[i].public.as_ref()
+    }
+
     /// Leading public blocks of `seq`.
     pub fn seq_public_blocks(&self, seq: SeqId) -> Result<usize, PoolError> {
         Ok(self.seq(seq)?.n_public)

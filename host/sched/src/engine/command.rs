@@ -7,6 +7,7 @@ use std::time::Duration;
 use memoria_kv::{NamespaceId, PinLevel};
 use tokio::sync::mpsc;
 
+use super::HandedChain;
 pub(crate) use super::reply::Reply;
 use crate::EngineError;
 use crate::sampling::SamplingParams;
@@ -67,7 +68,17 @@ pub(crate) enum Command {
     OpenWith {
         ns: NamespaceId,
         tokens: Vec<u32>,
+        /// `tokens`' chain, if the caller hashed it (for a remote prefetch).
+        chain: Option<HandedChain>,
         reply: Reply<SessionId>,
+    },
+    /// The chain a caller hashed for the tokens that started `session`'s context (no reply):
+    /// the session's first compute takes it instead of hashing them again.
+    Chain {
+        ns: NamespaceId,
+        session: SessionId,
+        tokens: Vec<u32>,
+        chain: HandedChain,
     },
     Append {
         ns: NamespaceId,
@@ -191,6 +202,7 @@ impl Command {
         match self {
             Command::Open { .. } => "open",
             Command::OpenWith { .. } => "open_with",
+            Command::Chain { .. } => "chain",
             Command::Append { .. } => "append",
             Command::Generate { .. } => "generate",
             Command::Prefill { .. } => "prefill",
@@ -228,7 +240,8 @@ impl Command {
             | Command::Info { session, .. }
             | Command::Logits { session, .. }
             | Command::Tokens { session, .. }
-            | Command::Save { session, .. } => Some(*session),
+            | Command::Save { session, .. }
+            | Command::Chain { session, .. } => Some(*session),
             Command::Open { .. }
             | Command::OpenWith { .. }
             | Command::Warm { .. }
@@ -271,7 +284,10 @@ impl Command {
             Command::Tokens { reply, .. } => reply.send(Err(err)),
             Command::Warm { reply, .. } | Command::Rewarm { reply, .. } => reply.send(Err(err)),
             Command::HotPrefixes { reply, .. } => reply.send(Err(err)),
-            Command::Registered | Command::SetPublicPrefixes { .. } | Command::Shutdown => false,
+            Command::Registered
+            | Command::SetPublicPrefixes { .. }
+            | Command::Chain { .. }
+            | Command::Shutdown => false,
         };
     }
 }

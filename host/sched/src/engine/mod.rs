@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use command::{Command, Reply};
 pub use command::{GenerateParams, SessionInfo};
-pub(crate) use persist::{MAX_SAVE_NAME, Persist, PromptChain};
+pub(crate) use persist::{HandedChain, MAX_SAVE_NAME, Persist, PromptChain};
 pub(crate) use public::Publics;
 pub(crate) use staging::Stage;
 
@@ -65,6 +65,8 @@ pub(crate) struct Engine {
     pub(crate) sizing: sizing::Sizing,
     /// Every isolation group's memory of token sequences, drafted from (see `speculate`).
     pub drafts: Arc<memoria_kv::draft::DraftMemory>,
+    /// What one more row costs in this engine's decode steps (draft lengths follow it).
+    pub(crate) row_cost: memoria_kv::draft::RowCost,
 }
 
 /// How a warm ends: its explicit pin and the pin's lifetime, and a re-warmed hot prefix's
@@ -192,14 +194,28 @@ impl Engine {
             Command::Open { ns, reply } => {
                 let _ = reply.send(self.open(ns, now));
             }
-            Command::OpenWith { ns, tokens, reply } => {
+            Command::OpenWith {
+                ns,
+                tokens,
+                chain,
+                reply,
+            } => {
                 let r = self.open(ns, now).and_then(|id| {
                     self.append(ns, id, tokens).map(|_| id).inspect_err(|_| {
                         self.close_session(id);
                     })
                 });
+                if let (Ok(id), Some(chain)) = (&r, chain) {
+                    self.adopt_chain(ns, *id, None, chain);
+                }
                 let _ = reply.send(r);
             }
+            Command::Chain {
+                ns,
+                session,
+                tokens,
+                chain,
+            } => self.adopt_chain(ns, session, Some(&tokens), chain),
             Command::Append {
                 ns,
                 session,

@@ -13,7 +13,7 @@ use memoria_kv::backing::{Backing, BackingError, BlockBytes, HandOff, SavedSessi
 use memoria_kv::staging::{StageRequest, Staged, Stager, WantedBlock};
 use memoria_kv::{
     BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PoolError,
-    RootShape, SeqId,
+    PublicChain, RootShape, SeqId,
 };
 
 use super::staging::StageThread;
@@ -31,15 +31,61 @@ pub(crate) struct PromptChain {
 }
 
 impl PromptChain {
-    /// Whether a context holding `tokens` still starts with what was hashed.
-    pub fn fits(&self, tokens: &[u32]) -> bool {
-        tokens.starts_with(&self.tokens)
+    /// Whether this is the chain of a fresh context holding `tokens`: all of its whole blocks
+    /// but the last token's, as hashed.
+    pub fn fits(&self, tokens: &[u32], block_tokens: usize) -> bool {
+        self.tokens.len() == whole(tokens.len(), block_tokens) && tokens.starts_with(&self.tokens)
+    }
+
+    /// The chain of a fresh context of `tokens` under `root` taken from `handed`, which a
+    /// caller hashed from the same tokens, root and public prefixes (`public`: the pool's now);
+    /// `None` when it was hashed under another root or other prefixes or covers too little.
+    pub fn adopt(
+        handed: HandedChain,
+        root: BlockHash,
+        public: Option<&Arc<PublicChain>>,
+        tokens: &[u32],
+        block_tokens: usize,
+    ) -> Option<PromptChain> {
+        let same_public = match (&handed.public, public) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let n = whole(tokens.len(), block_tokens);
+        let blocks = n / block_tokens.max(1);
+        if handed.root != root || !same_public || handed.hashes.len() < blocks {
+            return None;
+        }
+        let mut hashes = handed.hashes;
+        hashes.truncate(blocks);
+        Some(PromptChain {
+            tokens: tokens[..n].to_vec(),
+            hashes,
+            n_public: handed.n_public.min(blocks),
+        })
     }
 
     /// The first whole block's hash, if the chain has one.
     pub fn first(&self) -> Option<BlockHash> {
         self.hashes.first().copied()
     }
+}
+
+/// A context's chain hashed by a caller (for a remote prefetch) from the registry's root and
+/// the public prefixes it saw: the whole blocks of the tokens it was given.
+#[derive(Debug)]
+pub(crate) struct HandedChain {
+    pub root: BlockHash,
+    pub hashes: Vec<BlockHash>,
+    pub n_public: usize,
+    pub public: Option<Arc<PublicChain>>,
+}
+
+/// Tokens in the whole blocks of a fresh context of `len` tokens but the last token's.
+fn whole(len: usize, block_tokens: usize) -> usize {
+    let b = block_tokens.max(1);
+    len.saturating_sub(1) / b * b
 }
 
 /// Longest name a saved session may have, in bytes.
@@ -90,9 +136,7 @@ impl Persist {
         root: BlockHash,
         tokens: &[u32],
     ) -> PromptChain {
-        let b = self.layout.block_tokens;
-        let full = tokens.len().saturating_sub(1) / b;
-        let tokens = &tokens[..full * b];
+        let tokens = &tokens[..whole(tokens.len(), self.layout.block_tokens)];
         let (hashes, n_public) = pool.chain_hashes(ns, root, tokens);
         PromptChain {
             tokens: tokens.to_vec(),
@@ -179,7 +223,7 @@ impl Persist {
         chain: Option<Box<PromptChain>>,
     ) -> Result<usize, PoolError> {
         // The chain hashed for staging, while the context still starts with what it hashed.
-        let chain = chain.filter(|c| c.fits(tokens));
+        let chain = chain.filter(|c| c.fits(tokens, self.layout.block_tokens));
         let planned = chain.as_ref().map(|c| (&c.hashes[..], c.n_public));
         if self.stack.is_none() {
             return match planned {

@@ -6,7 +6,7 @@ use std::time::Instant;
 use memoria_kv::{NamespaceId, SeqId};
 use memoria_model::tokenizer::Utf8Buf;
 
-use super::{Engine, GenerateParams, Reply, WarmMode};
+use super::{Engine, GenerateParams, HandedChain, PromptChain, Reply, WarmMode};
 use crate::EngineError;
 use crate::sampling::Sampler;
 use crate::session::{Event, Generation, Job, Session, SessionId, StopReason, Usage, Warm};
@@ -44,6 +44,28 @@ impl Engine {
         s.pending.extend(tokens);
         s.last_used = Instant::now();
         Ok(len.saturating_add(added))
+    }
+
+    /// Gives fresh session `id` the chain a caller hashed for its pending tokens (`tokens`:
+    /// what it hashed, when the session may have changed since), unless it no longer fits.
+    pub(super) fn adopt_chain(
+        &mut self,
+        ns: NamespaceId,
+        id: SessionId,
+        tokens: Option<&[u32]>,
+        chain: HandedChain,
+    ) {
+        let b = self.pool.layout().block_tokens;
+        let public = self.pool.public_chain(ns).cloned();
+        let Ok(s) = self.session(ns, id) else { return };
+        if !s.fresh
+            || s.job.is_some()
+            || s.chain.is_some()
+            || tokens.is_some_and(|t| t != s.pending)
+        {
+            return;
+        }
+        s.chain = PromptChain::adopt(chain, s.root, public.as_ref(), &s.pending, b).map(Box::new);
     }
 
     pub(super) fn start_generation(

@@ -73,6 +73,12 @@ impl Engine {
                 return;
             }
         };
+        if buf.plan.iter().any(|p| p.draft > 0 || p.n == 1) {
+            // A decode step (drafts included): what its rows cost sets how long drafts pay.
+            self.row_cost
+                .observe(buf.batch.len(), started.elapsed().as_secs_f64());
+            self.stats.speculation.set_row_cost(self.row_cost.get());
+        }
         self.stats.record_step(
             buf.batch.len(),
             buf.plan
@@ -448,7 +454,8 @@ impl Engine {
 
 /// `s`'s prompt chain, hashed now unless the one it holds still fits its pending tokens.
 fn prompt_chain<'s>(persist: &Persist, pool: &BlockPool, s: &'s mut Session) -> &'s PromptChain {
-    if !s.chain.as_ref().is_some_and(|c| c.fits(&s.pending)) {
+    let b = pool.layout().block_tokens;
+    if !s.chain.as_ref().is_some_and(|c| c.fits(&s.pending, b)) {
         s.chain = None;
     }
     let (ns, root) = (s.ns, s.root);
