@@ -124,24 +124,9 @@ impl SpecCounters {
 #[derive(Debug, Default)]
 pub struct SpecStats {
     by_ns: Mutex<BTreeMap<NamespaceId, Arc<SpecCounters>>>,
-    /// The engine's measured cost of a row, as `f64` bits (0: not measured yet).
-    row_cost: AtomicU64,
 }
 
 impl SpecStats {
-    /// The cost of one more row in a decode step as a fraction of a one-row step, as the
-    /// engine last measured it (see `memoria_kv::draft::RowCost`).
-    pub fn row_cost(&self) -> f64 {
-        match self.row_cost.load(Relaxed) {
-            0 => memoria_kv::draft::RowCost::default().get(),
-            bits => f64::from_bits(bits),
-        }
-    }
-
-    pub(crate) fn set_row_cost(&self, c: f64) {
-        self.row_cost.store(c.to_bits(), Relaxed);
-    }
-
     /// The counters of `ns`, created if missing.
     pub(crate) fn of(&self, ns: NamespaceId) -> Arc<SpecCounters> {
         let mut m = self.by_ns.lock().unwrap_or_else(PoisonError::into_inner);
@@ -192,9 +177,8 @@ impl Speculation {
 
     /// Fills `self.draft` with up to `max` tokens (the session's own context first, then its
     /// group's memory); returns how many.
-    /// A row costs `row_cost` of a one-row step (it sets how long a draft pays).
-    pub fn propose(&mut self, max: usize, row_cost: f64) -> usize {
-        let want = self.length.for_next_step(row_cost).min(max);
+    pub fn propose(&mut self, max: usize) -> usize {
+        let want = self.length.for_next_step().min(max);
         self.draft.clear();
         if want == 0 {
             return 0;

@@ -1,7 +1,6 @@
 //! Speculative decoding's figures, per namespace, for `/stats` and `/metrics`: draft tokens
 //! verified and accepted, the acceptance rate, verifying passes and the tokens they produced
-//! (tokens per pass), the bytes of the isolation groups' draft memories, and the measured cost
-//! of a step's row that draft lengths follow.
+//! (tokens per pass), and the bytes of the isolation groups' draft memories.
 
 use serde_json::{Value, json};
 
@@ -36,10 +35,6 @@ pub fn json(state: &AppState) -> Value {
         o.insert(
             "draft_memory_bytes".into(),
             state.engine.draft_memory_bytes().into(),
-        );
-        o.insert(
-            "row_cost".into(),
-            state.engine.stats().speculation.row_cost().into(),
         );
         o.insert("namespaces".into(), Value::Object(namespaces));
     }

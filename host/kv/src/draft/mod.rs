@@ -13,10 +13,8 @@ mod context;
 mod length;
 mod memory;
 mod ngram;
-mod row_cost;
 
 pub use context::ContextIndex;
 pub use length::DraftLength;
 pub use memory::{DraftMemory, GroupMemory};
 pub use ngram::{MAX_N, MIN_N};
-pub use row_cost::RowCost;

@@ -48,7 +48,6 @@ impl Engine {
     /// its token and context limits; returns the draft's length.
     pub(super) fn draft(&mut self, id: SessionId, room: usize) -> usize {
         let max_context = self.cfg.max_context;
-        let row_cost = self.row_cost.get();
         let Some(s) = self.sessions.get_mut(&id) else {
             return 0;
         };
@@ -66,7 +65,7 @@ impl Engine {
             .saturating_sub(len.saturating_add(s.pending.len()))
             .saturating_sub(1);
         let max = room.min(left).min(context_left).min(MAX_DRAFT);
-        let k = sp.propose(max, row_cost);
+        let k = sp.propose(max);
         s.pending.extend_from_slice(&sp.draft[..k]);
         k
     }

@@ -73,12 +73,6 @@ impl Engine {
                 return;
             }
         };
-        if buf.plan.iter().any(|p| p.draft > 0 || p.n == 1) {
-            // A decode step (drafts included): what its rows cost sets how long drafts pay.
-            self.row_cost
-                .observe(buf.batch.len(), started.elapsed().as_secs_f64());
-            self.stats.speculation.set_row_cost(self.row_cost.get());
-        }
         self.stats.record_step(
             buf.batch.len(),
             buf.plan

@@ -114,7 +114,6 @@ impl Blueprint {
             namespaces: self.namespaces.clone(),
             sizing: Default::default(),
             drafts: self.drafts.clone(),
-            row_cost: Default::default(),
         }
     }
 }
