@@ -124,20 +124,28 @@ impl RemoteReads {
     /// engine to take rather than hash again (`None` without a remote tier).
     pub async fn prefetch(&self, ns: NamespaceId, tokens: &[u32]) -> Option<HandedChain> {
         let s = self.stack.as_ref()?;
+        let c = self.hashed(ns, tokens)?;
+        let chain = ChainKeys {
+            root: c.root,
+            hashes: &c.hashes,
+            n_public: c.n_public,
+            public: c.public.as_deref(),
+        };
+        let cost = self.stats.prompt_token_cost();
+        s.prefetch((self.model, self.layout), ns, chain, tokens, cost)
+            .await;
+        Some(c)
+    }
+
+    /// The chain of a context of `tokens` in namespace `ns`, hashed as the pool will key it
+    /// (`None` without a remote tier or for an unknown namespace).
+    fn hashed(&self, ns: NamespaceId, tokens: &[u32]) -> Option<HandedChain> {
+        self.stack.as_ref()?;
         let shape = RootShape::new(self.model, &self.layout);
         let root = self.namespaces.root(ns, &shape)?;
         let public = self.public_of(ns);
         let b = self.layout.block_tokens;
         let (hashes, n_public) = memoria_kv::context_chain(&root, public.as_deref(), tokens, b);
-        let chain = ChainKeys {
-            root,
-            hashes: &hashes,
-            n_public,
-            public: public.as_deref(),
-        };
-        let cost = self.stats.prompt_token_cost();
-        s.prefetch((self.model, self.layout), ns, chain, tokens, cost)
-            .await;
         Some(HandedChain {
             root,
             hashes,
@@ -150,13 +158,10 @@ impl RemoteReads {
     /// leading `max_blocks` at most; empty for an unknown namespace or without a remote tier).
     /// Salted, so host-internal: they never leave the host.
     pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
-        let shape = RootShape::new(self.model, &self.layout);
-        let (Some(_), Some(root)) = (&self.stack, self.namespaces.root(ns, &shape)) else {
-            return Vec::new();
-        };
         let b = self.layout.block_tokens;
         let tokens = &tokens[..tokens.len().min(max_blocks.saturating_mul(b))];
-        let public = self.public_of(ns);
-        memoria_kv::context_chain(&root, public.as_deref(), tokens, b).0
+        self.hashed(ns, tokens)
+            .map(|c| c.hashes)
+            .unwrap_or_default()
     }
 }
