@@ -18,12 +18,25 @@ use crate::prefault::{Prefaulter, RUNWAY_BYTES};
 use crate::stats::PoolStats;
 
 pub(crate) struct Arena {
-    map: HugeMap,
+    /// Shared with the pool's outstanding loans (`crate::loan`), which write lent blocks
+    /// from another thread: the mapping outlives every one of them.
+    map: Arc<HugeMap>,
+    /// The mapping's first byte. Every access goes through one block's range of it, never a
+    /// slice of the whole mapping, so a block lent to another thread is never aliased.
+    base: *mut u8,
     block_bytes: usize,
+    n_blocks: usize,
     committed_blocks: usize,
     /// Joined before `map` is unmapped (see `Drop`).
     prefault: Option<Prefaulter>,
 }
+
+// SAFETY: `base` points into `map`, which the arena shares (never mutably) and keeps alive;
+// the pool, which owns the arena, is the only one to access a block not lent out, through
+// `&self`/`&mut self` like any owned buffer, and a lent block only through its loan.
+unsafe impl Send for Arena {}
+// SAFETY: as above; `&self` hands out shared slices of blocks only.
+unsafe impl Sync for Arena {}
 
 impl std::fmt::Debug for Arena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,10 +61,13 @@ impl Arena {
         let bytes = n_blocks
             .checked_mul(block_bytes)
             .ok_or(PoolError::ArenaAlloc { bytes: usize::MAX })?;
-        let map = HugeMap::new(bytes).map_err(|_| PoolError::ArenaAlloc { bytes })?;
+        let mut map = HugeMap::new(bytes).map_err(|_| PoolError::ArenaAlloc { bytes })?;
+        let base = map.as_mut_ptr();
         Ok(Self {
-            map,
+            map: Arc::new(map),
+            base,
             block_bytes,
+            n_blocks,
             committed_blocks: 0,
             prefault: None,
         })
@@ -62,11 +78,10 @@ impl Arena {
     pub fn start_prefault(&mut self, stats: Arc<PoolStats>) {
         let len = self.map.len();
         let runway = RUNWAY_BYTES.min(len / 4);
-        // SAFETY: `self.map` stays mapped while `self.prefault` lives: `Drop` drops the
+        // SAFETY: the mapping stays mapped while `self.prefault` lives: `Drop` drops the
         // prefaulter (joining its thread) first, and the map is never replaced.
-        self.prefault = unsafe {
-            Prefaulter::start(self.map.as_mut_ptr(), len, runway, self.block_bytes, stats)
-        };
+        self.prefault =
+            unsafe { Prefaulter::start(self.base, len, runway, self.block_bytes, stats) };
     }
 
     /// Records that block `id` is about to be used (allocation): its pages become resident.
@@ -82,21 +97,35 @@ impl Arena {
         self.committed_blocks
     }
 
+    /// Where block `id` starts (panics past the arena, as an index would).
+    fn at(&self, id: u32) -> *mut u8 {
+        assert!((id as usize) < self.n_blocks, "block {id} past the arena");
+        // SAFETY: in bounds of the mapping (`n_blocks * block_bytes` bytes from `base`).
+        unsafe { self.base.add(id as usize * self.block_bytes) }
+    }
+
     pub fn block(&self, id: u32) -> &[u8] {
-        let at = id as usize * self.block_bytes;
-        &self.map.as_slice()[at..at + self.block_bytes]
+        // SAFETY: one block's bytes inside the mapping, alive while `self` is; the pool reads
+        // only blocks not lent out, which nothing else writes.
+        unsafe { std::slice::from_raw_parts(self.at(id), self.block_bytes) }
     }
 
     pub fn block_mut(&mut self, id: u32) -> &mut [u8] {
-        let at = id as usize * self.block_bytes;
-        &mut self.map.as_mut_slice()[at..at + self.block_bytes]
+        // SAFETY: as `block`; `&mut self` makes this the only slice of the arena's own blocks.
+        unsafe { std::slice::from_raw_parts_mut(self.at(id), self.block_bytes) }
     }
 
     /// Copies `len` bytes at `off` within block `src` to the same offset in block `dst`.
     pub fn copy_range(&mut self, src: u32, dst: u32, off: usize, len: usize) {
-        let s = src as usize * self.block_bytes + off;
-        let d = dst as usize * self.block_bytes + off;
-        self.map.as_mut_slice().copy_within(s..s + len, d);
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.block_bytes));
+        // SAFETY: both ranges lie inside their blocks (checked above); `ptr::copy` allows
+        // them to overlap.
+        unsafe { std::ptr::copy(self.at(src).add(off), self.at(dst).add(off), len) }
+    }
+
+    /// What a loan of block `id` needs: the shared mapping and the block's first byte.
+    pub fn lend(&self, id: u32) -> (Arc<HugeMap>, *mut u8) {
+        (self.map.clone(), self.at(id))
     }
 }
 

@@ -37,6 +37,7 @@ pub mod background;
 pub mod backing;
 pub mod draft;
 pub mod hash;
+pub mod loan;
 pub mod registry;
 pub mod route_key;
 pub mod staging;

@@ -8,6 +8,7 @@
 mod hot;
 mod hot_seed;
 mod lifecycle;
+mod loans;
 mod policy;
 mod prefix;
 mod public;
@@ -74,6 +75,12 @@ pub struct BlockPool {
     advisor_refs: Vec<BlockHash>,
     /// Hot-prefix warming (`auto_pin`).
     hot: hot::HotPrefixes,
+    /// Blocks lent out (see `loans`): allocated, in no sequence, untouched until back.
+    lent: Vec<u32>,
+    /// Where dropped loans give their blocks back.
+    returns: Arc<crate::loan::Returns>,
+    /// Blocks taken from `returns`, reused.
+    returned: Vec<u32>,
 }
 
 /// A read-only view of one block, for tests, debugging and metrics.
@@ -157,6 +164,9 @@ impl BlockPool {
             content: ContentIndex::new(n_blocks),
             advisor_refs: Vec::new(),
             hot: hot::HotPrefixes::new(n_blocks),
+            lent: Vec::new(),
+            returns: Arc::default(),
+            returned: Vec::new(),
         })
     }
 

@@ -2,13 +2,16 @@
 //! them. The engine hashes a fresh context's chain once, keeps the blocks the hot pool already
 //! holds, and asks a [`Stager`] (the store, on a thread of its own) for the rest; the stager
 //! reads, verifies and decodes them into a [`Staged`] set, which the engine's prefix match then
-//! uses as its [`TierSource`]: the step only copies blocks that are already in memory.
+//! uses as its [`TierSource`]: the step only links blocks that are already in memory. Where the
+//! pool has the room, it lends the request free blocks ([`Loan`]) and the stager writes into
+//! them, so the match links each staged block in place, nothing copied.
 
 use memoria_kernels::pages::{HUGE_PAGE, HugeMap};
 
 use crate::hash::BlockHash;
 use crate::hash::ModelFingerprint;
 use crate::layout::KvLayout;
+use crate::loan::Loan;
 use crate::misses::LostTier;
 use crate::tier::{SourceMiss, TierSource};
 
@@ -21,7 +24,7 @@ pub struct WantedBlock {
 }
 
 /// A staging request: the blocks of one context the hot pool lacks, in chain order.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct StageRequest {
     pub model: ModelFingerprint,
     pub layout: KvLayout,
@@ -33,6 +36,9 @@ pub struct StageRequest {
     pub tokens: Vec<u32>,
     /// The blocks wanted, by rising index; blocks between them are held hot.
     pub wanted: Vec<WantedBlock>,
+    /// Pool blocks lent to stage into (one per wanted block), or `None`: a buffer of the
+    /// stager's own, copied from by the match.
+    pub loan: Option<Loan>,
 }
 
 /// What staging found for one block.
@@ -46,12 +52,13 @@ enum Found {
     Miss(SourceMiss),
 }
 
-/// The staged bytes: a huge-page mapping when they span one (a restored context's megabytes
-/// fault in 2 MiB at a time), a plain vector otherwise.
+/// The staged bytes: the pool's own lent blocks, else a huge-page mapping when they span one
+/// (a restored context's megabytes fault in 2 MiB at a time), a plain vector otherwise.
 #[derive(Debug)]
 enum Buf {
     Small(Vec<u8>),
     Huge(HugeMap),
+    Lent(Loan),
 }
 
 impl Default for Buf {
@@ -70,17 +77,38 @@ impl Buf {
         Buf::Small(vec![0; len])
     }
 
-    fn as_slice(&self) -> &[u8] {
+    /// Slot `k`'s bytes, `b` each.
+    fn slot(&self, k: usize, b: usize) -> Option<&[u8]> {
         match self {
-            Buf::Small(v) => v,
-            Buf::Huge(m) => m.as_slice(),
+            Buf::Small(v) => v.get(k * b..(k + 1) * b),
+            Buf::Huge(m) => m.as_slice().get(k * b..(k + 1) * b),
+            Buf::Lent(l) => l.slot(k),
         }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    /// The first `n` slots, `b` bytes each, to fill in place.
+    fn slots_mut(&mut self, n: usize, b: usize) -> Slots<'_> {
         match self {
-            Buf::Small(v) => v,
-            Buf::Huge(m) => m.as_mut_slice(),
+            Buf::Small(v) => Slots::Flat(v.chunks_exact_mut(b).take(n)),
+            Buf::Huge(m) => Slots::Flat(m.as_mut_slice().chunks_exact_mut(b).take(n)),
+            Buf::Lent(l) => Slots::Lent(Box::new(l.slots_mut(n))),
+        }
+    }
+}
+
+/// The slots of a staged set, in order.
+pub enum Slots<'a> {
+    Flat(std::iter::Take<std::slice::ChunksExactMut<'a, u8>>),
+    Lent(Box<dyn Iterator<Item = &'a mut [u8]> + 'a>),
+}
+
+impl<'a> Iterator for Slots<'a> {
+    type Item = &'a mut [u8];
+
+    fn next(&mut self) -> Option<&'a mut [u8]> {
+        match self {
+            Slots::Flat(c) => c.next(),
+            Slots::Lent(l) => l.next(),
         }
     }
 }
@@ -90,6 +118,8 @@ impl Buf {
 pub struct Staged {
     buf: Buf,
     block_bytes: usize,
+    /// Slots in `buf`.
+    slots: usize,
     found: Vec<(BlockHash, Found)>,
     last_miss: Option<SourceMiss>,
     last_hit: Option<LostTier>,
@@ -103,14 +133,34 @@ impl Staged {
         Staged {
             buf: Buf::new(block_bytes.saturating_mul(n)),
             block_bytes,
+            slots: n,
             ..Staged::default()
         }
     }
 
+    /// As [`Self::with_capacity`], in `loan`'s blocks when it has `n` of `block_bytes` each
+    /// (otherwise the loan is given back and a buffer of its own holds them).
+    pub fn with_loan(loan: Option<Loan>, block_bytes: usize, n: usize) -> Staged {
+        match loan {
+            Some(l) if n > 0 && l.block_bytes() == block_bytes && l.len() >= n => Staged {
+                buf: Buf::Lent(l),
+                block_bytes,
+                slots: n,
+                ..Staged::default()
+            },
+            _ => Staged::with_capacity(block_bytes, n),
+        }
+    }
+
+    /// Whether the set lies in lent pool blocks.
+    pub fn is_lent(&self) -> bool {
+        matches!(self.buf, Buf::Lent(_))
+    }
+
     /// The buffer slots of the set (`with_capacity`'s `n` blocks), to fill in place.
-    pub fn slots_mut(&mut self) -> std::slice::ChunksExactMut<'_, u8> {
+    pub fn slots_mut(&mut self) -> Slots<'_> {
         let b = self.block_bytes.max(1);
-        self.buf.as_mut_slice().chunks_exact_mut(b)
+        self.buf.slots_mut(self.slots, b)
     }
 
     /// Records that slot `slot` holds block `hash`, read from `tier`.
@@ -138,7 +188,12 @@ impl TierSource for Staged {
         let found = self.found.iter().find(|(h, _)| h == hash).map(|(_, f)| f);
         match found {
             Some(&Found::Hit { offset, tier }) if out.len() == self.block_bytes => {
-                out.copy_from_slice(&self.buf.as_slice()[offset..offset + self.block_bytes]);
+                let b = self.block_bytes.max(1);
+                let Some(bytes) = self.buf.slot(offset / b, b) else {
+                    self.last_miss = Some(SourceMiss::Absent);
+                    return false;
+                };
+                out.copy_from_slice(bytes);
                 self.last_hit = Some(tier);
                 true
             }
@@ -160,14 +215,28 @@ impl TierSource for Staged {
     fn last_hit(&self) -> Option<LostTier> {
         self.last_hit
     }
+
+    fn lent(&mut self, hash: &BlockHash) -> Option<(&mut Loan, usize)> {
+        let Buf::Lent(loan) = &mut self.buf else {
+            return None;
+        };
+        let &Found::Hit { offset, tier } =
+            self.found.iter().find(|(h, _)| h == hash).map(|(_, f)| f)?
+        else {
+            return None;
+        };
+        self.last_hit = Some(tier);
+        Some((loan, offset / self.block_bytes.max(1)))
+    }
 }
 
 /// Reads blocks from the tiers below the hot pool. Called off the engine thread; may block on
 /// disk but never on the network (remote blocks are staged by the caller's prefetch first).
 pub trait Stager: Send + Sync {
-    /// The leading run of `req.wanted` the tiers hold, verified and decoded, plus the reason
-    /// the first block that could not be staged was missed.
-    fn stage(&self, req: &StageRequest) -> Staged;
+    /// The leading run of `req.wanted` the tiers hold, verified and decoded (into
+    /// `req.loan`'s blocks when it has room for them), plus the reason the first block that
+    /// could not be staged was missed.
+    fn stage(&self, req: StageRequest) -> Staged;
 }
 
 #[cfg(test)]

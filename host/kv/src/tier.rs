@@ -4,6 +4,7 @@
 
 use crate::hash::BlockHash;
 use crate::ids::NamespaceId;
+use crate::loan::Loan;
 use crate::misses::LostTier;
 
 /// Why a [`TierSource::fetch`] returned false.
@@ -42,6 +43,14 @@ pub trait TierSource {
     /// The tier that served the last `fetch` that returned true (per-tier promotion counts);
     /// `None` when the source does not say.
     fn last_hit(&self) -> Option<LostTier> {
+        None
+    }
+
+    /// Where the bytes of `hash` already lie in a pool's lent block: the [`Loan`] and the
+    /// block's place in it, for the pool that lent it to link the block instead of copying
+    /// (a hit, as `fetch`'s, for `last_hit`). `None` (the default): ask `fetch`.
+    fn lent(&mut self, hash: &BlockHash) -> Option<(&mut Loan, usize)> {
+        let _ = hash;
         None
     }
 }

@@ -1,7 +1,8 @@
 //! The stack as a [`Stager`]: the leading run of a context's wanted blocks that the tiers hold
-//! (index look-ups first, no reads), read, verified and decoded into one staged buffer on the
+//! (index look-ups first, no reads), read, verified and decoded into one staged set on the
 //! caller's thread (the engine's staging thread, never the engine's) and, for a long run, one
-//! more thread per core; the reads' effects are applied in chain order.
+//! more thread per core; the reads' effects are applied in chain order. The blocks land in the
+//! pool blocks the request's loan lends, where it has one.
 
 use memoria_kv::staging::{StageRequest, Staged, Stager, WantedBlock};
 
@@ -11,7 +12,8 @@ use super::*;
 const PARALLEL_FROM: usize = 8;
 
 impl Stager for TierStack {
-    fn stage(&self, req: &StageRequest) -> Staged {
+    fn stage(&self, mut req: StageRequest) -> Staged {
+        let loan = req.loan.take();
         let b = req.layout.block_tokens;
         let Ok(block_bytes) = req.layout.block_bytes() else {
             return Staged::default();
@@ -30,7 +32,7 @@ impl Stager for TierStack {
             .take_while(|w| self.may_fetch(&w.hash))
             .count();
         let n = (held + 1).min(wanted.len());
-        let mut staged = Staged::with_capacity(block_bytes, n);
+        let mut staged = Staged::with_loan(loan, block_bytes, n);
         let expect = |w: &WantedBlock| Expect {
             model: req.model,
             layout: req.layout,

@@ -242,12 +242,19 @@ impl BlockPool {
         chunk: &[u32],
         src: &mut dyn TierSource,
     ) -> Option<u32> {
-        self.make_room(s.ns_slot, 1).ok()?;
-        let id = self.alloc(s.ns_slot).ok()?;
-        if !src.fetch(&hash, self.arena.block_mut(id)) {
-            self.decref(id);
-            return None;
-        }
+        // Staged in a block this pool lent: linked as it is, nothing copied.
+        let id = match self.adopt_lent(&hash, src) {
+            Some(id) => id,
+            None => {
+                self.make_room(s.ns_slot, 1).ok()?;
+                let id = self.alloc(s.ns_slot).ok()?;
+                if !src.fetch(&hash, self.arena.block_mut(id)) {
+                    self.decref(id);
+                    return None;
+                }
+                id
+            }
+        };
         let b = self.layout.block_tokens;
         self.block_tokens[id as usize * b..(id as usize + 1) * b].copy_from_slice(chunk);
         self.set_filled(id, b);

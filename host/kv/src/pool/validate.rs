@@ -86,6 +86,10 @@ impl BlockPool {
                 refs[id.index()] += 1;
             }
         }
+        // A lent block holds the reference its loan will give back or hand to a sequence.
+        for &id in self.lent_ids() {
+            refs[id as usize] += 1;
+        }
         for (id, (m, &r)) in self.metas.iter().zip(&refs).enumerate() {
             if m.refcount != r {
                 return Err(format!(

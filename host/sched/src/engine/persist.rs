@@ -176,6 +176,7 @@ impl Persist {
             public,
             tokens: chain.tokens.clone(),
             wanted,
+            loan: None,
         })
     }
 

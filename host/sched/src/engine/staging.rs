@@ -48,7 +48,7 @@ impl StageThread {
                         i.wait_handled(point);
                     }
                     let staged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        stager.stage(&req)
+                        stager.stage(req)
                     }))
                     .unwrap_or_else(|p| {
                         // The session then computes what it would have read.

@@ -318,11 +318,13 @@ impl Engine {
                 let root = s.root;
                 let chain = prompt_chain(&self.persist, &self.pool, s);
                 let req = self.persist.stage_request(&self.pool, root, chain);
-                if let Some(req) = req
-                    && self.persist.send_stage(id, req)
-                {
-                    s.stage = Stage::Waiting;
-                    return Ok(false);
+                if let Some(mut req) = req {
+                    // Staged straight into pool blocks where the pool has them free.
+                    req.loan = self.pool.lend(s.ns, req.wanted.len());
+                    if self.persist.send_stage(id, req) {
+                        s.stage = Stage::Waiting;
+                        return Ok(false);
+                    }
                 }
                 None
             }
@@ -337,6 +339,8 @@ impl Engine {
             staged,
             chain,
         )?;
+        // The staged set's loan is over: its blocks not linked go back to the free list.
+        self.pool.reclaim_loans();
         s.pending.drain(..hit);
         s.cached_tokens += hit;
         match &mut s.job {
@@ -350,6 +354,8 @@ impl Engine {
     /// Takes the staging thread's answers in (waiting up to `limit` for the first): each goes
     /// to its session if it still waits with a job, and is dropped otherwise.
     pub(crate) fn take_staged(&mut self, limit: std::time::Duration) {
+        // Blocks of loans dropped since (an answer no session took, a session closed).
+        self.pool.reclaim_loans();
         let mut wait = limit;
         while let Some((id, staged)) = self.persist.staged(wait) {
             wait = std::time::Duration::ZERO;

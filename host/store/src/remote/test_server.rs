@@ -101,7 +101,8 @@ impl TestServer {
         }
     }
 
-    /// (Re)starts the server on the same port and waits (at most 10 s) for PING.
+    /// (Re)starts the server on the same port and waits (at most 30 s: a loaded CI machine
+    /// can take seconds to start a process) for PING.
     pub fn restart(&mut self) -> Result<(), String> {
         self.kill();
         let child = Command::new(&self.binary)
@@ -114,14 +115,21 @@ impl TestServer {
             .spawn()
             .map_err(|e| format!("starting {}: {e}", self.binary.display()))?;
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if self.ping() {
                 return Ok(());
             }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return Err(format!(
+                    "{} exited ({status}) before answering PING on port {}",
+                    Path::new(&self.binary).display(),
+                    self.port
+                ));
+            }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "{} did not answer PING on port {} within 10 s",
+                    "{} did not answer PING on port {} within 30 s",
                     Path::new(&self.binary).display(),
                     self.port
                 ));
