@@ -286,8 +286,8 @@ fn a_prompt_is_hashed_once_per_block() {
 
 /// With a remote tier the caller hashes a fresh context's chain for its prefetch (on its own
 /// task) and hands it down: the engine thread then hashes none of it, whether the session was
-/// opened with its prompt or given it by an append, so the prompt is still hashed once per
-/// whole block in all.
+/// opened with its prompt, given it by an append, or warmed, so the prompt is still hashed once
+/// per whole block in all.
 #[test]
 fn a_remote_prefetch_hands_its_chain_to_the_engine() {
     use std::sync::atomic::Ordering::Relaxed;
@@ -327,6 +327,27 @@ fn a_remote_prefetch_hands_its_chain_to_the_engine() {
         assert!(
             hit_tokens >= 8 * 16,
             "the second prompt's whole blocks were found by the handed chain ({hit_tokens})"
+        );
+        // A warm takes the chain its prefetch hashed too.
+        let (before, caller) = (engine(), here());
+        let warm = e
+            .warm(ns, tokens.clone(), PinLevel::Pinned, None)
+            .await
+            .expect("warm");
+        assert_eq!(
+            here() - caller,
+            8,
+            "the caller hashed the warmed prefix once"
+        );
+        assert_eq!(
+            engine() - before,
+            0,
+            "the engine took the warmed prefix's chain"
+        );
+        assert!(warm.cached_tokens >= 8 * 16, "{warm:?}");
+        assert_eq!(
+            warm.blocks_pinned, 8,
+            "every whole block of the prefix is pinned"
         );
     });
     e.shutdown();

@@ -145,6 +145,8 @@ pub(crate) enum Command {
         tokens: Vec<u32>,
         pin: PinLevel,
         ttl: Option<Duration>,
+        /// The chain a remote prefetch hashed (see `OpenWith`).
+        chain: Option<HandedChain>,
         reply: Reply<WarmInfo>,
     },
     /// A saved hot prefix after a restart: warmed without a pin, then counted as reused
@@ -153,6 +155,8 @@ pub(crate) enum Command {
         ns: NamespaceId,
         tokens: Vec<u32>,
         count: f64,
+        /// The chain a remote prefetch hashed (see `OpenWith`).
+        chain: Option<HandedChain>,
         reply: Reply<WarmInfo>,
     },
     /// The chains hot-prefix warming pins now (at most `max_tokens` tokens each).
@@ -191,6 +195,8 @@ pub(crate) enum Command {
             Option<Box<memoria_kv::backing::SavedSession>>,
             memoria_kv::backing::BackingError,
         >,
+        /// The chain a remote prefetch of the record's tokens hashed (see `OpenWith`).
+        chain: Option<HandedChain>,
         reply: Reply<SessionId>,
     },
     Shutdown,

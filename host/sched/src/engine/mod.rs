@@ -297,14 +297,16 @@ impl Engine {
                 tokens,
                 pin,
                 ttl,
+                chain,
                 reply,
-            } => self.start_warm(ns, tokens, (Some(pin), ttl, None), reply),
+            } => self.start_warm(ns, tokens, chain, (Some(pin), ttl, None), reply),
             Command::Rewarm {
                 ns,
                 tokens,
                 count,
+                chain,
                 reply,
-            } => self.start_rewarm(ns, tokens, count, reply),
+            } => self.start_rewarm(ns, tokens, chain, count, reply),
             Command::HotPrefixes { max_tokens, reply } => {
                 let _ = reply.send(Ok(self.pool.hot_chains(max_tokens)));
             }
@@ -321,10 +323,15 @@ impl Engine {
                 ns,
                 name,
                 record,
+                chain,
                 reply,
             } => {
                 let record = record.map(|r| r.map(|r| *r));
-                let _ = reply.send(self.restore_session(ns, &name, record));
+                let r = self.restore_session(ns, &name, record);
+                if let (Ok(id), Some(chain)) = (&r, chain) {
+                    self.adopt_chain(ns, *id, None, chain);
+                }
+                let _ = reply.send(r);
             }
             Command::Shutdown => {}
         }

@@ -258,6 +258,7 @@ impl Engine {
         &mut self,
         ns: NamespaceId,
         tokens: Vec<u32>,
+        chain: Option<HandedChain>,
         (pin, ttl, hot): WarmMode,
         reply: Reply<crate::session::WarmInfo>,
     ) {
@@ -280,15 +281,21 @@ impl Engine {
         let now = Instant::now();
         let mut s = Session::new(ns, root, seq, now);
         s.pending = tokens;
-        s.job = Some(Job::Warm(Warm {
-            pin,
-            hot,
-            ttl,
-            reply,
-            cached_tokens: 0,
-        }));
         let id = self.new_session_id();
         self.sessions.insert(id, s);
+        // The chain is taken before the job starts (a running session's is never replaced).
+        if let Some(chain) = chain {
+            self.adopt_chain(ns, id, None, chain);
+        }
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.job = Some(Job::Warm(Warm {
+                pin,
+                hot,
+                ttl,
+                reply,
+                cached_tokens: 0,
+            }));
+        }
     }
 
     /// Warms a saved hot prefix (refused when a token is outside the vocabulary: the record
@@ -297,6 +304,7 @@ impl Engine {
         &mut self,
         ns: NamespaceId,
         tokens: Vec<u32>,
+        chain: Option<HandedChain>,
         count: f64,
         reply: Reply<crate::session::WarmInfo>,
     ) {
@@ -307,7 +315,7 @@ impl Engine {
             ))));
             return;
         }
-        self.start_warm(ns, tokens, (None, None, Some(count)), reply);
+        self.start_warm(ns, tokens, chain, (None, None, Some(count)), reply);
     }
 
     /// Releases a session's blocks (full blocks stay cached for others) and ends its job.

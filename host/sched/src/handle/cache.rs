@@ -20,12 +20,13 @@ impl EngineHandle {
         pin: PinLevel,
         ttl: Option<Duration>,
     ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(ns, &tokens).await;
+        let chain = self.remote.prefetch(ns, &tokens).await;
         self.call("warm", |reply| Command::Warm {
             ns,
             tokens,
             pin,
             ttl,
+            chain,
             reply,
         })
         .await
@@ -39,11 +40,12 @@ impl EngineHandle {
         tokens: Vec<u32>,
         count: f64,
     ) -> Result<WarmInfo, EngineError> {
-        self.remote.prefetch(ns, &tokens).await;
+        let chain = self.remote.prefetch(ns, &tokens).await;
         self.call("rewarm", |reply| Command::Rewarm {
             ns,
             tokens,
             count,
+            chain,
             reply,
         })
         .await
@@ -88,23 +90,24 @@ impl EngineHandle {
     /// hold is looked up in the remote tier (any host's save of the namespace), here on the
     /// caller's task, and its blocks prefetched: the engine thread never reads a store.
     pub async fn restore(&self, ns: NamespaceId, name: &str) -> Result<SessionId, EngineError> {
-        let restore = |record| {
+        let restore = |record, chain| {
             let name = name.to_string();
             self.call("restore", move |reply| Command::Restore {
                 ns,
                 name,
                 record,
+                chain,
                 reply,
             })
         };
         let local = self.remote.load_local(ns, name).await;
-        match restore(local.map(|r| r.map(Box::new))).await {
+        match restore(local.map(|r| r.map(Box::new)), None).await {
             Err(EngineError::NoSavedSession(missing)) => {
                 let Some(rec) = self.remote.load_session(ns, name).await? else {
                     return Err(EngineError::NoSavedSession(missing));
                 };
-                self.remote.prefetch(ns, &rec.tokens).await;
-                restore(Ok(Some(Box::new(rec)))).await
+                let chain = self.remote.prefetch(ns, &rec.tokens).await;
+                restore(Ok(Some(Box::new(rec))), chain).await
             }
             r => r,
         }
