@@ -1,11 +1,13 @@
 //! Matmul micro-timings on given shapes: `matmul_shapes TYPE:ROWSxCOLS... [--n N,...] [--reps R]`
 //! prints the median and minimum time per call (µs) and multiply-adds per ns (at the minimum)
 //! for each (shape, n), with
-//! the SIMD path `MEMORIA_SIMD` selects (pin threads with `RAYON_NUM_THREADS`).
+//! the SIMD path `MEMORIA_SIMD` selects, over the interleaved copy where the CPU reads it (pin
+//! threads with `RAYON_NUM_THREADS`).
 
 use std::hint::black_box;
 use std::time::Instant;
 
+use memoria_kernels::matmul::Interleaved;
 use memoria_kernels::{
     GgmlType, QuantizedActivations, WeightMatrix, matmul_prequantized, quantize_row,
 };
@@ -79,7 +81,10 @@ fn main() {
         for (src, dst) in x.chunks_exact(cols).zip(data.chunks_exact_mut(rb)) {
             quantize_row(ty, src, dst).expect("row");
         }
-        let w = WeightMatrix::new(ty, &data, rows, cols).expect("shape");
+        let plain = WeightMatrix::new(ty, &data, rows, cols).expect("shape");
+        // The interleaved copy the model loader makes where the CPU reads that layout.
+        let copy = Interleaved::build(&plain);
+        let w = plain.with_interleaved(copy.as_ref());
         for &n in &ns {
             let act = values(n * cols, 2);
             let mut xq = QuantizedActivations::new();

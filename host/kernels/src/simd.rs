@@ -3,10 +3,10 @@
 //! Invariant: [`level`] never changes after its first call, so every kernel in a process takes
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
 //! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512, `MEMORIA_SIMD=vnni`
-//! AVX2 tiles with 256-bit VNNI (the default), `MEMORIA_SIMD=avx512` adds the 512-bit int8
-//! tiles, `MEMORIA_SIMD=amx` the default path with AMX tiles for the interleaved formats' prefill
-//! ([`amx`]; an error where the CPU or kernel refuses tiles); non-x86_64 targets always use
-//! scalar.
+//! AVX2 tiles with 256-bit VNNI (the VNNI kernels alone), `MEMORIA_SIMD=avx512` adds the
+//! 512-bit int8 tiles, `MEMORIA_SIMD=amx` requires AMX tiles for every interleaved format's
+//! prefill ([`amx`]; an error where the CPU or kernel refuses tiles); unset, the VNNI kernels
+//! with AMX tiles where the kernel grants them; non-x86_64 targets always use scalar.
 //! [`vnni`] only picks between builds whose results are bit-identical; [`avx512`] picks the
 //! 512-bit int8 tiles, whose results differ from the AVX2 build by float reassociation (fixed
 //! once per process, so every kernel of a process still agrees with itself).
@@ -149,22 +149,32 @@ pub fn check_forced() -> Result<(), Unavailable> {
     })
 }
 
-/// Whether matmuls over interleaved weights (every format `matmul::Interleaved` lays out) run
-/// each whole 16-token tile on AMX tiles (`TDPBSUD`): only under `MEMORIA_SIMD=amx` for now
-/// (the same bits as the default path by construction, see `dot::avx2::interleaved_amx`, but
-/// not yet measured faster). Panics there when tiles are
-/// refused ([`check_forced`] says so as an error first). Fixed on first call.
+/// Whether matmuls over interleaved weights run their whole 16-token tiles on AMX tiles
+/// (`dot::avx2::interleaved_amx`: the same bits as the VNNI kernels by construction, tested):
+/// by default wherever the kernel grants tiles and the VNNI kernels they extend are in use
+/// (`MEMORIA_SIMD` unset), for the formats where tiles measured faster ([`amx_all`] says
+/// whether the rest run on them too); always under `MEMORIA_SIMD=amx`, which panics when tiles
+/// are refused ([`check_forced`] says so as an error first); never under another
+/// `MEMORIA_SIMD`. Fixed on first call.
 pub fn amx() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        if forced().as_deref() != Some("amx") {
-            return false;
+    *ON.get_or_init(|| match forced().as_deref() {
+        Some("amx") => {
+            if let Err(e) = check_forced() {
+                panic!("{e}");
+            }
+            true
         }
-        if let Err(e) = check_forced() {
-            panic!("{e}");
-        }
-        true
+        None => vnni() && avx512_detected() && amx_usable(),
+        Some(_) => false,
     })
+}
+
+/// Whether every interleaved format runs on tiles, the ones slower there than on the VNNI
+/// kernels too (Q6_K, Q3_K, Q2_K: 16-element sub-blocks, a quarter of a tile product each):
+/// only under `MEMORIA_SIMD=amx`, so its tests cover every tile kernel.
+pub fn amx_all() -> bool {
+    amx() && forced().as_deref() == Some("amx")
 }
 
 /// Whether AMX tiles (AMX-TILE + AMX-INT8) could be used by this process: the CPU lists them,

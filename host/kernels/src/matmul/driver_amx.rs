@@ -1,7 +1,9 @@
 //! Work splitting for matmuls over interleaved weights on AMX tiles (every interleaved
 //! format): the same tasks, token blocks and activation infos as
 //! [`super::driver_interleaved`], each whole 16-token tile of a group on the format's tile
-//! kernel ([`TileKernel`]) and the tokens left over (fewer than 16) on its VNNI kernel.
+//! kernel ([`TileKernel`]) and the tokens left over (fewer than 16) on its VNNI kernel. The
+//! whole tiles' activation values are packed once per matmul ([`pack_activations`]: each tile
+//! load reads 16 contiguous rows, not rows a whole activation row apart).
 //!
 //! Invariant: a (row, token) result has the same bits on either kernel (both are the
 //! sequential reference), so the split never shows in the output; tasks write disjoint 16-row
@@ -15,16 +17,21 @@ use super::driver_interleaved::{
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::amx::{M, TileUnit};
 use crate::dot::avx2::interleaved::XInfo;
-use crate::dot::avx2::interleaved_amx::{TokenTile, group_amx};
+use crate::dot::avx2::interleaved_amx::{Scratch, TokenTile, group_amx};
 use crate::dot::avx2::interleaved_amx_k::group_amx_k4;
 use crate::dot::avx2::interleaved_amx_sub::{group_amx_iq4xs, group_amx_sub16};
 use crate::dot::avx2::interleaved_iq4xs::XsInfo;
 use crate::dot::avx2::interleaved_k::{KInfo, Q6Info};
+use crate::types::GgmlType;
 
 /// A [`GroupKernel`] with a tile form for whole 16-token tiles.
 pub(super) trait TileKernel: GroupKernel {
     /// Bytes of `A`'s rows (the elements one tile product sums: a block or sub-block).
     const K: usize = 32;
+    /// The activation blocks' layout: (block bytes, offset of its int8 values, values).
+    fn a_layout(&self) -> (usize, usize, usize) {
+        (292, 4, 256)
+    }
     /// One group × the 16 tokens of `tile` on `tiles` (configured for `A` = 16 × [`Self::K`]).
     ///
     /// # Safety
@@ -33,6 +40,7 @@ pub(super) trait TileKernel: GroupKernel {
     unsafe fn call_tiles<U: TileUnit>(
         &self,
         tiles: &mut U,
+        scratch: &mut Scratch,
         w: *const u8,
         nb: usize,
         tile: TokenTile<Self::Info>,
@@ -40,15 +48,22 @@ pub(super) trait TileKernel: GroupKernel {
 }
 
 impl TileKernel for Block32 {
+    fn a_layout(&self) -> (usize, usize, usize) {
+        match self.0 {
+            GgmlType::Q4_1 | GgmlType::Q5_1 => (36, 4, 32),
+            _ => (34, 2, 32),
+        }
+    }
     unsafe fn call_tiles<U: TileUnit>(
         &self,
         tiles: &mut U,
+        scratch: &mut Scratch,
         w: *const u8,
         nb: usize,
         tile: TokenTile<XInfo>,
     ) {
         // SAFETY: forwarded.
-        unsafe { group_amx(tiles, self.0, w, nb, tile) }
+        unsafe { group_amx(tiles, scratch, self.0, w, nb, tile) }
     }
 }
 
@@ -56,12 +71,13 @@ impl TileKernel for SuperBlockQ4K {
     unsafe fn call_tiles<U: TileUnit>(
         &self,
         tiles: &mut U,
+        scratch: &mut Scratch,
         w: *const u8,
         nb: usize,
         tile: TokenTile<KInfo>,
     ) {
         // SAFETY: forwarded.
-        unsafe { group_amx_k4(tiles, self.0, w, nb, tile) }
+        unsafe { group_amx_k4(tiles, scratch, self.0, w, nb, tile) }
     }
 }
 
@@ -70,12 +86,13 @@ impl TileKernel for SuperBlock16 {
     unsafe fn call_tiles<U: TileUnit>(
         &self,
         tiles: &mut U,
+        scratch: &mut Scratch,
         w: *const u8,
         nb: usize,
         tile: TokenTile<Q6Info>,
     ) {
         // SAFETY: forwarded.
-        unsafe { group_amx_sub16(tiles, self.0, w, nb, tile) }
+        unsafe { group_amx_sub16(tiles, scratch, self.0, w, nb, tile) }
     }
 }
 
@@ -83,12 +100,13 @@ impl TileKernel for SuperBlockIq4Xs {
     unsafe fn call_tiles<U: TileUnit>(
         &self,
         tiles: &mut U,
+        scratch: &mut Scratch,
         w: *const u8,
         nb: usize,
         tile: TokenTile<XsInfo>,
     ) {
         // SAFETY: forwarded.
-        unsafe { group_amx_iq4xs(tiles, w, nb, tile) }
+        unsafe { group_amx_iq4xs(tiles, scratch, w, nb, tile) }
     }
 }
 
@@ -112,40 +130,45 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
         kernel.infos(xq.row(t), dst);
     }
+    let mut packed = PACKED.with(std::cell::RefCell::take);
+    pack_activations(xq, kernel.a_layout(), K::K, &mut packed);
     let groups = rows / GROUP;
     let threads = crate::threads::current_threads().max(1);
     let per_task = groups.div_ceil(threads * 4).max(1);
     let tasks = groups.div_ceil(per_task);
     let ptr = OutPtr(out.as_mut_ptr());
-    let (xb, xrb, ib) = (
+    let (xb, xrb, ib, pb) = (
         xq.bytes().as_ptr() as usize,
         xq.row_bytes(),
         info.as_ptr() as usize,
+        packed.as_ptr() as usize,
     );
+    let tile_bytes = M * nb * kernel.a_layout().2;
     crate::threads::for_each(tasks, |task| {
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
         let (xb, ib) = (xb as *const u8, ib as *const K::Info);
         let mut tiles = unit(K::K);
+        let mut scratch = Scratch::default();
         for tb in (0..n).step_by(TOKEN_BLOCK) {
             let tb_end = (tb + TOKEN_BLOCK).min(n);
             for g in g0..g1 {
                 let wp = iw.group_ptr(g);
                 let mut t0 = tb;
                 while tb_end - t0 >= M {
-                    // SAFETY: t0 + 16 ≤ n: rows t0..t0 + 16 of xq (nb blocks each, row_bytes
-                    // apart), their nb infos each, and the 16 outputs of group g in those token
+                    // SAFETY: t0 + 16 ≤ n and t0 is a multiple of 16 (token blocks are): tile
+                    // t0 / 16 of the packed activations, rows t0..t0 + 16's nb infos each, and the 16 outputs of group g in those token
                     // rows, written only by this task; the interleaved kernels are in use
                     // (caller), so the CPU has the AVX-512 features.
                     unsafe {
                         let tile = TokenTile {
-                            x: xb.add(t0 * xrb),
-                            x_stride: xrb,
+                            a: (pb as *const u8).add(t0 / M * tile_bytes),
+                            k: K::K,
                             info: ib.add(t0 * nb),
                             out: ptr.add(t0 * rows + g * GROUP),
                             out_stride: rows,
                         };
-                        kernel.call_tiles(&mut tiles, wp, nb, tile);
+                        kernel.call_tiles(&mut tiles, &mut scratch, wp, nb, tile);
                     }
                     t0 += M;
                 }
@@ -180,6 +203,41 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
             }
         }
     });
+    PACKED.with(|p| *p.borrow_mut() = packed);
+}
+
+thread_local! {
+    /// The packed activations of the last tile matmul on this thread (reused: no allocation
+    /// once grown).
+    static PACKED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Packs the int8 values of `xq`'s whole 16-token tiles for tile `A` loads: tile `i`, unit `u`
+/// (the `u`-th run of `k` values of a row, over blocks of `layout` = (bytes, value offset,
+/// values)) is 16 rows of `k` bytes at `(i·units + u)·16·k`. One contiguous, aligned-stride
+/// tile load per unit instead of 16 rows scattered `row_bytes` apart.
+fn pack_activations(
+    xq: &QuantizedActivations,
+    (xb, q_off, vals): (usize, usize, usize),
+    k: usize,
+    dst: &mut Vec<u8>,
+) {
+    let (tiles, nb, per) = (xq.n() / M, xq.row_bytes() / xb, vals / k);
+    let units = nb * per;
+    dst.clear();
+    dst.resize(tiles * units * M * k, 0);
+    for i in 0..tiles {
+        for r in 0..M {
+            let row = xq.row(i * M + r);
+            for b in 0..nb {
+                let src = &row[b * xb + q_off..b * xb + q_off + vals];
+                for (j, run) in src.chunks_exact(k).enumerate() {
+                    let at = ((i * units + b * per + j) * M + r) * k;
+                    dst[at..at + k].copy_from_slice(run);
+                }
+            }
+        }
+    }
 }
 
 /// [`run_tiles`] for `iw`'s format on the tile units `unit(k)` gives.
@@ -190,7 +248,6 @@ fn run_any<U: TileUnit>(
     out: &mut [f32],
     unit: impl Fn(usize) -> U + Sync,
 ) {
-    use crate::types::GgmlType;
     match iw.ty() {
         GgmlType::Q4K | GgmlType::Q5K => {
             let kernel = SuperBlockQ4K(iw.ty() == GgmlType::Q5K);

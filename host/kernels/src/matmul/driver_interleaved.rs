@@ -211,7 +211,7 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
     } else if matches!(iw.ty(), GgmlType::Q6K | GgmlType::Q3K | GgmlType::Q2K) {
         let mut info = Q6_INFO.with(std::cell::RefCell::take);
         let kernel = SuperBlock16(iw.ty());
-        if tiles_for(xq) {
+        if tiles_for(xq) && crate::simd::amx_all() {
             super::driver_amx::run_tiles(&kernel, iw, xq, out, &mut info, hw_tiles);
         } else {
             run_with(&kernel, iw, xq, out, &mut info);
