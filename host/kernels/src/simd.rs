@@ -149,7 +149,7 @@ pub fn check_forced() -> Result<(), Unavailable> {
     })
 }
 
-/// Whether matmuls over interleaved weights run their whole 16-token tiles on AMX tiles
+/// Whether matmuls over interleaved weights of 8 tokens or more run on AMX tiles
 /// (`dot::avx2::interleaved_amx`: the same bits as the VNNI kernels by construction, tested):
 /// by default wherever the kernel grants tiles and the VNNI kernels they extend are in use
 /// (`MEMORIA_SIMD` unset), for the formats where tiles measured faster ([`amx_all`] says

@@ -23,7 +23,7 @@ const FORMATS: [GgmlType; 13] = [
     GgmlType::IQ4NL,
     GgmlType::Mxfp4,
 ];
-const TOKENS: [usize; 8] = [1, 2, 15, 16, 17, 33, 70, 130];
+const TOKENS: [usize; 9] = [1, 2, 8, 15, 16, 17, 33, 70, 130];
 
 /// `rows × cols` weights of `ty` with extreme levels in row 0's first block.
 fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {

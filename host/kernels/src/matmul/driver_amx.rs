@@ -1,8 +1,9 @@
 //! Work splitting for matmuls over interleaved weights on AMX tiles (every interleaved
 //! format): the same tasks, token blocks and activation infos as
 //! [`super::driver_interleaved`], each whole 16-token tile of a group on the format's tile
-//! kernel ([`TileKernel`]) and the tokens left over (fewer than 16) on its VNNI kernel. The
-//! whole tiles' activation values are packed once per matmul ([`pack_activations`]: each tile
+//! kernel ([`TileKernel`]), the tokens left over (fewer than 16) as one partial tile where
+//! there are at least [`PARTIAL_MIN`] (batched decode), else on its VNNI kernel. The tiles'
+//! activation values are packed once per matmul ([`pack_activations`]: each tile
 //! load reads 16 contiguous rows, not rows a whole activation row apart).
 //!
 //! Invariant: a (row, token) result has the same bits on either kernel (both are the
@@ -110,16 +111,21 @@ impl TileKernel for SuperBlockIq4Xs {
     }
 }
 
+/// Tokens left after the whole 16-token tiles from which they run as one partial tile (`m`
+/// rows) rather than on the VNNI kernel: a tile product costs about as much for fewer rows, so
+/// below 8 tokens the VNNI kernels are faster (measured with the `matmul_shapes` example).
+pub(super) const PARTIAL_MIN: usize = 8;
+
 /// Fills `out` (`[n, rows]`) from interleaved weights of `kernel`'s format, each task on the
-/// tile unit `unit(K::K)` gives on its thread. The caller has checked what
-/// [`super::driver_interleaved::run`] requires and that `unit` yields working tiles.
+/// tile units `unit(m, K::K)` gives on its thread (`m` tokens per tile). The caller has checked
+/// what [`super::driver_interleaved::run`] requires and that `unit` yields working tiles.
 pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     kernel: &K,
     iw: &Interleaved,
     xq: &QuantizedActivations,
     out: &mut [f32],
     info: &mut Vec<K::Info>,
-    unit: impl Fn(usize) -> U + Sync,
+    unit: impl Fn(usize, usize) -> U + Sync,
 ) {
     let (rows, n, nb) = (iw.rows(), xq.n(), iw.blocks());
     if rows == 0 || n == 0 {
@@ -144,34 +150,62 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
         packed.as_ptr() as usize,
     );
     let tile_bytes = M * nb * kernel.a_layout().2;
+    // The last n % 16 tokens: one partial tile after the whole ones, or the VNNI kernel.
+    let rest = n % M;
+    let partial = rest >= PARTIAL_MIN;
+    let whole_end = if partial { n - rest } else { n };
     crate::threads::for_each(tasks, |task| {
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
         let (xb, ib) = (xb as *const u8, ib as *const K::Info);
-        let mut tiles = unit(K::K);
         let mut scratch = Scratch::default();
-        for tb in (0..n).step_by(TOKEN_BLOCK) {
+        let tile_at = |t0: usize, m: usize, g: usize| {
+            // SAFETY: t0 is a multiple of 16 and t0 + m ≤ n: tile t0 / 16 of the packed
+            // activations, rows t0..t0 + m's nb infos each, and the 16 outputs of group g in
+            // those token rows, written only by this task.
+            unsafe {
+                TokenTile {
+                    a: (pb as *const u8).add(t0 / M * tile_bytes),
+                    k: K::K,
+                    m,
+                    info: ib.add(t0 * nb),
+                    out: ptr.add(t0 * rows + g * GROUP),
+                    out_stride: rows,
+                }
+            }
+        };
+        if whole_end >= M {
+            let mut tiles = unit(M, K::K);
+            for tb in (0..whole_end).step_by(TOKEN_BLOCK) {
+                let tb_end = (tb + TOKEN_BLOCK).min(whole_end);
+                for g in g0..g1 {
+                    let wp = iw.group_ptr(g);
+                    let mut t0 = tb;
+                    while tb_end - t0 >= M {
+                        // SAFETY: the tile's ranges as `tile_at` says; the interleaved kernels
+                        // are in use (caller), so the CPU has the AVX-512 features.
+                        unsafe {
+                            kernel.call_tiles(&mut tiles, &mut scratch, wp, nb, tile_at(t0, M, g))
+                        };
+                        t0 += M;
+                    }
+                }
+            }
+        }
+        if partial {
+            let mut tiles = unit(rest, K::K);
+            for g in g0..g1 {
+                let tile = tile_at(whole_end, rest, g);
+                // SAFETY: as above.
+                unsafe { kernel.call_tiles(&mut tiles, &mut scratch, iw.group_ptr(g), nb, tile) };
+            }
+            return;
+        }
+        for tb in (whole_end / TOKEN_BLOCK * TOKEN_BLOCK..n).step_by(TOKEN_BLOCK) {
             let tb_end = (tb + TOKEN_BLOCK).min(n);
             for g in g0..g1 {
                 let wp = iw.group_ptr(g);
-                let mut t0 = tb;
-                while tb_end - t0 >= M {
-                    // SAFETY: t0 + 16 ≤ n and t0 is a multiple of 16 (token blocks are): tile
-                    // t0 / 16 of the packed activations, rows t0..t0 + 16's nb infos each, and the 16 outputs of group g in those token
-                    // rows, written only by this task; the interleaved kernels are in use
-                    // (caller), so the CPU has the AVX-512 features.
-                    unsafe {
-                        let tile = TokenTile {
-                            a: (pb as *const u8).add(t0 / M * tile_bytes),
-                            k: K::K,
-                            info: ib.add(t0 * nb),
-                            out: ptr.add(t0 * rows + g * GROUP),
-                            out_stride: rows,
-                        };
-                        kernel.call_tiles(&mut tiles, &mut scratch, wp, nb, tile);
-                    }
-                    t0 += M;
-                }
+                let mut t0 = tb.max(whole_end / M * M);
                 while t0 < tb_end {
                     let c = (tb_end - t0).min(TOKEN_TILE);
                     // SAFETY: as in `driver_interleaved::run_with`: row t0 + i < n of xq, its
@@ -212,7 +246,7 @@ thread_local! {
     static PACKED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Packs the int8 values of `xq`'s whole 16-token tiles for tile `A` loads: tile `i`, unit `u`
+/// Packs the int8 values of `xq`'s 16-token tiles (the last one partial) for tile `A` loads: tile `i`, unit `u`
 /// (the `u`-th run of `k` values of a row, over blocks of `layout` = (bytes, value offset,
 /// values)) is 16 rows of `k` bytes at `(i·units + u)·16·k`. One contiguous, aligned-stride
 /// tile load per unit instead of 16 rows scattered `row_bytes` apart.
@@ -222,12 +256,13 @@ fn pack_activations(
     k: usize,
     dst: &mut Vec<u8>,
 ) {
-    let (tiles, nb, per) = (xq.n() / M, xq.row_bytes() / xb, vals / k);
+    let (n, nb, per) = (xq.n(), xq.row_bytes() / xb, vals / k);
+    let tiles = n.div_ceil(M);
     let units = nb * per;
     dst.clear();
     dst.resize(tiles * units * M * k, 0);
     for i in 0..tiles {
-        for r in 0..M {
+        for r in 0..M.min(n - i * M) {
             let row = xq.row(i * M + r);
             for b in 0..nb {
                 let src = &row[b * xb + q_off..b * xb + q_off + vals];
@@ -246,7 +281,7 @@ fn run_any<U: TileUnit>(
     iw: &Interleaved,
     xq: &QuantizedActivations,
     out: &mut [f32],
-    unit: impl Fn(usize) -> U + Sync,
+    unit: impl Fn(usize, usize) -> U + Sync,
 ) {
     match iw.ty() {
         GgmlType::Q4K | GgmlType::Q5K => {
@@ -265,15 +300,15 @@ fn run_any<U: TileUnit>(
 /// with the interleaved kernels (tests).
 #[cfg(test)]
 pub(super) fn run_soft(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) {
-    run_any(iw, xq, out, |k| crate::amx::SoftTiles::new(M, k));
+    run_any(iw, xq, out, crate::amx::SoftTiles::new);
 }
 
 /// [`run_tiles`] on the CPU's tiles, `None` where the process has none (tests).
 #[cfg(test)]
 pub(super) fn run_hw(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) -> Option<()> {
     crate::amx::HwTiles::new(M, 32)?;
-    run_any(iw, xq, out, |k| {
-        crate::amx::HwTiles::new(M, k).expect("granted above, for the whole process")
+    run_any(iw, xq, out, |m, k| {
+        crate::amx::HwTiles::new(m, k).expect("granted above, for the whole process")
     });
     Some(())
 }

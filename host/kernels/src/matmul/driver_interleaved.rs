@@ -228,15 +228,14 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
     }
 }
 
-/// Whether this matmul runs its whole 16-token tiles on AMX ([`crate::simd::amx`]; fewer tokens
-/// than a tile never do).
+/// Whether this matmul runs on AMX tiles ([`crate::simd::amx`]; a single token never does).
 fn tiles_for(xq: &QuantizedActivations) -> bool {
-    xq.n() >= crate::amx::M && crate::simd::amx()
+    xq.n() >= super::driver_amx::PARTIAL_MIN && crate::simd::amx()
 }
 
-/// This thread's tiles, configured for `A` = 16 tokens × `k` bytes.
-fn hw_tiles(k: usize) -> crate::amx::HwTiles {
-    crate::amx::HwTiles::new(crate::amx::M, k).expect("simd::amx holds: the process has tiles")
+/// This thread's tiles, configured for `A` = `m` tokens × `k` bytes.
+fn hw_tiles(m: usize, k: usize) -> crate::amx::HwTiles {
+    crate::amx::HwTiles::new(m, k).expect("simd::amx holds: the process has tiles")
 }
 
 /// [`run`] with the format's kernel and an info buffer to reuse.

@@ -29,7 +29,7 @@ use crate::types::GgmlType;
 #[repr(C, align(64))]
 pub(crate) struct Levels(pub [u8; 512]);
 
-/// Where one 16-token tile of a group's product reads and writes (`I`: the format's
+/// Where one tile of up to 16 tokens of a group's product reads and writes (`I`: the format's
 /// per-(token, block) activation facts).
 #[derive(Clone, Copy)]
 pub(crate) struct TokenTile<I> {
@@ -39,6 +39,9 @@ pub(crate) struct TokenTile<I> {
     pub a: *const u8,
     /// `K`: bytes of one packed row.
     pub k: usize,
+    /// Tokens in the tile (1..=16: the tiles' configured rows); outputs and infos of the first
+    /// `m` only.
+    pub m: usize,
     /// Token 0's `nb` infos; token `t`'s start `t · nb` later.
     pub info: *const I,
     /// Token 0's 16 outputs; token `t`'s start `t · out_stride` later.
@@ -186,7 +189,7 @@ unsafe fn group_amx_f<U: TileUnit, const F: u8>(
                 } else {
                     _mm512_setzero_ps()
                 };
-                for (t, a) in acc.iter_mut().enumerate() {
+                for (t, a) in acc[..tile.m].iter_mut().enumerate() {
                     let inf = tile.info.add(t * nb + b).read();
                     let mut raw = _mm512_load_si512(s.0[t].as_ptr().cast());
                     if F == Q8_0 {
@@ -200,7 +203,7 @@ unsafe fn group_amx_f<U: TileUnit, const F: u8>(
                 }
             }
         }
-        for (t, a) in acc.iter().enumerate() {
+        for (t, a) in acc[..tile.m].iter().enumerate() {
             _mm512_storeu_ps(tile.out.add(t * tile.out_stride), *a);
         }
     }

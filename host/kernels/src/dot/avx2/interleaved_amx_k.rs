@@ -98,7 +98,7 @@ unsafe fn group_amx_k4_f<U: TileUnit, const Q5: bool>(
             });
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
             let dm = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(Q4K_DMIN).cast()));
-            for (t, at) in acc.iter_mut().enumerate() {
+            for (t, at) in acc[..tile.m].iter_mut().enumerate() {
                 let mut isum = _mm512_setzero_si512();
                 for (j, scj) in sc.iter().enumerate() {
                     let s = _mm512_load_si512(sums[j].0[t].as_ptr().cast());
@@ -116,7 +116,7 @@ unsafe fn group_amx_k4_f<U: TileUnit, const Q5: bool>(
                 *at = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dm, dx), *at);
             }
         }
-        for (t, a) in acc.iter().enumerate() {
+        for (t, a) in acc[..tile.m].iter().enumerate() {
             _mm512_storeu_ps(tile.out.add(t * tile.out_stride), *a);
         }
     }

@@ -110,7 +110,7 @@ pub(crate) unsafe fn group_amx_sub16<U: TileUnit>(
             let raw = |j: usize| _mm_loadu_si128(blk.add(scales + 16 * j).cast());
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
             let dm = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(Q2K_DMIN).cast()));
-            for (t, at) in acc.iter_mut().enumerate() {
+            for (t, at) in acc[..tile.m].iter_mut().enumerate() {
                 let inf = info(t);
                 let dx = _mm512_set1_ps(inf.dx);
                 if ty == GgmlType::Q2K {
@@ -132,7 +132,7 @@ pub(crate) unsafe fn group_amx_sub16<U: TileUnit>(
                 }
             }
         }
-        for (t, a) in acc.iter().enumerate() {
+        for (t, a) in acc[..tile.m].iter().enumerate() {
             _mm512_storeu_ps(tile.out.add(t * tile.out_stride), *a);
         }
     }
@@ -168,14 +168,14 @@ pub(crate) unsafe fn group_amx_iq4xs<U: TileUnit>(
                 _mm512_cvtepi8_epi32(_mm_loadu_si128(blk.add(IQ4XS_SCALES + 16 * j).cast()))
             };
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
-            for (t, at) in acc.iter_mut().enumerate() {
+            for (t, at) in acc[..tile.m].iter_mut().enumerate() {
                 let inf = tile.info.add(t * nb + b).read();
                 let isum = scaled_sum(&sums[..], t, sc, |j| inf.base[j], 8);
                 let scale = _mm512_mul_ps(dw, _mm512_set1_ps(inf.dx));
                 *at = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, *at);
             }
         }
-        for (t, a) in acc.iter().enumerate() {
+        for (t, a) in acc[..tile.m].iter().enumerate() {
             _mm512_storeu_ps(tile.out.add(t * tile.out_stride), *a);
         }
     }
