@@ -142,7 +142,7 @@ pub fn simd_path() -> String {
                 ""
             };
             let amx = if simd::amx() {
-                ", AMX tiles for 16-token blocks"
+                ", AMX tiles for matmuls of 8 tokens or more"
             } else {
                 ""
             };
