@@ -35,9 +35,8 @@ impl Stager for TierStack {
             .count();
         let n = (held + 1).min(wanted.len());
         // The tail continues the last wanted block: only worth a slot when all are held.
-        let tail_slot =
-            (req.tail.is_some() && held == wanted.len() && n == req.wanted.len()).then_some(n);
-        let mut staged = Staged::with_loan(loan, block_bytes, n + usize::from(tail_slot.is_some()));
+        let tail_fits = req.tail.is_some() && held == wanted.len() && n == req.wanted.len();
+        let mut staged = Staged::with_loan(loan, block_bytes, n + usize::from(tail_fits));
         let expect = |w: &WantedBlock| Expect {
             model: req.model,
             layout: req.layout,
@@ -99,8 +98,8 @@ impl Stager for TierStack {
             }
         }
         if let Some(want) = &req.tail {
-            let read = match (tail_slot, staged.slot_mut(n)) {
-                (Some(_), Some(out)) if all_hit => {
+            let read = match staged.slot_mut(n) {
+                Some(out) if tail_fits && all_hit => {
                     self.stage_tail(req.model, req.layout, req.root, want, out)
                 }
                 _ => Err(TailMiss::Absent),

@@ -158,7 +158,7 @@ impl BlockPool {
             } else {
                 None
             };
-            if let (None, true, Some(src)) = (boundary, limit > 0, source.as_deref_mut()) {
+            if let (None, true, Some(src)) = (boundary, limit > 0, source) {
                 // A tail staged from disk joins the retained tails the match picks from.
                 pool.restore_tail(s, src);
             }

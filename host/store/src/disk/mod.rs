@@ -336,17 +336,7 @@ impl RedbTier {
         if self.index().contains(&identity.hash) {
             return false;
         }
-        let encoding = if self.opts.compress {
-            Encoding::Lz4
-        } else {
-            Encoding::Raw
-        };
-        let m = Msg::Encode {
-            identity,
-            tokens: tokens.to_vec(),
-            data: data.to_vec(),
-            encoding,
-        };
+        let m = self.encode_msg(identity, tokens.to_vec(), data.to_vec());
         self.enqueue_block(identity.hash, m, force)
     }
 
@@ -354,18 +344,23 @@ impl RedbTier {
     /// and written under its tail key `identity.hash`, replacing the value kept there.
     /// Returns whether it was queued.
     pub fn put_tail(&self, identity: BlockIdentity, tokens: Vec<u32>, data: Vec<u8>) -> bool {
+        let m = self.encode_msg(identity, tokens, data);
+        self.enqueue_msg(identity.hash, m, false, false)
+    }
+
+    /// The writer's job to encode a raw block (LZ4 when the tier compresses) and write it.
+    fn encode_msg(&self, identity: BlockIdentity, tokens: Vec<u32>, data: Vec<u8>) -> Msg {
         let encoding = if self.opts.compress {
             Encoding::Lz4
         } else {
             Encoding::Raw
         };
-        let m = Msg::Encode {
+        Msg::Encode {
             identity,
             tokens,
             data,
             encoding,
-        };
-        self.enqueue_msg(identity.hash, m, false, false)
+        }
     }
 
     /// Whether the block is committed (not merely queued).
