@@ -72,6 +72,15 @@ pub struct BlockBytes {
     pub data: Vec<u8>,
 }
 
+/// A retained partial tail as the pool holds it: the hash it continues (see
+/// [`BlockHash::parent_at`]), its filled slots' tokens (fewer than a block's) and its block's
+/// bytes (the unfilled slots' bytes are meaningless).
+pub struct PartialBlock {
+    pub parent: BlockHash,
+    pub tokens: Vec<u32>,
+    pub data: Vec<u8>,
+}
+
 /// A saved session as a store hands it back: verified for the namespace that asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SavedSession {
@@ -100,6 +109,9 @@ pub trait HandOff: Send + Sync {
     fn sealed(&self, ns: NamespaceId, public: bool, force: bool, block: BlockBytes);
     /// A block the remote server lost, to write there again.
     fn rewrite(&self, ns: NamespaceId, public: bool, block: BlockBytes);
+    /// A retained partial tail of `ns`, to keep on this host's disk under its parent's tail
+    /// key (replacing the one kept there).
+    fn tail(&self, ns: NamespaceId, tail: PartialBlock);
     /// Saves a session of `ns` as `name` (its tokens and whole blocks' chain hashes) after
     /// every block handed over before it; `done` runs when it is durable, or with the error.
     fn save(

@@ -34,6 +34,19 @@
 //! namespace's) block of the same tokens. With no leading public block the chain is the plain
 //! one from `root_ns` (unchanged format). Partial tails after public blocks hang under `fork`
 //! too. The salt only enters through `root_ns`, a one-way hash; it never leaves the host.
+//!
+//! # Tail keys (partial blocks kept on disk)
+//!
+//! A retained partial tail (a finished sequence's unfilled last block) has no block hash of
+//! its own; the local disk tier keeps at most one per parent, under
+//!
+//! ```text
+//! tail = H("memoria-kv-tail-v1" || parent[32])
+//! ```
+//!
+//! where `parent` is the hash the tail continues ([`BlockHash::parent_at`]): the root, the
+//! private fork, or the previous whole block. The parent chains from the namespace's root, so
+//! tail keys are isolated exactly as blocks are.
 
 use std::fmt;
 
@@ -42,6 +55,7 @@ use crate::layout::KvElem;
 const ROOT_DOMAIN: &[u8] = b"memoria-kv-root-v1";
 const BLOCK_DOMAIN: &[u8] = b"memoria-kv-block-v1";
 const PRIVATE_DOMAIN: &[u8] = b"memoria-kv-private-v1";
+const TAIL_DOMAIN: &[u8] = b"memoria-kv-tail-v1";
 const SALT_CONTEXT: &str = "memoria-kv namespace salt v1";
 const KEYED_SALT_DOMAIN: &[u8] = b"memoria-kv namespace salt v2";
 
@@ -149,6 +163,30 @@ impl BlockHash {
         h.update(PRIVATE_DOMAIN);
         h.update(&root_ns.0);
         h.update(&public_last.0);
+        Self(*h.finalize().as_bytes())
+    }
+
+    /// The hash that block `i` of a chain (or the partial tail at `i`) continues: the root for
+    /// the first, the private fork right after a leading public run of `n_public` blocks, else
+    /// whole block `i - 1`'s hash in `hashes`.
+    ///
+    /// # Panics
+    /// If `i > hashes.len()`.
+    pub fn parent_at(root: &BlockHash, hashes: &[BlockHash], n_public: usize, i: usize) -> Self {
+        if i == 0 {
+            *root
+        } else if i == n_public {
+            BlockHash::private_fork(root, &hashes[i - 1])
+        } else {
+            hashes[i - 1]
+        }
+    }
+
+    /// The key a partial tail continuing `parent` is kept under on disk (see the module doc).
+    pub fn tail_key(parent: &BlockHash) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(TAIL_DOMAIN);
+        h.update(&parent.0);
         Self(*h.finalize().as_bytes())
     }
 
@@ -261,6 +299,13 @@ mod tests {
             BlockHash::private_fork(&BlockHash([1; 32]), &BlockHash([2; 32])).0,
             *blake3::hash(&bytes).as_bytes()
         );
+        let mut bytes = b"memoria-kv-tail-v1".to_vec();
+        bytes.extend_from_slice(&[3; 32]);
+        assert_eq!(
+            BlockHash::tail_key(&BlockHash([3; 32])).0,
+            *blake3::hash(&bytes).as_bytes()
+        );
+        assert_ne!(BlockHash::tail_key(&BlockHash([3; 32])), BlockHash([3; 32]));
         assert_eq!(
             NamespaceSalt::derive("x").0,
             blake3::derive_key("memoria-kv namespace salt v1", b"x")

@@ -71,7 +71,7 @@ pub use pool::{BlockInfo, BlockPool, HotChain};
 pub use public::{PublicChain, chain_step, context_chain};
 pub use registry::{NamespaceEntry, NamespaceTable, Namespaces, RootShape};
 pub use stats::{Counters, CountersSnapshot, EvictReason, PoolStats, StatsSnapshot};
-pub use tier::{NoopSink, SourceMiss, TierSink, TierSource};
+pub use tier::{NoopSink, SourceMiss, SourceTail, TailBytes, TierSink, TierSource};
 
 #[cfg(test)]
 mod pool_model_tests;

@@ -67,13 +67,7 @@ impl Sequence {
     /// Hash that private block `i` (or the partial tail at `i`) chains from: the root, the
     /// private fork right after the public run, else the previous block.
     pub fn parent_hash(&self, i: usize) -> BlockHash {
-        if i == 0 {
-            self.root
-        } else if i == self.n_public {
-            BlockHash::private_fork(&self.root, &self.hashes[i - 1])
-        } else {
-            self.hashes[i - 1]
-        }
+        BlockHash::parent_at(&self.root, &self.hashes, self.n_public, i)
     }
 
     /// The chain hash of full block `i` holding `chunk` (blocks `..i` hashed already), and

@@ -4,7 +4,9 @@
 //! reads, verifies and decodes them into a [`Staged`] set, which the engine's prefix match then
 //! uses as its [`TierSource`]: the step only links blocks that are already in memory. Where the
 //! pool has the room, it lends the request free blocks ([`Loan`]) and the stager writes into
-//! them, so the match links each staged block in place, nothing copied.
+//! them, so the match links each staged block in place, nothing copied. A request may also
+//! want the partial tail kept on disk after its last whole block ([`WantedTail`]): staged into
+//! one more lent block, it joins the pool's retained tails before the tail match.
 
 use memoria_kernels::pages::{HUGE_PAGE, HugeMap};
 
@@ -13,7 +15,7 @@ use crate::hash::ModelFingerprint;
 use crate::layout::KvLayout;
 use crate::loan::Loan;
 use crate::misses::LostTier;
-use crate::tier::{SourceMiss, TierSource};
+use crate::tier::{SourceMiss, SourceTail, TailBytes, TierSource};
 
 /// One block a stager is asked for: its place in the chain and its hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +23,29 @@ pub struct WantedBlock {
     /// The block's index in the context (block `i` holds tokens `i*B..(i+1)*B`).
     pub index: usize,
     pub hash: BlockHash,
+}
+
+/// The partial tail a request wants after its whole blocks: the one kept under `parent`
+/// (the hash the tail continues, see [`BlockHash::parent_at`]), useful when it begins with
+/// `tokens`' first token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WantedTail {
+    pub parent: BlockHash,
+    /// The prompt's tokens after its whole blocks that a tail may hold (1 to B - 1).
+    pub tokens: Vec<u32>,
+}
+
+/// Why a wanted tail was not staged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailMiss {
+    /// No tier keeps one under the parent, or not every whole block before it was staged.
+    Absent,
+    /// The stored value failed verification (checksum, length, format, padding): removed.
+    Corrupt(LostTier),
+    /// The stored value is another model's, layout's or namespace's: removed.
+    Foreign,
+    /// The stored tail continues the parent with other tokens than the prompt's.
+    Differs,
 }
 
 /// A staging request: the blocks of one context the hot pool lacks, in chain order.
@@ -36,9 +61,19 @@ pub struct StageRequest {
     pub tokens: Vec<u32>,
     /// The blocks wanted, by rising index; blocks between them are held hot.
     pub wanted: Vec<WantedBlock>,
-    /// Pool blocks lent to stage into (one per wanted block), or `None`: a buffer of the
-    /// stager's own, copied from by the match.
+    /// The partial tail wanted after the last whole block, if any.
+    pub tail: Option<WantedTail>,
+    /// Pool blocks lent to stage into (one per wanted block, and one for the tail), or
+    /// `None`: a buffer of the stager's own, copied from by the match.
     pub loan: Option<Loan>,
+}
+
+/// A staged partial tail: its parent, its filled slots' tokens and its slot.
+#[derive(Debug)]
+struct StagedTail {
+    parent: BlockHash,
+    tokens: Vec<u32>,
+    slot: usize,
 }
 
 /// What staging found for one block.
@@ -123,6 +158,8 @@ pub struct Staged {
     found: Vec<(BlockHash, Found)>,
     last_miss: Option<SourceMiss>,
     last_hit: Option<LostTier>,
+    tail: Option<StagedTail>,
+    tail_miss: Option<TailMiss>,
     /// The remote tier reported blocks missing on its server that this host may write again.
     pub remote_lost: bool,
 }
@@ -172,6 +209,36 @@ impl Staged {
     /// Records that `hash` could not be staged, and why.
     pub fn push_miss(&mut self, hash: BlockHash, why: SourceMiss) {
         self.found.push((hash, Found::Miss(why)));
+    }
+
+    /// Slot `k`'s bytes, to fill in place.
+    pub fn slot_mut(&mut self, k: usize) -> Option<&mut [u8]> {
+        self.slots_mut().nth(k)
+    }
+
+    /// Records that slot `slot` holds the partial tail continuing `parent`, whose filled
+    /// slots hold `tokens`.
+    pub fn push_tail(&mut self, parent: BlockHash, tokens: Vec<u32>, slot: usize) {
+        self.tail = Some(StagedTail {
+            parent,
+            tokens,
+            slot,
+        });
+    }
+
+    /// Records why the wanted tail was not staged.
+    pub fn push_tail_miss(&mut self, why: TailMiss) {
+        self.tail_miss = Some(why);
+    }
+
+    /// The staged tail's tokens, if one was staged.
+    pub fn tail_tokens(&self) -> Option<&[u32]> {
+        self.tail.as_ref().map(|t| &t.tokens[..])
+    }
+
+    /// Why the wanted tail was not staged (`None`: staged, or none was wanted).
+    pub fn tail_miss(&self) -> Option<TailMiss> {
+        self.tail_miss
     }
 
     /// Blocks staged (hits).
@@ -227,6 +294,24 @@ impl TierSource for Staged {
         };
         self.last_hit = Some(tier);
         Some((loan, offset / self.block_bytes.max(1)))
+    }
+
+    fn tail(&mut self, parent: &BlockHash) -> Option<SourceTail<'_>> {
+        let Staged {
+            tail,
+            buf,
+            block_bytes,
+            ..
+        } = self;
+        let t = tail.as_ref().filter(|t| t.parent == *parent)?;
+        let bytes = match buf {
+            Buf::Lent(loan) => TailBytes::Lent(loan, t.slot),
+            other => TailBytes::Copy(other.slot(t.slot, (*block_bytes).max(1))?),
+        };
+        Some(SourceTail {
+            tokens: &t.tokens,
+            bytes,
+        })
     }
 }
 

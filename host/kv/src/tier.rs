@@ -16,6 +16,21 @@ pub enum SourceMiss {
     Corrupt(LostTier),
 }
 
+/// Where a source holds a partial tail's bytes (one block's image; its filled slots count).
+pub enum TailBytes<'a> {
+    /// In block `k` of a loan: the pool that lent it links the block in place.
+    Lent(&'a mut Loan, usize),
+    /// In a buffer of the source's own, copied from.
+    Copy(&'a [u8]),
+}
+
+/// A partial tail a source holds for the pool's tail match (see `pool::tails`): the tokens of
+/// its filled slots (fewer than a block's) and its bytes.
+pub struct SourceTail<'a> {
+    pub tokens: &'a [u32],
+    pub bytes: TailBytes<'a>,
+}
+
 /// Receives blocks evicted from the pool.
 pub trait TierSink: Send + Sync {
     /// `data` is the block's full byte image (`[layer][K|V][slot][row]`), `tokens` its B tokens,
@@ -51,6 +66,13 @@ pub trait TierSource {
     /// (a hit, as `fetch`'s, for `last_hit`). `None` (the default): ask `fetch`.
     fn lent(&mut self, hash: &BlockHash) -> Option<(&mut Loan, usize)> {
         let _ = hash;
+        None
+    }
+
+    /// The partial tail continuing `parent` that the source holds, verified, for the pool to
+    /// keep as a retained tail; `None` (the default) when it has none.
+    fn tail(&mut self, parent: &BlockHash) -> Option<SourceTail<'_>> {
+        let _ = parent;
         None
     }
 }

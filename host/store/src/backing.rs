@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memoria_kv::backing::{
-    Backing, BackingError, BackingErrorKind, BlockBytes, BoxFuture, ChainKeys, HandOff, SaveDone,
-    SavedSession,
+    Backing, BackingError, BackingErrorKind, BlockBytes, BoxFuture, ChainKeys, HandOff,
+    PartialBlock, SaveDone, SavedSession,
 };
 use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, TierSink};
 
@@ -58,6 +58,10 @@ impl HandOff for Intake {
 
     fn rewrite(&self, ns: NamespaceId, public: bool, block: BlockBytes) {
         Intake::rewrite(self, ns, public, block)
+    }
+
+    fn tail(&self, ns: NamespaceId, tail: PartialBlock) {
+        Intake::tail(self, ns, tail)
     }
 
     fn save(

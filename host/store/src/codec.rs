@@ -57,6 +57,10 @@
 //! whole name, so a chain's blocks spread over every node (the tier never needs two keys in one
 //! slot; MGETs are split per slot and writes pipelined per slot, see `remote::link`).
 //!
+//! A retained partial tail kept on disk is a version-1 value too: its hash field is the tail key
+//! (`memoria_kv::BlockHash::tail_key` of the hash it continues), the token ids of its unfilled
+//! slots are `u32::MAX` and their bytes zero (`stack_tail.rs` reads and checks the padding).
+//!
 //! The payload encodings (raw, LZ4, lossy q8_0/q4_0 of f16 blocks) are in `codec_payload.rs`.
 
 use memoria_kv::{BlockHash, KvElem, KvLayout, MAX_BLOCK_TOKENS, ModelFingerprint, NamespaceSalt};

@@ -1,5 +1,5 @@
 //! The engine's hand-off to the store: every block the engine writes through, evicts or writes
-//! again for the remote tier, and every session it saves, reaches this thread as raw bytes and
+//! again for the remote tier, every partial tail it retains, and every session it saves, reaches this thread as raw bytes and
 //! a namespace id. The salt, the block's identity, the tiers' locks and queues are all dealt
 //! with here, never on the engine thread. Jobs are handled in the order sent, and a reader can
 //! wait until every job sent before a point is handled ([`Intake::sent`],
@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use memoria_kv::backing::BlockBytes;
+use memoria_kv::backing::{BlockBytes, PartialBlock};
 use memoria_kv::{BlockHash, KvLayout, LostTier, ModelFingerprint, NamespaceId, TierSink};
 
 use crate::codec::BlockIdentity;
@@ -47,6 +47,8 @@ enum Job {
         public: bool,
         block: BlockBytes,
     },
+    /// A retained partial tail of `ns`, for the disk tier.
+    Tail { ns: NamespaceId, tail: PartialBlock },
     /// A session to save under `name`: its tokens and its whole blocks' chain hashes (the
     /// record, with the namespace's salt, is made here).
     Save {
@@ -192,6 +194,11 @@ impl Intake {
         self.send(Job::Rewrite { ns, public, block });
     }
 
+    /// Hands over a retained partial tail of `ns`, kept on disk under its parent's tail key.
+    pub fn tail(&self, ns: NamespaceId, tail: PartialBlock) {
+        self.send(Job::Tail { ns, tail });
+    }
+
     /// Saves a session of `ns` as `name` (its tokens and whole blocks' chain hashes; the
     /// record gets the namespace's salt here), after every block handed over before it; `ack`
     /// runs when it is durable, or with the error.
@@ -287,6 +294,11 @@ fn handle(ctx: &Ctx, job: Job) {
         Job::Rewrite { ns, public, block } => {
             if let Some(salt) = salt_of(ns, public) {
                 stack.remote_rewrite(identity(salt, block.hash), &block.tokens, &block.data);
+            }
+        }
+        Job::Tail { ns, tail } => {
+            if let Some(salt) = table.salt(ns) {
+                stack.persist_tail(ctx.model, ctx.layout, salt, tail);
             }
         }
         Job::Save {

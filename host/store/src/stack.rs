@@ -480,6 +480,8 @@ mod pool;
 mod records;
 #[path = "stack_stage.rs"]
 mod stage;
+#[path = "stack_tail.rs"]
+mod tail;
 pub use pool::StoreSource;
 
 #[cfg(test)]

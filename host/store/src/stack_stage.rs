@@ -2,9 +2,11 @@
 //! (index look-ups first, no reads), read, verified and decoded into one staged set on the
 //! caller's thread (the engine's staging thread, never the engine's) and, for a long run, one
 //! more thread per core; the reads' effects are applied in chain order. The blocks land in the
-//! pool blocks the request's loan lends, where it has one.
+//! pool blocks the request's loan lends, where it has one. When every wanted block is staged
+//! and the request wants the partial tail after them, it is read from disk into one more slot
+//! (see `stack_tail`).
 
-use memoria_kv::staging::{StageRequest, Staged, Stager, WantedBlock};
+use memoria_kv::staging::{StageRequest, Staged, Stager, TailMiss, WantedBlock};
 
 use super::*;
 
@@ -32,7 +34,9 @@ impl Stager for TierStack {
             .take_while(|w| self.may_fetch(&w.hash))
             .count();
         let n = (held + 1).min(wanted.len());
-        let mut staged = Staged::with_loan(loan, block_bytes, n);
+        // The tail continues the last wanted block: only worth a slot when all are held.
+        let tail_fits = req.tail.is_some() && held == wanted.len() && n == req.wanted.len();
+        let mut staged = Staged::with_loan(loan, block_bytes, n + usize::from(tail_fits));
         let expect = |w: &WantedBlock| Expect {
             model: req.model,
             layout: req.layout,
@@ -86,10 +90,23 @@ impl Stager for TierStack {
                 break;
             }
         }
+        let all_hit = settled.len() == n && settled.iter().all(|(_, r)| r.is_ok());
         for (k, (hash, r)) in settled.into_iter().enumerate() {
             match r {
                 Ok(f) => staged.push_hit(hash, k, f.tier),
                 Err(why) => staged.push_miss(hash, why),
+            }
+        }
+        if let Some(want) = &req.tail {
+            let read = match staged.slot_mut(n) {
+                Some(out) if tail_fits && all_hit => {
+                    self.stage_tail(req.model, req.layout, req.root, want, out)
+                }
+                _ => Err(TailMiss::Absent),
+            };
+            match read {
+                Ok(tokens) => staged.push_tail(want.parent, tokens, n),
+                Err(why) => staged.push_tail_miss(why),
             }
         }
         staged.remote_lost = self.remote_lost_any();

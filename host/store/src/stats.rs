@@ -14,6 +14,8 @@ pub struct TierStats {
     /// Encoded bytes held (gauge).
     pub bytes: AtomicU64,
     pub hits: AtomicU64,
+    /// Partial tails served (disk only; not counted in `hits`, which are whole blocks).
+    pub tail_hits: AtomicU64,
     /// Of the hits, blocks stored lossily (q8_0/q4_0): served, but not bit-exact.
     pub lossy_hits: AtomicU64,
     pub misses: AtomicU64,
@@ -69,6 +71,7 @@ pub struct TierSnapshot {
     pub blocks: u64,
     pub bytes: u64,
     pub hits: u64,
+    pub tail_hits: u64,
     pub lossy_hits: u64,
     pub misses: u64,
     pub puts: u64,
@@ -101,6 +104,7 @@ impl TierStats {
             blocks: self.blocks.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
             hits: self.hits.load(Relaxed),
+            tail_hits: self.tail_hits.load(Relaxed),
             lossy_hits: self.lossy_hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             puts: self.puts.load(Relaxed),

@@ -2,7 +2,7 @@
 //! crashes that never lose an acknowledged save, corrupted stored blocks that are misses and
 //! never change output, namespace isolation, and durable session save/restore with
 //! bit-identical logits; the remote tier between two hosts on a real Valkey/Redis
-//! server or a 3-node Redis Cluster, named saves included, the server flushed or evicting under a tiny `maxmemory`, and `memoria bench cluster` on it; hot prefixes re-warmed and pinned again after a restart. Process-level
+//! server or a 3-node Redis Cluster, named saves included, the server flushed or evicting under a tiny `maxmemory`, and `memoria bench cluster` on it; hot prefixes re-warmed and pinned again after a restart; partial tails kept on disk and reused after a restart. Process-level
 //! tests spawn the CLI; the rest run engines in-process.
 
 mod bench_cluster;
@@ -19,6 +19,7 @@ mod remote_long;
 mod remote_saves;
 mod remote_serve;
 pub(crate) mod rewarm;
+mod tails;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -151,6 +151,43 @@ mod tests {
     }
 
     #[test]
+    fn a_staged_tail_joins_the_retained_tails_in_its_lent_block() {
+        let mut p = pool(8);
+        let tokens: Vec<u32> = (0..7).collect(); // one whole block, then 4, 5 and the last
+        let (hashes, _) = p.chain_hashes(NS, root(&p), &tokens[..B]);
+        let bytes = p.block_bytes();
+        let mut st = Staged::with_loan(p.lend(NS, 3), bytes, 3);
+        for (k, slot) in st.slots_mut().enumerate() {
+            slot.fill(k as u8 + 50);
+        }
+        st.push_hit(hashes[0], 0, LostTier::Disk);
+        // A tail of another parent is never taken; this one continues with 4, 5, then differs.
+        st.push_tail(BlockHash([9; 32]), vec![4], 2);
+        let seq = p.create_seq(NS, root(&p));
+        assert_eq!(p.match_prefix_from(seq, &tokens, &mut st).unwrap(), 4);
+        p.drop_seq(seq).unwrap();
+        st.push_tail(hashes[0], vec![4, 5, 9], 1);
+        let seq = p.create_seq(NS, root(&p));
+        assert_eq!(p.match_prefix_from(seq, &tokens, &mut st).unwrap(), 6);
+        let table = p.block_table(seq).unwrap().to_vec();
+        assert!(
+            p.block_data(table[1]).iter().all(|&x| x == 51),
+            "linked in place"
+        );
+        assert_eq!(p.lent_blocks(), 1, "the unused slot is still lent");
+        p.check_invariants().unwrap();
+        drop(st);
+        p.reclaim_loans();
+        p.drop_seq(seq).unwrap();
+        p.check_invariants().unwrap();
+        // Hot now: a later prompt takes the same tail without any source.
+        let seq = p.create_seq(NS, root(&p));
+        assert_eq!(p.match_prefix(seq, &tokens).unwrap(), 6);
+        p.drop_seq(seq).unwrap();
+        p.check_invariants().unwrap();
+    }
+
+    #[test]
     fn a_loan_dropped_on_another_thread_unused_gives_every_block_back() {
         let mut p = pool(4);
         let loan = p.lend(NS, 2).expect("half the free blocks");

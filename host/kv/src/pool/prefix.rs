@@ -158,6 +158,10 @@ impl BlockPool {
             } else {
                 None
             };
+            if let (None, true, Some(src)) = (boundary, limit > 0, source) {
+                // A tail staged from disk joins the retained tails the match picks from.
+                pool.restore_tail(s, src);
+            }
             let tail = match boundary {
                 Some(k) => k,
                 None => pool.match_tail(s, &tokens[full..], limit),

@@ -259,11 +259,17 @@ impl BlockPool {
     /// Ends `seq`: every block loses a reference; sealed blocks left unreferenced stay cached,
     /// and so does its partial last block (a retained tail, see `tails`).
     pub fn drop_seq(&mut self, seq: SeqId) -> Result<(), PoolError> {
+        self.end_seq(seq).map(drop)
+    }
+
+    /// [`BlockPool::drop_seq`], returning the retained tail it left (see
+    /// [`BlockPool::retained_tail`]), if it left one.
+    pub fn end_seq(&mut self, seq: SeqId) -> Result<Option<BlockId>, PoolError> {
         // An uncommitted reservation is let go first, so the committed tail can be retained.
         let len = self.seq(seq)?.tokens.len();
         self.truncate(seq, len)?;
         let s = self.seqs.remove(&seq).ok_or(PoolError::UnknownSeq(seq))?;
-        self.retain_tail(&s);
+        let kept = self.retain_tail(&s).map(BlockId);
         for id in s.table.iter().rev() {
             self.decref(id.0);
         }
@@ -273,6 +279,6 @@ impl BlockPool {
             .stats
             .seqs_active
             .fetch_sub(1, Ordering::Relaxed);
-        Ok(())
+        Ok(kept)
     }
 }

@@ -4,13 +4,16 @@
 //! begin with the tail's tokens attaches it and reuses those tokens' K/V; its first write then
 //! copies the shared part into a private block (copy-on-write), so the tail serves others too.
 //! The hash it is filed under chains from the namespace's root, so isolation is the same as for
-//! sealed blocks. Tails are never written to lower tiers (they have no content hash).
+//! sealed blocks. A tail kept on disk (under its parent's tail key, see [`crate::hash`]) comes
+//! back through staging: before the tail match, the one a [`TierSource`] staged under the
+//! matched chain's last hash joins the index as if its sequence had just ended here.
 
 use super::BlockPool;
 use crate::hash::BlockHash;
 use crate::ids::{BlockId, NIL};
 use crate::meta::BlockState;
 use crate::seq::Sequence;
+use crate::tier::{TailBytes, TierSource};
 
 /// At most this many tails continue one parent hash (different continuations of one prefix).
 const TAILS_PER_PARENT: usize = 16;
@@ -24,30 +27,39 @@ impl BlockPool {
     }
 
     /// Called as `s` ends (before its references are dropped): keeps its partial last block as
-    /// a retained tail when only `s` holds it and no tail already covers its tokens.
-    pub(crate) fn retain_tail(&mut self, s: &Sequence) {
+    /// a retained tail when only `s` holds it and no tail already covers its tokens. Returns
+    /// the block kept.
+    pub(crate) fn retain_tail(&mut self, s: &Sequence) -> Option<u32> {
         let b = self.layout.block_tokens;
         let len = s.tokens.len();
         if s.reserved > 0 || len.is_multiple_of(b) {
-            return;
+            return None;
         }
         let idx = len / b;
-        let Some(&BlockId(id)) = s.table.get(idx) else {
-            return;
-        };
+        let &BlockId(id) = s.table.get(idx)?;
         let m = &self.metas[id as usize];
         if m.refcount != 1 || m.frozen() || m.filled as usize != len % b {
-            return;
+            return None;
         }
         let parent_hash = s.parent_hash(idx);
-        let ours = &s.tokens[idx * b..];
-        let siblings = self.tails.get(&parent_hash).map_or(&[][..], Vec::as_slice);
+        if !self.admit_tail(&parent_hash, &s.tokens[idx * b..]) {
+            return None;
+        }
+        let parent = if idx == 0 { NIL } else { s.table[idx - 1].0 };
+        self.link_tail(id, parent_hash, parent);
+        Some(id)
+    }
+
+    /// Whether a tail of `ours` may join those continuing `parent_hash`: there is room and no
+    /// tail covers it. Shorter unreferenced tails that `ours` extends are then freed.
+    fn admit_tail(&mut self, parent_hash: &BlockHash, ours: &[u32]) -> bool {
+        let siblings = self.tails.get(parent_hash).map_or(&[][..], Vec::as_slice);
         if siblings.len() >= TAILS_PER_PARENT
             || siblings
                 .iter()
                 .any(|&t| self.filled_tokens(t).starts_with(ours))
         {
-            return;
+            return false;
         }
         // A shorter unreferenced tail that ours extends is superseded.
         let superseded: Vec<u32> = siblings
@@ -61,7 +73,11 @@ impl BlockPool {
         for t in superseded {
             self.drop_cached_tail(t);
         }
-        let parent = if idx == 0 { NIL } else { s.table[idx - 1].0 };
+        true
+    }
+
+    /// Files block `id` as a retained tail continuing `parent_hash`, child of block `parent`.
+    fn link_tail(&mut self, id: u32, parent_hash: BlockHash, parent: u32) {
         let m = &mut self.metas[id as usize];
         m.tail_of = Some(parent_hash);
         m.parent = parent;
@@ -69,6 +85,82 @@ impl BlockPool {
             self.metas[parent as usize].children += 1;
         }
         self.tails.entry(parent_hash).or_default().push(id);
+    }
+
+    /// A retained tail's parent hash and tokens; `None` when `id` is not one.
+    pub fn retained_tail(&self, id: BlockId) -> Option<(BlockHash, &[u32])> {
+        let parent = self.metas.get(id.index())?.tail_of?;
+        Some((parent, self.filled_tokens(id.0)))
+    }
+
+    /// Whether a retained tail continuing `parent` begins with all of `tokens`: the tail match
+    /// would reuse them all, nothing to stage.
+    pub fn holds_tail(&self, parent: &BlockHash, tokens: &[u32]) -> bool {
+        self.tails.get(parent).is_some_and(|list| {
+            list.iter()
+                .any(|&t| self.filled_tokens(t).starts_with(tokens))
+        })
+    }
+
+    /// Before the tail match of `s` (whose whole blocks are matched): keeps the tail `src`
+    /// staged under `s`'s last hash as a cached retained tail, linked in place when it lies in
+    /// a block this pool lent, unless one already covers its tokens or there is no room.
+    pub(crate) fn restore_tail(&mut self, s: &Sequence, src: &mut dyn TierSource) {
+        let b = self.layout.block_tokens;
+        if s.table.len() * b != s.tokens.len() {
+            return;
+        }
+        let parent_hash = s.parent_hash(s.table.len());
+        let Some(tail) = src.tail(&parent_hash) else {
+            return;
+        };
+        let n = tail.tokens.len();
+        let covered = self.holds_tail(&parent_hash, tail.tokens);
+        let full = self.tails.get(&parent_hash).map_or(0, Vec::len) >= TAILS_PER_PARENT;
+        if n == 0 || n >= b || covered || full {
+            return;
+        }
+        let id = match tail.bytes {
+            TailBytes::Lent(loan, k) if loan.lent_by(&self.returns) => {
+                let Some(id) = loan.adopt(k) else { return };
+                if let Some(at) = self.lent.iter().position(|&l| l == id) {
+                    self.lent.swap_remove(at);
+                }
+                id
+            }
+            TailBytes::Lent(loan, k) => match loan.slot(k) {
+                Some(bytes) => match self.copy_in(s.ns_slot, bytes) {
+                    Some(id) => id,
+                    None => return,
+                },
+                None => return,
+            },
+            TailBytes::Copy(bytes) => match self.copy_in(s.ns_slot, bytes) {
+                Some(id) => id,
+                None => return,
+            },
+        };
+        let at = id as usize * b;
+        self.block_tokens[at..at + n].copy_from_slice(tail.tokens);
+        self.set_filled(id, n);
+        if self.admit_tail(&parent_hash, tail.tokens) {
+            let parent = s.table.last().map_or(NIL, |p| p.0);
+            self.link_tail(id, parent_hash, parent);
+        }
+        // Cached (a retained tail) when linked, freed otherwise.
+        self.decref(id);
+    }
+
+    /// A fresh block of namespace slot `ns` holding `bytes` (one block's), with one reference;
+    /// `None` when there is no room.
+    fn copy_in(&mut self, ns: usize, bytes: &[u8]) -> Option<u32> {
+        if bytes.len() != self.block_bytes {
+            return None;
+        }
+        self.make_room(ns, 1).ok()?;
+        let id = self.alloc(ns).ok()?;
+        self.arena.block_mut(id).copy_from_slice(bytes);
+        Some(id)
     }
 
     /// Frees an unreferenced retained tail (superseded by a longer one).

@@ -1,5 +1,5 @@
 //! The engine's side of the persistent store: prefix matches that promote blocks from the
-//! tiers (and write matched blocks the remote server lost back to it), write-through of freshly sealed blocks (behind the engine thread), and durable session
+//! tiers (and write matched blocks the remote server lost back to it), write-through of freshly sealed blocks (behind the engine thread), retained partial tails kept on disk (`tails`), and durable session
 //! save/restore. Invariants: with no store configured every path here is a plain pool call; a
 //! block is persisted with the salt of the session that sealed it, looked up by namespace id in
 //! the registry (never kept here); a restored session holds
@@ -145,14 +145,16 @@ impl Persist {
         }
     }
 
-    /// The staging request for a fresh context hashed as `chain` under `root`: every block the
-    /// prefix match could take that the hot pool lacks now. `None` without a store's staging
-    /// thread or when the pool holds them all.
+    /// The staging request for a fresh context of `tokens` hashed as `chain` under `root`:
+    /// every block the prefix match could take that the hot pool lacks now, and the partial
+    /// tail after them that the disk may keep. `None` without a store's staging thread or
+    /// when the pool holds every block.
     pub fn stage_request(
         &self,
         pool: &BlockPool,
         root: BlockHash,
         chain: &PromptChain,
+        tokens: &[u32],
     ) -> Option<StageRequest> {
         self.stage.as_ref()?;
         let first = chain.hashes.iter().position(|h| !pool.holds(h))?;
@@ -176,6 +178,7 @@ impl Persist {
             public,
             tokens: chain.tokens.clone(),
             wanted,
+            tail: self.wanted_tail(pool, root, chain, tokens),
             loan: None,
         })
     }
@@ -317,6 +320,9 @@ impl Persist {
         *stored = full;
     }
 }
+
+#[path = "persist_tails.rs"]
+mod tails;
 
 impl Drop for Persist {
     fn drop(&mut self) {

@@ -318,7 +318,8 @@ impl Engine {
         self.start_warm(ns, tokens, chain, (None, None, Some(count)), reply);
     }
 
-    /// Releases a session's blocks (full blocks stay cached for others) and ends its job.
+    /// Releases a session's blocks (full blocks, and a partial last block as a retained tail,
+    /// stay cached for others) and ends its job.
     pub fn close_session(&mut self, id: SessionId) {
         if let Some(s) = self.sessions.remove(&id) {
             match s.job {
@@ -337,7 +338,10 @@ impl Engine {
                 Some(Job::Score(sc)) => sc.fail(EngineError::Cancelled),
                 None => {}
             }
-            let _ = self.pool.drop_seq(s.seq);
+            // Its partial last block, kept as a retained tail, is kept on disk too.
+            if let Ok(Some(tail)) = self.pool.end_seq(s.seq) {
+                self.persist.write_tail(&self.pool, s.ns, tail);
+            }
         }
         self.stats.set_sessions(self.sessions.len());
     }

@@ -316,11 +316,16 @@ impl Engine {
             Stage::Idle => {
                 // Hashed once: staging, the match and the blocks' sealing share it.
                 let root = s.root;
-                let chain = prompt_chain(&self.persist, &self.pool, s);
-                let req = self.persist.stage_request(&self.pool, root, chain);
+                prompt_chain(&self.persist, &self.pool, s);
+                let req = s.chain.as_deref().and_then(|chain| {
+                    self.persist
+                        .stage_request(&self.pool, root, chain, &s.pending)
+                });
                 if let Some(mut req) = req {
-                    // Staged straight into pool blocks where the pool has them free.
-                    req.loan = self.pool.lend(s.ns, req.wanted.len());
+                    // Staged straight into pool blocks (one more for a tail) where the pool
+                    // has them free.
+                    let n = req.wanted.len() + usize::from(req.tail.is_some());
+                    req.loan = self.pool.lend(s.ns, n);
                     if self.persist.send_stage(id, req) {
                         s.stage = Stage::Waiting;
                         return Ok(false);

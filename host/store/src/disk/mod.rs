@@ -290,8 +290,14 @@ impl RedbTier {
     }
 
     /// Queues a block message unless the queue is over its byte bound (`force` ignores the
-    /// bound). Returns whether it was queued.
+    /// bound) or the block is stored or queued already. Returns whether it was queued.
     fn enqueue_block(&self, hash: BlockHash, m: Msg, force: bool) -> bool {
+        self.enqueue_msg(hash, m, force, true)
+    }
+
+    /// [`Self::enqueue_block`]; `once: false` queues it even when `hash` is stored or queued
+    /// (the write replaces the value), without marking it queued.
+    fn enqueue_msg(&self, hash: BlockHash, m: Msg, force: bool, once: bool) -> bool {
         let bytes = m.queued_bytes();
         if self.failure().is_some() {
             TierStats::add(&self.stats.dropped, 1);
@@ -301,7 +307,7 @@ impl RedbTier {
             TierStats::add(&self.stats.dropped, 1);
             return false;
         }
-        if !self.index().enqueue(hash) {
+        if once && !self.index().enqueue(hash) {
             return false;
         }
         self.stats.queue_blocks.fetch_add(1, Relaxed);
@@ -309,7 +315,9 @@ impl RedbTier {
         if self.send(m).is_err() {
             self.stats.queue_blocks.fetch_sub(1, Relaxed);
             self.stats.queue_bytes.fetch_sub(bytes, Relaxed);
-            self.index().dequeue(&hash);
+            if once {
+                self.index().dequeue(&hash);
+            }
             TierStats::add(&self.stats.dropped, 1);
             return false;
         }
@@ -328,18 +336,31 @@ impl RedbTier {
         if self.index().contains(&identity.hash) {
             return false;
         }
+        let m = self.encode_msg(identity, tokens.to_vec(), data.to_vec());
+        self.enqueue_block(identity.hash, m, force)
+    }
+
+    /// Queues a partial tail, padded to a block (see `crate::stack`'s tails), to be encoded
+    /// and written under its tail key `identity.hash`, replacing the value kept there.
+    /// Returns whether it was queued.
+    pub fn put_tail(&self, identity: BlockIdentity, tokens: Vec<u32>, data: Vec<u8>) -> bool {
+        let m = self.encode_msg(identity, tokens, data);
+        self.enqueue_msg(identity.hash, m, false, false)
+    }
+
+    /// The writer's job to encode a raw block (LZ4 when the tier compresses) and write it.
+    fn encode_msg(&self, identity: BlockIdentity, tokens: Vec<u32>, data: Vec<u8>) -> Msg {
         let encoding = if self.opts.compress {
             Encoding::Lz4
         } else {
             Encoding::Raw
         };
-        let m = Msg::Encode {
+        Msg::Encode {
             identity,
-            tokens: tokens.to_vec(),
-            data: data.to_vec(),
+            tokens,
+            data,
             encoding,
-        };
-        self.enqueue_block(identity.hash, m, force)
+        }
     }
 
     /// Whether the block is committed (not merely queued).

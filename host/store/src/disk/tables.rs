@@ -5,7 +5,9 @@
 //!
 //! ```text
 //! table        key                         value
-//! blocks       block hash [u8; 32]         codec bytes (crate::codec, self-verifying)
+//! blocks       block hash [u8; 32]         codec bytes (crate::codec, self-verifying); a
+//!              or tail key [u8; 32]        retained partial tail under its parent's tail key
+//!                                          (the same codec, padded: see crate::stack's tails)
 //! block_index  block hash [u8; 32]         (encoded length u64, last-use stamp u64)
 //! sessions     (namespace id u64, name)    session record (crate::session, checksummed)
 //! hot          "top"                       hot-prefix record (crate::hot, checksummed)
