@@ -20,6 +20,7 @@ mod remote_saves;
 mod remote_serve;
 pub(crate) mod rewarm;
 mod tails;
+mod tails_serve;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -1,7 +1,8 @@
 //! Retained partial tails kept on disk: a session's unfilled last block, written when it ends,
 //! is reused by a restarted engine exactly as the hot pool reuses it (all but the prompt's
 //! last token cached, bit-identical logits); a damaged tail or another continuation's is a
-//! miss; an isolated namespace never sees another's tail.
+//! miss; an isolated namespace never sees another's tail; a named save writes its session's
+//! partial last block, which its restore after a restart reuses the same way.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use memoria_sched::{EngineConfig, EngineHandle};
 use memoria_store::{StoreOptions, TierStack};
 
 use super::{model, temp_store};
-use crate::shared::open_salted;
+use crate::shared::{open_salted, register};
 
 const NS: NamespaceId = NamespaceId(3);
 
@@ -168,6 +169,48 @@ fn an_isolated_namespace_never_sees_another_namespaces_tail() {
     assert_eq!(hit, 69, "tenant-a's own tail comes back");
     assert_eq!(stack.snapshot().redb.tail_hits, 1);
     assert_eq!(bits(&la), bits(&lb));
+    e.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_named_saves_tail_is_reused_when_it_is_restored_after_a_restart() {
+    let dir = temp_store("tail-save");
+    let tokens = prompt();
+    let want = fresh(&tokens);
+    let rt = crate::shared::runtime();
+    {
+        let (e, _) = start(Some(&dir));
+        rt.block_on(async {
+            let s = open_salted(&e, NS, "t").await;
+            e.append(NS, s, tokens.clone()).await.expect("append");
+            e.prefill(NS, s).await.expect("prefill");
+            e.save(NS, s, "kept").await.expect("save");
+            // The session goes on past the saved tail: the tail it leaves at close is another.
+            e.append(NS, s, vec![7; 20]).await.expect("append");
+            e.prefill(NS, s).await.expect("prefill");
+            e.close(NS, s).await.expect("close");
+        });
+        e.shutdown();
+    }
+    let (e, stack) = start(Some(&dir));
+    register(&e, NS, "t");
+    let before = e.pool_stats().snapshot().total.hit_tokens;
+    let l = rt.block_on(async {
+        let s = e.restore(NS, "kept").await.expect("restore");
+        let l = e.prefill(NS, s).await.expect("prefill");
+        e.close(NS, s).await.expect("close");
+        l
+    });
+    let hit = e.pool_stats().snapshot().total.hit_tokens - before;
+    assert_eq!(
+        hit, 69,
+        "restored: every saved token but the last, tail included"
+    );
+    assert_eq!(bits(&l), bits(&want), "restored K/V changed the logits");
+    let redb = stack.expect("store").snapshot().redb;
+    assert_eq!((redb.hits, redb.tail_hits), (4, 1));
+    assert_eq!(e.stats().store_work_in_step.load(Relaxed), 0);
     e.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }

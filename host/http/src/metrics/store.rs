@@ -1,6 +1,6 @@
 //! The store's own figures in `/metrics` (`memoria_store_*`) and in `/stats` (`tiers.disk`
 //! and `tiers.cold`): per lower tier, blocks written, dropped, removed as corrupt or foreign,
-//! lossy hits and failed reads and writes; for the disk tier, the file and what the budget
+//! lossy hits, partial-tail hits and failed reads and writes; for the disk tier, the file and what the budget
 //! charges, named saves against their budget, the write-behind queue, commits and the time
 //! they took, and whether the writer stopped (on a full disk or another failure). The block
 //! counts, bytes, hits, misses, evictions and budgets are `memoria_kv_*{tier=...}`.
@@ -23,7 +23,7 @@ fn writer_state(store: &TierStack) -> (bool, bool) {
 /// Counters kept for every lower tier: (family, help, value).
 type PerTier = (&'static str, &'static str, fn(&TierSnapshot) -> u64);
 
-const PER_TIER: [PerTier; 7] = [
+const PER_TIER: [PerTier; 8] = [
     (
         "memoria_store_puts_total",
         "Blocks written to a lower tier (disk: committed).",
@@ -48,6 +48,11 @@ const PER_TIER: [PerTier; 7] = [
         "memoria_store_lossy_hits_total",
         "Lower-tier hits on blocks stored lossily (q8_0/q4_0): served, not bit-exact.",
         |t| t.lossy_hits,
+    ),
+    (
+        "memoria_store_tail_hits_total",
+        "Lower-tier hits on a retained partial tail (the tokens after a prompt's last whole block).",
+        |t| t.tail_hits,
     ),
     (
         "memoria_store_read_errors_total",
@@ -182,6 +187,7 @@ pub(super) fn tier_json(t: &TierSnapshot) -> Value {
         "corrupt_removed": t.corrupt_removed,
         "foreign_removed": t.foreign_removed,
         "lossy_hits": t.lossy_hits,
+        "tail_hits": t.tail_hits,
         "read_errors": t.read_errors,
         "write_errors": t.write_errors,
     })

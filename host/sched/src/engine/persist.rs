@@ -373,7 +373,11 @@ impl Engine {
             }
             self.persist
                 .write_through(&self.pool, ns, seq, &mut s.stored_blocks, true);
-            let hashes = self.pool.chain_hashes(ns, root, &tokens).0;
+            let (hashes, n_public) = self.pool.chain_hashes(ns, root, &tokens);
+            // Handed over before the record, so the record's commit covers it (unless the
+            // write queue declined it: the tokens are then recomputed on restore).
+            self.persist
+                .write_partial(&self.pool, ns, seq, root, &hashes, n_public);
             Ok((hashes, tokens))
         })();
         match (r, &self.persist.intake) {

@@ -1,13 +1,15 @@
 //! Retained partial tails on the disk tier, from the engine's side: a session that ends leaving
 //! a retained tail hands it to the store (behind the engine thread, like a written-through
 //! block), and a fresh context whose blocks are staged also asks for the tail kept after its
-//! last whole block when the hot pool has none that covers the prompt. Tails are keyed under
+//! last whole block when the hot pool has none that covers the prompt. A named save hands its
+//! session's partial last block over the same way, so a restore after a restart reuses it as
+//! a fresh context would. Tails are keyed under
 //! the namespace's own chain (its salt, looked up by the store), never under a salt a request
 //! names.
 
 use memoria_kv::backing::PartialBlock;
 use memoria_kv::staging::WantedTail;
-use memoria_kv::{BlockHash, BlockId, BlockPool, NamespaceId};
+use memoria_kv::{BlockHash, BlockId, BlockPool, NamespaceId, SeqId};
 
 use super::{Persist, PromptChain};
 
@@ -60,6 +62,43 @@ impl Persist {
             PartialBlock {
                 parent,
                 tokens: tokens.to_vec(),
+                data: pool.block_data(id).to_vec(),
+            },
+        );
+    }
+
+    /// Hands the partial last block of `seq` (the computed tokens after its last whole block,
+    /// whose chain under `root` is `hashes`, the first `n_public` public) to the disk tier as
+    /// the tail continuing that block, as [`Persist::write_tail`] does when a session ends: a
+    /// named save's restore then finds it where a fresh context of the saved tokens looks.
+    /// A no-op without a disk tier, when the sequence ends on a block boundary, or when
+    /// `hashes` does not cover its whole blocks exactly (tokens still pending).
+    pub fn write_partial(
+        &self,
+        pool: &BlockPool,
+        ns: NamespaceId,
+        seq: SeqId,
+        root: BlockHash,
+        hashes: &[BlockHash],
+        n_public: usize,
+    ) {
+        let (Some(stack), Some(intake)) = (&self.stack, &self.intake) else {
+            return;
+        };
+        let (Ok(tokens), Ok(table)) = (pool.seq_tokens(seq), pool.block_table(seq)) else {
+            return;
+        };
+        let b = self.layout.block_tokens;
+        let full = tokens.len() / b;
+        if !stack.has_disk() || tokens.len() % b == 0 || hashes.len() != full {
+            return;
+        }
+        let Some(&id) = table.get(full) else { return };
+        intake.tail(
+            ns,
+            PartialBlock {
+                parent: BlockHash::parent_at(&root, hashes, n_public.min(full), full),
+                tokens: tokens[full * b..].to_vec(),
                 data: pool.block_data(id).to_vec(),
             },
         );
