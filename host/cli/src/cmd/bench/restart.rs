@@ -3,7 +3,7 @@
 //! hidden flag) after a restart; plus decode speed with and without the store's write-through
 //! and the store's write throughput, over `--rounds` rounds (medians, and each round's
 //! figure; the decode slowdown is the median of each back-to-back pair's, so a machine's
-//! drift between pairs cancels). The store at `--store` is cleared first. Prints figures;
+//! drift between pairs cancels; both engines share one copy of the weights). The store at `--store` is cleared first. Prints figures;
 //! asserts nothing about speed.
 
 use std::path::{Path, PathBuf};
@@ -14,6 +14,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use memoria_kv::NamespaceId;
+use memoria_model::llama::Model;
+use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
 use memoria_store::{TierStack, maintenance};
 use serde_json::{Value, json};
@@ -55,9 +57,22 @@ const SEED: u64 = 4242;
 /// The bench's one namespace.
 const NS: NamespaceId = NamespaceId(0);
 
-fn start(a: &RestartArgs, store: Option<Arc<TierStack>>) -> anyhow::Result<(EngineHandle, usize)> {
+/// The model and tokenizer, loaded once and shared by the engines a run starts: the decodes
+/// with and without the store then read the very same weights, so the slowdown measures the
+/// store and not two copies of the weights placed differently in memory.
+type Shared = (Arc<Model>, Arc<Tokenizer>);
+
+fn load(a: &RestartArgs) -> anyhow::Result<Shared> {
     let loaded = load_model(&a.model, true)?;
-    let hp = loaded.model.hparams().clone();
+    Ok((Arc::new(loaded.model), Arc::new(loaded.tokenizer)))
+}
+
+fn start(
+    a: &RestartArgs,
+    (model, tokenizer): &Shared,
+    store: Option<Arc<TierStack>>,
+) -> anyhow::Result<(EngineHandle, usize)> {
+    let hp = model.hparams().clone();
     anyhow::ensure!(
         a.prefix + a.gen_tokens + 64 <= hp.n_ctx_train,
         "prefix + gen exceeds the model context {}",
@@ -69,7 +84,7 @@ fn start(a: &RestartArgs, store: Option<Arc<TierStack>>) -> anyhow::Result<(Engi
         store: store.map(|s| s as _),
         ..EngineConfig::default()
     };
-    let e = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
+    let e = EngineHandle::start(model.clone(), tokenizer.clone(), cfg)?;
     e.namespaces()
         .insert(memoria_tenant::standalone(NS, "bench-restart"));
     Ok((e, hp.n_vocab))
@@ -139,7 +154,7 @@ async fn decode(
 fn child(a: &RestartArgs) -> anyhow::Result<()> {
     crate::cmd::init_threads(a.threads)?;
     let store = open_store(Some(&a.store))?;
-    let (e, n_vocab) = start(a, store.clone())?;
+    let (e, n_vocab) = start(a, &load(a)?, store.clone())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -207,7 +222,8 @@ pub fn main(a: RestartArgs) -> anyhow::Result<()> {
         .build()?;
     let rounds = a.rounds.max(1);
     let store = open_store(Some(&a.store))?.context("store")?;
-    let (e, n_vocab) = start(&a, Some(store.clone()))?;
+    let shared = load(&a)?;
+    let (e, n_vocab) = start(&a, &shared, Some(store.clone()))?;
     // A fresh prompt per round, computed, then hit hot; round 0's is the one restored later.
     let (mut compute, mut hot) = (Vec::new(), Vec::new());
     let mut identical = true;
@@ -224,7 +240,7 @@ pub fn main(a: RestartArgs) -> anyhow::Result<()> {
         hot.push(h);
     }
     // Decode with and without the store, in pairs, alternating which runs first.
-    let (plain, _) = start(&a, None)?;
+    let (plain, _) = start(&a, &shared, None)?;
     let (mut tps_plain, mut tps_store) = (Vec::new(), Vec::new());
     let (mut written, mut decode_s) = (0u64, 0.0f64);
     for r in 0..rounds {
