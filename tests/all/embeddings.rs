@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use memoria_kv::{KvElem, NamespaceId};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::{EngineConfig, EngineError, EngineHandle, Event, GenerateParams};
+use memoria_sched::{EngineConfig, EngineError, EngineHandle, Event, GenerateParams, Speculate};
 
 use crate::shared;
 
@@ -214,9 +214,13 @@ fn embeddings_take_at_most_their_share_of_a_step_while_sessions_decode() {
     shared::runtime().block_on(async {
         let id = e.open(NS).await.expect("open");
         e.append(NS, id, prompt.clone()).await.expect("append");
+        // One token per decoding step: no drafts (they could come from the embedding's own
+        // blocks, cached in the namespace's group), so a step's tokens beyond one are
+        // embedding tokens.
         let params = GenerateParams {
             close_when_done: true,
             ignore_eos: true,
+            speculation: Speculate::OFF,
             ..GenerateParams::greedy(300)
         };
         let mut stream = e.generate(NS, id, params).expect("generate");

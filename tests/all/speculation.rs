@@ -2,7 +2,7 @@
 //! its isolation group's memory are verified in the normal step, so the tokens (greedy and
 //! sampled, alone and in a batch beside sessions that do not draft) are exactly those of plain
 //! decoding, while drafts are made and accepted; and one isolated namespace's text never
-//! becomes another's draft.
+//! becomes another's draft, from its group's memory or from its cached blocks.
 
 use std::sync::Arc;
 
@@ -15,9 +15,13 @@ use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, Speculate
 use crate::shared;
 
 fn start(model: &std::path::Path) -> EngineHandle {
+    start_with(model, EngineConfig::default())
+}
+
+fn start_with(model: &std::path::Path, cfg: EngineConfig) -> EngineHandle {
     let model = Model::load(model).expect("model");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
-    EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default()).expect("engine")
+    EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine")
 }
 
 /// `max_tokens` of greedy decoding, or of sampling at `temperature` with a fixed seed.
@@ -177,7 +181,22 @@ fn a_batch_of_drafting_and_plain_sessions_gives_each_its_solo_tokens() {
 
 #[test]
 fn one_isolated_namespace_text_never_becomes_another_draft() {
-    let e = start(&stories());
+    canary_drafts_only_for_its_own_group(start(&stories()));
+}
+
+/// The same with no group memory: what A's next session drafts comes from A's blocks cached in
+/// the pool, and B's and a fresh namespace's sessions never see them.
+#[test]
+fn cached_blocks_draft_for_their_own_group_only() {
+    let cfg = EngineConfig {
+        draft_memory_tokens: 0,
+        ..EngineConfig::default()
+    };
+    let e = start_with(&stories(), cfg);
+    canary_drafts_only_for_its_own_group(e);
+}
+
+fn canary_drafts_only_for_its_own_group(e: EngineHandle) {
     // The canary: what tenant A's session writes after a prompt of token ids with no repeats
     // (nothing in the prompt predicts it).
     let prompt: Vec<u32> = (0..24).map(|i| 3 + (i * 37) % 500).collect();

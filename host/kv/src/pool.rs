@@ -5,6 +5,7 @@
 //! sealed block's parent is resident; evictable blocks sit in exactly one eviction heap; every
 //! retained partial tail is in the tail index under its parent's hash (see `tails`).
 
+mod drafts;
 mod hot;
 mod hot_seed;
 mod lifecycle;
@@ -81,6 +82,8 @@ pub struct BlockPool {
     returns: Arc<crate::loan::Returns>,
     /// Blocks taken from `returns`, reused.
     returned: Vec<u32>,
+    /// Where resident sealed blocks' token runs were followed, for drafts (see `drafts`).
+    drafts: drafts::BlockDrafts,
 }
 
 /// A read-only view of one block, for tests, debugging and metrics.
@@ -137,6 +140,10 @@ impl BlockPool {
             layout.block_tokens as u64,
         ));
         arena.start_prefault(stats.clone());
+        let drafts = drafts::BlockDrafts::new(n_blocks, layout.block_tokens);
+        stats
+            .draft_index_bytes
+            .store(drafts.bytes() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(Self {
             layout,
             row_bytes,
@@ -167,6 +174,7 @@ impl BlockPool {
             lent: Vec::new(),
             returns: Arc::default(),
             returned: Vec::new(),
+            drafts,
         })
     }
 

@@ -79,6 +79,8 @@ pub struct PoolStats {
     pub block_bytes: u64,
     /// Tokens per block.
     pub block_tokens: u64,
+    /// Bytes of the index that drafts from resident blocks (fixed with the pool).
+    pub draft_index_bytes: AtomicU64,
     /// Blocks on the free list.
     pub blocks_free: AtomicU64,
     /// Blocks whose memory may be resident (one past the highest block id ever used, or the end
@@ -259,6 +261,7 @@ impl PoolStats {
             blocks_total,
             block_bytes,
             block_tokens,
+            draft_index_bytes: AtomicU64::new(0),
             blocks_free: AtomicU64::new(blocks_total),
             blocks_committed: AtomicU64::new(0),
             wasted_slots: AtomicU64::new(0),

@@ -37,8 +37,8 @@ pub struct EngineConfig {
     /// bulk work: they fill what is left of the step budget only up to this, so decoders keep
     /// their pace; with nobody decoding they take the whole budget). At least 1.
     pub embed_step_tokens: usize,
-    /// Tokens each isolation group's draft memory keeps for speculative decoding (0: drafts
-    /// come only from a session's own context).
+    /// Tokens each isolation group's draft memory keeps for speculative decoding (0: no such
+    /// memory; a group's drafts then come from its blocks resident in the pool only).
     pub draft_memory_tokens: usize,
     /// Isolation groups with a draft memory at once (the least recently used one is dropped).
     pub draft_groups: usize,

@@ -5,6 +5,7 @@
 //! engine too, behind its cache (`embed`).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
@@ -149,9 +150,13 @@ impl EngineHandle {
         })
     }
 
-    /// Bytes held by the isolation groups' draft memories.
+    /// Bytes held for drafting from group memory: the isolation groups' rings and the pool's
+    /// index of its resident blocks.
     pub fn draft_memory_bytes(&self) -> usize {
-        self.drafts.bytes()
+        let index = self.pool_stats().draft_index_bytes.load(Relaxed);
+        self.drafts
+            .bytes()
+            .saturating_add(usize::try_from(index).unwrap_or(usize::MAX))
     }
 
     /// The namespace registry (the one holder of every namespace's salt).

@@ -1,6 +1,6 @@
 //! Speculative decoding's settings and figures: how a generation drafts ([`Speculate`]: off, or
 //! up to `max_draft` tokens from its own context and, where allowed, its isolation group's
-//! memory), the per-generation state the engine keeps ([`Speculation`]), and the per-namespace
+//! memory and cached blocks), the per-generation state the engine keeps ([`Speculation`]), and the per-namespace
 //! counters (`/stats`, `/metrics`). The engine verifies every draft against the model in its
 //! normal step (see `engine::speculate`), so speculation changes speed, never a token.
 
@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use memoria_kv::NamespaceId;
 use memoria_kv::draft::{ContextIndex, DraftLength, GroupMemory};
+use memoria_kv::{BlockPool, NamespaceId};
 
 /// The most draft tokens a generation may verify in one step.
 pub const MAX_DRAFT: usize = 32;
@@ -21,8 +21,9 @@ pub const DEFAULT_MAX_DRAFT: usize = 8;
 pub struct Speculate {
     /// Most draft tokens per step (0: no speculation; at most [`MAX_DRAFT`]).
     pub max_draft: usize,
-    /// Also draft from the isolation group's memory of earlier sequences (off: only from the
-    /// session's own context, which tells nothing about anyone else's text through timing).
+    /// Also draft from the isolation group's memory of earlier sequences and its blocks in the
+    /// pool (off: only from the session's own context, which tells nothing about anyone else's
+    /// text through timing).
     pub group: bool,
 }
 
@@ -149,18 +150,22 @@ pub(crate) struct Speculation {
     pub length: DraftLength,
     /// The isolation group's memory, when the generation may draft from it.
     pub group: Option<Arc<Mutex<GroupMemory>>>,
+    /// The draft group whose resident blocks in the pool the generation may draft from.
+    pub pool_group: Option<u64>,
     /// This step's draft.
     pub draft: Vec<u32>,
     pub counters: Arc<SpecCounters>,
 }
 
 impl Speculation {
-    /// Drafting state for a session whose tokens are `context`, for up to `reach` tokens.
+    /// Drafting state for a session whose tokens are `context`, for up to `reach` tokens;
+    /// `group` is its draft group (the key of its chain root) and `memory` that group's ring.
     pub fn new(
         context: &[u32],
         reach: usize,
         settings: Speculate,
-        group: Option<Arc<Mutex<GroupMemory>>>,
+        group: u64,
+        memory: Option<Arc<Mutex<GroupMemory>>>,
         counters: Arc<SpecCounters>,
     ) -> Speculation {
         let max = settings.max_draft.min(MAX_DRAFT);
@@ -169,15 +174,16 @@ impl Speculation {
         Speculation {
             index,
             length: DraftLength::new(max),
-            group: if settings.group { group } else { None },
+            group: if settings.group { memory } else { None },
+            pool_group: settings.group.then_some(group),
             draft: Vec::with_capacity(max),
             counters,
         }
     }
 
     /// Fills `self.draft` with up to `max` tokens (the session's own context first, then its
-    /// group's memory); returns how many.
-    pub fn propose(&mut self, max: usize) -> usize {
+    /// group's memory, then its group's blocks resident in `pool`); returns how many.
+    pub fn propose(&mut self, max: usize, pool: &BlockPool) -> usize {
         let want = self.length.for_next_step().min(max);
         self.draft.clear();
         if want == 0 {
@@ -188,6 +194,11 @@ impl Speculation {
         {
             let g = group.lock().unwrap_or_else(PoisonError::into_inner);
             g.draft(self.index.tokens(), want, &mut self.draft);
+        }
+        if self.draft.is_empty()
+            && let Some(group) = self.pool_group
+        {
+            pool.draft_from_blocks(group, self.index.tokens(), want, &mut self.draft);
         }
         self.draft.len()
     }

@@ -2,7 +2,8 @@
 //! source first: the session's own context ([`ContextIndex`]: the latest earlier occurrence of
 //! its last n tokens, prompt lookup) and its isolation group's memory of earlier sequences
 //! ([`GroupMemory`]: an n-gram table over a bounded ring of tokens, one per group, never
-//! shared across groups, so no tenant's text can become another's draft). [`DraftLength`]
+//! shared across groups, so no tenant's text can become another's draft), then the pool's
+//! resident sealed blocks of the same group (`BlockPool::draft_from_blocks`). [`DraftLength`]
 //! adapts how many tokens a session drafts to how many were accepted. Every table is sized when
 //! it is created; drafting and recording allocate nothing.
 //!
@@ -12,9 +13,9 @@
 mod context;
 mod length;
 mod memory;
-mod ngram;
+pub(crate) mod ngram;
 
 pub use context::ContextIndex;
 pub use length::DraftLength;
 pub use memory::{DraftMemory, GroupMemory};
-pub use ngram::{MAX_N, MIN_N};
+pub use ngram::{MAX_N, MIN_N, group_key};

@@ -22,3 +22,12 @@ pub(crate) fn hash(tokens: &[u32]) -> u64 {
 pub(crate) fn slots_for(capacity: usize) -> usize {
     capacity.saturating_mul(2).max(16).next_power_of_two()
 }
+
+/// The draft group of chains under `root`: sessions share drafts exactly where they share
+/// cached blocks (the same chain root, so the same salt), never across isolated namespaces.
+/// Never 0 (which marks "no group").
+pub fn group_key(root: &crate::hash::BlockHash) -> u64 {
+    let mut key = [0u8; 8];
+    key.copy_from_slice(&root.0[..8]);
+    u64::from_le_bytes(key).max(1)
+}

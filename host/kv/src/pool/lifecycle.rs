@@ -199,6 +199,7 @@ impl BlockPool {
         if let Some(h) = hash {
             self.index.remove(&h);
             self.content.remove(id);
+            self.forget_drafts(id);
         }
         if let Some(p) = tail_of {
             self.forget_tail(p, id);

@@ -5,6 +5,7 @@
 //! The chain is walked from the root, so a match never has a hole.
 
 use super::BlockPool;
+use crate::draft::group_key;
 use crate::error::PoolError;
 use crate::hash::BlockHash;
 use crate::ids::{BlockId, NIL, SeqId};
@@ -263,7 +264,7 @@ impl BlockPool {
         self.block_tokens[id as usize * b..(id as usize + 1) * b].copy_from_slice(chunk);
         self.set_filled(id, b);
         let parent = s.table.last().map_or(NIL, |p| p.0);
-        self.link_sealed(id, hash, parent);
+        self.link_sealed(id, hash, parent, group_key(&s.root));
         self.count(s.ns_slot, |c| &c.promotions, 1);
         if let Some(t) = src.last_hit() {
             self.count(s.ns_slot, |c| &c.promoted_from[t.bits() as usize], 1);

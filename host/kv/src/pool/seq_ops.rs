@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::BlockPool;
+use crate::draft::group_key;
 use crate::error::PoolError;
 use crate::hash::BlockHash;
 use crate::ids::{BlockId, NIL, NamespaceId, SeqId, SlotRef};
@@ -170,7 +171,7 @@ impl BlockPool {
             self.count(s.ns_slot, |c| &c.dedups, 1);
         } else {
             let parent = if i == 0 { NIL } else { s.table[i - 1].0 };
-            self.link_sealed(id, hash, parent);
+            self.link_sealed(id, hash, parent, group_key(&s.root));
             if public {
                 self.attribute_public(id);
             }
@@ -179,8 +180,9 @@ impl BlockPool {
         s.push_hash(hash, public);
     }
 
-    /// Marks `id` sealed under `hash`, indexes it and links it under `parent`.
-    pub(crate) fn link_sealed(&mut self, id: u32, hash: BlockHash, parent: u32) {
+    /// Marks `id` sealed under `hash`, indexes it (for drafts of `group` too) and links it
+    /// under `parent`.
+    pub(crate) fn link_sealed(&mut self, id: u32, hash: BlockHash, parent: u32, group: u64) {
         let m = &mut self.metas[id as usize];
         m.hash = Some(hash);
         m.parent = parent;
@@ -197,6 +199,7 @@ impl BlockPool {
         if parent != NIL {
             self.metas[parent as usize].children += 1;
         }
+        self.index_drafts(id, parent, group);
     }
 
     /// A new sequence sharing every block of `seq` (O(blocks), no K/V copied). The shared partial

@@ -10,6 +10,7 @@
 use std::sync::PoisonError;
 
 use memoria_kv::NamespaceId;
+use memoria_kv::draft::group_key;
 
 use super::Engine;
 use crate::EngineError;
@@ -30,17 +31,14 @@ impl Engine {
         if !settings.on() {
             return Ok(None);
         }
-        let root = self.session(ns, id)?.root;
-        // The group is the chain root's: sessions share a draft memory exactly where they
-        // share cached blocks (the same salt), never across isolated namespaces.
-        let group = (settings.group && self.cfg.draft_memory_tokens > 0).then(|| {
-            let mut key = [0u8; 8];
-            key.copy_from_slice(&root.0[..8]);
-            self.drafts.group(u64::from_le_bytes(key))
-        });
+        // The group is the chain root's: sessions share drafts exactly where they share cached
+        // blocks (the same salt), never across isolated namespaces.
+        let group = group_key(&self.session(ns, id)?.root);
+        let memory =
+            (settings.group && self.cfg.draft_memory_tokens > 0).then(|| self.drafts.group(group));
         let counters = self.stats.speculation.of(ns);
         Ok(Some(Box::new(Speculation::new(
-            context, reach, settings, group, counters,
+            context, reach, settings, group, memory, counters,
         ))))
     }
 
@@ -48,10 +46,11 @@ impl Engine {
     /// its token and context limits; returns the draft's length.
     pub(super) fn draft(&mut self, id: SessionId, room: usize) -> usize {
         let max_context = self.cfg.max_context;
+        let pool = &self.pool;
         let Some(s) = self.sessions.get_mut(&id) else {
             return 0;
         };
-        let len = self.pool.seq_len(s.seq).unwrap_or(usize::MAX);
+        let len = pool.seq_len(s.seq).unwrap_or(usize::MAX);
         let Some(Job::Generate(g)) = &mut s.job else {
             return 0;
         };
@@ -65,7 +64,7 @@ impl Engine {
             .saturating_sub(len.saturating_add(s.pending.len()))
             .saturating_sub(1);
         let max = room.min(left).min(context_left).min(MAX_DRAFT);
-        let k = sp.propose(max);
+        let k = sp.propose(max, pool);
         s.pending.extend_from_slice(&sp.draft[..k]);
         k
     }
