@@ -1,8 +1,8 @@
-//! Speculative decoding's settings and figures: how a generation drafts ([`Speculate`]: off, or
-//! up to `max_draft` tokens from its own context and, where allowed, its isolation group's
-//! memory and cached blocks), the per-generation state the engine keeps ([`Speculation`]), and the per-namespace
-//! counters (`/stats`, `/metrics`). The engine verifies every draft against the model in its
-//! normal step (see `engine::speculate`), so speculation changes speed, never a token.
+//! Speculative decoding's settings and figures: how a generation drafts ([`Speculate`]: off, or up
+//! to `max_draft` tokens from its own context and, where allowed, its isolation group's memory and
+//! cached blocks), the per-generation state the engine keeps ([`Speculation`]), and the
+//! per-namespace counters (`/stats`, `/metrics`). The engine verifies every draft against the model
+//! in its normal step (see `engine::speculate`), so speculation changes speed, never a token.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -1,10 +1,10 @@
-//! The store's own figures in `/metrics` (`memoria_store_*`) and in `/stats` (`tiers.disk`
-//! and `tiers.cold`): per lower tier, blocks written, dropped, removed as corrupt or foreign,
-//! lossy hits, partial-tail hits and failed reads and writes; for the disk tier, the file and what the budget
-//! charges, named saves against their budget, the write-behind queue, commits and the time
-//! they took, and whether the writer stopped (on a full disk or another failure). The block
-//! counts, bytes, hits, misses, evictions and budgets are `memoria_kv_*{tier=...}`.
-//! Invariant: nothing is written when the server runs without a store; read-only.
+//! The store's own figures in `/metrics` (`memoria_store_*`) and in `/stats` (`tiers.disk` and
+//! `tiers.cold`): per lower tier, blocks written, dropped, removed as corrupt or foreign, lossy
+//! hits, partial-tail hits and failed reads and writes; for the disk tier, the file and what the
+//! budget charges, named saves against their budget, the write-behind queue, commits and the time
+//! they took, and whether the writer stopped (on a full disk or another failure). The block counts,
+//! bytes, hits, misses, evictions and budgets are `memoria_kv_*{tier=...}`. Invariant: nothing is
+//! written when the server runs without a store; read-only.
 
 use memoria_store::{TierSnapshot, TierStack};
 use serde_json::{Value, json};

@@ -1,10 +1,10 @@
-//! `memoria bench restart`: TTFT of a `--prefix`-token prompt computed from scratch, then as a
-//! hot hit, then served from the redb tier by a fresh process (this binary, re-spawned with a
-//! hidden flag) after a restart; plus decode speed with and without the store's write-through
-//! and the store's write throughput, over `--rounds` rounds (medians, and each round's
-//! figure; the decode slowdown is the median of each back-to-back pair's, so a machine's
-//! drift between pairs cancels; both engines share one copy of the weights). The store at `--store` is cleared first. Prints figures;
-//! asserts nothing about speed.
+//! `memoria bench restart`: TTFT of a `--prefix`-token prompt computed from scratch, then as a hot
+//! hit, then served from the redb tier by a fresh process (this binary, re-spawned with a hidden
+//! flag) after a restart; plus decode speed with and without the store's write-through and the
+//! store's write throughput, over `--rounds` rounds (medians, and each round's figure; the decode
+//! slowdown is the median of each back-to-back pair's, so a machine's drift between pairs cancels;
+//! both engines share one copy of the weights). The store at `--store` is cleared first. Prints
+//! figures; asserts nothing about speed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
