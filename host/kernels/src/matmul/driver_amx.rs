@@ -21,9 +21,9 @@ use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::amx::{M, TileUnit};
 use crate::dot::avx2::interleaved::XInfo;
 use crate::dot::avx2::interleaved_amx::group_amx;
-use crate::dot::avx2::interleaved_amx_k::group_amx_k4;
+use crate::dot::avx2::interleaved_amx_k::{group_amx_iq4xs, group_amx_k4};
 use crate::dot::avx2::interleaved_amx_pipe::{Scratch, TokenTile};
-use crate::dot::avx2::interleaved_amx_sub::{group_amx_iq4xs, group_amx_sub16};
+use crate::dot::avx2::interleaved_amx_sub::group_amx_sub16;
 use crate::dot::avx2::interleaved_iq4xs::XsInfo;
 use crate::dot::avx2::interleaved_k::{KInfo, Q6Info};
 use crate::types::GgmlType;
@@ -32,6 +32,9 @@ use crate::types::GgmlType;
 pub(super) trait TileKernel: GroupKernel {
     /// Bytes of `A`'s rows (the elements one tile product sums: a block or sub-block).
     const K: usize = 32;
+    /// Whether the kernel takes pairs of groups and tiles (the 2×2 pipeline); otherwise the
+    /// driver hands it one group × one tile at a time.
+    const PAIRS: bool = true;
     /// The activation blocks' layout: (block bytes, offset of its int8 values, values).
     fn a_layout(&self) -> (usize, usize, usize) {
         (292, 4, 256)
@@ -73,6 +76,7 @@ impl TileKernel for Block32 {
 }
 
 impl TileKernel for SuperBlockQ4K {
+    const PAIRS: bool = false;
     unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
@@ -81,8 +85,10 @@ impl TileKernel for SuperBlockQ4K {
         nb: usize,
         tt: [TokenTile<KInfo>; TA],
     ) {
-        // SAFETY: forwarded.
-        unsafe { group_amx_k4::<U, TA, GB>(tiles, scratch, self.0, w, nb, tt) }
+        for_each_single(w, tt, |w, tile| {
+            // SAFETY: forwarded, one group and tile of the caller's.
+            unsafe { group_amx_k4(tiles, scratch, self.0, w, nb, tile) }
+        })
     }
 }
 
@@ -102,6 +108,7 @@ impl TileKernel for SuperBlock16 {
 }
 
 impl TileKernel for SuperBlockIq4Xs {
+    const PAIRS: bool = false;
     unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
@@ -110,8 +117,25 @@ impl TileKernel for SuperBlockIq4Xs {
         nb: usize,
         tt: [TokenTile<XsInfo>; TA],
     ) {
-        // SAFETY: forwarded.
-        unsafe { group_amx_iq4xs::<U, TA, GB>(tiles, scratch, w, nb, tt) }
+        for_each_single(w, tt, |w, tile| {
+            // SAFETY: forwarded, one group and tile of the caller's.
+            unsafe { group_amx_iq4xs(tiles, scratch, w, nb, tile) }
+        })
+    }
+}
+
+/// `f(w, tile)` for each group of `w` × each tile of `tt` (group `g`'s outputs 16 past the
+/// previous group's).
+fn for_each_single<I: Copy, const TA: usize, const GB: usize>(
+    w: [*const u8; GB],
+    tt: [TokenTile<I>; TA],
+    mut f: impl FnMut(*const u8, TokenTile<I>),
+) {
+    for (g, &wg) in w.iter().enumerate() {
+        for tile in tt {
+            let out = tile.out.wrapping_add(16 * g);
+            f(wg, TokenTile { out, ..tile });
+        }
     }
 }
 
@@ -188,7 +212,7 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
                 // SAFETY: the tiles' ranges as `tile_at` says; the interleaved kernels are in use
                 // (caller), so the CPU has the AVX-512 features.
                 unsafe {
-                    match (two, g + 1 < g1) {
+                    match (two, K::PAIRS && g + 1 < g1) {
                         (true, true) => kernel.call_tiles(tiles, scratch, [w0, w1], nb, [x0, x1]),
                         (true, false) => kernel.call_tiles(tiles, scratch, [w0], nb, [x0, x1]),
                         (false, true) => kernel.call_tiles(tiles, scratch, [w0, w1], nb, [x0]),
@@ -200,10 +224,10 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
             let mut tiles = unit(M, K::K);
             for tb in (0..whole_end).step_by(TOKEN_BLOCK) {
                 let tb_end = (tb + TOKEN_BLOCK).min(whole_end);
-                for g in (g0..g1).step_by(2) {
+                for g in (g0..g1).step_by(if K::PAIRS { 2 } else { 1 }) {
                     let mut t0 = tb;
                     while tb_end - t0 >= M {
-                        let two = tb_end - t0 >= 2 * M;
+                        let two = K::PAIRS && tb_end - t0 >= 2 * M;
                         call(&mut tiles, &mut scratch, g, t0, M, two);
                         t0 += if two { 2 * M } else { M };
                     }
@@ -212,7 +236,7 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
         }
         if partial {
             let mut tiles = unit(rest, K::K);
-            for g in (g0..g1).step_by(2) {
+            for g in (g0..g1).step_by(if K::PAIRS { 2 } else { 1 }) {
                 call(&mut tiles, &mut scratch, g, whole_end, rest, false);
             }
             return;

@@ -1,4 +1,6 @@
-//! The 2×2 blocked AMX tile pipeline every tile kernel shares ([`pipeline`]): up to two
+//! The 2×2 blocked AMX tile pipeline of the 32-element-block and 16-element-sub-block tile
+//! kernels ([`pipeline`]; Q4_K / Q5_K / IQ4_XS keep one group × one tile, see
+//! [`super::interleaved_amx_k`]): up to two
 //! 16-token tiles × two 16-row groups per step, so each loaded `A` and `B` tile feeds two
 //! products, with the consumer's float (or integer) steps of an earlier chunk of units issued
 //! between the tile work; and what the kernels hand it: [`TokenTile`], [`Levels`], a task's
@@ -43,6 +45,15 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
+    /// The sums and levels as flat arrays (16 sums, 8 levels), for the kernels that run one
+    /// group × one tile ([`super::interleaved_amx_k`]).
+    pub(crate) fn flat(&mut self) -> (&mut [CBuf], &mut [Levels]) {
+        (
+            self.sums.as_flattened_mut().as_flattened_mut(),
+            self.levels.as_flattened_mut().as_flattened_mut(),
+        )
+    }
+
     /// A zeroed scratch on the heap (too large for a comfortable stack frame).
     pub(crate) fn boxed() -> Box<Scratch> {
         Box::new(Scratch {

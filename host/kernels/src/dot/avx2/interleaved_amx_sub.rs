@@ -1,14 +1,13 @@
-//! AMX tile kernels over interleaved Q6_K, Q3_K, Q2_K (16-element sub-blocks) and IQ4_XS
-//! (32-element sub-blocks) weights ([`crate::matmul::Interleaved`]) for up to 2 groups × 2
-//! tiles of 16 tokens on the shared 2×2 pipeline
-//! ([`super::interleaved_amx_pipe::pipeline`]): the sub-blocks' levels the VNNI kernels build
-//! (into the task's scratch, a chunk ahead), one `TDPBSUD` per (sub-block, token tile, group)
-//! (`A` is the tokens' Q8_K values packed by the driver) for the 16 tokens × 16 rows sums
-//! `Σ u·x`; per chunk of 4 sub-blocks each token's lane adds its `base` and takes the rows'
-//! scale (`vpmulld`) into the super-block's integer sum, and after the super-block's last
-//! chunk runs the float step of [`super::interleaved_k`]. The 16-element sub-blocks
-//! use a quarter of a tile product each: slower than the VNNI kernels here, so only
-//! `MEMORIA_SIMD=amx` runs them ([`crate::simd::amx_all`]).
+//! AMX tile kernels over interleaved Q6_K, Q3_K, Q2_K weights (16-element sub-blocks,
+//! [`crate::matmul::Interleaved`]) for up to 2 groups × 2 tiles of 16 tokens on the shared
+//! 2×2 pipeline ([`super::interleaved_amx_pipe::pipeline`]): the sub-blocks' levels the VNNI
+//! kernels build (into the task's scratch, a chunk ahead), one `TDPBSUD` per (sub-block, token
+//! tile, group) (`A` is the tokens' Q8_K values packed by the driver) for the 16 tokens × 16
+//! rows sums `Σ u·x`; per chunk of sub-blocks each token's lane adds its `base` and takes the
+//! rows' scale (`vpmulld`) into the super-block's integer sum, and after the super-block's
+//! last chunk runs the float step of [`super::interleaved_k`]. A 16-element sub-block costs a
+//! whole tile product: about as fast as the VNNI kernels here, so only `MEMORIA_SIMD=amx` runs
+//! them ([`crate::simd::amx_all`]).
 //!
 //! Invariant (bits): `isum += sc · (base + Σ u·x)` with exact integers, as
 //! [`super::interleaved_k::add_scaled_sums`] forms it; then `acc = fma(f32(isum), d·dx, acc)`
@@ -20,12 +19,11 @@ use std::arch::x86_64::*;
 use super::interleaved_amx_pipe::{
     ChunkSums, Levels, Scratch, TokenTile, UNITS, acc_get, acc_put, chunk_isum, pipeline,
 };
-use super::interleaved_iq4xs::{IQ4NL_LEVELS, IQ4XS_GROUP_BYTES, XsInfo, iq4xs_levels};
 use super::interleaved_k::{Q6Info, Q6K_GROUP_BYTES, q6k_levels};
 use super::interleaved_k_low::{q3k_levels, two_bits};
 use crate::amx::TileUnit;
 use crate::matmul::interleave::{
-    IQ4XS_SCALES, Q2K_BYTES, Q2K_DMIN, Q2K_LOW, Q2K_SCALES, Q3K_BYTES, Q3K_SCALES, Q6K_SCALES,
+    Q2K_BYTES, Q2K_DMIN, Q2K_LOW, Q2K_SCALES, Q3K_BYTES, Q3K_SCALES, Q6K_SCALES,
 };
 use crate::types::GgmlType;
 
@@ -132,74 +130,6 @@ pub(crate) unsafe fn group_amx_sub16<U: TileUnit, const TA: usize, const GB: usi
             sums,
             levels,
             16 * nb,
-            a,
-            stride,
-            prep,
-            b,
-            false,
-            consume,
-        );
-    }
-}
-
-/// `out[t][r] = dot(row r of group g, x[t])` for the 16 rows of each of the `GB` interleaved
-/// IQ4_XS groups at `w[g]` and the tokens of the `TA` tiles `tt`, on `tiles` (configured for
-/// `A` = `m` × 32 bytes).
-///
-/// # Safety
-/// As [`group_amx_sub16`], with IQ4_XS group blocks and [`XsInfo`]s.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn group_amx_iq4xs<U: TileUnit, const TA: usize, const GB: usize>(
-    tiles: &mut U,
-    scratch: &mut Scratch,
-    w: [*const u8; GB],
-    nb: usize,
-    tt: [TokenTile<XsInfo>; TA],
-) {
-    let Scratch {
-        sums,
-        levels,
-        acc,
-        isum,
-    } = scratch;
-    // SAFETY: features and pointer ranges are the caller's contract; vector loads unaligned.
-    unsafe {
-        let table = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4NL_LEVELS.as_ptr().cast()));
-        let prep = |g: usize, u: usize, lv: &mut Levels| {
-            let blk = w[g].add(u / 8 * IQ4XS_GROUP_BYTES);
-            put_levels(&iq4xs_levels(blk, u % 8, table), lv);
-        };
-        let b = |_: usize, _: usize, lv: &Levels| lv.0.as_ptr();
-        let a = |ta: usize, u: usize| tt[ta].a(u);
-        let consume = |q: usize, u0: usize, cnt: usize, s: &ChunkSums| {
-            let tile = tt[q % 2];
-            let (sb, j0) = (u0 / 8, u0 % 8);
-            let blk = w[q / 2].add(sb * IQ4XS_GROUP_BYTES);
-            let sc: [__m512i; UNITS] = std::array::from_fn(|u| {
-                let p = blk.add(IQ4XS_SCALES + 16 * (j0 + u));
-                _mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))
-            });
-            let last = j0 + cnt == 8;
-            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.cast()));
-            for t in 0..tile.m {
-                let inf = tile.info.add(t * nb + sb);
-                let part = (j0 != 0).then_some(&isum[q].0[t]);
-                let v = chunk_isum(s, q, t, cnt, part, &sc, |u| (*inf).base[j0 + u]);
-                if !last {
-                    _mm512_store_si512(isum[q].0[t].as_mut_ptr().cast(), v);
-                    continue;
-                }
-                let scale = _mm512_mul_ps(dw, _mm512_set1_ps((*inf).dx));
-                let at = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), scale, acc_get(acc, q, t, sb == 0));
-                acc_put(acc, q, t, sb + 1 == nb, &tile, at);
-            }
-        };
-        let stride = tt[0].k;
-        pipeline::<U, TA, GB>(
-            tiles,
-            sums,
-            levels,
-            8 * nb,
             a,
             stride,
             prep,
