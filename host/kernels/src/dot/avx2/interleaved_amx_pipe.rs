@@ -1,10 +1,9 @@
 //! The 2×2 blocked AMX tile pipeline of the 32-element-block and 16-element-sub-block tile
 //! kernels ([`pipeline`]; Q4_K / Q5_K / IQ4_XS keep one group × one tile, see
-//! [`super::interleaved_amx_k`]): up to two
-//! 16-token tiles × two 16-row groups per step, so each loaded `A` and `B` tile feeds two
-//! products, with the consumer's float (or integer) steps of an earlier chunk of units issued
-//! between the tile work; and what the kernels hand it: [`TokenTile`], [`Levels`], a task's
-//! [`Scratch`].
+//! [`super::interleaved_amx_k`]): up to two 16-token tiles × two 16-row groups per step, so
+//! each loaded `A` and `B` tile feeds two products, with the consumer's float (or integer)
+//! steps of an earlier chunk of units issued between the tile work; and what the kernels hand
+//! it: [`TokenTile`], [`Levels`], a task's [`Scratch`].
 //!
 //! A "unit" is what one tile product sums: a 32-element block, or a K-quant's sub-block.
 //! Units run in chunks of [`UNITS`]; pass `i`, step `j` runs unit `j` of three chunks: the
