@@ -1,12 +1,14 @@
 //! AMX benchmarks: the tile peak (`amx/peak`: a loop of four independent 16×16×64 `TDPBSSD`
-//! products, one thread) and the prefill matmul's achieved rate (`amx/matmul`: interleaved Q8_0
-//! and Q4_0 weights of the 110M model's shapes at n = 512 on the path this process runs:
-//! `MEMORIA_SIMD=amx` for tiles, `=vnni` for the default VNNI kernels). Throughput is int8
-//! multiply-adds per second in both, so the matmul's figure over the peak's is the fraction of
-//! the tile peak reached (the peak is per core: divide by the threads the matmul used). Where
-//! the kernel grants no tiles the peak is skipped with a message.
+//! products, one thread) and the prefill matmul's achieved rate (`amx/matmul`: interleaved
+//! Q8_0, Q4_0, Q4_K, IQ4_XS and Q6_K weights of the 110M model's shapes at n = 512 on the path
+//! this process runs: `MEMORIA_SIMD=amx` for tiles everywhere, `=vnni` for the VNNI kernels,
+//! unset for the default split). Throughput is int8 multiply-adds per second in both; before
+//! each matmul's criterion run a short timing prints its rate as a fraction of the tile peak
+//! measured here (per thread: the matmul's rate is divided by the pool's threads). Where the
+//! kernel grants no tiles the peak is skipped with a message and no fraction is printed.
 
 use std::hint::black_box;
+use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use memoria_kernels::matmul::Interleaved;
@@ -25,6 +27,27 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
             (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
         })
         .collect()
+}
+
+/// The best of `reps` timings of `f`, in seconds.
+fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The tile peak of one thread in int8 multiply-adds per ns, `None` without tiles.
+fn tile_peak() -> Option<f64> {
+    let iters = 100_000u64;
+    let macs = memoria_kernels::amx::peak_loop(iters)?;
+    let secs = best_of(5, || {
+        black_box(memoria_kernels::amx::peak_loop(black_box(iters)));
+    });
+    Some(macs as f64 / secs / 1e9)
 }
 
 fn bench_peak(c: &mut Criterion) {
@@ -47,11 +70,28 @@ fn bench_matmul(c: &mut Criterion) {
         eprintln!("amx/matmul skipped: {e}");
         return;
     }
-    let path = if simd::amx() { "tiles" } else { "default" };
+    let path = match std::env::var("MEMORIA_SIMD").as_deref() {
+        Ok("amx") => "tiles",
+        Ok("vnni") => "vnni",
+        _ => "default",
+    };
+    let peak = tile_peak();
+    let threads = memoria_kernels::threads::current_threads().max(1);
+    match peak {
+        Some(p) => eprintln!("amx: tile peak {p:.0} MAC/ns per thread; {threads} threads"),
+        None => eprintln!("amx: no tiles granted, no fraction of the tile peak"),
+    }
     let n = 512usize;
     let mut group = c.benchmark_group("amx");
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_0] {
-        for (rows, cols) in [(768usize, 768usize), (2048, 768)] {
+    let types = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4K,
+        GgmlType::IQ4XS,
+        GgmlType::Q6K,
+    ];
+    for ty in types {
+        for (rows, cols) in [(2048usize, 768usize), (768, 2048)] {
             let rb = ty.row_bytes(cols).expect("block aligned");
             let mut data = vec![0u8; rows * rb];
             let w = values(rows * cols, 1);
@@ -67,9 +107,21 @@ fn bench_matmul(c: &mut Criterion) {
             let mut xq = QuantizedActivations::new();
             xq.quantize(ty.vec_dot_type(), &values(n * cols, 2), n, cols);
             let mut out = vec![0.0f32; n * rows];
-            group.throughput(Throughput::Elements((rows * cols * n) as u64));
-            let id = BenchmarkId::new(format!("matmul_{path}_{ty}_{rows}x{cols}"), "n512");
-            group.bench_function(id, |b| {
+            let macs = (rows * cols * n) as f64;
+            let name = format!("matmul_{path}_{ty}_{rows}x{cols}");
+            if let Some(p) = peak {
+                // A few untimed calls first: the first ones grow the matmul's buffers.
+                best_of(3, || matmul_prequantized(&w, &xq, &mut out));
+                let secs = best_of(20, || matmul_prequantized(&w, &xq, &mut out));
+                let rate = macs / secs / 1e9;
+                let per_thread = rate / threads as f64;
+                eprintln!(
+                    "amx/{name}/n512: {rate:.0} MAC/ns, {:.1}% of the tile peak per thread",
+                    100.0 * per_thread / p
+                );
+            }
+            group.throughput(Throughput::Elements(macs as u64));
+            group.bench_function(BenchmarkId::new(name, "n512"), |b| {
                 b.iter(|| matmul_prequantized(black_box(&w), black_box(&xq), &mut out))
             });
         }

@@ -171,8 +171,9 @@ pub fn amx() -> bool {
 }
 
 /// Whether every interleaved format runs on tiles, the ones not faster there than on the VNNI
-/// kernels too (Q6_K, Q3_K, Q2_K: 16-element sub-blocks, a quarter of a tile product each; the
-/// 32-element formats: faster on one thread, slower in a 2-thread prefill here): only under
+/// kernels too (Q6_K, Q3_K, Q2_K: a whole tile product per 16-element sub-block, about the
+/// VNNI kernels' speed; the 32-element formats: faster on one thread, slower in a 2-thread
+/// prefill here): only under
 /// `MEMORIA_SIMD=amx`, so its tests cover every tile kernel. By default Q4_K, Q5_K and IQ4_XS.
 pub fn amx_all() -> bool {
     amx() && forced().as_deref() == Some("amx")

@@ -23,7 +23,10 @@ const FORMATS: [GgmlType; 13] = [
     GgmlType::IQ4NL,
     GgmlType::Mxfp4,
 ];
-const TOKENS: [usize; 9] = [1, 2, 8, 15, 16, 17, 33, 70, 130];
+/// Token counts: below the partial-tile threshold, partial tiles alone and after whole ones,
+/// odd and even numbers of whole tiles (the kernels take tiles in pairs), a pair plus a single
+/// tile inside one token block.
+const TOKENS: [usize; 13] = [1, 2, 8, 15, 16, 17, 31, 32, 33, 48, 64, 70, 130];
 
 /// `rows × cols` weights of `ty` with extreme levels in row 0's first block.
 fn weights(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
@@ -65,7 +68,8 @@ fn activations(ty: GgmlType, n: usize, cols: usize, seed: u64) -> QuantizedActiv
 }
 
 /// Checks `run` (a tile-path matmul) against the sequential reference for every format, token
-/// count, two shapes and two thread counts.
+/// count, two shapes (48 rows: three groups, so one left without a pair) and two thread counts
+/// (with 3 threads a task may hold a single group).
 fn check_against_the_reference(
     what: &str,
     run: impl Fn(&Interleaved, &QuantizedActivations, &mut [f32]) -> Option<()>,

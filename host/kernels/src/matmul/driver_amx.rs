@@ -1,8 +1,10 @@
 //! Work splitting for matmuls over interleaved weights on AMX tiles (every interleaved
 //! format): the same tasks, token blocks and activation infos as
-//! [`super::driver_interleaved`], each whole 16-token tile of a group on the format's tile
-//! kernel ([`TileKernel`]), the tokens left over (fewer than 16) as one partial tile where
-//! there are at least [`PARTIAL_MIN`] (batched decode), else on its VNNI kernel. The tiles'
+//! [`super::driver_interleaved`] (tasks hold whole pairs of groups where they can), the whole
+//! 16-token tiles on the format's tile kernel ([`TileKernel`]) two groups × two tiles at a
+//! time (a single group or tile where one is left), the tokens left over (fewer than 16) as
+//! one partial tile per pair of groups where there are at least [`PARTIAL_MIN`] (batched
+//! decode), else on its VNNI kernel. The tiles'
 //! activation values are packed once per matmul ([`pack_activations`]: each tile
 //! load reads 16 contiguous rows, not rows a whole activation row apart).
 //!
@@ -18,9 +20,10 @@ use super::driver_interleaved::{
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::amx::{M, TileUnit};
 use crate::dot::avx2::interleaved::XInfo;
-use crate::dot::avx2::interleaved_amx::{Scratch, TokenTile, group_amx};
-use crate::dot::avx2::interleaved_amx_k::group_amx_k4;
-use crate::dot::avx2::interleaved_amx_sub::{group_amx_iq4xs, group_amx_sub16};
+use crate::dot::avx2::interleaved_amx::group_amx;
+use crate::dot::avx2::interleaved_amx_k::{group_amx_iq4xs, group_amx_k4};
+use crate::dot::avx2::interleaved_amx_pipe::{Scratch, TokenTile};
+use crate::dot::avx2::interleaved_amx_sub::group_amx_sub16;
 use crate::dot::avx2::interleaved_iq4xs::XsInfo;
 use crate::dot::avx2::interleaved_k::{KInfo, Q6Info};
 use crate::types::GgmlType;
@@ -29,22 +32,26 @@ use crate::types::GgmlType;
 pub(super) trait TileKernel: GroupKernel {
     /// Bytes of `A`'s rows (the elements one tile product sums: a block or sub-block).
     const K: usize = 32;
+    /// Whether the kernel takes pairs of groups and tiles (the 2×2 pipeline); otherwise the
+    /// driver hands it one group × one tile at a time.
+    const PAIRS: bool = true;
     /// The activation blocks' layout: (block bytes, offset of its int8 values, values).
     fn a_layout(&self) -> (usize, usize, usize) {
         (292, 4, 256)
     }
-    /// One group × the 16 tokens of `tile` on `tiles` (configured for `A` = 16 × [`Self::K`]).
+    /// `GB` consecutive groups (the first at `w[0]`) × the tokens of the `TA` tiles `tt` on
+    /// `tiles` (configured for `A` = `m` × [`Self::K`], `m` every tile's token count).
     ///
     /// # Safety
     /// The tile kernel's contract ([`group_amx`], [`group_amx_k4`], [`group_amx_sub16`],
     /// [`group_amx_iq4xs`]).
-    unsafe fn call_tiles<U: TileUnit>(
+    unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
         scratch: &mut Scratch,
-        w: *const u8,
+        w: [*const u8; GB],
         nb: usize,
-        tile: TokenTile<Self::Info>,
+        tt: [TokenTile<Self::Info>; TA],
     );
 }
 
@@ -55,59 +62,80 @@ impl TileKernel for Block32 {
             _ => (34, 2, 32),
         }
     }
-    unsafe fn call_tiles<U: TileUnit>(
+    unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
         scratch: &mut Scratch,
-        w: *const u8,
+        w: [*const u8; GB],
         nb: usize,
-        tile: TokenTile<XInfo>,
+        tt: [TokenTile<XInfo>; TA],
     ) {
         // SAFETY: forwarded.
-        unsafe { group_amx(tiles, scratch, self.0, w, nb, tile) }
+        unsafe { group_amx::<U, TA, GB>(tiles, scratch, self.0, w, nb, tt) }
     }
 }
 
 impl TileKernel for SuperBlockQ4K {
-    unsafe fn call_tiles<U: TileUnit>(
+    const PAIRS: bool = false;
+    unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
         scratch: &mut Scratch,
-        w: *const u8,
+        w: [*const u8; GB],
         nb: usize,
-        tile: TokenTile<KInfo>,
+        tt: [TokenTile<KInfo>; TA],
     ) {
-        // SAFETY: forwarded.
-        unsafe { group_amx_k4(tiles, scratch, self.0, w, nb, tile) }
+        for_each_single(w, tt, |w, tile| {
+            // SAFETY: forwarded, one group and tile of the caller's.
+            unsafe { group_amx_k4(tiles, scratch, self.0, w, nb, tile) }
+        })
     }
 }
 
 impl TileKernel for SuperBlock16 {
     const K: usize = 16;
-    unsafe fn call_tiles<U: TileUnit>(
+    unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
         scratch: &mut Scratch,
-        w: *const u8,
+        w: [*const u8; GB],
         nb: usize,
-        tile: TokenTile<Q6Info>,
+        tt: [TokenTile<Q6Info>; TA],
     ) {
         // SAFETY: forwarded.
-        unsafe { group_amx_sub16(tiles, scratch, self.0, w, nb, tile) }
+        unsafe { group_amx_sub16::<U, TA, GB>(tiles, scratch, self.0, w, nb, tt) }
     }
 }
 
 impl TileKernel for SuperBlockIq4Xs {
-    unsafe fn call_tiles<U: TileUnit>(
+    const PAIRS: bool = false;
+    unsafe fn call_tiles<U: TileUnit, const TA: usize, const GB: usize>(
         &self,
         tiles: &mut U,
         scratch: &mut Scratch,
-        w: *const u8,
+        w: [*const u8; GB],
         nb: usize,
-        tile: TokenTile<XsInfo>,
+        tt: [TokenTile<XsInfo>; TA],
     ) {
-        // SAFETY: forwarded.
-        unsafe { group_amx_iq4xs(tiles, scratch, w, nb, tile) }
+        for_each_single(w, tt, |w, tile| {
+            // SAFETY: forwarded, one group and tile of the caller's.
+            unsafe { group_amx_iq4xs(tiles, scratch, w, nb, tile) }
+        })
+    }
+}
+
+/// `f(w, tile)` for each group of `w` × each tile of `tt` (group `g`'s outputs 16 past the
+/// previous group's).
+fn for_each_single<I: Copy, const TA: usize, const GB: usize>(
+    w: [*const u8; GB],
+    tt: [TokenTile<I>; TA],
+    mut f: impl FnMut(*const u8, TokenTile<I>),
+) {
+    for (g, &wg) in w.iter().enumerate() {
+        for tile in tt {
+            let out = tile.out.wrapping_add(16 * g);
+            f(wg, TokenTile { out, ..tile });
+        }
     }
 }
 
@@ -140,7 +168,8 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     pack_activations(xq, kernel.a_layout(), K::K, &mut packed);
     let groups = rows / GROUP;
     let threads = crate::threads::current_threads().max(1);
-    let per_task = groups.div_ceil(threads * 4).max(1);
+    // Whole pairs of groups per task where possible (the kernels take two at a time).
+    let per_task = groups.div_ceil(threads * 4).max(1).next_multiple_of(2);
     let tasks = groups.div_ceil(per_task);
     let ptr = OutPtr(out.as_mut_ptr());
     let (xb, xrb, ib, pb) = (
@@ -158,11 +187,12 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
         let (xb, ib) = (xb as *const u8, ib as *const K::Info);
-        let mut scratch = Scratch::default();
+        let mut scratch = Scratch::boxed();
         let tile_at = |t0: usize, m: usize, g: usize| {
             // SAFETY: t0 is a multiple of 16 and t0 + m ≤ n: tile t0 / 16 of the packed
-            // activations, rows t0..t0 + m's nb infos each, and the 16 outputs of group g in
-            // those token rows, written only by this task.
+            // activations, rows t0..t0 + m's nb infos each, and the outputs of groups g (and
+            // g + 1 where the kernel takes two, g + 1 < g1) in those token rows, written only
+            // by this task.
             unsafe {
                 TokenTile {
                     a: (pb as *const u8).add(t0 / M * tile_bytes),
@@ -174,30 +204,40 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
                 }
             }
         };
+        // Groups g (and g + 1 where two are left) × tiles at t0 (and t0 + 16 where `two`).
+        let call =
+            |tiles: &mut U, scratch: &mut Scratch, g: usize, t0: usize, m: usize, two: bool| {
+                let (w0, w1) = (iw.group_ptr(g), iw.group_ptr((g + 1).min(g1 - 1)));
+                let (x0, x1) = (tile_at(t0, m, g), tile_at(t0 + M * two as usize, m, g));
+                // SAFETY: the tiles' ranges as `tile_at` says; the interleaved kernels are in use
+                // (caller), so the CPU has the AVX-512 features.
+                unsafe {
+                    match (two, K::PAIRS && g + 1 < g1) {
+                        (true, true) => kernel.call_tiles(tiles, scratch, [w0, w1], nb, [x0, x1]),
+                        (true, false) => kernel.call_tiles(tiles, scratch, [w0], nb, [x0, x1]),
+                        (false, true) => kernel.call_tiles(tiles, scratch, [w0, w1], nb, [x0]),
+                        (false, false) => kernel.call_tiles(tiles, scratch, [w0], nb, [x0]),
+                    }
+                }
+            };
         if whole_end >= M {
             let mut tiles = unit(M, K::K);
             for tb in (0..whole_end).step_by(TOKEN_BLOCK) {
                 let tb_end = (tb + TOKEN_BLOCK).min(whole_end);
-                for g in g0..g1 {
-                    let wp = iw.group_ptr(g);
+                for g in (g0..g1).step_by(if K::PAIRS { 2 } else { 1 }) {
                     let mut t0 = tb;
                     while tb_end - t0 >= M {
-                        // SAFETY: the tile's ranges as `tile_at` says; the interleaved kernels
-                        // are in use (caller), so the CPU has the AVX-512 features.
-                        unsafe {
-                            kernel.call_tiles(&mut tiles, &mut scratch, wp, nb, tile_at(t0, M, g))
-                        };
-                        t0 += M;
+                        let two = K::PAIRS && tb_end - t0 >= 2 * M;
+                        call(&mut tiles, &mut scratch, g, t0, M, two);
+                        t0 += if two { 2 * M } else { M };
                     }
                 }
             }
         }
         if partial {
             let mut tiles = unit(rest, K::K);
-            for g in g0..g1 {
-                let tile = tile_at(whole_end, rest, g);
-                // SAFETY: as above.
-                unsafe { kernel.call_tiles(&mut tiles, &mut scratch, iw.group_ptr(g), nb, tile) };
+            for g in (g0..g1).step_by(if K::PAIRS { 2 } else { 1 }) {
+                call(&mut tiles, &mut scratch, g, whole_end, rest, false);
             }
             return;
         }

@@ -9,6 +9,7 @@ mod float;
 pub(crate) mod interleaved;
 pub(crate) mod interleaved_amx;
 pub(crate) mod interleaved_amx_k;
+pub(crate) mod interleaved_amx_pipe;
 pub(crate) mod interleaved_amx_sub;
 pub(crate) mod interleaved_iq4xs;
 pub(crate) mod interleaved_k;
