@@ -7,7 +7,7 @@
 //! the namespace's own chain (its salt, looked up by the store), never under a salt a request
 //! names.
 
-use memoria_kv::backing::PartialBlock;
+use memoria_kv::backing::{HandOff, PartialBlock};
 use memoria_kv::staging::WantedTail;
 use memoria_kv::{BlockHash, BlockId, BlockPool, NamespaceId, SeqId};
 
@@ -45,26 +45,21 @@ impl Persist {
         })
     }
 
+    /// The hand-off to the store, when the store has a disk tier (tails are kept on disk only).
+    fn disk_intake(&self) -> Option<&dyn HandOff> {
+        let (stack, intake) = (self.stack.as_ref()?, self.intake.as_ref()?);
+        stack.has_disk().then_some(&**intake)
+    }
+
     /// Hands the retained tail `id` a session of `ns` just left to the disk tier (a no-op
     /// without one).
     pub fn write_tail(&self, pool: &BlockPool, ns: NamespaceId, id: BlockId) {
-        let (Some(stack), Some(intake)) = (&self.stack, &self.intake) else {
+        let Some(intake) = self.disk_intake() else {
             return;
         };
-        if !stack.has_disk() {
-            return;
+        if let Some((parent, tokens)) = pool.retained_tail(id) {
+            send_tail(intake, pool, ns, id, parent, tokens);
         }
-        let Some((parent, tokens)) = pool.retained_tail(id) else {
-            return;
-        };
-        intake.tail(
-            ns,
-            PartialBlock {
-                parent,
-                tokens: tokens.to_vec(),
-                data: pool.block_data(id).to_vec(),
-            },
-        );
     }
 
     /// Hands the partial last block of `seq` (the computed tokens after its last whole block,
@@ -82,7 +77,7 @@ impl Persist {
         hashes: &[BlockHash],
         n_public: usize,
     ) {
-        let (Some(stack), Some(intake)) = (&self.stack, &self.intake) else {
+        let Some(intake) = self.disk_intake() else {
             return;
         };
         let (Ok(tokens), Ok(table)) = (pool.seq_tokens(seq), pool.block_table(seq)) else {
@@ -90,17 +85,32 @@ impl Persist {
         };
         let b = self.layout.block_tokens;
         let full = tokens.len() / b;
-        if !stack.has_disk() || tokens.len() % b == 0 || hashes.len() != full {
+        if tokens.len() % b == 0 || hashes.len() != full {
             return;
         }
-        let Some(&id) = table.get(full) else { return };
-        intake.tail(
-            ns,
-            PartialBlock {
-                parent: BlockHash::parent_at(&root, hashes, n_public.min(full), full),
-                tokens: tokens[full * b..].to_vec(),
-                data: pool.block_data(id).to_vec(),
-            },
-        );
+        if let Some(&id) = table.get(full) {
+            let parent = BlockHash::parent_at(&root, hashes, n_public.min(full), full);
+            send_tail(intake, pool, ns, id, parent, &tokens[full * b..]);
+        }
     }
+}
+
+/// Hands block `id`'s first `tokens.len()` slots, continuing `parent`, to the store as a tail
+/// of `ns` (its slots past them are zeroed there).
+fn send_tail(
+    intake: &dyn HandOff,
+    pool: &BlockPool,
+    ns: NamespaceId,
+    id: BlockId,
+    parent: BlockHash,
+    tokens: &[u32],
+) {
+    intake.tail(
+        ns,
+        PartialBlock {
+            parent,
+            tokens: tokens.to_vec(),
+            data: pool.block_data(id).to_vec(),
+        },
+    );
 }
