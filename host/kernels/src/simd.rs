@@ -172,9 +172,9 @@ pub fn amx() -> bool {
 
 /// Whether every interleaved format runs on tiles, the ones not faster there than on the VNNI
 /// kernels too (Q6_K, Q3_K, Q2_K: a whole tile product per 16-element sub-block, about the
-/// VNNI kernels' speed; the 32-element formats: faster on one thread, slower in a 2-thread
-/// prefill here): only under
-/// `MEMORIA_SIMD=amx`, so its tests cover every tile kernel. By default Q4_K, Q5_K and IQ4_XS.
+/// VNNI kernels' speed): only under `MEMORIA_SIMD=amx`, so its tests cover every tile kernel.
+/// By default the 32-element formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), Q4_K, Q5_K and
+/// IQ4_XS.
 pub fn amx_all() -> bool {
     amx() && forced().as_deref() == Some("amx")
 }

@@ -219,7 +219,7 @@ pub(super) fn run(iw: &Interleaved, xq: &QuantizedActivations, out: &mut [f32]) 
         Q6_INFO.with(|s| *s.borrow_mut() = info);
     } else {
         let mut info = INFO.with(std::cell::RefCell::take);
-        if tiles_for(xq) && crate::simd::amx_all() {
+        if tiles_for(xq) {
             super::driver_amx::run_tiles(&Block32(iw.ty()), iw, xq, out, &mut info, hw_tiles);
         } else {
             run_with(&Block32(iw.ty()), iw, xq, out, &mut info);
