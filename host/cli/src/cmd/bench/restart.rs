@@ -3,7 +3,7 @@
 //! flag) after a restart; plus decode speed with and without the store's write-through and the
 //! store's write throughput, over `--rounds` rounds (medians, and each round's figure; the decode
 //! slowdown is the median of each back-to-back pair's, so a machine's drift between pairs cancels;
-//! both engines share one copy of the weights). The store at `--store` is cleared first. Prints
+//! both engines share one copy of the weights and decode one token per step). The store at `--store` is cleared first. Prints
 //! figures; asserts nothing about speed.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use clap::Args;
 use memoria_kv::NamespaceId;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
-use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams};
+use memoria_sched::{EngineConfig, EngineHandle, Event, GenerateParams, Speculate};
 use memoria_store::{TierStack, maintenance};
 use serde_json::{Value, json};
 
@@ -122,9 +122,13 @@ async fn decode(
         st.flush()?;
     }
     let before = store.map_or(0, |st| st.snapshot().redb.puts);
+    // One token per step in both arms: drafting depends on what each engine's pool holds (the
+    // store's engine also keeps the TTFT prompts), so with it on the arms would do different
+    // work for the same tokens and the slowdown would measure drafting, not the store.
     let params = GenerateParams {
         ignore_eos: true,
         close_when_done: true,
+        speculation: Speculate::OFF,
         ..GenerateParams::greedy(n)
     };
     let mut stream = e.generate(ns, s, params)?;
