@@ -183,11 +183,10 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
     let rest = n % M;
     let partial = rest >= PARTIAL_MIN;
     let whole_end = if partial { n - rest } else { n };
-    crate::threads::for_each(tasks, |task| {
+    let task_tiles = |task: usize, scratch: &mut Scratch| {
         let g0 = task * per_task;
         let g1 = (g0 + per_task).min(groups);
         let (xb, ib) = (xb as *const u8, ib as *const K::Info);
-        let mut scratch = Scratch::boxed();
         let tile_at = |t0: usize, m: usize, g: usize| {
             // SAFETY: t0 is a multiple of 16 and t0 + m ≤ n: tile t0 / 16 of the packed
             // activations, rows t0..t0 + m's nb infos each, and the outputs of groups g (and
@@ -228,7 +227,7 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
                     let mut t0 = tb;
                     while tb_end - t0 >= M {
                         let two = K::PAIRS && tb_end - t0 >= 2 * M;
-                        call(&mut tiles, &mut scratch, g, t0, M, two);
+                        call(&mut tiles, &mut *scratch, g, t0, M, two);
                         t0 += if two { 2 * M } else { M };
                     }
                 }
@@ -237,7 +236,7 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
         if partial {
             let mut tiles = unit(rest, K::K);
             for g in (g0..g1).step_by(if K::PAIRS { 2 } else { 1 }) {
-                call(&mut tiles, &mut scratch, g, whole_end, rest, false);
+                call(&mut tiles, &mut *scratch, g, whole_end, rest, false);
             }
             return;
         }
@@ -276,11 +275,19 @@ pub(super) fn run_tiles<K: TileKernel, U: TileUnit>(
                 }
             }
         }
+    };
+    crate::threads::for_each(tasks, |task| {
+        let mut scratch = SCRATCH.take().unwrap_or_else(Scratch::boxed);
+        task_tiles(task, &mut scratch);
+        SCRATCH.set(Some(scratch));
     });
     PACKED.with(|p| *p.borrow_mut() = packed);
 }
 
 thread_local! {
+    /// This thread's tile scratch (28 KiB; every buffer in it is written before it is read, so
+    /// it is reused as left: no allocation once made).
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
     /// The packed activations of the last tile matmul on this thread (reused: no allocation
     /// once grown).
     static PACKED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
