@@ -3,8 +3,8 @@
 //! flag) after a restart; plus decode speed with and without the store's write-through and the
 //! store's write throughput, over `--rounds` rounds (medians, and each round's figure; the decode
 //! slowdown is the median of each back-to-back pair's, so a machine's drift between pairs cancels;
-//! both engines share one copy of the weights and decode one token per step). The store at `--store` is cleared first. Prints
-//! figures; asserts nothing about speed.
+//! both engines share one copy of the weights and decode one token per step). The store at
+//! `--store` is cleared first. Prints figures; asserts nothing about speed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
