@@ -15,13 +15,20 @@ use memoria_model::llama::KvStore;
 pub struct PagedKv<'p> {
     pool: &'p mut BlockPool,
     seqs: &'p [SeqId],
+    /// The longest context a session may hold.
+    max_context: usize,
 }
 
 impl<'p> PagedKv<'p> {
     /// `seqs[i]` is the batch's sequence `i`; its block table must already cover every
-    /// position the step writes (the pool reserved them).
-    pub fn new(pool: &'p mut BlockPool, seqs: &'p [SeqId]) -> Self {
-        PagedKv { pool, seqs }
+    /// position the step writes (the pool reserved them). No sequence grows past
+    /// `max_context` positions.
+    pub fn new(pool: &'p mut BlockPool, seqs: &'p [SeqId], max_context: usize) -> Self {
+        PagedKv {
+            pool,
+            seqs,
+            max_context,
+        }
     }
 
     /// Batch sequence `seq`'s block table (empty for an unknown one: no capacity, so the
@@ -140,5 +147,9 @@ impl KvStore for PagedKv<'_> {
 
     fn capacity(&self, seq: usize) -> usize {
         self.table(seq).len() * self.pool.layout().block_tokens
+    }
+
+    fn max_positions(&self) -> usize {
+        self.max_context
     }
 }

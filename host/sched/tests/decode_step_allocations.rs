@@ -1,9 +1,11 @@
-//! A warm decode step allocates nothing: 16 sessions decode while a counting global allocator
-//! watches every thread of this process (the engine thread, the kernels' worker pool, and this
-//! test thread draining the token streams) for 40 engine steps. Allocation sites, if any, are
-//! reported with their backtraces. This file is its own test binary so no other test allocates
-//! meanwhile. The window is counted in engine steps (the engine may run ahead of the reader),
-//! and every generation has budget and context to spare past it, so none ends inside it.
+//! A warm decode step allocates nothing, drafting or not: 16 sessions decode while a counting
+//! global allocator watches every thread of this process (the engine thread, the kernels'
+//! worker pool, and this test thread draining the token streams) for 40 engine steps, once
+//! without speculation and once with drafts verified in the window. Allocation sites, if any,
+//! are reported with their backtraces. This file is its own test binary, and its one test runs
+//! both windows in turn, so nothing else allocates meanwhile. The window is counted in engine
+//! steps (the engine may run ahead of the reader), and every generation has budget and context
+//! to spare past it, so none ends inside it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -133,8 +135,20 @@ fn drain(streams: &mut [GenerationStream]) -> bool {
         .all(|s| std::iter::from_fn(|| s.try_next()).all(|ev| matches!(ev, Event::Token { .. })))
 }
 
-#[test]
-fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
+/// What one counted window saw.
+struct Window {
+    steps: u64,
+    allocations: u64,
+    sites: String,
+    only_tokens: bool,
+    /// Draft tokens verified inside the window.
+    drafted: u64,
+}
+
+/// 16 sessions generate with `speculation`; counts allocations over [`COUNTED_STEPS`] warm
+/// engine steps. `repeat`: each prompt is a short phrase said over and over, which the model
+/// goes on repeating, so drafts from the context are made and verified in the window.
+fn count_window(speculation: memoria_sched::Speculate, repeat: bool) -> Window {
     let model = model();
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
     let engine = EngineHandle::start(Arc::new(model), Arc::new(tok), EngineConfig::default())
@@ -154,14 +168,15 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
             let id = engine.open(NS).await.expect("open");
             // Distinct prompts of different lengths: no shared blocks, ragged contexts.
             let prompt: Vec<u32> = (0..20 + 3 * i as u32)
-                .map(|j| 300 + (j * 7 + i as u32 * 13) % 200)
+                .map(|j| {
+                    let j = if repeat { j % 5 } else { j };
+                    300 + (j * 7 + i as u32 * 13) % 200
+                })
                 .collect();
             engine.append(NS, id, prompt).await.expect("append");
-            // Plain decode: a drafting session changes the batch's shape from step to step (its
-            // verifying rows), so the step's scratch can still grow to a new high-water mark.
             let mut params = GenerateParams {
                 ignore_eos: true,
-                speculation: memoria_sched::Speculate::OFF,
+                speculation,
                 ..GenerateParams::greedy(MAX_TOKENS)
             };
             if i % 2 == 1 {
@@ -191,6 +206,11 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
     for _ in 0..WARM_TOKENS {
         one_token_each(&mut streams);
     }
+    let drafted = || -> u64 {
+        let snap = engine.stats().speculation.snapshot();
+        snap.iter().map(|(_, s)| s.drafted).sum()
+    };
+    let drafted_before = drafted();
     let steps = &engine.stats().steps;
     let first = steps.load(SeqCst);
     let started = Instant::now();
@@ -203,21 +223,64 @@ fn a_warm_decode_step_with_16_sessions_allocates_nothing() {
     }
     ARMED.store(false, SeqCst);
     let steps = steps.load(SeqCst) - first;
-    let allocations = ALLOCATIONS.load(SeqCst);
+    let drafted = drafted() - drafted_before;
+    let allocations = ALLOCATIONS.swap(0, SeqCst);
     let sites = SITES
         .lock()
-        .map(|t| {
-            t.iter()
+        .map(|mut t| {
+            let s = t
+                .iter()
                 .map(|(s, n)| format!("{n:>6} × {s}"))
                 .collect::<Vec<_>>()
-                .join("\n")
+                .join("\n");
+            t.clear();
+            s
         })
         .unwrap_or_default();
-    assert!(steps >= COUNTED_STEPS, "only {steps} steps ran");
-    assert!(only_tokens, "a generation ended inside the window");
-    assert_eq!(
-        allocations, 0,
-        "{allocations} allocations in {steps} warm decode steps of {SESSIONS} sessions; by site (at most {SITES_KEPT} sites):\n{sites}"
-    );
     engine.shutdown();
+    Window {
+        steps,
+        allocations,
+        sites,
+        only_tokens,
+        drafted,
+    }
+}
+
+/// Checks a window: enough steps, no generation ended, no allocation.
+fn assert_allocates_nothing(w: &Window, what: &str) {
+    assert!(
+        w.steps >= COUNTED_STEPS,
+        "{what}: only {} steps ran",
+        w.steps
+    );
+    assert!(
+        w.only_tokens,
+        "{what}: a generation ended inside the window"
+    );
+    assert_eq!(
+        w.allocations, 0,
+        "{what}: {} allocations in {} warm steps of {SESSIONS} sessions; by site (at most {SITES_KEPT} sites):\n{}",
+        w.allocations, w.steps, w.sites
+    );
+}
+
+/// Both windows run in this one test, one after the other: the counter is process-wide.
+#[test]
+fn a_warm_decode_step_with_16_sessions_allocates_nothing_drafting_or_not() {
+    let plain = count_window(memoria_sched::Speculate::OFF, false);
+    assert_allocates_nothing(&plain, "plain decode");
+    assert_eq!(plain.drafted, 0, "plain decode drafted");
+    // Drafting sessions change the batch's shape from step to step (their verifying rows):
+    // the step's buffers are sized for the most rows a step can carry when the engine starts.
+    let drafting = count_window(memoria_sched::Speculate::AUTO, true);
+    eprintln!(
+        "drafting window: {} steps, {} draft tokens verified",
+        drafting.steps, drafting.drafted
+    );
+    assert!(
+        drafting.drafted > 0,
+        "no draft was verified in the drafting window"
+    );
+    assert_allocates_nothing(&drafting, "drafting decode");
 }

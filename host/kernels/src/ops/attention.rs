@@ -92,6 +92,28 @@ pub(crate) fn zeroed_scores(scores: &mut Vec<f32>, n: usize) {
     scores.resize(n, 0.0);
 }
 
+/// Makes room for `n` elements in `v` (nothing when it has it).
+pub(crate) fn room<T>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() < n {
+        v.reserve_exact(n - v.len());
+    }
+}
+
+impl AttnScratch {
+    /// Makes room for `heads` query heads of one token over `positions` positions, so no
+    /// later call within those bounds allocates (a quantized cache's dequantized run aside).
+    pub fn reserve(&mut self, heads: usize, positions: usize, head_dim: usize) {
+        room(&mut self.scores, heads.saturating_mul(positions));
+        room(&mut self.q16, heads.saturating_mul(head_dim));
+    }
+
+    /// The scores' room (elements).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.scores.capacity()
+    }
+}
+
 /// Shape of an attention call.
 #[derive(Clone, Copy, Debug)]
 pub struct AttnShape<'a> {

@@ -32,6 +32,16 @@ pub struct SplitScratch {
     fallback: AttnScratch,
 }
 
+impl SplitScratch {
+    /// Makes room for `heads` query heads over up to `positions` positions, so no later call
+    /// within those bounds allocates (a quantized cache's dequantized run aside).
+    pub fn reserve(&mut self, heads: usize, positions: usize, head_dim: usize) {
+        super::attention::room(&mut self.scores, heads.saturating_mul(positions));
+        super::attention::room(&mut self.q16, heads.saturating_mul(head_dim));
+        self.fallback.reserve(heads, positions, head_dim);
+    }
+}
+
 /// Same contract and the same bits as [`attend`] (one token, query heads `heads`, positions
 /// `keys`), with the work spread over [`crate::threads`]'s current pool.
 pub fn attend_split(

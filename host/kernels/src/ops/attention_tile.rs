@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use half::f16;
 
-use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend, zeroed_scores};
+use super::attention::{AttnScratch, AttnShape, KvRead, KvRow, attend, room, zeroed_scores};
 use super::rows::{extend_f16, round_to_f16_in_place};
 
 /// Most query rows (tokens × heads) one tile holds.
@@ -41,6 +41,22 @@ impl TileScratch {
     /// Keeps `out` for the next [`TileScratch::take_out`].
     pub fn put_out(&mut self, out: Vec<f32>) {
         self.out = out;
+    }
+
+    /// Makes room for tiles of up to `rows` query rows (at least [`TILE_ROWS`]: tokens × heads)
+    /// over up to `positions` positions, so no later call within those bounds allocates (a
+    /// quantized cache's dequantized run aside).
+    pub fn reserve(&mut self, rows: usize, positions: usize, head_dim: usize) {
+        let rows = rows.max(TILE_ROWS);
+        room(&mut self.scores, rows.saturating_mul(positions));
+        room(&mut self.q16, rows.saturating_mul(head_dim));
+        // Each query's 8-element chunks are expanded twice (`rows_tile::expand_queries`).
+        room(
+            &mut self.qv,
+            rows.saturating_mul(head_dim).saturating_mul(2),
+        );
+        room(&mut self.out, rows.saturating_mul(head_dim));
+        self.single.reserve(rows, positions, head_dim);
     }
 }
 

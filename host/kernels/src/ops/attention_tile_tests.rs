@@ -148,3 +148,41 @@ fn a_tile_equals_attention_query_by_query() {
         }
     }
 }
+
+/// A scratch reserved for `positions` positions is never reallocated by tiles of any row count
+/// over contexts growing up to that bound (the engine reserves once per thread, so a step
+/// allocates nothing however its contexts and drafts grow).
+#[test]
+fn a_reserved_scratch_is_not_reallocated_as_contexts_grow() {
+    // 32 heads over 2 K/V heads: 16 query heads per tile, so every row count up to TILE_ROWS.
+    let (n_heads, n_kv_heads, head_dim, positions) = (32, 2, 64, 2000);
+    let shape = AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125);
+    let cache = Cache::new(positions, n_kv_heads * head_dim, 16, false, 7);
+    let (group, qd) = (n_heads / n_kv_heads, n_heads * head_dim);
+    let mut scratch = TileScratch::default();
+    scratch.reserve(group, positions, head_dim);
+    let held = |s: &TileScratch| {
+        (
+            s.scores.as_ptr(),
+            s.scores.capacity(),
+            s.q16.capacity(),
+            s.qv.capacity(),
+            s.single.capacity(),
+        )
+    };
+    let before = held(&scratch);
+    let q: Vec<f32> = (0..qd).map(|i| (i % 13) as f32 * 0.1 - 0.6).collect();
+    for end in [1, 17, 300, 1024, 1999, positions] {
+        for heads in [0..1, 0..4, 0..group, group..2 * group] {
+            let n_sel = heads.len();
+            let mut out = scratch.take_out(n_sel * head_dim);
+            let keys = [Range { start: 0, end }];
+            attend_tile(&q, &keys, &cache, shape, heads, &mut scratch, &mut out);
+            scratch.put_out(out);
+            assert_eq!(held(&scratch), before, "context of {end}, {n_sel} heads");
+        }
+    }
+    // The largest tile's scores (16 rows × 2000) pass the room a first call keeps anyway, so
+    // without the reservation they would have grown above.
+    assert!(before.1 >= TILE_ROWS * positions);
+}

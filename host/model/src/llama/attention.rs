@@ -53,6 +53,7 @@ pub(super) fn attention<K: KvStore>(
         .any(|t| t.pos + 1 - first_pos(t) >= SPLIT_MIN_POS);
     if threads > 1 && tasks < 2 * threads && long {
         let mut sc = ATTN_SPLIT.with(RefCell::take);
+        sc.reserve(shape.n_heads, kv.max_positions(), hd);
         for ((t, qr), out) in batch
             .iter()
             .zip(q.chunks_exact(qd))
@@ -75,6 +76,7 @@ pub(super) fn attention<K: KvStore>(
         return;
     }
     let width = group * hd;
+    let max_positions = kv.max_positions();
     let shared = threads::SharedMut::new(att);
     threads::for_each(tasks, |i| {
         let (tile, g) = (&tiles[tiles.len() - 1 - i / n_kv], i % n_kv);
@@ -86,6 +88,8 @@ pub(super) fn attention<K: KvStore>(
         }
         // Taken out while in use, so a nested call would get a fresh one, not a borrow panic.
         let mut sc = ATTN.with(RefCell::take);
+        // Sized once per thread for the longest context: a growing one never reallocates.
+        sc.reserve(group, max_positions, hd);
         let mut out = sc.take_out(tile.len() * width);
         attend_tile(
             &q[tile.start * qd..tile.end * qd],

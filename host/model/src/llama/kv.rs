@@ -44,6 +44,9 @@ pub trait KvStore: Sync {
     fn view(&self, seq: usize, layer: usize) -> Self::View<'_>;
     /// Positions a sequence can hold; 0 for a sequence the store does not have.
     fn capacity(&self, seq: usize) -> usize;
+    /// The most positions any sequence of the store may ever reach (attention sizes its
+    /// per-thread buffers for it once, so a growing context never reallocates them).
+    fn max_positions(&self) -> usize;
 }
 
 #[derive(Clone, Debug)]
@@ -191,5 +194,9 @@ impl KvStore for ContiguousKv {
 
     fn capacity(&self, seq: usize) -> usize {
         self.seqs.get(seq).map_or(0, |s| s.capacity)
+    }
+
+    fn max_positions(&self) -> usize {
+        self.seqs.iter().map(|s| s.capacity).max().unwrap_or(0)
     }
 }

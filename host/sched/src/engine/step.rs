@@ -56,7 +56,7 @@ impl Engine {
         // The logits live in the model's scratch, taken out so sampling can borrow the engine.
         let mut scratch = std::mem::take(&mut self.scratch);
         let result = {
-            let mut kv = PagedKv::new(&mut self.pool, &buf.seqs);
+            let mut kv = PagedKv::new(&mut self.pool, &buf.seqs, self.cfg.max_context);
             // Only the length is kept, so the hidden states can be read beside the logits.
             self.model
                 .forward(&buf.batch, &mut kv, &mut scratch)
