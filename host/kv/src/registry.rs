@@ -110,6 +110,16 @@ fn salt_index(by_id: &BTreeMap<NamespaceId, NamespaceEntry>) -> BTreeMap<[u8; 32
     index
 }
 
+/// The salt of each root computed for the bound shape (the common salt's too).
+fn root_index(t: &NamespaceTable) -> BTreeMap<[u8; 32], NamespaceSalt> {
+    let entries = t.by_id.values().filter_map(|e| Some((e.root?.0, e.salt)));
+    let common = t
+        .bound
+        .and_then(|(_, root)| Some((root?.0, t.common?)))
+        .into_iter();
+    entries.chain(common).collect()
+}
+
 /// Every namespace of a host at one moment, plus the common salt public prefixes are keyed
 /// under. Immutable; a reload builds a new one.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -121,6 +131,8 @@ pub struct NamespaceTable {
     by_salt: BTreeMap<[u8; 32], NamespaceId>,
     /// The model shape the roots below are computed for, and the common salt's root.
     bound: Option<(RootShape, Option<BlockHash>)>,
+    /// Under the bound shape, the salt of each root (the common salt's included).
+    by_root: BTreeMap<[u8; 32], NamespaceSalt>,
 }
 
 impl NamespaceTable {
@@ -137,6 +149,7 @@ impl NamespaceTable {
             by_salt: salt_index(&by_id),
             by_id,
             bound: None,
+            by_root: BTreeMap::new(),
         }
     }
 
@@ -146,6 +159,7 @@ impl NamespaceTable {
         entry.root = t.bound.map(|(shape, _)| shape.root(&entry.salt));
         t.by_id.insert(entry.id, entry);
         t.by_salt = salt_index(&t.by_id);
+        t.by_root = root_index(&t);
         t
     }
 
@@ -155,7 +169,38 @@ impl NamespaceTable {
         for e in self.by_id.values_mut() {
             e.root = shape.map(|s| s.root(&e.salt));
         }
+        self.by_root = root_index(&self);
         self
+    }
+
+    /// The chain root of the namespaces keyed with `salt` (or the common salt) for `shape`: the
+    /// one computed at registration when `shape` is the bound one, else derived now. What the
+    /// store writes in a shared-form value in the salt's place.
+    pub fn root_of_salt(&self, salt: &NamespaceSalt, shape: &RootShape) -> BlockHash {
+        if let Some((_, common_root)) = self.bound.filter(|(s, _)| s == shape) {
+            let entry = self.by_salt.get(&salt.0).and_then(|id| self.by_id.get(id));
+            if let Some(root) = entry.and_then(|e| e.root) {
+                return root;
+            }
+            if self.common == Some(*salt)
+                && let Some(root) = common_root
+            {
+                return root;
+            }
+        }
+        shape.root(salt)
+    }
+
+    /// The salt whose chain root for `shape` is `root`: a namespace's or the common salt
+    /// (`None`: no registered salt gives it). What a host-form stored value must carry to be
+    /// read by a chain from `root`. A look-up for the bound shape; derived per entry for
+    /// another (tools and tests).
+    pub fn salt_of_root(&self, root: &BlockHash, shape: &RootShape) -> Option<NamespaceSalt> {
+        if self.bound.is_some_and(|(s, _)| s == *shape) {
+            return self.by_root.get(&root.0).copied();
+        }
+        let mut salts = self.by_id.values().map(|e| e.salt).chain(self.common);
+        salts.find(|s| shape.root(s) == *root)
     }
 
     /// The chain root of namespace `id` for `shape` ([`PublicChain::OWNER`]: the common salt's):

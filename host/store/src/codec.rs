@@ -117,8 +117,12 @@ pub struct Expect<'a> {
     pub model: ModelFingerprint,
     pub layout: KvLayout,
     pub hash: BlockHash,
-    /// The requesting chain's root: the header's salt must produce it (namespace check).
+    /// The requesting chain's root (namespace check; `None`: none): a shared-form value must
+    /// carry it, a host-form value the salt below.
     pub root: Option<BlockHash>,
+    /// The salt that gives `root`, from the registry (`None`: no registered salt does, so no
+    /// host-form value passes the namespace check).
+    pub salt: Option<NamespaceSalt>,
     /// The block's token ids, when the reader knows them.
     pub tokens: Option<&'a [u32]>,
 }
@@ -341,25 +345,28 @@ pub fn encode(
     data: &[u8],
     encoding: Encoding,
 ) -> Result<Vec<u8>, CodecError> {
-    encode_as(identity, tokens, data, encoding, false)
+    encode_as(identity, tokens, data, encoding, None)
 }
 
-/// [`encode`] in the shared form (version 2): the namespace root takes the salt's place.
+/// [`encode`] in the shared form (version 2): `root`, the chain root the registry holds for
+/// `identity.salt`, takes the salt's place (the salt never leaves the host).
 pub fn encode_shared(
     identity: &BlockIdentity,
+    root: &BlockHash,
     tokens: &[u32],
     data: &[u8],
     encoding: Encoding,
 ) -> Result<Vec<u8>, CodecError> {
-    encode_as(identity, tokens, data, encoding, true)
+    encode_as(identity, tokens, data, encoding, Some(root))
 }
 
+/// `shared`: the root written in the shared form's place of the salt.
 fn encode_as(
     identity: &BlockIdentity,
     tokens: &[u32],
     data: &[u8],
     encoding: Encoding,
-    shared: bool,
+    shared: Option<&BlockHash>,
 ) -> Result<Vec<u8>, CodecError> {
     let layout = identity.layout;
     let raw_len = layout
@@ -392,7 +399,7 @@ fn encode_as(
     };
     let mut out = Vec::with_capacity(HEADER_BYTES + 4 * tokens.len() + payload.len());
     out.extend_from_slice(&MAGIC);
-    let version = if shared {
+    let version = if shared.is_some() {
         FORMAT_VERSION_SHARED
     } else {
         FORMAT_VERSION
@@ -405,16 +412,9 @@ fn encode_as(
         out.extend_from_slice(&v.to_le_bytes());
     }
     out.extend_from_slice(&identity.model.0);
-    if shared {
-        let root = BlockHash::root(
-            &identity.model,
-            layout.elem,
-            layout.block_tokens,
-            &identity.salt,
-        );
-        out.extend_from_slice(&root.0);
-    } else {
-        out.extend_from_slice(&identity.salt.0);
+    match shared {
+        Some(root) => out.extend_from_slice(&root.0),
+        None => out.extend_from_slice(&identity.salt.0),
     }
     out.extend_from_slice(&identity.hash.0);
     out.extend_from_slice(&(raw_len as u64).to_le_bytes());
@@ -464,13 +464,13 @@ pub fn check<'a>(
         return Err(CodecError::Foreign("block hash"));
     }
     if let Some(root) = expect.root {
-        let l = id.layout;
-        let stored_root = if h.shared {
-            BlockHash(id.salt.0)
+        // A shared-form value carries its root in the salt's place.
+        let ours = if h.shared {
+            BlockHash(id.salt.0) == root
         } else {
-            BlockHash::root(&id.model, l.elem, l.block_tokens, &id.salt)
+            expect.salt == Some(id.salt)
         };
-        if stored_root != root {
+        if !ours {
             return Err(CodecError::Foreign("namespace salt"));
         }
     }

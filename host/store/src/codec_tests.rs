@@ -27,6 +27,7 @@ fn expect(id: &BlockIdentity) -> Expect<'static> {
         layout: id.layout,
         hash: id.hash,
         root: None,
+        salt: None,
         tokens: None,
     }
 }
@@ -139,9 +140,10 @@ fn check_verifies_without_decoding_and_a_raw_payload_is_the_block_in_place() {
     let id = identity(KvElem::F16);
     let n = id.layout.block_bytes().unwrap();
     let data = noise(n, 3);
-    let bytes = encode_shared(&id, &[1, 2, 3, 4], &data, Encoding::Lz4).unwrap();
+    let root = BlockHash::root(&id.model, KvElem::F16, 4, &id.salt);
+    let bytes = encode_shared(&id, &root, &[1, 2, 3, 4], &data, Encoding::Lz4).unwrap();
     let own = Expect {
-        root: Some(BlockHash::root(&id.model, KvElem::F16, 4, &id.salt)),
+        root: Some(root),
         tokens: Some(&[1, 2, 3, 4]),
         ..expect(&id)
     };
@@ -328,6 +330,17 @@ fn identity_mismatches_are_foreign() {
                     4,
                     &NamespaceSalt::derive("b"),
                 )),
+                salt: Some(NamespaceSalt::derive("b")),
+                ..base
+            },
+            "namespace salt",
+        ),
+        (
+            // A host-form value is checked by its salt: a root no registered salt gives
+            // accepts none.
+            Expect {
+                root: Some(BlockHash::root(&id.model, KvElem::F16, 4, &id.salt)),
+                salt: None,
                 ..base
             },
             "namespace salt",
@@ -360,6 +373,7 @@ fn identity_mismatches_are_foreign() {
     );
     let own_root = Expect {
         root: Some(BlockHash::root(&id.model, KvElem::F16, 4, &id.salt)),
+        salt: Some(id.salt),
         tokens: Some(&[1, 2, 3, 4]),
         ..base
     };
@@ -370,8 +384,8 @@ fn identity_mismatches_are_foreign() {
 fn shared_form_carries_the_root_never_the_salt() {
     let id = identity(KvElem::F16);
     let data = f16_block(layout(KvElem::F16).block_bytes().unwrap());
-    let bytes = encode_shared(&id, &[1, 2, 3, 4], &data, Encoding::Lz4).unwrap();
     let root = BlockHash::root(&id.model, KvElem::F16, 4, &id.salt);
+    let bytes = encode_shared(&id, &root, &[1, 2, 3, 4], &data, Encoding::Lz4).unwrap();
     assert_eq!(
         u16::from_le_bytes([bytes[8], bytes[9]]),
         FORMAT_VERSION_SHARED

@@ -24,7 +24,7 @@
 //! salt never leaves the host, and a host reading it checks the root against its own salt for
 //! the namespace, so a record saved under another salt is refused.
 
-use memoria_kv::{BlockHash, KvElem, MAX_BLOCK_TOKENS, ModelFingerprint, NamespaceSalt};
+use memoria_kv::{BlockHash, KvElem, MAX_BLOCK_TOKENS, ModelFingerprint, NamespaceSalt, RootShape};
 
 use crate::codec::{elem_code, elem_from_code};
 
@@ -68,9 +68,20 @@ pub enum SessionError {
 }
 
 impl SessionRecord {
-    /// The record's chain root.
+    /// The record's chain root, derived from the salt it holds: for checking a record read back
+    /// without a registry (tools, the host-form decoder); a running host takes the root from its
+    /// registry ([`memoria_kv::NamespaceTable::root_of_salt`]).
     pub fn root(&self) -> BlockHash {
         BlockHash::root(&self.model, self.elem, self.block_tokens, &self.salt)
+    }
+
+    /// The model shape its chain root depends on.
+    pub fn shape(&self) -> RootShape {
+        RootShape {
+            model: self.model,
+            elem: self.elem,
+            block_tokens: self.block_tokens,
+        }
     }
 
     /// The hashes of every full block of `tokens`.
@@ -87,7 +98,12 @@ impl SessionRecord {
 
     /// Whether the stored hashes are a prefix of the chain the tokens produce.
     pub fn check_chain(&self) -> Result<(), SessionError> {
-        let chain = Self::chain(&self.root(), &self.tokens, self.block_tokens);
+        self.check_chain_from(&self.root())
+    }
+
+    /// [`SessionRecord::check_chain`] from `root`, the record's chain root.
+    fn check_chain_from(&self, root: &BlockHash) -> Result<(), SessionError> {
+        let chain = Self::chain(root, &self.tokens, self.block_tokens);
         if self.hashes.len() <= chain.len() && chain[..self.hashes.len()] == self.hashes[..] {
             Ok(())
         } else {
@@ -100,9 +116,10 @@ impl SessionRecord {
         self.encode_as(&MAGIC, &self.salt.0)
     }
 
-    /// The record's shared form: the chain root in the salt's place (see the module doc).
-    pub fn encode_shared(&self) -> Vec<u8> {
-        self.encode_as(&SHARED_MAGIC, &self.root().0)
+    /// The record's shared form: `root`, its chain root from the registry, in the salt's place
+    /// (see the module doc).
+    pub fn encode_shared(&self, root: &BlockHash) -> Vec<u8> {
+        self.encode_as(&SHARED_MAGIC, &root.0)
     }
 
     fn encode_as(&self, magic: &[u8; 8], identity: &[u8; 32]) -> Vec<u8> {
@@ -141,15 +158,21 @@ impl SessionRecord {
     }
 
     /// Parses and verifies a record in the shared form for the namespace whose salt is `salt`:
-    /// its root must be the one `salt` gives ([`SessionError::Namespace`] otherwise), then its
-    /// chain is checked as [`SessionRecord::decode`] does.
-    pub fn decode_shared(b: &[u8], salt: &NamespaceSalt) -> Result<SessionRecord, SessionError> {
+    /// its root must be the one `root_of` gives for the record's model shape (the registry's
+    /// root for `salt`; [`SessionError::Namespace`] otherwise), then its chain is checked from
+    /// that root as [`SessionRecord::decode`] does.
+    pub fn decode_shared(
+        b: &[u8],
+        salt: &NamespaceSalt,
+        root_of: impl FnOnce(&RootShape) -> BlockHash,
+    ) -> Result<SessionRecord, SessionError> {
         let (r, root) = Self::decode_as(b, &SHARED_MAGIC)?;
         let r = SessionRecord { salt: *salt, ..r };
-        if r.root().0 != root {
+        let want = root_of(&r.shape());
+        if want.0 != root {
             return Err(SessionError::Namespace);
         }
-        r.check_chain()?;
+        r.check_chain_from(&want)?;
         Ok(r)
     }
 
@@ -275,28 +298,36 @@ mod tests {
     #[test]
     fn the_shared_form_holds_the_root_not_the_salt_and_needs_the_same_salt() {
         let r = record();
-        let b = r.encode_shared();
+        let b = r.encode_shared(&r.root());
         assert_eq!(b[48..80], r.root().0);
         assert!(
             !b.windows(32).any(|w| w == r.salt.0),
             "the salt is in the shared form"
         );
-        assert_eq!(SessionRecord::decode_shared(&b, &r.salt), Ok(r.clone()));
+        // The reader's registry gives the root of its salt for the record's shape.
+        let root_of = |salt: NamespaceSalt| {
+            move |s: &RootShape| BlockHash::root(&s.model, s.elem, s.block_tokens, &salt)
+        };
+        let own = root_of(r.salt);
+        assert_eq!(
+            SessionRecord::decode_shared(&b, &r.salt, own),
+            Ok(r.clone())
+        );
         let other = NamespaceSalt::derive("another namespace");
         assert_eq!(
-            SessionRecord::decode_shared(&b, &other),
+            SessionRecord::decode_shared(&b, &other, root_of(other)),
             Err(SessionError::Namespace)
         );
         // One form is never read as the other.
         assert_eq!(SessionRecord::decode(&b), Err(SessionError::BadMagic));
         assert_eq!(
-            SessionRecord::decode_shared(&r.encode(), &r.salt),
+            SessionRecord::decode_shared(&r.encode(), &r.salt, own),
             Err(SessionError::BadMagic)
         );
         let mut bad = b.clone();
         bad[90] ^= 1;
         assert_eq!(
-            SessionRecord::decode_shared(&bad, &r.salt),
+            SessionRecord::decode_shared(&bad, &r.salt, own),
             Err(SessionError::Checksum)
         );
     }

@@ -45,6 +45,10 @@ impl TierStack {
             last_miss: SourceMiss::Absent,
             last_hit: None,
             public,
+            salts: (
+                self.salt_of_root(model, &layout, &public.1),
+                self.salt_of_root(model, &layout, &root),
+            ),
         }
     }
 }
@@ -76,6 +80,11 @@ pub struct StoreSource<'a> {
     last_hit: Option<LostTier>,
     /// Leading public blocks and the common root they are checked against.
     public: (usize, BlockHash),
+    /// The salts of the common root and of `root`, from the registry.
+    salts: (
+        Option<memoria_kv::NamespaceSalt>,
+        Option<memoria_kv::NamespaceSalt>,
+    ),
 }
 
 impl std::fmt::Debug for StoreSource<'_> {
@@ -92,15 +101,13 @@ impl TierSource for StoreSource<'_> {
             return false;
         };
         let b = self.layout.block_tokens;
+        let public = i < self.public.0;
         let expect = Expect {
             model: self.model,
             layout: self.layout,
             hash: *hash,
-            root: Some(if i < self.public.0 {
-                self.public.1
-            } else {
-                self.root
-            }),
+            root: Some(if public { self.public.1 } else { self.root }),
+            salt: if public { self.salts.0 } else { self.salts.1 },
             tokens: Some(&self.tokens[i * b..(i + 1) * b]),
         };
         let fetched = self.stack.fetch_checked(&expect, out);

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use memoria_kv::backing::ChainKeys;
-use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceSalt};
+use memoria_kv::{BlockHash, KvLayout, ModelFingerprint, NamespaceSalt, RootShape};
 
 use crate::codec::{self, BlockIdentity, Expect};
 use crate::error::StoreError;
@@ -162,13 +162,19 @@ impl RemoteLink {
     }
 
     /// Offers a block for writing (per the write mode; not once the server has it) under
-    /// `label`, its namespace's public label.
-    pub fn offer(&self, label: &str, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
+    /// its namespace's public label and chain root ([`TierStack::remote_names`]).
+    pub fn offer(
+        &self,
+        (label, root): (&str, BlockHash),
+        identity: BlockIdentity,
+        tokens: &[u32],
+        data: &[u8],
+    ) {
         if !self.tier.should_write(&identity.hash) {
             return;
         }
         let key = self.tier.key(label, &identity.hash);
-        self.tier.put(key, identity, tokens, data);
+        self.tier.put(key, identity, root, tokens, data);
     }
 }
 
@@ -208,10 +214,14 @@ impl TierStack {
         record: &SessionRecord,
     ) -> Option<SessionWrite> {
         let r = self.remote.as_ref()?;
+        let root = self
+            .namespaces()
+            .snapshot()
+            .root_of_salt(&record.salt, &record.shape());
         Some(SessionWrite {
             tier: r.tier.clone(),
             key: r.tier.session_key(&self.label(&record.salt), name),
-            value: record.encode_shared(),
+            value: record.encode_shared(&root),
         })
     }
 
@@ -235,7 +245,9 @@ impl TierStack {
                 let Some(bytes) = r.tier.open_value(&key, stored) else {
                     return Ok(None);
                 };
-                match SessionRecord::decode_shared(&bytes, salt) {
+                let table = self.namespaces().snapshot();
+                let root_of = |shape: &RootShape| table.root_of_salt(salt, shape);
+                match SessionRecord::decode_shared(&bytes, salt, root_of) {
                     Ok(rec) => Ok(Some(rec)),
                     Err(SessionError::Namespace) => Ok(None),
                     Err(_) => {
@@ -251,8 +263,34 @@ impl TierStack {
 
     pub(crate) fn remote_offer(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) {
         if let Some(r) = &self.remote {
-            r.offer(&self.label(&identity.salt), identity, tokens, data);
+            let (label, root) = self.remote_names(&identity);
+            r.offer((&label, root), identity, tokens, data);
         }
+    }
+
+    /// The registered salt whose chain root for `model` and `layout` is `root` (the salt a
+    /// host-form stored block read by that chain must carry).
+    pub(crate) fn salt_of_root(
+        &self,
+        model: ModelFingerprint,
+        layout: &KvLayout,
+        root: &BlockHash,
+    ) -> Option<NamespaceSalt> {
+        let shape = RootShape::new(model, layout);
+        self.namespaces().snapshot().salt_of_root(root, &shape)
+    }
+
+    /// What the remote tier knows a block's namespace by, from one registry snapshot: its
+    /// public label (see [`TierStack::label`]) and its chain root for the block's model shape.
+    fn remote_names(&self, identity: &BlockIdentity) -> (String, BlockHash) {
+        let table = self.namespaces().snapshot();
+        let label = table
+            .label_of_salt(&identity.salt)
+            .filter(|l| keys::check_label(l).is_ok())
+            .unwrap_or(DEFAULT_LABEL)
+            .to_string();
+        let shape = RootShape::new(identity.model, &identity.layout);
+        (label, table.root_of_salt(&identity.salt, &shape))
     }
 
     /// Whether the remote tier found blocks missing that may be written again (see
@@ -265,8 +303,9 @@ impl TierStack {
     /// tier again if a prefetch found it missing on the server; returns whether it did.
     pub fn remote_rewrite(&self, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
         let Some(r) = &self.remote else { return false };
-        let key = r.tier.key(&self.label(&identity.salt), &identity.hash);
-        r.tier.rewrite(key, identity, tokens, data)
+        let (label, root) = self.remote_names(&identity);
+        let key = r.tier.key(&label, &identity.hash);
+        r.tier.rewrite(key, identity, root, tokens, data)
     }
 
     /// Block `hash` left this host's tiers: the remote tier no longer takes it to be held
@@ -402,6 +441,8 @@ impl TierStack {
                     layout,
                     hash,
                     root: Some(block_root),
+                    // Only the shared form is taken from the remote tier (see `verified`).
+                    salt: None,
                     tokens: Some(block_tokens),
                 };
                 let (data, at) = match verified(bytes, &expect, raw) {

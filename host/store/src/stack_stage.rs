@@ -37,16 +37,21 @@ impl Stager for TierStack {
         // The tail continues the last wanted block: only worth a slot when all are held.
         let tail_fits = req.tail.is_some() && held == wanted.len() && n == req.wanted.len();
         let mut staged = Staged::with_loan(loan, block_bytes, n + usize::from(tail_fits));
-        let expect = |w: &WantedBlock| Expect {
-            model: req.model,
-            layout: req.layout,
-            hash: w.hash,
-            root: Some(if w.index < req.public.0 {
-                req.public.1
-            } else {
-                req.root
-            }),
-            tokens: Some(&req.tokens[w.index * b..(w.index + 1) * b]),
+        // The salts a host-form block must carry, looked up once from the registry.
+        let salts = (
+            self.salt_of_root(req.model, &req.layout, &req.public.1),
+            self.salt_of_root(req.model, &req.layout, &req.root),
+        );
+        let expect = |w: &WantedBlock| {
+            let public = w.index < req.public.0;
+            Expect {
+                model: req.model,
+                layout: req.layout,
+                hash: w.hash,
+                root: Some(if public { req.public.1 } else { req.root }),
+                salt: if public { salts.0 } else { salts.1 },
+                tokens: Some(&req.tokens[w.index * b..(w.index + 1) * b]),
+            }
         };
         // The reads run side by side (one thread per core for a long run); their effects are
         // applied in chain order up to the first block that fails, so a bad block ends the

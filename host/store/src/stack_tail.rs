@@ -116,6 +116,7 @@ impl TierStack {
             layout,
             hash: key,
             root: Some(root),
+            salt: self.salt_of_root(model, &layout, &root),
             tokens: None,
         };
         let mut got = None;

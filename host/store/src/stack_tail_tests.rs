@@ -85,7 +85,7 @@ fn a_kept_tail_is_staged_after_a_reopen_with_its_filled_slots_only() {
     let (root, h0, data, tail) = setup(&salt);
     let want = tail.data.clone();
     {
-        let st = TierStack::open(&d, opts()).unwrap();
+        let st = known(TierStack::open(&d, opts()).unwrap());
         write(&st, salt, h0, &data, tail);
         // A later tail under the same parent replaces it.
         let (_, _, _, mut newer) = setup(&salt);
@@ -94,7 +94,7 @@ fn a_kept_tail_is_staged_after_a_reopen_with_its_filled_slots_only() {
         st.flush().unwrap();
         assert_eq!(st.snapshot().redb.blocks, 2, "one block, one tail");
     }
-    let st = TierStack::open(&d, opts()).unwrap();
+    let st = known(TierStack::open(&d, opts()).unwrap());
     let mut staged = stage(&st, root, h0, &[7, 8, 5]);
     assert_eq!(staged.hits(), 1);
     assert_eq!(staged.tail_tokens(), Some(&[7, 8][..]));
@@ -120,7 +120,7 @@ fn another_continuation_a_damaged_tail_and_another_namespace_are_misses() {
     let d = dir("misses");
     let salt = NamespaceSalt::derive("t");
     let (root, h0, data, tail) = setup(&salt);
-    let st = TierStack::open(&d, opts()).unwrap();
+    let st = known(TierStack::open(&d, opts()).unwrap());
     write(&st, salt, h0, &data, tail);
     // Other tokens after the block: kept, not used.
     let staged = stage(&st, root, h0, &[9, 9]);
@@ -197,6 +197,7 @@ fn bad_padding_is_corrupt_and_a_full_or_empty_tail_is_never_kept() {
         layout: l,
         hash: key,
         root: Some(root),
+        salt: Some(salt),
         tokens: None,
     };
     let mut out = vec![0; n];
@@ -215,11 +216,24 @@ fn bad_padding_is_corrupt_and_a_full_or_empty_tail_is_never_kept() {
     )
     .unwrap();
     assert!(matches!(read(&v, &expect, &[7, 8, 9], &mut out), Ok(t) if t == [7, 8]));
-    let st = TierStack::in_memory(opts());
+    let st = known(TierStack::in_memory(opts()));
     let mut full = tail;
     full.tokens = vec![1, 2, 3, 4];
     assert!(
         !st.persist_tail(MODEL, l, salt, full),
         "no disk, and a whole block"
     );
+}
+
+/// `st` with the test salts' namespaces registered (a host registers its namespaces in the
+/// stack's registry, which the namespace check of a stored block reads).
+fn known(st: TierStack) -> TierStack {
+    for (i, name) in ["a", "b", "q", "r", "t", "u", "z"].into_iter().enumerate() {
+        st.namespaces().insert(memoria_kv::NamespaceEntry::new(
+            memoria_kv::NamespaceId(100 + i as u32),
+            name,
+            NamespaceSalt::derive(name),
+        ));
+    }
+    st
 }

@@ -78,7 +78,7 @@ fn written_blocks_survive_a_reopen_and_verify_on_read() {
     let salt = NamespaceSalt::derive("a");
     let (root, blocks) = chain(&salt);
     {
-        let st = TierStack::open(&d, no_cold()).unwrap();
+        let st = known(TierStack::open(&d, no_cold()).unwrap());
         for (h, t, data) in &blocks {
             assert!(st.persist(identity(salt, *h), t, data, false));
             assert!(
@@ -89,7 +89,7 @@ fn written_blocks_survive_a_reopen_and_verify_on_read() {
         st.flush().unwrap();
         assert_eq!(st.snapshot().redb.puts, 2);
     }
-    let st = TierStack::open(&d, no_cold()).unwrap();
+    let st = known(TierStack::open(&d, no_cold()).unwrap());
     assert_eq!(st.snapshot().redb.blocks, 2);
     let tokens = all_tokens(&blocks);
     let mut src = st.source(MODEL, layout(), root, &tokens);
@@ -111,7 +111,7 @@ fn corrupt_values_are_misses_removed_and_counted() {
     let d = dir("corrupt");
     let salt = NamespaceSalt::derive("a");
     let (root, blocks) = chain(&salt);
-    let st = TierStack::open(&d, no_cold()).unwrap();
+    let st = known(TierStack::open(&d, no_cold()).unwrap());
     for (h, t, data) in &blocks {
         st.persist(identity(salt, *h), t, data, false);
     }
@@ -145,7 +145,7 @@ fn another_namespace_never_receives_a_block() {
     let (a, b) = (NamespaceSalt::derive("a"), NamespaceSalt::derive("b"));
     let (_, blocks) = chain(&a);
     let (root_b, blocks_b) = chain(&b);
-    let st = TierStack::open(&d, no_cold()).unwrap();
+    let st = known(TierStack::open(&d, no_cold()).unwrap());
     for (h, t, data) in &blocks {
         st.persist(identity(a, *h), t, data, false);
     }
@@ -163,6 +163,7 @@ fn another_namespace_never_receives_a_block() {
         layout: layout(),
         hash: blocks[0].0,
         root: Some(root_b),
+        salt: Some(b),
         tokens: None,
     };
     assert_eq!(st.fetch(&forged, &mut out), None);
@@ -174,10 +175,10 @@ fn another_namespace_never_receives_a_block() {
 fn lossy_cold_hits_are_counted_and_never_written_as_exact() {
     let salt = NamespaceSalt::derive("a");
     let (root, blocks) = chain(&salt);
-    let st = TierStack::in_memory(StoreOptions {
+    let st = known(TierStack::in_memory(StoreOptions {
         cold_lossy: Some(Lossy::Q8_0),
         ..StoreOptions::default()
-    });
+    }));
     for (h, t, data) in &blocks {
         st.demote(identity(salt, *h), t, data);
     }
@@ -190,7 +191,7 @@ fn lossy_cold_hits_are_counted_and_never_written_as_exact() {
     assert_eq!((s.cold.hits, s.cold.lossy_hits), (1, 1));
     assert!(!st.persist(identity(salt, blocks[0].0), &blocks[0].1, &out, true));
 
-    let exact = TierStack::in_memory(StoreOptions::default());
+    let exact = known(TierStack::in_memory(StoreOptions::default()));
     for (h, t, data) in &blocks {
         exact.demote(identity(salt, *h), t, data);
     }
@@ -214,14 +215,16 @@ fn one_block_cold(d: &std::path::Path, salt: NamespaceSalt, blocks: &[Block]) ->
     )
     .unwrap()
     .len();
-    TierStack::open(
-        d,
-        StoreOptions {
-            cold_budget_bytes: one + one / 2,
-            ..StoreOptions::default()
-        },
+    known(
+        TierStack::open(
+            d,
+            StoreOptions {
+                cold_budget_bytes: one + one / 2,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap(),
     )
-    .unwrap()
 }
 
 #[test]
@@ -250,18 +253,20 @@ fn a_full_write_queue_drops_and_counts() {
     let d = dir("queue");
     let salt = NamespaceSalt::derive("a");
     let (_, blocks) = chain(&salt);
-    let st = TierStack::open(
-        &d,
-        StoreOptions {
-            cold_budget_bytes: 0,
-            disk: DiskOptions {
-                queue_bytes: 1,
-                ..DiskOptions::default()
+    let st = known(
+        TierStack::open(
+            &d,
+            StoreOptions {
+                cold_budget_bytes: 0,
+                disk: DiskOptions {
+                    queue_bytes: 1,
+                    ..DiskOptions::default()
+                },
+                ..StoreOptions::default()
             },
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
+        )
+        .unwrap(),
+    );
     let (h, t, data) = &blocks[0];
     assert!(!st.persist(identity(salt, *h), t, data, false));
     assert_eq!(st.snapshot().redb.dropped, 1);
@@ -276,19 +281,21 @@ fn disk_budget_evicts_least_recently_used() {
     let d = dir("budget");
     let salt = NamespaceSalt::derive("a");
     let (_, blocks) = chain(&salt);
-    let st = TierStack::open(
-        &d,
-        StoreOptions {
-            cold_budget_bytes: 0,
-            disk: DiskOptions {
-                budget_bytes: 1,
-                compress: false,
-                ..DiskOptions::default()
+    let st = known(
+        TierStack::open(
+            &d,
+            StoreOptions {
+                cold_budget_bytes: 0,
+                disk: DiskOptions {
+                    budget_bytes: 1,
+                    compress: false,
+                    ..DiskOptions::default()
+                },
+                ..StoreOptions::default()
             },
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
+        )
+        .unwrap(),
+    );
     let (h, t, data) = &blocks[0];
     st.persist(identity(salt, *h), t, data, false);
     st.flush().unwrap();
@@ -308,19 +315,21 @@ fn disk_budget_evicts_least_recently_used() {
         .find(|b| crate::disk::budget::block_target(*b, 0) >= c)
         .unwrap();
     assert!(crate::disk::budget::block_target(budget, 0) < 2 * c);
-    let st = TierStack::open(
-        &d,
-        StoreOptions {
-            cold_budget_bytes: 0,
-            disk: DiskOptions {
-                budget_bytes: budget,
-                compress: false,
-                ..DiskOptions::default()
+    let st = known(
+        TierStack::open(
+            &d,
+            StoreOptions {
+                cold_budget_bytes: 0,
+                disk: DiskOptions {
+                    budget_bytes: budget,
+                    compress: false,
+                    ..DiskOptions::default()
+                },
+                ..StoreOptions::default()
             },
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
+        )
+        .unwrap(),
+    );
     for (h, t, data) in &blocks {
         st.persist(identity(salt, *h), t, data, false);
         st.flush().unwrap();
@@ -346,7 +355,7 @@ fn saved_sessions_are_durable_and_checked() {
         tokens,
     };
     {
-        let st = TierStack::open(&d, no_cold()).unwrap();
+        let st = known(TierStack::open(&d, no_cold()).unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
         st.save_session(
             NamespaceId(3),
@@ -356,7 +365,7 @@ fn saved_sessions_are_durable_and_checked() {
         );
         assert!(rx.recv().unwrap());
     }
-    let st = TierStack::open(&d, no_cold()).unwrap();
+    let st = known(TierStack::open(&d, no_cold()).unwrap());
     assert_eq!(st.load_session(NamespaceId(3), "chat").unwrap(), Some(rec));
     assert_eq!(st.load_session(NamespaceId(4), "chat").unwrap(), None);
     drop(st);
@@ -379,7 +388,7 @@ fn saved_sessions_are_durable_and_checked() {
 fn evictions_handed_to_the_demotion_thread_are_never_a_miss() {
     let salt = NamespaceSalt::derive("q");
     let (root, blocks) = chain(&salt);
-    let st = Arc::new(TierStack::in_memory(StoreOptions::default()));
+    let st = Arc::new(known(TierStack::in_memory(StoreOptions::default())));
     st.namespaces()
         .insert(memoria_kv::NamespaceEntry::new(NamespaceId(3), "q", salt));
     let mut sink = st.sink(MODEL, layout());
@@ -479,4 +488,17 @@ fn residency_moves_follow_a_block_down_the_tiers() {
     );
     drop(sink);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `st` with the test salts' namespaces registered (a host registers its namespaces in the
+/// stack's registry, which the namespace check of a stored block reads).
+fn known(st: TierStack) -> TierStack {
+    for (i, name) in ["a", "b", "q", "r", "t", "u", "z"].into_iter().enumerate() {
+        st.namespaces().insert(memoria_kv::NamespaceEntry::new(
+            memoria_kv::NamespaceId(100 + i as u32),
+            name,
+            NamespaceSalt::derive(name),
+        ));
+    }
+    st
 }

@@ -121,6 +121,7 @@ fn serve_like(st: &TierStack, all: &[Block], salt: &NamespaceSalt) -> Served {
             layout: layout(),
             hash: id.hash,
             root: None,
+            salt: None,
             tokens: Some(tokens),
         };
         if st.fetch(&e, &mut out).is_some() {
@@ -406,6 +407,7 @@ fn the_file_stays_within_its_disk_budget() {
         layout: layout(),
         hash: id.hash,
         root: None,
+        salt: None,
         tokens: Some(t),
     };
     assert!(st.fetch(&e, &mut out).is_some());

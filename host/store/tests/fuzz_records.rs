@@ -41,17 +41,18 @@ fn identity(elem: KvElem) -> BlockIdentity {
     }
 }
 
+/// The chain root of `id`'s salt.
+fn root(id: &BlockIdentity) -> BlockHash {
+    BlockHash::root(&id.model, id.layout.elem, id.layout.block_tokens, &id.salt)
+}
+
 fn expect(id: &BlockIdentity) -> Expect<'static> {
     Expect {
         model: id.model,
         layout: id.layout,
         hash: id.hash,
-        root: Some(BlockHash::root(
-            &id.model,
-            id.layout.elem,
-            id.layout.block_tokens,
-            &id.salt,
-        )),
+        root: Some(root(id)),
+        salt: Some(id.salt),
         tokens: Some(&TOKENS),
     }
 }
@@ -78,7 +79,7 @@ fn valid_block(elem: KvElem, enc: Encoding, shared: bool, seed: u8) -> (BlockIde
     let id = identity(elem);
     let data = block_data(&id, seed);
     let bytes = if shared {
-        codec::encode_shared(&id, &TOKENS, &data, enc)
+        codec::encode_shared(&id, &root(&id), &TOKENS, &data, enc)
     } else {
         codec::encode(&id, &TOKENS, &data, enc)
     }

@@ -282,7 +282,10 @@ fn the_write_queue_is_bounded_and_second_hit_writes_on_the_second_sighting() {
     let t = tokens(B, 8);
     let data = block_data(&t, 0);
     let queued = (0..50u8)
-        .filter(|i| r.put(r.key("default", &id(*i).hash), id(*i), &t, &data))
+        .filter(|i| {
+            let key = r.key("default", &id(*i).hash);
+            r.put(key, id(*i), BlockHash([0; 32]), &t, &data)
+        })
         .count();
     assert!(r.flush(Duration::from_secs(5)));
     let s = r.snapshot();

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use memoria_kv::{LostTier, NamespaceId, NamespaceSalt};
+use memoria_kv::{BlockHash, LostTier, NamespaceId, NamespaceSalt};
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::{EngineConfig, EngineHandle};
@@ -216,7 +216,10 @@ fn forged(stored: &[u8], salt: NamespaceSalt) -> Vec<u8> {
     }
     let tokens: Vec<u32> = h.tokens().collect();
     let identity = BlockIdentity { salt, ..h.identity };
-    let mut v = codec::encode_shared(&identity, &tokens, &data, h.encoding).expect("encodes");
+    let l = identity.layout;
+    let root = BlockHash::root(&identity.model, l.elem, l.block_tokens, &salt);
+    let mut v =
+        codec::encode_shared(&identity, &root, &tokens, &data, h.encoding).expect("encodes");
     assert!(
         codec::verify(&v).is_ok(),
         "the forged value's checksum is valid"

@@ -240,9 +240,17 @@ impl RemoteTier {
     }
 
     /// Queues a block for writing (gathered for a short linger, encoded off the tier's thread
-    /// in the shared form, written with `SET key value EX ttl_s`). Returns false, counted, when the queue's byte bound is
-    /// reached. `data` is the block's raw bytes.
-    pub fn put(&self, key: String, identity: BlockIdentity, tokens: &[u32], data: &[u8]) -> bool {
+    /// in the shared form, `root` in the salt's place, written with `SET key value EX ttl_s`).
+    /// Returns false, counted, when the queue's byte bound is reached. `data` is the block's
+    /// raw bytes.
+    pub fn put(
+        &self,
+        key: String,
+        identity: BlockIdentity,
+        root: BlockHash,
+        tokens: &[u32],
+        data: &[u8],
+    ) -> bool {
         // Written now: no longer waiting to be written again.
         self.shared.seen.take_lost(&identity.hash);
         let st = &self.shared.stats;
@@ -262,6 +270,7 @@ impl RemoteTier {
         let w = Write::Block {
             key,
             identity,
+            root,
             tokens: tokens.to_vec(),
             data: data.to_vec(),
         };
@@ -339,13 +348,14 @@ impl RemoteTier {
         &self,
         key: String,
         identity: BlockIdentity,
+        root: BlockHash,
         tokens: &[u32],
         data: &[u8],
     ) -> bool {
         if !self.shared.seen.take_lost(&identity.hash) {
             return false;
         }
-        let queued = self.put(key, identity, tokens, data);
+        let queued = self.put(key, identity, root, tokens, data);
         if queued {
             RemoteStats::add(&self.shared.stats.rewrites, 1);
         }

@@ -16,6 +16,8 @@ pub(crate) enum Write {
     Block {
         key: String,
         identity: BlockIdentity,
+        /// The namespace's chain root (written in the shared form's place of the salt).
+        root: BlockHash,
         tokens: Vec<u32>,
         data: Vec<u8>,
     },
@@ -36,13 +38,13 @@ impl Write {
 /// The shared-form values of queued blocks, sealed under their keys; one that does not encode
 /// is left out.
 pub(super) fn encode_all(
-    blocks: Vec<(String, BlockIdentity, Vec<u32>, Vec<u8>)>,
+    blocks: Vec<(String, BlockIdentity, BlockHash, Vec<u32>, Vec<u8>)>,
     auth: &RemoteKey,
 ) -> Vec<(String, Vec<u8>, BlockHash)> {
     blocks
         .into_iter()
-        .filter_map(|(key, identity, tokens, data)| {
-            let v = codec::encode_shared(&identity, &tokens, &data, Encoding::Lz4).ok()?;
+        .filter_map(|(key, identity, root, tokens, data)| {
+            let v = codec::encode_shared(&identity, &root, &tokens, &data, Encoding::Lz4).ok()?;
             let v = auth.seal(&key, v);
             Some((key, v, identity.hash))
         })
@@ -93,12 +95,13 @@ pub(super) async fn write_loop(
                 Write::Block {
                     key,
                     identity,
+                    root,
                     tokens,
                     data,
                 } => {
                     RemoteStats::sub(&st.queue_bytes, data.len() as u64);
                     RemoteStats::sub(&st.queue_blocks, 1);
-                    blocks.push((key, identity, tokens, data));
+                    blocks.push((key, identity, root, tokens, data));
                 }
                 Write::Barrier(tx) => barriers.push(tx),
                 Write::Stop => stop = true,
