@@ -267,13 +267,13 @@ impl RemoteTier {
             return false;
         }
         RemoteStats::add(&st.queue_blocks, 1);
-        let w = Write::Block {
+        let w = Write::Block(Box::new(worker::QueuedBlock {
             key,
             identity,
             root,
             tokens: tokens.to_vec(),
             data: data.to_vec(),
-        };
+        }));
         if self.writes.send(w).is_err() {
             RemoteStats::sub(&st.queue_bytes, len);
             RemoteStats::sub(&st.queue_blocks, 1);

@@ -33,7 +33,7 @@ pub(crate) use reads::Reply;
 pub use reads::{GET_WINDOW, Lookup, MGET_RUN};
 use size::size_loop;
 use writes::write_loop;
-pub(crate) use writes::{WRITE_RUN, WRITE_RUN_BYTES, Write};
+pub(crate) use writes::{QueuedBlock, WRITE_RUN, WRITE_RUN_BYTES, Write};
 
 pub(crate) enum Job {
     /// `leading`: stop after the first key that is not a value; `run`: most keys per MGET.

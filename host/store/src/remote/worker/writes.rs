@@ -12,15 +12,18 @@ pub(crate) const WRITE_RUN: usize = 64;
 /// buffer and a read queued behind the pipeline wait for at most about this much.
 pub(crate) const WRITE_RUN_BYTES: u64 = 4 << 20;
 
+/// A block queued for writing under `key`.
+pub(crate) struct QueuedBlock {
+    pub key: String,
+    pub identity: BlockIdentity,
+    /// The namespace's chain root (written in the shared form's place of the salt).
+    pub root: BlockHash,
+    pub tokens: Vec<u32>,
+    pub data: Vec<u8>,
+}
+
 pub(crate) enum Write {
-    Block {
-        key: String,
-        identity: BlockIdentity,
-        /// The namespace's chain root (written in the shared form's place of the salt).
-        root: BlockHash,
-        tokens: Vec<u32>,
-        data: Vec<u8>,
-    },
+    Block(Box<QueuedBlock>),
     Barrier(std::sync::mpsc::Sender<()>),
     Stop,
 }
@@ -29,7 +32,7 @@ impl Write {
     /// The raw bytes it carries (a block's), 0 for the others.
     fn raw_bytes(&self) -> u64 {
         match self {
-            Write::Block { data, .. } => data.len() as u64,
+            Write::Block(b) => b.data.len() as u64,
             _ => 0,
         }
     }
@@ -38,12 +41,19 @@ impl Write {
 /// The shared-form values of queued blocks, sealed under their keys; one that does not encode
 /// is left out.
 pub(super) fn encode_all(
-    blocks: Vec<(String, BlockIdentity, BlockHash, Vec<u32>, Vec<u8>)>,
+    blocks: Vec<QueuedBlock>,
     auth: &RemoteKey,
 ) -> Vec<(String, Vec<u8>, BlockHash)> {
     blocks
         .into_iter()
-        .filter_map(|(key, identity, root, tokens, data)| {
+        .filter_map(|b| {
+            let QueuedBlock {
+                key,
+                identity,
+                root,
+                tokens,
+                data,
+            } = b;
             let v = codec::encode_shared(&identity, &root, &tokens, &data, Encoding::Lz4).ok()?;
             let v = auth.seal(&key, v);
             Some((key, v, identity.hash))
@@ -65,14 +75,14 @@ pub(super) async fn write_loop(
         // engine's threads spin on, so fewer, larger sends cost decode less.
         let linger_until = tokio::time::Instant::now() + shared.opts.write_linger();
         let mut bytes = first.raw_bytes();
-        let mut urgent = !matches!(first, Write::Block { .. });
+        let mut urgent = !matches!(first, Write::Block(_));
         let mut batch = vec![first];
         loop {
             while batch.len() < WRITE_RUN && bytes < WRITE_RUN_BYTES {
                 match rx.try_recv() {
                     Ok(w) => {
                         bytes += w.raw_bytes();
-                        urgent |= !matches!(w, Write::Block { .. });
+                        urgent |= !matches!(w, Write::Block(_));
                         batch.push(w);
                     }
                     Err(_) => break,
@@ -92,16 +102,10 @@ pub(super) async fn write_loop(
         let mut stop = false;
         for w in batch {
             match w {
-                Write::Block {
-                    key,
-                    identity,
-                    root,
-                    tokens,
-                    data,
-                } => {
-                    RemoteStats::sub(&st.queue_bytes, data.len() as u64);
+                Write::Block(b) => {
+                    RemoteStats::sub(&st.queue_bytes, b.data.len() as u64);
                     RemoteStats::sub(&st.queue_blocks, 1);
-                    blocks.push((key, identity, root, tokens, data));
+                    blocks.push(*b);
                 }
                 Write::Barrier(tx) => barriers.push(tx),
                 Write::Stop => stop = true,
