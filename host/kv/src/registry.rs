@@ -424,6 +424,57 @@ mod tests {
     }
 
     #[test]
+    fn roots_and_salts_are_looked_up_both_ways_bound_or_not() {
+        let shape = RootShape {
+            model: ModelFingerprint([7; 32]),
+            elem: KvElem::F16,
+            block_tokens: 16,
+        };
+        let other = RootShape {
+            block_tokens: 32,
+            ..shape
+        };
+        let salt = |label: &str| NamespaceSalt::derive(label);
+        let derived = |s: &RootShape, label: &str| s.root(&salt(label));
+        let common = salt("common");
+        let table = NamespaceTable::new(Some(common), [entry(1, "a"), entry(2, "b")]);
+        let reg = Namespaces::new(table);
+        for bound in [false, true] {
+            if bound {
+                reg.bind(shape);
+            }
+            let t = reg.snapshot();
+            for (label, s) in [
+                ("a", &shape),
+                ("b", &shape),
+                ("common", &shape),
+                ("a", &other),
+            ] {
+                let root = derived(s, label);
+                assert_eq!(
+                    t.root_of_salt(&salt(label), s),
+                    root,
+                    "{label} bound={bound}"
+                );
+                assert_eq!(t.salt_of_root(&root, s), Some(salt(label)), "{label}");
+            }
+            // A root no registered salt gives, or a root under another shape, names no salt.
+            assert_eq!(t.salt_of_root(&derived(&shape, "z"), &shape), None);
+            assert_eq!(t.salt_of_root(&derived(&other, "a"), &shape), None);
+            // An unregistered salt's root is still its own (tools, a namespace just removed).
+            assert_eq!(t.root_of_salt(&salt("z"), &shape), derived(&shape, "z"));
+        }
+        // A reload keeps the look-ups in step: a removed namespace's root names nothing.
+        reg.register(NamespaceTable::new(Some(common), [entry(2, "b")]));
+        let t = reg.snapshot();
+        assert_eq!(t.salt_of_root(&derived(&shape, "a"), &shape), None);
+        assert_eq!(
+            t.salt_of_root(&derived(&shape, "b"), &shape),
+            Some(salt("b"))
+        );
+    }
+
+    #[test]
     fn debug_output_never_shows_a_salt() {
         let salt = NamespaceSalt::derive("secret");
         let t = NamespaceTable::new(Some(salt), [NamespaceEntry::new(NamespaceId(1), "x", salt)]);
