@@ -334,11 +334,17 @@ impl TierStack {
     }
 
     /// The reads of a fetch, without their effects (no counter, no removal, nothing taken):
-    /// what the cold tier, the demotion hand-off and the disk each said, in that order,
+    /// what the demotion hand-off, the cold tier and the disk each said, in that order,
     /// stopping at the first that served the block into `out`. Safe to run for many blocks
     /// at once; [`TierStack::settle`] then applies each in order.
     pub(crate) fn trace(&self, expect: &Expect<'_>, out: &mut [u8]) -> Trace {
         let mut t = Trace::default();
+        // The hand-off before the cold tier: the demotion thread puts a block in the cold tier
+        // before it leaves the hand-off, so looking in this order never misses one in between.
+        if self.pending.fetch(expect, out) {
+            t.pending = true;
+            return t;
+        }
         if let Some(c) = &self.cold {
             let l = look(c, expect, out);
             let hit = matches!(l, Look::Hit(_));
@@ -346,10 +352,6 @@ impl TierStack {
             if hit {
                 return t;
             }
-        }
-        if self.pending.fetch(expect, out) {
-            t.pending = true;
-            return t;
         }
         if let Some(d) = &self.disk {
             t.disk = Some(look(d, expect, out));
