@@ -8,6 +8,7 @@ use memoria_kv::{KvElem, KvLayout, NamespaceSalt};
 
 use super::*;
 use crate::StoreOptions;
+use crate::stack::tests::known;
 
 const MODEL: ModelFingerprint = ModelFingerprint([6; 32]);
 
@@ -223,17 +224,4 @@ fn bad_padding_is_corrupt_and_a_full_or_empty_tail_is_never_kept() {
         !st.persist_tail(MODEL, l, salt, full),
         "no disk, and a whole block"
     );
-}
-
-/// `st` with the test salts' namespaces registered (a host registers its namespaces in the
-/// stack's registry, which the namespace check of a stored block reads).
-fn known(st: TierStack) -> TierStack {
-    for (i, name) in ["a", "b", "q", "r", "t", "u", "z"].into_iter().enumerate() {
-        st.namespaces().insert(memoria_kv::NamespaceEntry::new(
-            memoria_kv::NamespaceId(100 + i as u32),
-            name,
-            NamespaceSalt::derive(name),
-        ));
-    }
-    st
 }

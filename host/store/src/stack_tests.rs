@@ -491,8 +491,9 @@ fn residency_moves_follow_a_block_down_the_tiers() {
 }
 
 /// `st` with the test salts' namespaces registered (a host registers its namespaces in the
-/// stack's registry, which the namespace check of a stored block reads).
-fn known(st: TierStack) -> TierStack {
+/// stack's registry, which the namespace check of a stored block reads). The tail tests use
+/// it too.
+pub(super) fn known(st: TierStack) -> TierStack {
     for (i, name) in ["a", "b", "q", "r", "t", "u", "z"].into_iter().enumerate() {
         st.namespaces().insert(memoria_kv::NamespaceEntry::new(
             memoria_kv::NamespaceId(100 + i as u32),
