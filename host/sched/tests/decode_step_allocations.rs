@@ -62,7 +62,7 @@ fn allocation_site(size: usize) -> String {
         .map(str::trim)
         .filter(|l| !l.starts_with("at ") && !l.contains("decode_step_allocations"))
         .filter(|l| !l.contains("backtrace") && !l.contains("GlobalAlloc"))
-        .take(12)
+        .take(28)
         .collect();
     let thread = std::thread::current();
     format!(

@@ -81,6 +81,19 @@ impl QuantizedActivations {
         }
     }
 
+    /// Makes room for `n` rows of `cols` elements of any type (at most four bytes each), so
+    /// converting up to that shape later does not reallocate. Address space only: no page is
+    /// touched until a conversion writes it.
+    pub fn reserve(&mut self, n: usize, cols: usize) {
+        let words = n.saturating_mul(cols).saturating_mul(4).div_ceil(8);
+        self.buf.reserve(words.saturating_sub(self.buf.len()));
+    }
+
+    /// Where the buffer lives and its capacity in words (a reallocation changes one of them).
+    pub fn footprint(&self) -> (usize, usize) {
+        (self.buf.as_ptr() as usize, self.buf.capacity())
+    }
+
     /// The type rows are stored as.
     pub fn ty(&self) -> GgmlType {
         self.ty

@@ -15,8 +15,8 @@ use memoria_kernels::ops::{
 use memoria_kernels::threads::{self, SharedMut};
 
 use super::Model;
-use super::forward::{Activations, add_bias, grow};
-use super::hparams::{FfnAct, Gating, Moe};
+use super::forward::{Activations, add_bias, grow, room};
+use super::hparams::{FfnAct, Gating, HParams, Moe};
 use super::weights::{DenseFfn, FfnWeights, GateUp, MoeWeights};
 
 /// Buffers of the FFN, grown on demand and reused.
@@ -36,6 +36,58 @@ pub(crate) struct FfnScratch {
     slots: Vec<f32>,             // [n, n_used, n_embd] weighted expert outputs
     experts: Vec<ExpertScratch>, // one per expert running at once
     act: Activations,
+}
+
+impl FfnScratch {
+    /// Room for an FFN pass over `rows` tokens (see [`super::Scratch::for_rows`]).
+    pub(super) fn reserve(&mut self, hp: &HParams, rows: usize) {
+        let n = |width: usize| rows.saturating_mul(width);
+        match &hp.moe {
+            None => {
+                room(&mut self.gate, n(hp.n_ff));
+                room(&mut self.up, n(hp.n_ff));
+                room(&mut self.fused, n(2 * hp.n_ff));
+            }
+            Some(m) => {
+                let (ne, k) = (m.n_expert, m.n_used);
+                room(&mut self.router, n(ne));
+                room(&mut self.probs, ne);
+                room(&mut self.chosen, n(k));
+                room(&mut self.weight, n(k));
+                room(&mut self.start, ne + 1);
+                room(&mut self.order, n(k));
+                room(&mut self.fill, ne);
+                room(&mut self.active, ne);
+                room(&mut self.slots, n(k).saturating_mul(hp.n_embd));
+                self.act.reserve(rows, hp.n_embd);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl FfnScratch {
+    /// Where each shared buffer lives and its capacity (experts' own buffers left out).
+    pub(super) fn footprint(&self, out: &mut Vec<(usize, usize)>) {
+        fn at<T>(v: &Vec<T>) -> (usize, usize) {
+            (v.as_ptr() as usize, v.capacity())
+        }
+        out.extend([
+            at(&self.gate),
+            at(&self.up),
+            at(&self.fused),
+            at(&self.router),
+            at(&self.probs),
+            at(&self.chosen),
+            at(&self.weight),
+            at(&self.start),
+            at(&self.order),
+            at(&self.fill),
+            at(&self.active),
+            at(&self.slots),
+            self.act.footprint(),
+        ]);
+    }
 }
 
 /// The buffers one expert's FFN runs in.

@@ -45,6 +45,17 @@ pub(super) struct Activations {
 }
 
 impl Activations {
+    /// Room for `n` rows of `cols` (see [`QuantizedActivations::reserve`]).
+    pub(super) fn reserve(&mut self, n: usize, cols: usize) {
+        self.q.reserve(n, cols);
+    }
+
+    /// Where the quantized rows live and their capacity.
+    #[cfg(test)]
+    pub(super) fn footprint(&self) -> (usize, usize) {
+        self.q.footprint()
+    }
+
     pub(super) fn invalidate(&mut self) {
         self.ty = None;
     }
@@ -82,6 +93,66 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// Buffers with room for a pass of up to `rows` tokens of `model`, every one with logits,
+    /// so such passes never reallocate: a step's row count and its logits rows (a decode
+    /// step's drafts) may reach a new peak at any time. Address space only; pages are touched
+    /// when a pass writes them. Each mixture-of-experts expert's own buffers still grow to
+    /// the most tokens routed to it.
+    pub fn for_rows(model: &Model, rows: usize) -> Scratch {
+        let hp = &model.hparams;
+        let (d, qd, kvd) = (hp.n_embd, hp.q_dim(), hp.kv_dim());
+        let half = hp.rope.dims / 2;
+        let mut s = Scratch::default();
+        let n = |width: usize| rows.saturating_mul(width);
+        room(&mut s.x, n(d));
+        room(&mut s.xn, n(d));
+        room(&mut s.qkv, n(qd + 2 * kvd));
+        room(&mut s.q, n(qd));
+        room(&mut s.k, n(kvd));
+        room(&mut s.v, n(kvd));
+        room(&mut s.att, n(qd));
+        room(&mut s.proj, n(d));
+        room(&mut s.head, qd);
+        room(&mut s.rope, n(half));
+        if model.rope_local.is_some() {
+            room(&mut s.rope_local, n(half));
+        }
+        room(&mut s.ids, rows);
+        room(&mut s.picked, n(d));
+        room(&mut s.logits, n(hp.n_vocab));
+        // The block inputs, the attention output and (dense FFN) the activated gate.
+        s.act.reserve(rows, d.max(qd).max(hp.n_ff));
+        s.ffn.reserve(hp, rows);
+        s
+    }
+
+    /// Where each buffer lives and its capacity (a reallocation changes one of them).
+    #[cfg(test)]
+    pub(super) fn footprint(&self) -> Vec<(usize, usize)> {
+        fn at<T>(v: &Vec<T>) -> (usize, usize) {
+            (v.as_ptr() as usize, v.capacity())
+        }
+        let mut all = vec![
+            at(&self.x),
+            at(&self.xn),
+            at(&self.qkv),
+            at(&self.q),
+            at(&self.k),
+            at(&self.v),
+            at(&self.att),
+            at(&self.proj),
+            at(&self.head),
+            at(&self.rope),
+            at(&self.rope_local),
+            at(&self.ids),
+            at(&self.picked),
+            at(&self.logits),
+            self.act.footprint(),
+        ];
+        self.ffn.footprint(&mut all);
+        all
+    }
+
     /// The logits buffer of the last forward pass (its first `n_out * n_vocab` values are the
     /// logits that pass returned).
     pub fn logits(&self) -> &[f32] {
@@ -95,6 +166,11 @@ impl std::fmt::Debug for Scratch {
             .field("tokens", &(self.x.len()))
             .finish()
     }
+}
+
+/// Makes `buf`'s capacity at least `len` without touching its contents.
+pub(super) fn room<T>(buf: &mut Vec<T>, len: usize) {
+    buf.reserve(len.saturating_sub(buf.len()));
 }
 
 pub(super) fn grow<T: Clone + Default>(buf: &mut Vec<T>, len: usize) -> &mut [T] {

@@ -64,3 +64,40 @@ fn long_context_decode_is_thread_and_chunk_invariant() {
         );
     }
 }
+
+/// A scratch made for `rows` tokens never reallocates for passes up to that size, whatever
+/// share of their rows want logits (a decode step's drafts can reach a new peak at any time):
+/// split and fused Q/K/V, local RoPE tables, and a mixture of experts' shared buffers.
+#[test]
+fn a_scratch_for_rows_is_not_reallocated_by_passes_that_fit() {
+    const ROWS: usize = 24;
+    for arch in [Arch::Llama, Arch::Phi3, Arch::Gemma3, Arch::Qwen3Moe] {
+        let spec = SynthSpec {
+            context: 128,
+            ..SynthSpec::tiny(arch, GgmlType::Q8_0)
+        };
+        let bytes = synth::synthesize(&spec).expect("synthesize").to_bytes();
+        let model = Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load");
+        let mut kv = model.new_contiguous_kv(KvDtype::F16, 2, 128);
+        let mut s = Scratch::for_rows(&model, ROWS);
+        let before = s.footprint();
+        let token = |seq: usize, pos: usize, logits: bool| BatchToken {
+            token: ((pos * 31 + seq * 7) % 400) as u32,
+            pos,
+            seq,
+            logits,
+        };
+        // A prefill with one logits row, then full-size passes with every row's logits.
+        let prefill: Vec<BatchToken> = (0..ROWS).map(|p| token(0, p, p == ROWS - 1)).collect();
+        model.forward(&prefill, &mut kv, &mut s).expect("prefill");
+        let every: Vec<BatchToken> = (0..ROWS / 2)
+            .flat_map(|p| [token(0, ROWS + p, true), token(1, p, true)])
+            .collect();
+        let logits = model.forward(&every, &mut kv, &mut s).expect("all rows");
+        assert_eq!(logits.len(), ROWS * model.hparams().n_vocab);
+        model
+            .forward(&[token(1, ROWS / 2, true)], &mut kv, &mut s)
+            .expect("decode");
+        assert_eq!(s.footprint(), before, "{arch:?}: a buffer was reallocated");
+    }
+}

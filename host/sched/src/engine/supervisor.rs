@@ -106,7 +106,7 @@ impl Blueprint {
             cfg: self.cfg.clone(),
             sessions: Default::default(),
             next_id,
-            scratch: Scratch::default(),
+            scratch: Scratch::for_rows(&self.model, self.cfg.step_tokens.max(1)),
             buffers: Default::default(),
             stats: self.stats.clone(),
             round_robin: 0,
