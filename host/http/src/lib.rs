@@ -38,7 +38,7 @@ mod ui;
 pub use access_log::LogLevel;
 pub use cors::CorsOrigins;
 pub use error::ApiError;
-pub use observe::PromptObserver;
+pub use observe::{PromptObserver, ServedPrompt, ServedSlot};
 pub use openai::prompt::{chat_tokens, request_tokens};
 pub use server::{Server, ShutdownReport, shutdown_signal};
 pub use state::{AppState, HttpConfig, Reloader, RequestDefaults, ServerParts};

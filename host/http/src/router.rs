@@ -246,34 +246,29 @@ pub(crate) async fn with_body(
         _ => {}
     }
     let observer = state.observer.clone();
-    let ctx = Ctx::new(state.clone(), ns.clone(), started);
-    let (r, canonical) = match api {
-        Api::Chat => (
-            openai::chat::handle(ctx, body.clone()).await,
-            "/v1/chat/completions",
-        ),
-        Api::ChatInputTokens => (openai::chat::input_tokens(ctx, body.clone()).await, ""),
-        Api::Completions => (
-            openai::completions::handle(ctx, body.clone()).await,
-            "/v1/completions",
-        ),
-        Api::Completion => (
-            crate::llama::completion::handle(ctx, body.clone()).await,
-            "",
-        ),
-        Api::Infill => (crate::llama::infill::handle(ctx, body.clone()).await, ""),
-        Api::Embedding => (crate::llama::embedding::handle(ctx, body.clone()).await, ""),
-        Api::Messages => (crate::anthropic::messages(ctx, body.clone()).await, ""),
-        Api::CountTokens => (crate::anthropic::count_tokens(ctx, body.clone()).await, ""),
-        Api::Responses => (crate::responses::handle(ctx, body.clone()).await, ""),
-        Api::Predict => (crate::predict::handle(ctx, body.clone()).await, ""),
-        _ => (openai::embeddings::handle(ctx, body.clone()).await, ""),
+    let mut ctx = Ctx::new(state.clone(), ns.clone(), started);
+    // The prompts the routing keys cover (`memoria_http::request_tokens`): chat and completions.
+    let slot = (observer.is_some() && matches!(api, Api::Chat | Api::Completions))
+        .then(|| Arc::new(crate::observe::ServedSlot::default()));
+    ctx.served = slot.clone();
+    let r = match api {
+        Api::Chat => openai::chat::handle(ctx, body).await,
+        Api::ChatInputTokens => openai::chat::input_tokens(ctx, body).await,
+        Api::Completions => openai::completions::handle(ctx, body).await,
+        Api::Completion => crate::llama::completion::handle(ctx, body).await,
+        Api::Infill => crate::llama::infill::handle(ctx, body).await,
+        Api::Embedding => crate::llama::embedding::handle(ctx, body).await,
+        Api::Messages => crate::anthropic::messages(ctx, body).await,
+        Api::CountTokens => crate::anthropic::count_tokens(ctx, body).await,
+        Api::Responses => crate::responses::handle(ctx, body).await,
+        Api::Predict => crate::predict::handle(ctx, body).await,
+        _ => openai::embeddings::handle(ctx, body).await,
     };
     if let (Some(o), Ok(resp)) = (observer, &r)
-        && !canonical.is_empty()
         && resp.status().is_success()
+        && let Some(prompt) = slot.and_then(|s| s.take())
     {
-        o.served(&ns, label, canonical, &body);
+        o.served(&ns, label, prompt);
     }
     r
 }

@@ -10,8 +10,8 @@ use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
 use memoria_kv::{
-    BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable, Namespaces,
-    PoolStats, RootShape,
+    BlockHash, BlockPool, KvLayout, ModelFingerprint, NamespaceId, NamespaceSalt, NamespaceTable,
+    Namespaces, PoolStats, RootShape,
 };
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
@@ -233,18 +233,36 @@ impl EngineHandle {
         ns: NamespaceId,
         tokens: Vec<u32>,
     ) -> Result<SessionId, EngineError> {
+        Ok(self.open_keeping(ns, tokens, false).await?.0)
+    }
+
+    /// [`EngineHandle::open_with`], also giving back (with `keep`) a copy of the pool's salted
+    /// hashes of the prompt's whole blocks, where the caller hashed them (with a remote tier):
+    /// host-internal keys, for the host's own residency bookkeeping; they never leave the host.
+    pub(crate) async fn open_keeping(
+        &self,
+        ns: NamespaceId,
+        tokens: Vec<u32>,
+        keep: bool,
+    ) -> Result<(SessionId, Option<Arc<[BlockHash]>>), EngineError> {
         if tokens.is_empty() {
             // Its first tokens come later (and are prefetched then).
-            return self.open(ns).await;
+            return Ok((self.open(ns).await?, None));
         }
         let chain = self.remote.prefetch(ns, &tokens).await;
-        self.call("open_with", |reply| Command::OpenWith {
-            ns,
-            tokens,
-            chain,
-            reply,
-        })
-        .await
+        let kept = chain
+            .as_ref()
+            .filter(|_| keep)
+            .map(|c| Arc::<[BlockHash]>::from(c.hashes.as_slice()));
+        let id = self
+            .call("open_with", |reply| Command::OpenWith {
+                ns,
+                tokens,
+                chain,
+                reply,
+            })
+            .await?;
+        Ok((id, kept))
     }
 
     /// Appends tokens (computed lazily, by the next generation); returns the context length.

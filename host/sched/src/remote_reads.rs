@@ -14,9 +14,7 @@
 use std::sync::{Arc, Weak};
 
 use memoria_kv::backing::{Backing, BackingError, ChainKeys, SavedSession};
-use memoria_kv::{
-    BlockHash, KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape,
-};
+use memoria_kv::{KvLayout, ModelFingerprint, NamespaceId, Namespaces, PublicChain, RootShape};
 
 use crate::EngineError;
 use crate::engine::{HandedChain, Publics};
@@ -152,16 +150,5 @@ impl RemoteReads {
             n_public,
             public,
         })
-    }
-
-    /// The hashes the pool keys the whole blocks of a context of namespace `ns` by (the
-    /// leading `max_blocks` at most; empty for an unknown namespace or without a remote tier).
-    /// Salted, so host-internal: they never leave the host.
-    pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
-        let b = self.layout.block_tokens;
-        let tokens = &tokens[..tokens.len().min(max_blocks.saturating_mul(b))];
-        self.hashed(ns, tokens)
-            .map(|c| c.hashes)
-            .unwrap_or_default()
     }
 }

@@ -352,3 +352,49 @@ fn a_remote_prefetch_hands_its_chain_to_the_engine() {
     });
     e.shutdown();
 }
+
+/// A caller that watches what the pool holds (the host's events) keeps a copy of the chain its
+/// open hashed instead of hashing the prompt again: the kept hashes are the ones the engine
+/// took and keyed the prompt's blocks by (a second open finds every whole block through them),
+/// and the prompt is still hashed once per whole block in all. A plain open keeps none.
+#[test]
+fn an_open_keeps_the_chain_it_handed_to_the_engine() {
+    use memoria_sched::OwnedSession;
+    use std::sync::atomic::Ordering::Relaxed;
+    let srv = super::remote::server();
+    let (e, _stack) = super::remote::host(Some(&srv.url()));
+    let (ns, label) = (NamespaceId(7), "tenant-kept");
+    let tokens = prompt(8 * 16 + 5);
+    let engine = || e.stats().chain_hashes.load(Relaxed);
+    let here = memoria_kv::hash::chain_hashes_here;
+    let rt = rt();
+    rt.block_on(async {
+        let s = open_salted(&e, ns, label).await;
+        e.close(ns, s).await.expect("close");
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let (before, caller) = (engine(), here());
+            let s = OwnedSession::open_keeping_chain(&e, ns, tokens.clone())
+                .await
+                .expect("open");
+            e.prefill(ns, s.id()).await.expect("prefill");
+            assert_eq!(here() - caller, 8, "the caller hashed the prompt once");
+            assert_eq!(engine() - before, 0, "the engine took the handed chain");
+            kept.push(s.pool_chain().expect("a kept chain").clone());
+            s.close().await;
+        }
+        assert_eq!(kept[0].len(), 8, "one hash per whole block");
+        assert_eq!(kept[0], kept[1]);
+        let hits = e.pool_stats().snapshot().total.hit_tokens;
+        assert!(
+            hits >= 8 * 16,
+            "the second open found the blocks keyed by the kept chain ({hits})"
+        );
+        let plain = OwnedSession::open(&e, ns, tokens.clone())
+            .await
+            .expect("open");
+        assert!(plain.pool_chain().is_none(), "a plain open keeps nothing");
+        plain.close().await;
+    });
+    e.shutdown();
+}

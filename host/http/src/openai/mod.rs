@@ -49,6 +49,9 @@ pub struct Ctx {
     pub ns: Arc<Namespace>,
     pub nsm: Arc<NsMetrics>,
     pub started: Instant,
+    /// Where the handler leaves its first prompt for the host's prompt observer (`None`
+    /// without one).
+    pub served: Option<Arc<crate::observe::ServedSlot>>,
 }
 
 impl Ctx {
@@ -61,6 +64,7 @@ impl Ctx {
             ns,
             nsm,
             started,
+            served: None,
         }
     }
 

@@ -183,8 +183,22 @@ pub async fn start(
         let len = prompt.len();
         prompt_tokens += len;
         // Open with the prompt in one round trip; every session closes if this request is
-        // dropped before its generation owns it.
-        let first = OwnedSession::open(engine, ns.id, prompt).await?;
+        // dropped before its generation owns it. The first prompt's tokens and chain go to the
+        // host's prompt observer, where one watches.
+        let first = match ctx.served.as_ref().filter(|_| own_prompt.is_empty()) {
+            Some(slot) => {
+                let tokens = Arc::<[u32]>::from(prompt.as_slice());
+                let first = OwnedSession::open_keeping_chain(engine, ns.id, prompt).await?;
+                if let Some(chain) = first.pool_chain() {
+                    slot.offer(crate::observe::ServedPrompt {
+                        tokens,
+                        pool_chain: chain.clone(),
+                    });
+                }
+                first
+            }
+            None => OwnedSession::open(engine, ns.id, prompt).await?,
+        };
         if let Some(k) = plan.score {
             prompt_logprobs.push(engine.score(ns.id, first.id(), k).await?);
         }

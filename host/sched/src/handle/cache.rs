@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use memoria_kv::{BlockHash, NamespaceId, PinLevel};
+use memoria_kv::{NamespaceId, PinLevel};
 
 use super::EngineHandle;
 use crate::EngineError;
@@ -111,13 +111,6 @@ impl EngineHandle {
             }
             r => r,
         }
-    }
-
-    /// The hashes the pool keys a context of namespace `ns` by, one per whole block (at most
-    /// `max_blocks`), as the engine chains them; empty without a remote tier. Host-internal
-    /// (salted): for matching the store's residency moves to routing keys, never published.
-    pub fn pool_chain(&self, ns: NamespaceId, tokens: &[u32], max_blocks: usize) -> Vec<BlockHash> {
-        self.remote.pool_chain(ns, tokens, max_blocks)
     }
 
     /// Sets a namespace's public prefixes (token sequences from a prompt's start, as

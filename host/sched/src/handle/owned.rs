@@ -2,7 +2,9 @@
 //! resource), opened with its prompt in one round trip and closed exactly once: explicitly, or
 //! when dropped, unless handed over to a generation that closes it itself.
 
-use memoria_kv::NamespaceId;
+use std::sync::Arc;
+
+use memoria_kv::{BlockHash, NamespaceId};
 
 use super::EngineHandle;
 use crate::EngineError;
@@ -13,6 +15,9 @@ pub struct OwnedSession {
     engine: EngineHandle,
     ns: NamespaceId,
     id: SessionId,
+    /// The pool's salted hashes of the prompt's whole blocks, where kept (see
+    /// [`OwnedSession::open_keeping_chain`]).
+    chain: Option<Arc<[BlockHash]>>,
     /// Closed, or handed over: nothing to do on drop.
     done: bool,
 }
@@ -38,12 +43,27 @@ impl OwnedSession {
         Ok(OwnedSession::adopt(engine, ns, id))
     }
 
+    /// [`OwnedSession::open`], keeping the pool's salted hashes of the prompt's whole blocks
+    /// that the open hashed (with a remote tier; see [`OwnedSession::pool_chain`]), so the
+    /// host's residency bookkeeping never hashes the prompt again.
+    pub async fn open_keeping_chain(
+        engine: &EngineHandle,
+        ns: NamespaceId,
+        tokens: Vec<u32>,
+    ) -> Result<OwnedSession, EngineError> {
+        let (id, chain) = engine.open_keeping(ns, tokens, true).await?;
+        let mut s = OwnedSession::adopt(engine, ns, id);
+        s.chain = chain;
+        Ok(s)
+    }
+
     /// Takes charge of a session already open (a fork, a restore).
     pub fn adopt(engine: &EngineHandle, ns: NamespaceId, id: SessionId) -> OwnedSession {
         OwnedSession {
             engine: engine.clone(),
             ns,
             id,
+            chain: None,
             done: false,
         }
     }
@@ -54,6 +74,13 @@ impl OwnedSession {
 
     pub fn ns(&self) -> NamespaceId {
         self.ns
+    }
+
+    /// The pool's salted hashes of the prompt's whole blocks, where the open kept them
+    /// ([`OwnedSession::open_keeping_chain`] with a remote tier). Host-internal keys: they
+    /// never leave the host.
+    pub fn pool_chain(&self) -> Option<&Arc<[BlockHash]>> {
+        self.chain.as_ref()
     }
 
     pub fn engine(&self) -> &EngineHandle {

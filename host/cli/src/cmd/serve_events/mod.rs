@@ -1,19 +1,21 @@
 //! Host events for `memoria serve` with `[store.remote] events = true`: what this host holds,
-//! tier by tier, as routing keys (the router's chain, `memoria_kv::route_key`, over the
-//! tokens `memoria_http::request_tokens` gives, so host and router agree by construction).
-//! After each chat or completion a `shared`-isolation namespace answered, its prompt's whole
-//! blocks are announced `stored` in the hot tier; from then on the store's residency journal
-//! (`memoria_store::Residency`: the pool evicting a block, the cold RAM and disk tiers storing
-//! or removing it) moves them between `hot`, `cold` and `disk` and announces them `removed`
-//! where they left (see `held`). The journal speaks the pool's salted hashes; this task pairs
-//! them with routing keys by hashing each served prompt both ways (`EngineHandle::pool_chain`)
-//! and publishes routing keys only. Other isolations announce nothing: a routing key is
-//! public, but which prompts a private tenant sent is not. The request's task only queues (a
-//! full queue drops and counts); tokenizing and hashing run on the blocking pool, writing on
-//! the publisher's task, never on the engine thread. After an outage lost entries, the held
-//! keys are announced again behind a `cleared`; if the journal itself overflowed, what is held
-//! is no longer known, so the host announces `cleared` and starts over. What is held on disk
-//! is saved in the store and announced again after a restart (see `saved`).
+//! tier by tier, as routing keys (the router's chain, `memoria_kv::route_key`, over a prompt's
+//! tokens, as the router computes it from the same request with
+//! `memoria_http::request_tokens`). After each chat or completion a `shared`-isolation
+//! namespace answered, its prompt's whole blocks are announced `stored` in the hot tier; from
+//! then on the store's residency journal (`memoria_store::Residency`: the pool evicting a
+//! block, the cold RAM and disk tiers storing or removing it) moves them between `hot`, `cold`
+//! and `disk` and announces them `removed` where they left (see `held`). The journal speaks the
+//! pool's salted hashes; the request's handler hands over its prompt's tokens with the salted
+//! chain its session's open hashed (`memoria_http::ServedPrompt`), so nothing is tokenized or
+//! salted-hashed again here, and this task pairs the two chains and publishes routing keys
+//! only. Other isolations announce nothing: a routing key is public, but which prompts a
+//! private tenant sent is not. The request's task only queues (a full queue drops and counts);
+//! the routing chain is hashed on the blocking pool, writing happens on the publisher's task,
+//! never on the engine thread. After an outage lost entries, the held keys are announced again
+//! behind a `cleared`; if the journal itself overflowed, what is held is no longer known, so
+//! the host announces `cleared` and starts over. What is held on disk is saved in the store
+//! and announced again after a restart (see `saved`).
 
 mod held;
 mod saved;
@@ -22,9 +24,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use bytes::Bytes;
-use memoria_http::{AppState, PromptObserver};
-use memoria_kv::NamespaceId;
+use memoria_http::{AppState, PromptObserver, ServedPrompt};
 use memoria_store::remote::events::{EventsConfig, Kind, Publisher, Tier};
 use memoria_store::{Move, RemoteOptions, Residency, TierStack};
 use memoria_tenant::{Isolation, Namespace};
@@ -47,10 +47,8 @@ pub const MAX_BLOCKS: usize = 4096;
 const MAX_HELD: usize = 1 << 17;
 
 struct Served {
-    ns: NamespaceId,
     label: String,
-    path: String,
-    body: Bytes,
+    prompt: ServedPrompt,
 }
 
 /// The observer the HTTP server calls, and the task behind it.
@@ -96,9 +94,8 @@ impl Events {
             .and_then(|mut r| r.take())
             .zip(self.save_rx.lock().ok().and_then(|mut r| r.take()));
         let (rx, save_rx) = taken.ok_or_else(|| anyhow::anyhow!("host events already started"))?;
-        let load_state = state.clone();
         let (id, addr) = (cfg.host_id.clone(), cfg.advertise.clone());
-        let p = Publisher::start(remote, cfg, Arc::new(move || load_state.queue_depth()))
+        let p = Publisher::start(remote, cfg, Arc::new(move || state.queue_depth()))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let journal = Arc::new(Residency::new(JOURNAL));
         store.watch_residency(journal.clone());
@@ -109,7 +106,6 @@ impl Events {
         let _ = self.publisher.set(p.clone());
         let task = Task {
             p,
-            state,
             block_tokens: keys_for.block_tokens,
             held: Held::new(MAX_HELD),
             journal,
@@ -135,7 +131,6 @@ impl Events {
 
 struct Task {
     p: Publisher,
-    state: Arc<AppState>,
     block_tokens: usize,
     held: Held,
     journal: Arc<Residency>,
@@ -225,33 +220,28 @@ impl Task {
     }
 
     async fn serve(&mut self, s: Served) {
-        let (st, b) = (self.state.clone(), self.block_tokens);
-        let chains = tokio::task::spawn_blocking(move || {
-            let tokens =
-                memoria_http::request_tokens(&st.chat, st.engine.tokenizer(), &s.path, &s.body)?;
-            let route = memoria_kv::route_key::route_chain(&s.label, b, &tokens, MAX_BLOCKS);
-            let pool = st.engine.pool_chain(s.ns, &tokens, MAX_BLOCKS);
-            Some((pool, route))
+        let b = self.block_tokens;
+        let routed = tokio::task::spawn_blocking(move || {
+            let route =
+                memoria_kv::route_key::route_chain(&s.label, b, &s.prompt.tokens, MAX_BLOCKS);
+            (s.prompt.pool_chain, route)
         })
-        .await
-        .ok()
-        .flatten();
-        if let Some((pool, route)) = chains {
-            self.held.serve(&pool, &route, &mut self.out);
+        .await;
+        if let Ok((pool, route)) = routed {
+            let pool = &pool[..pool.len().min(MAX_BLOCKS)];
+            self.held.serve(pool, &route, &mut self.out);
         }
     }
 }
 
 impl PromptObserver for Events {
-    fn served(&self, ns: &Namespace, label: &str, path: &str, body: &Bytes) {
+    fn served(&self, ns: &Namespace, label: &str, prompt: ServedPrompt) {
         if !matches!(ns.spec.isolation, Isolation::Shared) {
             return;
         }
         let s = Served {
-            ns: ns.id,
             label: label.to_string(),
-            path: path.to_string(),
-            body: body.clone(),
+            prompt,
         };
         if self.tx.try_send(s).is_err() {
             self.dropped.fetch_add(1, Relaxed);
