@@ -86,7 +86,8 @@ impl QuantizedActivations {
     /// touched until a conversion writes it.
     pub fn reserve(&mut self, n: usize, cols: usize) {
         let words = n.saturating_mul(cols).saturating_mul(4).div_ceil(8);
-        self.buf.reserve(words.saturating_sub(self.buf.len()));
+        // Where the address space is refused, the buffer grows on demand instead.
+        let _ = self.buf.try_reserve(words.saturating_sub(self.buf.len()));
     }
 
     /// Where the buffer lives and its capacity in words (a reallocation changes one of them).

@@ -95,7 +95,8 @@ pub(crate) fn zeroed_scores(scores: &mut Vec<f32>, n: usize) {
 /// Makes room for `n` elements in `v` (nothing when it has it).
 pub(crate) fn room<T>(v: &mut Vec<T>, n: usize) {
     if v.capacity() < n {
-        v.reserve_exact(n - v.len());
+        // Where the address space is refused, the buffer grows on demand instead.
+        let _ = v.try_reserve_exact(n - v.len());
     }
 }
 

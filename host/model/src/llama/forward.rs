@@ -96,7 +96,8 @@ impl Scratch {
     /// Buffers with room for a pass of up to `rows` tokens of `model`, every one with logits,
     /// so such passes never reallocate: a step's row count and its logits rows (a decode
     /// step's drafts) may reach a new peak at any time. Address space only; pages are touched
-    /// when a pass writes them. Each mixture-of-experts expert's own buffers still grow to
+    /// when a pass writes them. Room the allocator refuses (a huge `rows` × vocabulary) is
+    /// left to grow on demand: never an abort. Each mixture-of-experts expert's own buffers still grow to
     /// the most tokens routed to it.
     pub fn for_rows(model: &Model, rows: usize) -> Scratch {
         let hp = &model.hparams;
@@ -168,9 +169,10 @@ impl std::fmt::Debug for Scratch {
     }
 }
 
-/// Makes `buf`'s capacity at least `len` without touching its contents.
+/// Makes `buf`'s capacity at least `len` without touching its contents, where the allocator
+/// grants the address space (else the buffer grows on demand, as without the reservation).
 pub(super) fn room<T>(buf: &mut Vec<T>, len: usize) {
-    buf.reserve(len.saturating_sub(buf.len()));
+    let _ = buf.try_reserve(len.saturating_sub(buf.len()));
 }
 
 pub(super) fn grow<T: Clone + Default>(buf: &mut Vec<T>, len: usize) -> &mut [T] {

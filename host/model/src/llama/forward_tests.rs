@@ -101,3 +101,28 @@ fn a_scratch_for_rows_is_not_reallocated_by_passes_that_fit() {
         assert_eq!(s.footprint(), before, "{arch:?}: a buffer was reallocated");
     }
 }
+
+/// Room the allocator cannot grant (rows × vocabulary past the address space) is skipped, not
+/// an abort: the buffers then grow on demand, and a pass runs as usual.
+#[test]
+fn a_scratch_for_more_rows_than_memory_still_runs() {
+    let spec = SynthSpec {
+        context: 64,
+        ..SynthSpec::tiny(Arch::Llama, GgmlType::Q8_0)
+    };
+    let bytes = synth::synthesize(&spec).expect("synthesize").to_bytes();
+    let model = Model::from_gguf(GgufFile::from_bytes(bytes).expect("parse")).expect("load");
+    let mut kv = model.new_contiguous_kv(KvDtype::F16, 1, 64);
+    for rows in [usize::MAX / 4, 1 << 40] {
+        let mut s = Scratch::for_rows(&model, rows);
+        let batch = [BatchToken {
+            token: 3,
+            pos: 0,
+            seq: 0,
+            logits: true,
+        }];
+        let logits = model.forward(&batch, &mut kv, &mut s).expect("pass");
+        assert_eq!(logits.len(), model.hparams().n_vocab);
+        kv = model.new_contiguous_kv(KvDtype::F16, 1, 64);
+    }
+}
