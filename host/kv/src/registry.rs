@@ -379,8 +379,8 @@ mod tests {
         assert_eq!(t.label_of_salt(&NamespaceSalt::derive("none")), None);
     }
 
-    #[test]
-    fn roots_are_computed_at_registration_for_the_bound_shape() {
+    /// A model shape and one that differs from it in block size only.
+    fn two_shapes() -> (RootShape, RootShape) {
         let shape = RootShape {
             model: ModelFingerprint([7; 32]),
             elem: KvElem::F16,
@@ -390,6 +390,12 @@ mod tests {
             block_tokens: 32,
             ..shape
         };
+        (shape, other)
+    }
+
+    #[test]
+    fn roots_are_computed_at_registration_for_the_bound_shape() {
+        let (shape, other) = two_shapes();
         let want = |s: &RootShape, label: &str| {
             BlockHash::root(
                 &s.model,
@@ -425,15 +431,7 @@ mod tests {
 
     #[test]
     fn roots_and_salts_are_looked_up_both_ways_bound_or_not() {
-        let shape = RootShape {
-            model: ModelFingerprint([7; 32]),
-            elem: KvElem::F16,
-            block_tokens: 16,
-        };
-        let other = RootShape {
-            block_tokens: 32,
-            ..shape
-        };
+        let (shape, other) = two_shapes();
         let salt = |label: &str| NamespaceSalt::derive(label);
         let derived = |s: &RootShape, label: &str| s.root(&salt(label));
         let common = salt("common");

@@ -198,12 +198,7 @@ impl TierStack {
     /// (`[A-Za-z0-9._-]`, 1..=64 bytes), else [`DEFAULT_LABEL`]. The label is public; the salt
     /// is not.
     pub(crate) fn label(&self, salt: &NamespaceSalt) -> String {
-        self.namespaces()
-            .snapshot()
-            .label_of_salt(salt)
-            .filter(|l| keys::check_label(l).is_ok())
-            .unwrap_or(DEFAULT_LABEL)
-            .to_string()
+        remote_label(&self.namespaces().snapshot(), salt)
     }
 
     /// The remote write of a saved session, to send once the caller is ready (after the disk
@@ -284,11 +279,7 @@ impl TierStack {
     /// public label (see [`TierStack::label`]) and its chain root for the block's model shape.
     fn remote_names(&self, identity: &BlockIdentity) -> (String, BlockHash) {
         let table = self.namespaces().snapshot();
-        let label = table
-            .label_of_salt(&identity.salt)
-            .filter(|l| keys::check_label(l).is_ok())
-            .unwrap_or(DEFAULT_LABEL)
-            .to_string();
+        let label = remote_label(&table, &identity.salt);
         let shape = RootShape::new(identity.model, &identity.layout);
         (label, table.root_of_salt(&identity.salt, &shape))
     }
@@ -489,4 +480,14 @@ fn verified(value: Vec<u8>, expect: &Expect<'_>, raw: usize) -> Result<(Vec<u8>,
     let mut data = vec![0u8; raw];
     h.decode(&mut data).map_err(|_| Refusal::Corrupt)?;
     Ok((data, 0))
+}
+
+/// The public label the remote tier keys `salt`'s blocks by in `table`: its namespace's label
+/// where that is a valid key part, else [`DEFAULT_LABEL`].
+fn remote_label(table: &memoria_kv::NamespaceTable, salt: &NamespaceSalt) -> String {
+    table
+        .label_of_salt(salt)
+        .filter(|l| keys::check_label(l).is_ok())
+        .unwrap_or(DEFAULT_LABEL)
+        .to_string()
 }

@@ -8,7 +8,7 @@ use memoria_kv::{KvElem, KvLayout, NamespaceSalt};
 
 use super::*;
 use crate::StoreOptions;
-use crate::stack::tests::known;
+use crate::stack::tests::{known, open_known};
 
 const MODEL: ModelFingerprint = ModelFingerprint([6; 32]);
 
@@ -86,7 +86,7 @@ fn a_kept_tail_is_staged_after_a_reopen_with_its_filled_slots_only() {
     let (root, h0, data, tail) = setup(&salt);
     let want = tail.data.clone();
     {
-        let st = known(TierStack::open(&d, opts()).unwrap());
+        let st = open_known(&d, opts());
         write(&st, salt, h0, &data, tail);
         // A later tail under the same parent replaces it.
         let (_, _, _, mut newer) = setup(&salt);
@@ -95,7 +95,7 @@ fn a_kept_tail_is_staged_after_a_reopen_with_its_filled_slots_only() {
         st.flush().unwrap();
         assert_eq!(st.snapshot().redb.blocks, 2, "one block, one tail");
     }
-    let st = known(TierStack::open(&d, opts()).unwrap());
+    let st = open_known(&d, opts());
     let mut staged = stage(&st, root, h0, &[7, 8, 5]);
     assert_eq!(staged.hits(), 1);
     assert_eq!(staged.tail_tokens(), Some(&[7, 8][..]));
@@ -121,7 +121,7 @@ fn another_continuation_a_damaged_tail_and_another_namespace_are_misses() {
     let d = dir("misses");
     let salt = NamespaceSalt::derive("t");
     let (root, h0, data, tail) = setup(&salt);
-    let st = known(TierStack::open(&d, opts()).unwrap());
+    let st = open_known(&d, opts());
     write(&st, salt, h0, &data, tail);
     // Other tokens after the block: kept, not used.
     let staged = stage(&st, root, h0, &[9, 9]);

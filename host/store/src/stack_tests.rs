@@ -78,7 +78,7 @@ fn written_blocks_survive_a_reopen_and_verify_on_read() {
     let salt = NamespaceSalt::derive("a");
     let (root, blocks) = chain(&salt);
     {
-        let st = known(TierStack::open(&d, no_cold()).unwrap());
+        let st = open_known(&d, no_cold());
         for (h, t, data) in &blocks {
             assert!(st.persist(identity(salt, *h), t, data, false));
             assert!(
@@ -89,7 +89,7 @@ fn written_blocks_survive_a_reopen_and_verify_on_read() {
         st.flush().unwrap();
         assert_eq!(st.snapshot().redb.puts, 2);
     }
-    let st = known(TierStack::open(&d, no_cold()).unwrap());
+    let st = open_known(&d, no_cold());
     assert_eq!(st.snapshot().redb.blocks, 2);
     let tokens = all_tokens(&blocks);
     let mut src = st.source(MODEL, layout(), root, &tokens);
@@ -111,7 +111,7 @@ fn corrupt_values_are_misses_removed_and_counted() {
     let d = dir("corrupt");
     let salt = NamespaceSalt::derive("a");
     let (root, blocks) = chain(&salt);
-    let st = known(TierStack::open(&d, no_cold()).unwrap());
+    let st = open_known(&d, no_cold());
     for (h, t, data) in &blocks {
         st.persist(identity(salt, *h), t, data, false);
     }
@@ -145,7 +145,7 @@ fn another_namespace_never_receives_a_block() {
     let (a, b) = (NamespaceSalt::derive("a"), NamespaceSalt::derive("b"));
     let (_, blocks) = chain(&a);
     let (root_b, blocks_b) = chain(&b);
-    let st = known(TierStack::open(&d, no_cold()).unwrap());
+    let st = open_known(&d, no_cold());
     for (h, t, data) in &blocks {
         st.persist(identity(a, *h), t, data, false);
     }
@@ -215,15 +215,12 @@ fn one_block_cold(d: &std::path::Path, salt: NamespaceSalt, blocks: &[Block]) ->
     )
     .unwrap()
     .len();
-    known(
-        TierStack::open(
-            d,
-            StoreOptions {
-                cold_budget_bytes: one + one / 2,
-                ..StoreOptions::default()
-            },
-        )
-        .unwrap(),
+    open_known(
+        d,
+        StoreOptions {
+            cold_budget_bytes: one + one / 2,
+            ..StoreOptions::default()
+        },
     )
 }
 
@@ -253,19 +250,16 @@ fn a_full_write_queue_drops_and_counts() {
     let d = dir("queue");
     let salt = NamespaceSalt::derive("a");
     let (_, blocks) = chain(&salt);
-    let st = known(
-        TierStack::open(
-            &d,
-            StoreOptions {
-                cold_budget_bytes: 0,
-                disk: DiskOptions {
-                    queue_bytes: 1,
-                    ..DiskOptions::default()
-                },
-                ..StoreOptions::default()
+    let st = open_known(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: 0,
+            disk: DiskOptions {
+                queue_bytes: 1,
+                ..DiskOptions::default()
             },
-        )
-        .unwrap(),
+            ..StoreOptions::default()
+        },
     );
     let (h, t, data) = &blocks[0];
     assert!(!st.persist(identity(salt, *h), t, data, false));
@@ -281,20 +275,17 @@ fn disk_budget_evicts_least_recently_used() {
     let d = dir("budget");
     let salt = NamespaceSalt::derive("a");
     let (_, blocks) = chain(&salt);
-    let st = known(
-        TierStack::open(
-            &d,
-            StoreOptions {
-                cold_budget_bytes: 0,
-                disk: DiskOptions {
-                    budget_bytes: 1,
-                    compress: false,
-                    ..DiskOptions::default()
-                },
-                ..StoreOptions::default()
+    let st = open_known(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: 0,
+            disk: DiskOptions {
+                budget_bytes: 1,
+                compress: false,
+                ..DiskOptions::default()
             },
-        )
-        .unwrap(),
+            ..StoreOptions::default()
+        },
     );
     let (h, t, data) = &blocks[0];
     st.persist(identity(salt, *h), t, data, false);
@@ -315,20 +306,17 @@ fn disk_budget_evicts_least_recently_used() {
         .find(|b| crate::disk::budget::block_target(*b, 0) >= c)
         .unwrap();
     assert!(crate::disk::budget::block_target(budget, 0) < 2 * c);
-    let st = known(
-        TierStack::open(
-            &d,
-            StoreOptions {
-                cold_budget_bytes: 0,
-                disk: DiskOptions {
-                    budget_bytes: budget,
-                    compress: false,
-                    ..DiskOptions::default()
-                },
-                ..StoreOptions::default()
+    let st = open_known(
+        &d,
+        StoreOptions {
+            cold_budget_bytes: 0,
+            disk: DiskOptions {
+                budget_bytes: budget,
+                compress: false,
+                ..DiskOptions::default()
             },
-        )
-        .unwrap(),
+            ..StoreOptions::default()
+        },
     );
     for (h, t, data) in &blocks {
         st.persist(identity(salt, *h), t, data, false);
@@ -355,7 +343,7 @@ fn saved_sessions_are_durable_and_checked() {
         tokens,
     };
     {
-        let st = known(TierStack::open(&d, no_cold()).unwrap());
+        let st = open_known(&d, no_cold());
         let (tx, rx) = std::sync::mpsc::channel();
         st.save_session(
             NamespaceId(3),
@@ -365,7 +353,7 @@ fn saved_sessions_are_durable_and_checked() {
         );
         assert!(rx.recv().unwrap());
     }
-    let st = known(TierStack::open(&d, no_cold()).unwrap());
+    let st = open_known(&d, no_cold());
     assert_eq!(st.load_session(NamespaceId(3), "chat").unwrap(), Some(rec));
     assert_eq!(st.load_session(NamespaceId(4), "chat").unwrap(), None);
     drop(st);
@@ -502,4 +490,9 @@ pub(super) fn known(st: TierStack) -> TierStack {
         ));
     }
     st
+}
+
+/// The stack on disk at `d` with the test salts registered ([`known`]).
+pub(super) fn open_known(d: &std::path::Path, opts: StoreOptions) -> TierStack {
+    known(TierStack::open(d, opts).unwrap())
 }

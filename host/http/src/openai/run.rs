@@ -179,13 +179,13 @@ pub async fn start(
         },
     };
     let mut prompt_logprobs = Vec::new();
-    for (prompt, max_tokens) in plan.prompts {
+    for (i, (prompt, max_tokens)) in plan.prompts.into_iter().enumerate() {
         let len = prompt.len();
         prompt_tokens += len;
         // Open with the prompt in one round trip; every session closes if this request is
         // dropped before its generation owns it. The first prompt's tokens and chain go to the
         // host's prompt observer, where one watches.
-        let first = match ctx.served.as_ref().filter(|_| own_prompt.is_empty()) {
+        let first = match ctx.served.as_ref().filter(|_| i == 0) {
             Some(slot) => {
                 let tokens = Arc::<[u32]>::from(prompt.as_slice());
                 let first = OwnedSession::open_keeping_chain(engine, ns.id, prompt).await?;

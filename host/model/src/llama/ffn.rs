@@ -69,9 +69,7 @@ impl FfnScratch {
 impl FfnScratch {
     /// Where each shared buffer lives and its capacity (experts' own buffers left out).
     pub(super) fn footprint(&self, out: &mut Vec<(usize, usize)>) {
-        fn at<T>(v: &Vec<T>) -> (usize, usize) {
-            (v.as_ptr() as usize, v.capacity())
-        }
+        use super::forward::at;
         out.extend([
             at(&self.gate),
             at(&self.up),

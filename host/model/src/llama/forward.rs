@@ -130,9 +130,6 @@ impl Scratch {
     /// Where each buffer lives and its capacity (a reallocation changes one of them).
     #[cfg(test)]
     pub(super) fn footprint(&self) -> Vec<(usize, usize)> {
-        fn at<T>(v: &Vec<T>) -> (usize, usize) {
-            (v.as_ptr() as usize, v.capacity())
-        }
         let mut all = vec![
             at(&self.x),
             at(&self.xn),
@@ -167,6 +164,12 @@ impl std::fmt::Debug for Scratch {
             .field("tokens", &(self.x.len()))
             .finish()
     }
+}
+
+/// Where `v`'s buffer lives and its capacity (a reallocation changes one of them).
+#[cfg(test)]
+pub(super) fn at<T>(v: &Vec<T>) -> (usize, usize) {
+    (v.as_ptr() as usize, v.capacity())
 }
 
 /// Makes `buf`'s capacity at least `len` without touching its contents, where the allocator
