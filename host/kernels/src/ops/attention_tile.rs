@@ -21,10 +21,10 @@ pub const TILE_ROWS: usize = 16;
 /// Buffers of [`attend_tile`], reused between calls (no allocation once warmed up).
 #[derive(Debug, Default)]
 pub struct TileScratch {
-    scores: Vec<f32>,
-    q16: Vec<f16>,
-    qv: Vec<f32>,
-    single: AttnScratch,
+    pub(super) scores: Vec<f32>,
+    pub(super) q16: Vec<f16>,
+    pub(super) qv: Vec<f32>,
+    pub(super) single: AttnScratch,
     out: Vec<f32>,
 }
 
@@ -184,7 +184,7 @@ fn prefetch_next((run, len): (KvRow<'_>, usize), stride: usize, off: usize, hd: 
 
 /// Whether the tiles' f16 kernels serve this cache and head width; otherwise every query runs
 /// through [`attend`].
-fn tiles_apply(kv: &dyn KvRead, first: usize, hd: usize) -> bool {
+pub(super) fn tiles_apply(kv: &dyn KvRead, first: usize, hd: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::simd::{self, SimdLevel};
@@ -271,7 +271,7 @@ fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, mut f: impl F
 
 /// Scores of the rows `full` against every row of the run `k` (`len` rows).
 #[allow(clippy::too_many_arguments)]
-fn dot_full(
+pub(super) fn dot_full(
     full: &[usize],
     qv: &[f32],
     hd: usize,
@@ -323,7 +323,7 @@ fn dot_full(
 
 /// V sums of the rows `full` over every row of the run `v` (`len` rows).
 #[allow(clippy::too_many_arguments)]
-fn axpy_full(
+pub(super) fn axpy_full(
     full: &[usize],
     out: &mut [f32],
     hd: usize,
@@ -382,4 +382,4 @@ fn axpy_full(
 
 #[cfg(test)]
 #[path = "attention_tile_tests.rs"]
-mod tests;
+pub(super) mod tests;

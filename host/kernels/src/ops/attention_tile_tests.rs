@@ -1,7 +1,7 @@
 use super::*;
 
 /// A cache of f16 or f32 rows, read in runs that end at multiples of `run` positions.
-struct Cache {
+pub(in crate::ops) struct Cache {
     k: Vec<f32>,
     v: Vec<f32>,
     k16: Vec<f16>,
@@ -12,7 +12,13 @@ struct Cache {
 }
 
 impl Cache {
-    fn new(n: usize, kv_dim: usize, run: usize, f32_rows: bool, seed: u32) -> Cache {
+    pub(in crate::ops) fn new(
+        n: usize,
+        kv_dim: usize,
+        run: usize,
+        f32_rows: bool,
+        seed: u32,
+    ) -> Cache {
         let val = |i: usize, s: u32| {
             let h = (i as u32 ^ s).wrapping_mul(2_654_435_761).rotate_left(13);
             (h % 2001) as f32 / 1000.0 - 1.0

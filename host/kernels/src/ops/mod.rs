@@ -8,6 +8,7 @@
 
 mod activation;
 mod attention;
+mod attention_heads;
 mod attention_split;
 mod attention_tile;
 mod exp;
@@ -26,6 +27,7 @@ pub use activation::{
     softcap_in_place, swiglu_oai_in_place,
 };
 pub use attention::{AttnScratch, AttnShape, KvRead, KvRow, attend};
+pub use attention_heads::attend_heads;
 pub use attention_split::{SplitScratch, attend_split};
 pub use attention_tile::{TILE_ROWS, TileScratch, attend_tile};
 pub use norm::rms_norm;

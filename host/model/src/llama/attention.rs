@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 
 use memoria_kernels::ops::{
-    AttnShape, SplitScratch, TILE_ROWS, TileScratch, attend_split, attend_tile,
+    AttnShape, SplitScratch, TILE_ROWS, TileScratch, attend_heads, attend_split, attend_tile,
 };
 use memoria_kernels::threads;
 
@@ -30,7 +30,9 @@ thread_local! {
 /// tile), heaviest tiles first. So decode of a single sequence still uses every thread, and a
 /// result never depends on the tiling (`attend_tile` gives `attend`'s bits). When that gives
 /// fewer than two tasks per thread and a context is long, each token is instead split over
-/// positions and columns ([`attend_split`], same bits).
+/// positions and columns ([`attend_split`], same bits). A decode step of at least two
+/// sessions per thread runs one task per token over all its heads ([`attend_heads`]: the
+/// cache read as contiguous runs, same bits).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention<K: KvStore>(
     batch: &[BatchToken],
@@ -75,9 +77,26 @@ pub(super) fn attention<K: KvStore>(
         TILES.with(|c| *c.borrow_mut() = tiles);
         return;
     }
-    let width = group * hd;
     let max_positions = kv.max_positions();
     let shared = threads::SharedMut::new(att);
+    if tiles.len() >= 2 * threads && tiles.iter().all(|t| t.len() == 1) {
+        // Decode: one task per token over all its heads, each K/V run read front to back.
+        threads::for_each(tiles.len(), |i| {
+            let t = tiles[tiles.len() - 1 - i].start;
+            let tok = &batch[t];
+            let view = kv.view(tok.seq, layer);
+            let mut sc = ATTN.with(RefCell::take);
+            sc.reserve(shape.n_heads, max_positions, hd);
+            // SAFETY: task i alone writes token t's row.
+            let out = unsafe { shared.slice(t * qd, qd) };
+            let keys = first_pos(tok)..tok.pos + 1;
+            attend_heads(&q[t * qd..(t + 1) * qd], keys, &view, shape, &mut sc, out);
+            ATTN.with(|c| *c.borrow_mut() = sc);
+        });
+        TILES.with(|c| *c.borrow_mut() = tiles);
+        return;
+    }
+    let width = group * hd;
     threads::for_each(tasks, |i| {
         let (tile, g) = (&tiles[tiles.len() - 1 - i / n_kv], i % n_kv);
         let lead = &batch[tile.start];

@@ -1,0 +1,177 @@
+//! Attention of one token over every query head at once (decode): each run of K (then V)
+//! rows (one pool block) is read by every K/V head before the next run, and the run two ahead
+//! is prefetched into L2 as one contiguous range, a share per head; so a decode step's cache
+//! streams from memory at the rate of contiguous reads rather than as one narrow column per
+//! head whose rows each wait on memory ([`super::attend_tile`] reads one head's slice of every
+//! row, and a step of many sessions has too little reuse to hide that).
+//!
+//! Invariant: every head's output is bit-identical to [`attend`] for that head (the same
+//! per-pair scores from the same row kernels, the same softmax over the same positions, the
+//! same V sums in ascending row order; only the order in which heads take turns differs), so
+//! the path never shows in a result; tests below check it against [`attend`].
+
+use std::ops::Range;
+
+use half::f16;
+
+use super::AttnShape;
+use super::attention::{KvRead, KvRow, attend, zeroed_scores};
+use super::attention_tile::{TileScratch, axpy_full, dot_full, tiles_apply};
+use super::rows::{extend_f16, round_to_f16_in_place};
+
+/// Most query rows one kernel call serves (the row kernels' register budget).
+#[cfg(target_arch = "x86_64")]
+const DOT_GROUP: usize = super::rows_tile::DOT_QUERIES;
+#[cfg(not(target_arch = "x86_64"))]
+const DOT_GROUP: usize = 1;
+#[cfg(target_arch = "x86_64")]
+const AXPY_GROUP: usize = super::rows_tile::AXPY_QUERIES;
+#[cfg(not(target_arch = "x86_64"))]
+const AXPY_GROUP: usize = 1;
+
+/// Attention of one token whose query is `q` (`[n_heads · head_dim]`, RoPE applied) over the
+/// positions `keys` of `kv`, for every query head; writes `[n_heads · head_dim]` into `out`.
+/// Each head's result equals [`attend`]'s, bit for bit. `scratch` reserved with
+/// [`TileScratch::reserve`] for `n_heads` rows does not allocate.
+pub fn attend_heads(
+    q: &[f32],
+    keys: Range<usize>,
+    kv: &dyn KvRead,
+    shape: AttnShape,
+    scratch: &mut TileScratch,
+    out: &mut [f32],
+) {
+    let (nh, hd, n_kv) = (shape.n_heads, shape.head_dim, shape.n_kv_heads);
+    assert_eq!(q.len(), nh * hd, "attention heads: query length");
+    assert_eq!(out.len(), nh * hd, "attention heads: output length");
+    assert!(
+        keys.start < keys.end,
+        "attention heads: a query sees itself"
+    );
+    assert!(
+        n_kv > 0 && nh.is_multiple_of(n_kv),
+        "attention: heads not grouped evenly"
+    );
+    if !tiles_apply(kv, keys.start, hd) {
+        attend(q, kv, keys, shape, 0..nh, &mut scratch.single, out);
+        return;
+    }
+    let (group, kv_dim, span) = (nh / n_kv, n_kv * hd, keys.len());
+    let TileScratch {
+        scores, q16, qv, ..
+    } = scratch;
+    zeroed_scores(scores, nh * span);
+    q16.clear();
+    extend_f16(q16, q);
+    #[cfg(target_arch = "x86_64")]
+    super::rows_tile::expand_queries(q16, hd, qv);
+    // Query head `h`'s scores of position `pos` lie at `h·span + pos - keys.start`.
+    let at = |pos: usize| move |h: usize| h * span + pos - keys.start;
+    let key_run = |p: usize| kv.key_run(p);
+    let value_run = |p: usize| kv.value_run(p);
+    // The K pass prefetches K runs ahead, then the V pass's first runs; the V pass V runs.
+    prefetch_share(nth_run(keys.start, keys.end, 1, kv_dim, key_run), 0, 1);
+    let mut pos = keys.start;
+    while pos < keys.end {
+        let (run, len) = kv.key_run(pos);
+        let len = len.min(keys.end - pos);
+        let KvRow::F16(k) = run else {
+            unreachable!("tiles only run over f16 rows (tiles_apply)")
+        };
+        let mut ahead = nth_run(pos, keys.end, RUNS_AHEAD, kv_dim, key_run);
+        if ahead.is_empty() {
+            let last = pos + len >= keys.end;
+            ahead = nth_run(keys.start, keys.end, last as usize, kv_dim, value_run);
+        }
+        for_head_groups(group, n_kv, DOT_GROUP, |g, heads| {
+            prefetch_share(ahead, g, n_kv);
+            dot_full(heads, qv, hd, k, kv_dim, g * hd, len, scores, at(pos))
+        });
+        for h in 0..nh {
+            shape.finish_scores(&mut scores[at(pos)(h)..][..len]);
+        }
+        pos += len;
+    }
+    for (h, own) in scores[..nh * span].chunks_exact_mut(span).enumerate() {
+        shape.softmax(h, own);
+        round_to_f16_in_place(own);
+    }
+    out.fill(0.0);
+    let mut pos = keys.start;
+    while pos < keys.end {
+        let (run, len) = kv.value_run(pos);
+        let len = len.min(keys.end - pos);
+        let KvRow::F16(v) = run else {
+            unreachable!("tiles only run over f16 rows (tiles_apply)")
+        };
+        let ahead = nth_run(pos, keys.end, RUNS_AHEAD, kv_dim, value_run);
+        for_head_groups(group, n_kv, AXPY_GROUP, |g, heads| {
+            prefetch_share(ahead, g, n_kv);
+            axpy_full(heads, out, hd, scores, at(pos), v, kv_dim, g * hd, len)
+        });
+        pos += len;
+    }
+}
+
+/// Runs ahead of the one in use whose rows the K/V heads' calls prefetch into L2, a share
+/// each (the last K runs prefetch the first V runs) (two measured faster than one and three on 16 decoding sessions: a run is one pool
+/// block, which the hardware prefetchers do not enter from the previous one, and one run
+/// ahead arrives late).
+const RUNS_AHEAD: usize = 2;
+
+/// The rows (up to `end`, `kv_dim` elements each) of the `n`-th run after the one at `pos`
+/// (`run(p)`: the run from `p` and its length; `n = 0`: that run), empty past `end`.
+fn nth_run<'a>(
+    mut pos: usize,
+    end: usize,
+    n: usize,
+    kv_dim: usize,
+    run: impl Fn(usize) -> (KvRow<'a>, usize),
+) -> &'a [f16] {
+    for _ in 0..n {
+        if pos >= end {
+            return &[];
+        }
+        pos += run(pos).1.max(1);
+    }
+    if pos >= end {
+        return &[];
+    }
+    match run(pos) {
+        (KvRow::F16(rows), len) => {
+            let n = len.min(end - pos).saturating_mul(kv_dim);
+            &rows[..n.min(rows.len())]
+        }
+        _ => &[],
+    }
+}
+
+/// Prefetches share `g` of `n` of `rows` into L2.
+fn prefetch_share(rows: &[f16], g: usize, n: usize) {
+    let (a, b) = (rows.len() * g / n, rows.len() * (g + 1) / n);
+    #[cfg(target_arch = "x86_64")]
+    super::rows_tile::prefetch_l2(&rows[a..b]);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (a, b);
+}
+
+/// Calls `f(g, heads)` for each K/V head `g` in order with its query heads, at most `max` at a
+/// time.
+fn for_head_groups(group: usize, n_kv: usize, max: usize, mut f: impl FnMut(usize, &[usize])) {
+    let mut buf = [0usize; DOT_GROUP];
+    for g in 0..n_kv {
+        let mut h = g * group;
+        while h < (g + 1) * group {
+            let n = ((g + 1) * group - h).min(max);
+            for (i, slot) in buf[..n].iter_mut().enumerate() {
+                *slot = h + i;
+            }
+            f(g, &buf[..n]);
+            h += n;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "attention_heads_tests.rs"]
+mod tests;
