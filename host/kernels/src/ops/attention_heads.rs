@@ -70,7 +70,11 @@ pub fn attend_heads(
     let key_run = |p: usize| kv.key_run(p);
     let value_run = |p: usize| kv.value_run(p);
     // The K pass prefetches K runs ahead, then the V pass's first runs; the V pass V runs.
-    prefetch_share(nth_run(keys.start, keys.end, 1, kv_dim, key_run), 0, 1);
+    let second = nth_run(keys.start, keys.end, 1, kv_dim, key_run);
+    #[cfg(target_arch = "x86_64")]
+    super::rows_tile::Spread::new(second).all();
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = second;
     let mut pos = keys.start;
     while pos < keys.end {
         let (run, len) = kv.key_run(pos);
@@ -84,8 +88,19 @@ pub fn attend_heads(
             ahead = nth_run(keys.start, keys.end, last as usize, kv_dim, value_run);
         }
         for_head_groups(group, n_kv, DOT_GROUP, |g, heads| {
-            prefetch_share(ahead, g, n_kv);
-            dot_full(heads, qv, hd, k, kv_dim, g * hd, len, scores, at(pos))
+            let share = share(ahead, g, n_kv, heads[0] == g * group);
+            dot_full(
+                heads,
+                qv,
+                hd,
+                k,
+                kv_dim,
+                g * hd,
+                len,
+                scores,
+                at(pos),
+                share,
+            )
         });
         for h in 0..nh {
             shape.finish_scores(&mut scores[at(pos)(h)..][..len]);
@@ -106,8 +121,19 @@ pub fn attend_heads(
         };
         let ahead = nth_run(pos, keys.end, RUNS_AHEAD, kv_dim, value_run);
         for_head_groups(group, n_kv, AXPY_GROUP, |g, heads| {
-            prefetch_share(ahead, g, n_kv);
-            axpy_full(heads, out, hd, scores, at(pos), v, kv_dim, g * hd, len)
+            let share = share(ahead, g, n_kv, heads[0] == g * group);
+            axpy_full(
+                heads,
+                out,
+                hd,
+                scores,
+                at(pos),
+                v,
+                kv_dim,
+                g * hd,
+                len,
+                share,
+            )
         });
         pos += len;
     }
@@ -146,13 +172,13 @@ fn nth_run<'a>(
     }
 }
 
-/// Prefetches share `g` of `n` of `rows` into L2.
-fn prefetch_share(rows: &[f16], g: usize, n: usize) {
-    let (a, b) = (rows.len() * g / n, rows.len() * (g + 1) / n);
-    #[cfg(target_arch = "x86_64")]
-    super::rows_tile::prefetch_l2(&rows[a..b]);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (a, b);
+/// Share `g` of `n` of `rows` (the rows ahead that K/V head `g`'s first call prefetches
+/// across its rows), empty unless `first`.
+fn share(rows: &[f16], g: usize, n: usize, first: bool) -> &[f16] {
+    if !first {
+        return &[];
+    }
+    &rows[rows.len() * g / n..rows.len() * (g + 1) / n]
 }
 
 /// Calls `f(g, heads)` for each K/V head `g` in order with its query heads, at most `max` at a

@@ -138,7 +138,7 @@ pub fn attend_tile(
             prefetch_next(kv.key_run(pos + len), kv_dim, off, hd);
         }
         for_groups(&rows, pos, len, DOT_GROUP, |full| {
-            dot_full(full, qv, hd, k, kv_dim, off, len, scores, at)
+            dot_full(full, qv, hd, k, kv_dim, off, len, scores, at, &[])
         });
         for r in 0..n_tok * n_sel {
             if rows.covers(r, pos, len) {
@@ -165,7 +165,7 @@ pub fn attend_tile(
             prefetch_next(kv.value_run(pos + len), kv_dim, off, hd);
         }
         for_groups(&rows, pos, len, AXPY_GROUP, |full| {
-            axpy_full(full, out, hd, scores, p_at, v, kv_dim, off, len)
+            axpy_full(full, out, hd, scores, p_at, v, kv_dim, off, len, &[])
         });
         pos += len;
     }
@@ -281,6 +281,7 @@ pub(super) fn dot_full(
     len: usize,
     scores: &mut [f32],
     at: impl Fn(usize) -> usize,
+    ahead: &[f16],
 ) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -292,13 +293,16 @@ pub(super) fn dot_full(
             full.iter()
                 .all(|&r| at(r) + len <= scores.len() && (r + 1) * 2 * hd <= qv.len())
         );
+        let spread = super::rows_tile::Spread::new(ahead);
         macro_rules! call {
             ($n:literal) => {{
                 let qp: [*const f32; $n] = std::array::from_fn(|i| qv[full[i] * 2 * hd..].as_ptr());
                 let ats: [usize; $n] = std::array::from_fn(|i| at(full[i]));
                 // SAFETY: tiles_apply checked avx512f + f16c and the width; bounds asserted above.
                 unsafe {
-                    super::rows_tile::dot_tile_f16::<$n>(qp, hd, k, stride, off, len, scores, ats)
+                    super::rows_tile::dot_tile_f16::<$n>(
+                        qp, hd, k, stride, off, len, scores, ats, spread,
+                    )
                 }
             }};
         }
@@ -316,7 +320,7 @@ pub(super) fn dot_full(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (full, qv, hd, k, stride, off, len, scores, at);
+        let _ = (full, qv, hd, k, stride, off, len, scores, at, ahead);
         unreachable!("tiles only run on x86_64")
     }
 }
@@ -333,9 +337,11 @@ pub(super) fn axpy_full(
     stride: usize,
     off: usize,
     len: usize,
+    ahead: &[f16],
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        let spread = super::rows_tile::Spread::new(ahead);
         assert!(
             len == 0 || (len - 1) * stride + off + hd <= v.len(),
             "tile: short run"
@@ -361,6 +367,7 @@ pub(super) fn axpy_full(
                         stride,
                         off,
                         len,
+                        spread,
                     )
                 }
             }};
@@ -375,7 +382,7 @@ pub(super) fn axpy_full(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (full, out, hd, scores, p_at, v, stride, off, len);
+        let _ = (full, out, hd, scores, p_at, v, stride, off, len, ahead);
         unreachable!("tiles only run on x86_64")
     }
 }

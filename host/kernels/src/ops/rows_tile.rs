@@ -64,14 +64,40 @@ unsafe fn prefetch_row(
     }
 }
 
-/// Prefetches every cache line of `rows` into L2 (not L1: rows a run or two ahead of use).
-pub(super) fn prefetch_l2(rows: &[f16]) {
-    let (p, bytes) = (rows.as_ptr().cast::<i8>(), std::mem::size_of_val(rows));
-    let mut at = 0;
-    while at < bytes {
-        // SAFETY: a prefetch never faults; sse is baseline on x86_64.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(at)) };
-        at += 64;
+/// Cache lines to prefetch into L2 a few at a time across a kernel's rows (rows a run or two
+/// ahead of use): a burst of more prefetches than a core has line-fill buffers stalls it, a
+/// share per row pair overlaps them with the arithmetic.
+#[derive(Clone, Copy)]
+pub(super) struct Spread {
+    base: *const i8,
+    lines: usize,
+}
+
+impl Spread {
+    /// Every line of `rows`.
+    pub(super) fn new(rows: &[f16]) -> Spread {
+        Spread {
+            base: rows.as_ptr().cast(),
+            lines: std::mem::size_of_val(rows) / 64,
+        }
+    }
+
+    /// Every line at once.
+    pub(super) fn all(self) {
+        self.rows(0, 1, 1);
+    }
+
+    /// The share of rows `j..j + step` of `n`.
+    #[inline(always)]
+    fn rows(self, j: usize, step: usize, n: usize) {
+        if self.lines == 0 || n == 0 {
+            return;
+        }
+        let (a, b) = (self.lines * j / n, self.lines * (j + step).min(n) / n);
+        for l in a..b {
+            // SAFETY: a prefetch never faults; sse is baseline on x86_64.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(self.base.wrapping_add(l * 64)) };
+        }
     }
 }
 
@@ -119,6 +145,7 @@ pub(super) unsafe fn dot_tile_f16<const NQ: usize>(
     n: usize,
     scores: &mut [f32],
     at: [usize; NQ],
+    spread: Spread,
 ) {
     let chunks = width / 8;
     let base = rows.as_ptr();
@@ -131,6 +158,7 @@ pub(super) unsafe fn dot_tile_f16<const NQ: usize>(
             prefetch_row(base, PREFETCH_ROWS + j, n, stride, off, width);
             prefetch_row(base, PREFETCH_ROWS + j + 1, n, stride, off, width);
         }
+        spread.rows(j, 2, n);
         let pair = j + 1 < n;
         let (b0, b1) = (j * stride + off, (j + 1) * stride + off);
         let mut acc = [_mm512_setzero_ps(); NQ];
@@ -184,17 +212,64 @@ pub(super) unsafe fn axpy_tile_f16<const NQ: usize>(
     stride: usize,
     off: usize,
     n: usize,
+    spread: Spread,
 ) {
     let mut d = 0;
     while d < width {
         let cols = (width - d).min(AXPY_COLS);
+        // The first pass spreads the prefetches.
+        let spread = if d == 0 { spread } else { Spread::new(&[]) };
         // SAFETY: forwarded; d + cols <= width.
         unsafe {
             match cols / 16 {
-                4 => axpy_pass::<NQ, 4>(out, acc_at, probs, p_at, rows, stride, off + d, d, n),
-                3 => axpy_pass::<NQ, 3>(out, acc_at, probs, p_at, rows, stride, off + d, d, n),
-                2 => axpy_pass::<NQ, 2>(out, acc_at, probs, p_at, rows, stride, off + d, d, n),
-                _ => axpy_pass::<NQ, 1>(out, acc_at, probs, p_at, rows, stride, off + d, d, n),
+                4 => axpy_pass::<NQ, 4>(
+                    out,
+                    acc_at,
+                    probs,
+                    p_at,
+                    rows,
+                    stride,
+                    off + d,
+                    d,
+                    n,
+                    spread,
+                ),
+                3 => axpy_pass::<NQ, 3>(
+                    out,
+                    acc_at,
+                    probs,
+                    p_at,
+                    rows,
+                    stride,
+                    off + d,
+                    d,
+                    n,
+                    spread,
+                ),
+                2 => axpy_pass::<NQ, 2>(
+                    out,
+                    acc_at,
+                    probs,
+                    p_at,
+                    rows,
+                    stride,
+                    off + d,
+                    d,
+                    n,
+                    spread,
+                ),
+                _ => axpy_pass::<NQ, 1>(
+                    out,
+                    acc_at,
+                    probs,
+                    p_at,
+                    rows,
+                    stride,
+                    off + d,
+                    d,
+                    n,
+                    spread,
+                ),
             }
         }
         d += cols;
@@ -218,6 +293,7 @@ unsafe fn axpy_pass<const NQ: usize, const V: usize>(
     col: usize,
     d: usize,
     n: usize,
+    spread: Spread,
 ) {
     // SAFETY: the caller's contract bounds every access.
     unsafe {
@@ -230,6 +306,7 @@ unsafe fn axpy_pass<const NQ: usize, const V: usize>(
         let base = rows.as_ptr();
         for j in 0..n {
             prefetch_row(base, PREFETCH_ROWS + j, n, stride, col, 16 * V);
+            spread.rows(j, 1, n);
             let row = base.add(j * stride + col);
             let mut vals = [_mm512_setzero_ps(); V];
             for (v, slot) in vals.iter_mut().enumerate() {
