@@ -16,18 +16,8 @@ use half::f16;
 
 use super::AttnShape;
 use super::attention::{KvRead, KvRow, attend, zeroed_scores};
-use super::attention_tile::{TileScratch, axpy_full, dot_full, tiles_apply};
+use super::attention_tile::{AXPY_GROUP, DOT_GROUP, TileScratch, axpy_full, dot_full, tiles_apply};
 use super::rows::{extend_f16, round_to_f16_in_place};
-
-/// Most query rows one kernel call serves (the row kernels' register budget).
-#[cfg(target_arch = "x86_64")]
-const DOT_GROUP: usize = super::rows_tile::DOT_QUERIES;
-#[cfg(not(target_arch = "x86_64"))]
-const DOT_GROUP: usize = 1;
-#[cfg(target_arch = "x86_64")]
-const AXPY_GROUP: usize = super::rows_tile::AXPY_QUERIES;
-#[cfg(not(target_arch = "x86_64"))]
-const AXPY_GROUP: usize = 1;
 
 /// Attention of one token whose query is `q` (`[n_heads · head_dim]`, RoPE applied) over the
 /// positions `keys` of `kv`, for every query head; writes `[n_heads · head_dim]` into `out`.

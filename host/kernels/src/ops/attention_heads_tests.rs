@@ -1,5 +1,5 @@
 use super::super::attention::AttnScratch;
-use super::super::attention_tile::tests::Cache;
+use super::super::attention_tile::tests::{Cache, SHAPES, shape_variant};
 use super::*;
 
 /// Every head of [`attend_heads`] equals [`attend`] for that head alone, bit for bit: plain,
@@ -7,27 +7,14 @@ use super::*;
 /// positions, windows and full contexts.
 #[test]
 fn every_head_equals_attention_head_by_head() {
-    let shapes = [
-        (4, 4, 64),
-        (12, 12, 64),
-        (6, 2, 64),
-        (32, 8, 64),
-        (4, 1, 32),
-        (2, 2, 48),
-        (2, 1, 36),
-        (2, 2, 256),
-    ];
-    for &(n_heads, n_kv_heads, head_dim) in &shapes {
+    let more = [(12, 12, 64), (32, 8, 64)];
+    for &(n_heads, n_kv_heads, head_dim) in SHAPES.iter().chain(&more) {
         let sinks: Vec<f32> = (0..n_heads).map(|h| h as f32 * 0.7 - 1.0).collect();
         for (f32_rows, variant, run) in [false, true]
             .into_iter()
             .flat_map(|f| [(f, 0, 16), (f, 1, 16), (f, 2, 16), (f, 0, 7)])
         {
-            let shape = AttnShape {
-                softcap: if variant == 1 { 1.5 } else { 0.0 },
-                sinks: (variant == 2).then_some(&sinks[..]),
-                ..AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125)
-            };
+            let shape = shape_variant((n_heads, n_kv_heads, head_dim), variant, &sinks);
             let cache = Cache::new(90, n_kv_heads * head_dim, run, f32_rows, head_dim as u32);
             let qd = n_heads * head_dim;
             let q: Vec<f32> = (0..qd)

@@ -241,14 +241,14 @@ impl Rows<'_> {
 
 /// Largest group of rows per dot-product call.
 #[cfg(target_arch = "x86_64")]
-const DOT_GROUP: usize = super::rows_tile::DOT_QUERIES;
+pub(super) const DOT_GROUP: usize = super::rows_tile::DOT_QUERIES;
 #[cfg(not(target_arch = "x86_64"))]
-const DOT_GROUP: usize = 1;
+pub(super) const DOT_GROUP: usize = 1;
 /// Largest group of rows per V-sum call.
 #[cfg(target_arch = "x86_64")]
-const AXPY_GROUP: usize = super::rows_tile::AXPY_QUERIES;
+pub(super) const AXPY_GROUP: usize = super::rows_tile::AXPY_QUERIES;
 #[cfg(not(target_arch = "x86_64"))]
-const AXPY_GROUP: usize = 1;
+pub(super) const AXPY_GROUP: usize = 1;
 
 /// Calls `f` with the rows that attend to all of `pos..pos + len`, at most `max` at a time.
 fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, mut f: impl FnMut(&[usize])) {

@@ -71,29 +71,40 @@ impl KvRead for Cache {
     }
 }
 
+/// Head shapes the attention tests cover: (query heads, K/V heads, head width).
+pub(in crate::ops) const SHAPES: [(usize, usize, usize); 6] = [
+    (4, 4, 64),
+    (6, 2, 64),
+    (4, 1, 32),
+    (2, 2, 48),
+    (2, 1, 36),
+    (2, 2, 256),
+];
+
+/// The shape `(n_heads, n_kv_heads, head_dim)`: plain (`variant` 0), soft-capped as Gemma 2
+/// (1), or with gpt-oss's per-head sinks (2: `sinks`).
+pub(in crate::ops) fn shape_variant(
+    (n_heads, n_kv_heads, head_dim): (usize, usize, usize),
+    variant: usize,
+    sinks: &[f32],
+) -> AttnShape<'_> {
+    AttnShape {
+        softcap: if variant == 1 { 1.5 } else { 0.0 },
+        sinks: (variant == 2).then_some(sinks),
+        ..AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125)
+    }
+}
+
 /// Every (token, head) of a tile equals [`attend`] alone, bit for bit.
 #[test]
 fn a_tile_equals_attention_query_by_query() {
-    let shapes = [
-        (4, 4, 64),
-        (6, 2, 64),
-        (4, 1, 32),
-        (2, 2, 48),
-        (2, 1, 36),
-        (2, 2, 256),
-    ];
-    for &(n_heads, n_kv_heads, head_dim) in &shapes {
+    for &(n_heads, n_kv_heads, head_dim) in &SHAPES {
         let sinks: Vec<f32> = (0..n_heads).map(|h| h as f32 * 0.7 - 1.0).collect();
         for (f32_rows, variant) in [false, true]
             .into_iter()
             .flat_map(|f| [(f, 0), (f, 1), (f, 2)])
         {
-            // Plain, soft-capped (Gemma 2) and with sinks (gpt-oss).
-            let shape = AttnShape {
-                softcap: if variant == 1 { 1.5 } else { 0.0 },
-                sinks: (variant == 2).then_some(&sinks[..]),
-                ..AttnShape::new(n_heads, n_kv_heads, head_dim, 0.125)
-            };
+            let shape = shape_variant((n_heads, n_kv_heads, head_dim), variant, &sinks);
             let kv_dim = n_kv_heads * head_dim;
             let cache = Cache::new(90, kv_dim, 16, f32_rows, head_dim as u32);
             let group = n_heads / n_kv_heads;

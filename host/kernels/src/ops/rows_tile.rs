@@ -219,58 +219,30 @@ pub(super) unsafe fn axpy_tile_f16<const NQ: usize>(
         let cols = (width - d).min(AXPY_COLS);
         // The first pass spreads the prefetches.
         let spread = if d == 0 { spread } else { Spread::new(&[]) };
-        // SAFETY: forwarded; d + cols <= width.
-        unsafe {
-            match cols / 16 {
-                4 => axpy_pass::<NQ, 4>(
-                    out,
-                    acc_at,
-                    probs,
-                    p_at,
-                    rows,
-                    stride,
-                    off + d,
-                    d,
-                    n,
-                    spread,
-                ),
-                3 => axpy_pass::<NQ, 3>(
-                    out,
-                    acc_at,
-                    probs,
-                    p_at,
-                    rows,
-                    stride,
-                    off + d,
-                    d,
-                    n,
-                    spread,
-                ),
-                2 => axpy_pass::<NQ, 2>(
-                    out,
-                    acc_at,
-                    probs,
-                    p_at,
-                    rows,
-                    stride,
-                    off + d,
-                    d,
-                    n,
-                    spread,
-                ),
-                _ => axpy_pass::<NQ, 1>(
-                    out,
-                    acc_at,
-                    probs,
-                    p_at,
-                    rows,
-                    stride,
-                    off + d,
-                    d,
-                    n,
-                    spread,
-                ),
-            }
+        macro_rules! pass {
+            ($v:literal) => {
+                // SAFETY: forwarded; d + cols <= width.
+                unsafe {
+                    axpy_pass::<NQ, $v>(
+                        out,
+                        acc_at,
+                        probs,
+                        p_at,
+                        rows,
+                        stride,
+                        off + d,
+                        d,
+                        n,
+                        spread,
+                    )
+                }
+            };
+        }
+        match cols / 16 {
+            4 => pass!(4),
+            3 => pass!(3),
+            2 => pass!(2),
+            _ => pass!(1),
         }
         d += cols;
     }
