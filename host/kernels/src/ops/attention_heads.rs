@@ -57,28 +57,20 @@ pub fn attend_heads(
     super::rows_tile::expand_queries(q16, hd, qv);
     // Query head `h`'s scores of position `pos` lie at `h·span + pos - keys.start`.
     let at = |pos: usize| move |h: usize| h * span + pos - keys.start;
-    let key_run = |p: usize| kv.key_run(p);
-    let value_run = |p: usize| kv.value_run(p);
-    // The K pass prefetches K runs ahead, then the V pass's first runs; the V pass V runs.
-    let second = nth_run(keys.start, keys.end, 1, kv_dim, key_run);
+    let key_runs = || runs(keys.clone(), |p| kv.key_run(p));
+    let value_runs = || runs(keys.clone(), |p| kv.value_run(p));
+    // The K pass prefetches the K runs ahead, then the V pass's first runs; the V pass the V
+    // runs ahead. The second K run goes first, whole, before the first one is read.
     #[cfg(target_arch = "x86_64")]
-    super::rows_tile::Spread::new(second).all();
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = second;
-    let mut pos = keys.start;
-    while pos < keys.end {
-        let (run, len) = kv.key_run(pos);
-        let len = len.min(keys.end - pos);
-        let KvRow::F16(k) = run else {
-            unreachable!("tiles only run over f16 rows (tiles_apply)")
-        };
-        let mut ahead = nth_run(pos, keys.end, RUNS_AHEAD, kv_dim, key_run);
-        if ahead.is_empty() {
-            let last = pos + len >= keys.end;
-            ahead = nth_run(keys.start, keys.end, last as usize, kv_dim, value_run);
-        }
+    if let Some(second) = key_runs().nth(1) {
+        super::rows_tile::Spread::new(f16_rows(second, kv_dim)).all();
+    }
+    let mut ahead = key_runs().skip(RUNS_AHEAD).chain(value_runs());
+    for run in key_runs() {
+        let (pos, k, len) = (run.0, f16_rows(run, kv_dim), run.2);
+        let next = ahead.next().map_or(&[][..], |r| f16_rows(r, kv_dim));
         for_head_groups(group, n_kv, DOT_GROUP, |g, heads| {
-            let share = share(ahead, g, n_kv, heads[0] == g * group);
+            let share = share(next, g, n_kv, heads[0] == g * group);
             dot_full(
                 heads,
                 qv,
@@ -95,23 +87,18 @@ pub fn attend_heads(
         for h in 0..nh {
             shape.finish_scores(&mut scores[at(pos)(h)..][..len]);
         }
-        pos += len;
     }
     for (h, own) in scores[..nh * span].chunks_exact_mut(span).enumerate() {
         shape.softmax(h, own);
         round_to_f16_in_place(own);
     }
     out.fill(0.0);
-    let mut pos = keys.start;
-    while pos < keys.end {
-        let (run, len) = kv.value_run(pos);
-        let len = len.min(keys.end - pos);
-        let KvRow::F16(v) = run else {
-            unreachable!("tiles only run over f16 rows (tiles_apply)")
-        };
-        let ahead = nth_run(pos, keys.end, RUNS_AHEAD, kv_dim, value_run);
+    let mut ahead = value_runs().skip(RUNS_AHEAD);
+    for run in value_runs() {
+        let (pos, v, len) = (run.0, f16_rows(run, kv_dim), run.2);
+        let next = ahead.next().map_or(&[][..], |r| f16_rows(r, kv_dim));
         for_head_groups(group, n_kv, AXPY_GROUP, |g, heads| {
-            let share = share(ahead, g, n_kv, heads[0] == g * group);
+            let share = share(next, g, n_kv, heads[0] == g * group);
             axpy_full(
                 heads,
                 out,
@@ -125,41 +112,39 @@ pub fn attend_heads(
                 share,
             )
         });
-        pos += len;
     }
 }
 
 /// Runs ahead of the one in use whose rows the K/V heads' calls prefetch into L2, a share
-/// each (the last K runs prefetch the first V runs) (two measured faster than one and three on 16 decoding sessions: a run is one pool
+/// each. Two measured faster than one and three on 16 decoding sessions: a run is one pool
 /// block, which the hardware prefetchers do not enter from the previous one, and one run
-/// ahead arrives late).
+/// ahead arrives late.
 const RUNS_AHEAD: usize = 2;
 
-/// The rows (up to `end`, `kv_dim` elements each) of the `n`-th run after the one at `pos`
-/// (`run(p)`: the run from `p` and its length; `n = 0`: that run), empty past `end`.
-fn nth_run<'a>(
-    mut pos: usize,
-    end: usize,
-    n: usize,
-    kv_dim: usize,
+/// The runs over `keys` (`run(p)`: the run from `p` and its length): each run's first
+/// position, its rows and how many of them lie before `keys.end`.
+fn runs<'a>(
+    keys: Range<usize>,
     run: impl Fn(usize) -> (KvRow<'a>, usize),
-) -> &'a [f16] {
-    for _ in 0..n {
-        if pos >= end {
-            return &[];
-        }
-        pos += run(pos).1.max(1);
-    }
-    if pos >= end {
-        return &[];
-    }
-    match run(pos) {
-        (KvRow::F16(rows), len) => {
-            let n = len.min(end - pos).saturating_mul(kv_dim);
-            &rows[..n.min(rows.len())]
-        }
-        _ => &[],
-    }
+) -> impl Iterator<Item = (usize, KvRow<'a>, usize)> {
+    let mut pos = keys.start;
+    std::iter::from_fn(move || {
+        (pos < keys.end).then(|| {
+            let (rows, len) = run(pos);
+            let len = len.clamp(1, keys.end - pos);
+            pos += len;
+            (pos - len, rows, len)
+        })
+    })
+}
+
+/// The f16 rows of a run from [`runs`] (`kv_dim` elements each): the tiles run over f16
+/// caches only ([`tiles_apply`]).
+fn f16_rows<'a>((_, run, len): (usize, KvRow<'a>, usize), kv_dim: usize) -> &'a [f16] {
+    let KvRow::F16(rows) = run else {
+        unreachable!("tiles only run over f16 rows (tiles_apply)")
+    };
+    &rows[..(len * kv_dim).min(rows.len())]
 }
 
 /// Share `g` of `n` of `rows` (the rows ahead that K/V head `g`'s first call prefetches

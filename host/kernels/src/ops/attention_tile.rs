@@ -269,7 +269,8 @@ fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, mut f: impl F
     }
 }
 
-/// Scores of the rows `full` against every row of the run `k` (`len` rows).
+/// Scores of the rows `full` against every row of the run `k` (`len` rows), prefetching
+/// `ahead` into L2 a share per row pair.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn dot_full(
     full: &[usize],
@@ -325,7 +326,8 @@ pub(super) fn dot_full(
     }
 }
 
-/// V sums of the rows `full` over every row of the run `v` (`len` rows).
+/// V sums of the rows `full` over every row of the run `v` (`len` rows), prefetching `ahead`
+/// into L2 a share per row.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn axpy_full(
     full: &[usize],
