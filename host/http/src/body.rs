@@ -110,21 +110,15 @@ impl Drop for Held<'_> {
 /// ends.
 const TRIM_AFTER_BYTES: usize = 1 << 20;
 
-/// Returns the heap's free memory to the system, at most once a second.
+/// Returns the heap's free memory to the system. Each call follows a body of at least
+/// [`TRIM_AFTER_BYTES`] received and abandoned, so the trims are bounded by the bytes clients
+/// send; a time limit instead could skip the trim after the last body of a burst and keep its
+/// memory.
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use std::sync::atomic::AtomicU64;
-        static LAST_S: AtomicU64 = AtomicU64::new(0);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        if LAST_S.swap(now, Relaxed) != now {
-            // SAFETY: malloc_trim only returns free heap pages; it takes malloc's own locks.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-        }
+    // SAFETY: malloc_trim only returns free heap pages; it takes malloc's own locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
