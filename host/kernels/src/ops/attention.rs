@@ -83,7 +83,7 @@ pub struct AttnScratch {
 
 /// Scores kept room for from the first call (64 KiB), so the scores of a context that grows
 /// token by token are not reallocated along the way.
-const SCORES_MIN: usize = 16 * 1024;
+pub(crate) const SCORES_MIN: usize = 16 * 1024;
 
 /// Sets `scores` to `n` zeros, keeping at least [`SCORES_MIN`] of room.
 pub(crate) fn zeroed_scores(scores: &mut Vec<f32>, n: usize) {

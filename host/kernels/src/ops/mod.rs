@@ -10,6 +10,8 @@ mod activation;
 mod attention;
 mod attention_heads;
 mod attention_split;
+#[cfg(target_arch = "x86_64")]
+mod attention_split_tile;
 mod attention_tile;
 mod exp;
 mod gelu;

@@ -1,6 +1,6 @@
 //! Attention of every token of a batch over its own sequence's K/V, on the worker pool: tiles of
-//! consecutive tokens times the query heads of one K/V group ([`attend_tile`]), or one long
-//! context split over positions and columns ([`attend_split`]); every path gives the bits of
+//! consecutive tokens times the query heads of one K/V group ([`attend_tile`]), or a tile of
+//! one long context split over positions and columns ([`attend_split`]); every path gives the bits of
 //! the one-query [`memoria_kernels::ops::attend`], so the tiling never changes a result.
 
 use std::cell::RefCell;
@@ -29,8 +29,9 @@ thread_local! {
 /// of one sequence times the group's heads ([`attend_tile`]: each K/V row converted once per
 /// tile), heaviest tiles first. So decode of a single sequence still uses every thread, and a
 /// result never depends on the tiling (`attend_tile` gives `attend`'s bits). When that gives
-/// fewer than two tasks per thread and a context is long, each token is instead split over
-/// positions and columns ([`attend_split`], same bits). A decode step of at least two
+/// fewer than two tasks per thread and a context is long, each tile's tokens are instead split
+/// over positions and columns together ([`attend_split`]: one read of the cache per tile, same
+/// bits). A decode step of at least two
 /// sessions per thread runs one task per token over all its heads ([`attend_heads`]: the
 /// cache read as contiguous runs, same bits).
 #[allow(clippy::too_many_arguments)]
@@ -55,22 +56,29 @@ pub(super) fn attention<K: KvStore>(
         .any(|t| t.pos + 1 - first_pos(t) >= SPLIT_MIN_POS);
     if threads > 1 && tasks < 2 * threads && long {
         let mut sc = ATTN_SPLIT.with(RefCell::take);
-        sc.reserve(shape.n_heads, kv.max_positions(), hd);
-        for ((t, qr), out) in batch
-            .iter()
-            .zip(q.chunks_exact(qd))
-            .zip(att.chunks_exact_mut(qd))
-        {
-            let view = kv.view(t.seq, layer);
-            let heads = 0..shape.n_heads;
+        // Sized once for the longest tile and context: a draft's rows never reallocate it.
+        sc.reserve(
+            (TILE_ROWS / group).max(1),
+            shape.n_heads,
+            kv.max_positions(),
+            hd,
+        );
+        let mut keys: [Range<usize>; TILE_ROWS] = std::array::from_fn(|_| 0..0);
+        for tile in tiles.iter() {
+            // A tile's tokens are consecutive positions of one sequence: they share its reads.
+            let lead = &batch[tile.start];
+            for (k, t) in keys.iter_mut().zip(&batch[tile.clone()]) {
+                *k = first_pos(t)..t.pos + 1;
+            }
+            let view = kv.view(lead.seq, layer);
             attend_split(
-                qr,
+                &q[tile.start * qd..tile.end * qd],
                 &view,
-                first_pos(t)..t.pos + 1,
+                &keys[..tile.len()],
                 shape,
-                heads,
+                0..shape.n_heads,
                 &mut sc,
-                out,
+                &mut att[tile.start * qd..tile.end * qd],
             );
         }
         ATTN_SPLIT.with(|c| *c.borrow_mut() = sc);
