@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use super::attention::{AttnShape, KvRead, KvRow};
 use super::attention_split::{cols_per_task, per_task};
-use super::attention_tile::{AXPY_GROUP, DOT_GROUP, dot_full};
+use super::attention_tile::{AXPY_GROUP, DOT_GROUP, dot_full, in_groups};
 use super::rows::round_to_f16_in_place;
 use super::rows_tile::{Spread, axpy_tile_f16, expand_queries};
 use crate::threads::{self, SharedMut};
@@ -93,22 +93,8 @@ pub(super) fn split_tiles(
     };
     // Calls `f` with the rows of K/V head g that see `at..at + len`, `max` at a time.
     let rows_of = |g: usize, at: usize, len: usize, max: usize, f: &mut dyn FnMut(&[usize])| {
-        let mut ids = [0usize; DOT_GROUP];
-        let mut n = 0;
-        for r in 0..n_rows {
-            let h = heads.start + r % n_sel;
-            if h / group == g && covers(r, at, len) {
-                ids[n] = r;
-                n += 1;
-                if n == max {
-                    f(&ids[..n]);
-                    n = 0;
-                }
-            }
-        }
-        if n > 0 {
-            f(&ids[..n]);
-        }
+        let mine = |&r: &usize| (heads.start + r % n_sel) / group == g && covers(r, at, len);
+        in_groups((0..n_rows).filter(mine), max, f);
     };
 
     // Scores: positions split in chunks; each K run scored for every row of each K/V head.

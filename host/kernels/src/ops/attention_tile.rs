@@ -251,17 +251,22 @@ pub(super) const AXPY_GROUP: usize = super::rows_tile::AXPY_QUERIES;
 pub(super) const AXPY_GROUP: usize = 1;
 
 /// Calls `f` with the rows that attend to all of `pos..pos + len`, at most `max` at a time.
-fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, mut f: impl FnMut(&[usize])) {
+fn for_groups(rows: &Rows<'_>, pos: usize, len: usize, max: usize, f: impl FnMut(&[usize])) {
+    let n = rows.keys.len() * rows.n_sel;
+    in_groups((0..n).filter(|&r| rows.covers(r, pos, len)), max, f);
+}
+
+/// Calls `f` with the ids of `ids` in order, at most `max` (up to [`TILE_ROWS`]) at a time.
+pub(super) fn in_groups(ids: impl Iterator<Item = usize>, max: usize, mut f: impl FnMut(&[usize])) {
+    let max = max.clamp(1, TILE_ROWS);
     let mut buf = [0usize; TILE_ROWS];
     let mut n = 0;
-    for r in 0..rows.keys.len() * rows.n_sel {
-        if rows.covers(r, pos, len) {
-            buf[n] = r;
-            n += 1;
-            if n == max {
-                f(&buf[..n]);
-                n = 0;
-            }
+    for r in ids {
+        buf[n] = r;
+        n += 1;
+        if n == max {
+            f(&buf[..n]);
+            n = 0;
         }
     }
     if n > 0 {
