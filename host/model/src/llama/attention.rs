@@ -28,10 +28,10 @@ thread_local! {
 /// per (tile, K/V head group), a tile being up to [`TILE_ROWS`] query rows of consecutive tokens
 /// of one sequence times the group's heads ([`attend_tile`]: each K/V row converted once per
 /// tile), heaviest tiles first. So decode of a single sequence still uses every thread, and a
-/// result never depends on the tiling (`attend_tile` gives `attend`'s bits). When that gives
-/// fewer than two tasks per thread and a context is long, each tile's tokens are instead split
-/// over positions and columns together ([`attend_split`]: one read of the cache per tile, same
-/// bits). A decode step of at least two
+/// result never depends on the tiling (`attend_tile` gives `attend`'s bits). When a context is
+/// long and that gives fewer tasks than threads (or, for single tokens, fewer than two per
+/// thread), each tile's tokens are instead split over positions and columns together
+/// ([`attend_split`]: one read of the cache per tile, same bits). A decode step of at least two
 /// sessions per thread runs one task per token over all its heads ([`attend_heads`]: the
 /// cache read as contiguous runs, same bits).
 #[allow(clippy::too_many_arguments)]
@@ -54,7 +54,11 @@ pub(super) fn attention<K: KvStore>(
     let long = batch
         .iter()
         .any(|t| t.pos + 1 - first_pos(t) >= SPLIT_MIN_POS);
-    if threads > 1 && tasks < 2 * threads && long {
+    // Tiles of several tokens keep their tasks while there is one per thread (a tile reads each
+    // K/V row once either way; measured faster than the split there); fewer tasks, or single
+    // tokens (decode) with fewer than two per thread, take the split.
+    let single = tiles.iter().all(|t| t.len() == 1);
+    if threads > 1 && long && (tasks < threads || (tasks < 2 * threads && single)) {
         let mut sc = ATTN_SPLIT.with(RefCell::take);
         // Sized once for the longest tile and context: a draft's rows never reallocate it.
         sc.reserve(
