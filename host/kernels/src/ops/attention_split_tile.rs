@@ -13,7 +13,7 @@ use super::attention::{AttnShape, KvRead, KvRow};
 use super::attention_split::{cols_per_task, per_task};
 use super::attention_tile::{AXPY_GROUP, DOT_GROUP, dot_full, in_groups};
 use super::rows::round_to_f16_in_place;
-use super::rows_tile::{Spread, axpy_tile_f16, expand_queries};
+use super::rows_tile::{Spread, axpy_group, expand_queries};
 use crate::threads::{self, SharedMut};
 
 /// The scratch of one call: scores by chunk (`[chunk, row, per_task]`, each task writing its
@@ -171,34 +171,24 @@ pub(super) fn split_tiles(
                     let p = |i: usize| full[i] * n_pos + pos;
                     let off = g * hd + c0;
                     assert!(len == 0 || (len - 1) * kv_dim + off + w <= v.len());
-                    macro_rules! call {
-                        ($n:literal) => {
-                            // SAFETY: tiles_apply checked avx512f + f16c; w is a multiple of
-                            // 16 (cols_per_task); the rows' column slices are distinct, inside
-                            // `out` and this task's; each p row holds `len` probabilities
-                            // inside `probs`; the V rows lie inside the run (asserted).
-                            unsafe {
-                                axpy_tile_f16::<$n>(
-                                    o.ptr(),
-                                    std::array::from_fn(acc),
-                                    probs.as_ptr(),
-                                    std::array::from_fn(p),
-                                    w,
-                                    v,
-                                    kv_dim,
-                                    off,
-                                    len,
-                                    Spread::new(&[]),
-                                )
-                            }
-                        };
-                    }
-                    match full.len() {
-                        1 => call!(1),
-                        2 => call!(2),
-                        3 => call!(3),
-                        4 => call!(4),
-                        n => unreachable!("V group of {n} rows"),
+                    // SAFETY: tiles_apply checked avx512f + f16c; w is a multiple of 16
+                    // (cols_per_task); the rows' column slices are distinct, inside `out` and
+                    // this task's; each p row holds `len` probabilities inside `probs`; the V
+                    // rows lie inside the run (asserted).
+                    unsafe {
+                        axpy_group(
+                            full.len(),
+                            o.ptr(),
+                            acc,
+                            probs.as_ptr(),
+                            p,
+                            w,
+                            v,
+                            kv_dim,
+                            off,
+                            len,
+                            Spread::new(&[]),
+                        )
                     }
                 });
             }

@@ -357,34 +357,22 @@ pub(super) fn axpy_full(
             full.iter()
                 .all(|&r| p_at(r) + len <= scores.len() && (r + 1) * hd <= out.len())
         );
-        macro_rules! call {
-            ($n:literal) => {{
-                let acc: [usize; $n] = std::array::from_fn(|i| full[i] * hd);
-                let ps: [usize; $n] = std::array::from_fn(|i| p_at(full[i]));
-                // SAFETY: tiles_apply checked the features and width; bounds asserted above;
-                // rows in `full` are distinct, so their outputs do not overlap.
-                unsafe {
-                    super::rows_tile::axpy_tile_f16::<$n>(
-                        out.as_mut_ptr(),
-                        acc,
-                        scores.as_ptr(),
-                        ps,
-                        hd,
-                        v,
-                        stride,
-                        off,
-                        len,
-                        spread,
-                    )
-                }
-            }};
-        }
-        match full.len() {
-            1 => call!(1),
-            2 => call!(2),
-            3 => call!(3),
-            4 => call!(4),
-            n => unreachable!("V group of {n} rows"),
+        // SAFETY: tiles_apply checked the features and width; bounds asserted above; rows in
+        // `full` are distinct, so their outputs do not overlap.
+        unsafe {
+            super::rows_tile::axpy_group(
+                full.len(),
+                out.as_mut_ptr(),
+                |i| full[i] * hd,
+                scores.as_ptr(),
+                |i| p_at(full[i]),
+                hd,
+                v,
+                stride,
+                off,
+                len,
+                spread,
+            )
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

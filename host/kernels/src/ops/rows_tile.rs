@@ -248,6 +248,44 @@ pub(super) unsafe fn axpy_tile_f16<const NQ: usize>(
     }
 }
 
+/// [`axpy_tile_f16`] for a group of `n` (1 to [`AXPY_QUERIES`]) queries, query `i`'s
+/// accumulator at `out + acc_at(i)` and probabilities at `probs + p_at(i)`.
+///
+/// # Safety
+/// As [`axpy_tile_f16`] for those `n` queries.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn axpy_group(
+    n: usize,
+    out: *mut f32,
+    acc_at: impl Fn(usize) -> usize,
+    probs: *const f32,
+    p_at: impl Fn(usize) -> usize,
+    width: usize,
+    rows: &[f16],
+    stride: usize,
+    off: usize,
+    len: usize,
+    spread: Spread,
+) {
+    macro_rules! call {
+        ($n:literal) => {{
+            let (acc, ps) = (std::array::from_fn(&acc_at), std::array::from_fn(&p_at));
+            // SAFETY: forwarded.
+            unsafe {
+                axpy_tile_f16::<$n>(out, acc, probs, ps, width, rows, stride, off, len, spread)
+            }
+        }};
+    }
+    const _: () = assert!(AXPY_QUERIES == 4, "axpy_group dispatches 1 to 4 queries");
+    match n {
+        1 => call!(1),
+        2 => call!(2),
+        3 => call!(3),
+        4 => call!(4),
+        n => unreachable!("V group of {n} rows"),
+    }
+}
+
 /// One pass of [`axpy_tile_f16`] over `V` column vectors from column `d` of the outputs
 /// (`col` of the rows).
 ///

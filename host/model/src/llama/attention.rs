@@ -67,13 +67,10 @@ pub(super) fn attention<K: KvStore>(
             kv.max_positions(),
             hd,
         );
-        let mut keys: [Range<usize>; TILE_ROWS] = std::array::from_fn(|_| 0..0);
         for tile in tiles.iter() {
             // A tile's tokens are consecutive positions of one sequence: they share its reads.
             let lead = &batch[tile.start];
-            for (k, t) in keys.iter_mut().zip(&batch[tile.clone()]) {
-                *k = first_pos(t)..t.pos + 1;
-            }
+            let keys = tile_keys(&batch[tile.clone()], &first_pos);
             let view = kv.view(lead.seq, layer);
             attend_split(
                 &q[tile.start * qd..tile.end * qd],
@@ -113,10 +110,7 @@ pub(super) fn attention<K: KvStore>(
         let (tile, g) = (&tiles[tiles.len() - 1 - i / n_kv], i % n_kv);
         let lead = &batch[tile.start];
         let view = kv.view(lead.seq, layer);
-        let mut keys: [Range<usize>; TILE_ROWS] = std::array::from_fn(|_| 0..0);
-        for (k, t) in keys.iter_mut().zip(&batch[tile.clone()]) {
-            *k = first_pos(t)..t.pos + 1;
-        }
+        let keys = tile_keys(&batch[tile.clone()], &first_pos);
         // Taken out while in use, so a nested call would get a fresh one, not a borrow panic.
         let mut sc = ATTN.with(RefCell::take);
         // Sized once per thread for the longest context: a growing one never reallocates.
@@ -139,6 +133,15 @@ pub(super) fn attention<K: KvStore>(
         ATTN.with(|c| *c.borrow_mut() = sc);
     });
     TILES.with(|c| *c.borrow_mut() = tiles);
+}
+
+/// The key positions each token of a tile attends to (its first visible position through its
+/// own), in the tile's order; entries past the tile are empty.
+fn tile_keys(
+    tile: &[BatchToken],
+    first_pos: impl Fn(&BatchToken) -> usize,
+) -> [Range<usize>; TILE_ROWS] {
+    std::array::from_fn(|i| tile.get(i).map_or(0..0, |t| first_pos(t)..t.pos + 1))
 }
 
 /// Cuts `batch` into tiles of up to `max_tokens` consecutive entries of one sequence at
