@@ -48,7 +48,7 @@ fn interleave_bytes(f: &GgufFile) -> u64 {
     let tied = f.tensor("output.weight").is_none();
     f.tensors()
         .iter()
-        .filter(|t| t.dims.len() >= 2 && t.dims[1] > 1 && t.ty.block_size() > 1)
+        .filter(|t| t.dims.len() >= 2 && t.dims[1] > 1 && Interleaved::covers(t.ty))
         .filter(|t| tied || t.name != "token_embd.weight")
         .map(|t| t.size)
         .sum()

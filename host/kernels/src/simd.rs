@@ -2,7 +2,8 @@
 //!
 //! Invariant: [`level`] never changes after its first call, so every kernel in a process takes
 //! the same code path (a prerequisite for batch invariance). `MEMORIA_SIMD=scalar` forces the
-//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512, `MEMORIA_SIMD=vnni`
+//! scalar reference path, `MEMORIA_SIMD=avx2` AVX2 without VNNI or AVX-512 (interleaved
+//! 32-element-block weights on the AVX2 group kernels, as on CPUs without AVX-512), `MEMORIA_SIMD=vnni`
 //! AVX2 tiles with 256-bit VNNI (the VNNI kernels alone), `MEMORIA_SIMD=avx512` adds the
 //! 512-bit int8 tiles, `MEMORIA_SIMD=amx` requires AMX tiles for every interleaved format's
 //! prefill ([`amx`]; an error where the CPU or kernel refuses tiles); unset, the VNNI kernels

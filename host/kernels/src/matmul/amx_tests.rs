@@ -112,8 +112,8 @@ fn check_against_the_reference(
 
 #[test]
 fn the_tile_path_on_the_software_model_is_the_sequential_reference_bit_for_bit() {
-    if !Interleaved::in_use() {
-        eprintln!("skipped: this CPU/process does not use the interleaved kernels");
+    if !Interleaved::wide() {
+        eprintln!("skipped: this CPU/process does not use the 512-bit interleaved kernels");
         return;
     }
     check_against_the_reference("software tiles", |iw, xq, out| {
@@ -124,8 +124,8 @@ fn the_tile_path_on_the_software_model_is_the_sequential_reference_bit_for_bit()
 
 #[test]
 fn the_tile_path_on_the_cpu_tiles_is_the_sequential_reference_bit_for_bit() {
-    if !Interleaved::in_use() {
-        eprintln!("skipped: this CPU/process does not use the interleaved kernels");
+    if !Interleaved::wide() {
+        eprintln!("skipped: this CPU/process does not use the 512-bit interleaved kernels");
         return;
     }
     if !crate::simd::amx_usable() {
@@ -138,8 +138,8 @@ fn the_tile_path_on_the_cpu_tiles_is_the_sequential_reference_bit_for_bit() {
 /// 512 tokens (a prefill) through the public matmul and the tile path agree bit for bit.
 #[test]
 fn a_512_token_prefill_gives_the_default_paths_bits_on_tiles() {
-    if !Interleaved::in_use() {
-        eprintln!("skipped: this CPU/process does not use the interleaved kernels");
+    if !Interleaved::wide() {
+        eprintln!("skipped: this CPU/process does not use the 512-bit interleaved kernels");
         return;
     }
     let (rows, cols, n) = (64usize, 256usize, 512usize);

@@ -9,6 +9,7 @@ use half::f16;
 
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
+use crate::dot::avx2::interleaved_avx2::group_avx2;
 use crate::dot::avx2::interleaved_iq4xs::{self, XsInfo, group_iq4xs};
 use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q5k, group_q6k};
 use crate::dot::avx2::interleaved_k_low::{group_q2k, group_q3k};
@@ -100,8 +101,14 @@ impl GroupKernel for Block32 {
         info: [*const XInfo; T],
         out: [*mut f32; T],
     ) {
-        // SAFETY: forwarded.
-        unsafe { group::<T>(self.0, w, nb, x, info, out) }
+        // SAFETY: forwarded; the AVX2 kernel needs only what every interleaved process has.
+        unsafe {
+            if Interleaved::wide() {
+                group::<T>(self.0, w, nb, x, info, out)
+            } else {
+                group_avx2::<T>(self.0, w, nb, x, info, out)
+            }
+        }
     }
 }
 

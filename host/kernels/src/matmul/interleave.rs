@@ -1,5 +1,6 @@
 //! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
-//! or IQ4_XS weight matrix re-laid 16 rows at a time for the AVX-512 VNNI kernels, built once at
+//! or IQ4_XS weight matrix re-laid 16 rows at a time for the AVX-512 VNNI kernels (the
+//! 32-element-block formats also for the AVX2 kernels on CPUs without AVX-512), built once at
 //! load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
@@ -140,10 +141,23 @@ impl std::fmt::Debug for Interleaved {
 }
 
 impl Interleaved {
-    /// Whether this process's kernels use interleaved weights: the AVX2 level with 512-bit
-    /// VNNI (avx512f/bw/vl/vnni), fixed once per process like the rest of the dispatch.
+    /// Whether this process's kernels use interleaved weights: the AVX2 level, fixed once per
+    /// process like the rest of the dispatch. With 512-bit VNNI (avx512f/bw/vl/vnni) every
+    /// format with a group layout has its copy; on AVX2 alone the 32-element-block formats do
+    /// ([`Self::covers`]).
     pub fn in_use() -> bool {
-        simd::level() == SimdLevel::Avx2 && simd::vnni() && simd::avx512_detected()
+        simd::level() == SimdLevel::Avx2
+    }
+
+    /// Whether the group kernels are the 512-bit VNNI ones (else the AVX2 ones of
+    /// `dot::avx2::interleaved_avx2`, 32-element blocks only).
+    pub(crate) fn wide() -> bool {
+        simd::vnni() && simd::avx512_detected()
+    }
+
+    /// Whether this process copies matrices of `ty` into the interleaved layout.
+    pub fn covers(ty: GgmlType) -> bool {
+        Self::in_use() && layout(ty).is_some_and(|l| Self::wide() || l.elems == 32)
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` has a
@@ -162,7 +176,7 @@ impl Interleaved {
     /// every entry is `None` and the kernels read the GGML rows.
     pub fn build_all(ws: &[WeightMatrix], copied: impl FnMut(usize)) -> Vec<Option<Interleaved>> {
         if Self::in_use() {
-            Self::repack_all(ws, copied)
+            Self::repack_all(ws, Self::covers, copied)
         } else {
             ws.iter().map(|_| None).collect()
         }
@@ -171,7 +185,7 @@ impl Interleaved {
     /// The interleaved copy whatever the CPU (tests check the layout with it).
     #[cfg(test)]
     pub(crate) fn repack(w: &WeightMatrix) -> Option<Interleaved> {
-        Self::repack_all(std::slice::from_ref(w), |_| {})
+        Self::repack_all(std::slice::from_ref(w), |_| true, |_| {})
             .pop()
             .flatten()
     }
@@ -185,8 +199,16 @@ impl Interleaved {
         Some(((w.rows / GROUP) * (w.cols / lay.elems) * lay.bytes).next_multiple_of(64))
     }
 
-    fn repack_all(ws: &[WeightMatrix], mut copied: impl FnMut(usize)) -> Vec<Option<Interleaved>> {
-        let sizes: Vec<Option<usize>> = ws.iter().map(Self::size_of).collect();
+    /// The copies of the matrices in `ws` whose type `keep` accepts.
+    fn repack_all(
+        ws: &[WeightMatrix],
+        keep: impl Fn(GgmlType) -> bool,
+        mut copied: impl FnMut(usize),
+    ) -> Vec<Option<Interleaved>> {
+        let sizes: Vec<Option<usize>> = ws
+            .iter()
+            .map(|w| Self::size_of(w).filter(|_| keep(w.ty)))
+            .collect();
         let total = sizes.iter().flatten().sum::<usize>();
         let Some(mut mem) = (total > 0).then(|| HugeMap::new(total).ok()).flatten() else {
             return ws.iter().map(|_| None).collect();

@@ -6,6 +6,7 @@ use super::*;
 use crate::dot::sequential::vec_dot_sequential;
 use crate::testutil::{Rng, quantize_matrix};
 use crate::types::GgmlType;
+use interleave::GROUP;
 
 const ROWS: usize = 48;
 const INTERLEAVED: [GgmlType; 13] = [
@@ -119,7 +120,10 @@ fn interleaved_matmul_equals_the_sequential_reference_bit_for_bit() {
         eprintln!("skipped: this CPU/process does not use the interleaved kernels");
         return;
     }
-    for ty in INTERLEAVED {
+    for ty in INTERLEAVED
+        .into_iter()
+        .filter(|&ty| Interleaved::covers(ty))
+    {
         let cols = cols(ty);
         let data = weights(ty, ROWS, ty.id() as u64);
         let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
@@ -172,7 +176,10 @@ fn interleaved_results_stay_close_to_ggml_order() {
         eprintln!("skipped: this CPU/process does not use the interleaved kernels");
         return;
     }
-    for ty in INTERLEAVED {
+    for ty in INTERLEAVED
+        .into_iter()
+        .filter(|&ty| Interleaved::covers(ty))
+    {
         let cols = cols(ty);
         let data = weights(ty, ROWS, 11);
         let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
@@ -195,6 +202,7 @@ fn a_model_built_at_once_shares_one_mapping_and_each_matrix_keeps_its_bits() {
     }
     let datas: Vec<(GgmlType, Vec<u8>)> = INTERLEAVED
         .iter()
+        .filter(|&&ty| Interleaved::covers(ty))
         .map(|&ty| (ty, weights(ty, ROWS, 40 + ty.id() as u64)))
         .collect();
     let mut plains: Vec<WeightMatrix> = datas
@@ -227,5 +235,82 @@ fn a_model_built_at_once_shares_one_mapping_and_each_matrix_keeps_its_bits() {
             )
         };
         assert_eq!(a, b, "{}: the same bytes as built alone", plain.ty);
+    }
+}
+
+/// One group × tokens `t0..t0 + T` through the AVX2 group kernel.
+#[cfg(target_arch = "x86_64")]
+fn avx2_group<const T: usize>(
+    ty: GgmlType,
+    iw: &Interleaved,
+    g: usize,
+    xq: &QuantizedActivations,
+    info: &[crate::dot::avx2::interleaved::XInfo],
+    t0: usize,
+) -> Vec<f32> {
+    let nb = iw.blocks();
+    let mut out = vec![f32::NAN; T * GROUP];
+    let x: [*const u8; T] = std::array::from_fn(|i| xq.row(t0 + i).as_ptr());
+    let inf = std::array::from_fn(|i| info[(t0 + i) * nb..].as_ptr());
+    let o = std::array::from_fn(|i| out[i * GROUP..].as_mut_ptr());
+    // SAFETY: the caller checked avx2/fma/f16c; group g of `iw` holds nb blocks of `ty`; each
+    // token row holds nb activation blocks and nb infos; each output has 16 f32.
+    unsafe {
+        crate::dot::avx2::interleaved_avx2::group_avx2::<T>(ty, iw.group_ptr(g), nb, x, inf, o)
+    };
+    out
+}
+
+/// The AVX2 group kernel gives the sequential reference's bits for every 32-element-block
+/// format and token count 1..=8 (extreme weights and activations included), whichever group
+/// kernel this process runs.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
+    use super::driver_interleaved::{Block32, GroupKernel};
+    if !(is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c"))
+    {
+        eprintln!("skipped: this CPU lacks AVX2/FMA/F16C");
+        return;
+    }
+    for ty in INTERLEAVED.into_iter().filter(|ty| ty.block_size() == 32) {
+        let cols = cols(ty);
+        let data = weights(ty, ROWS, 3 + ty.id() as u64);
+        let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
+        let iw = Interleaved::repack(&plain).unwrap();
+        let n = 8;
+        let mut x = Rng::new(17).vec(n * cols, 1.0);
+        // Token 0 at the activations' limit (its largest value quantizes to ±127).
+        x[..cols].iter_mut().for_each(|v| *v = v.signum() * 3.0);
+        let mut xq = QuantizedActivations::new();
+        xq.quantize(ty.vec_dot_type(), &x, n, cols);
+        let nb = iw.blocks();
+        let mut info = vec![Default::default(); n * nb];
+        for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
+            Block32(ty).infos(xq.row(t), dst);
+        }
+        for g in 0..ROWS / GROUP {
+            for len in 1..=n {
+                for t0 in [0, n - len] {
+                    let got = match len {
+                        1 => avx2_group::<1>(ty, &iw, g, &xq, &info, t0),
+                        2 => avx2_group::<2>(ty, &iw, g, &xq, &info, t0),
+                        3 => avx2_group::<3>(ty, &iw, g, &xq, &info, t0),
+                        4 => avx2_group::<4>(ty, &iw, g, &xq, &info, t0),
+                        5 => avx2_group::<5>(ty, &iw, g, &xq, &info, t0),
+                        6 => avx2_group::<6>(ty, &iw, g, &xq, &info, t0),
+                        7 => avx2_group::<7>(ty, &iw, g, &xq, &info, t0),
+                        _ => avx2_group::<8>(ty, &iw, g, &xq, &info, t0),
+                    };
+                    for (i, v) in got.iter().enumerate() {
+                        let (t, r) = (t0 + i / GROUP, g * GROUP + i % GROUP);
+                        let want = vec_dot_sequential(ty, plain.row(r), xq.row(t));
+                        assert_eq!(v.to_bits(), want.to_bits(), "{ty} len={len} t={t} r={r}");
+                    }
+                }
+            }
+        }
     }
 }
