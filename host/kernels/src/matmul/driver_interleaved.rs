@@ -10,6 +10,7 @@ use half::f16;
 use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
 use crate::dot::avx2::interleaved_avx2::group_avx2;
+use crate::dot::avx2::interleaved_avx2_k::group_k4_avx2;
 use crate::dot::avx2::interleaved_iq4xs::{self, XsInfo, group_iq4xs};
 use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q5k, group_q6k};
 use crate::dot::avx2::interleaved_k_low::{group_q2k, group_q3k};
@@ -128,9 +129,11 @@ impl GroupKernel for SuperBlockQ4K {
         info: [*const KInfo; T],
         out: [*mut f32; T],
     ) {
-        // SAFETY: forwarded.
+        // SAFETY: forwarded; the AVX2 kernel needs only what every interleaved process has.
         unsafe {
-            if self.0 {
+            if !Interleaved::wide() {
+                group_k4_avx2::<T>(self.0, w, nb, x, info, out)
+            } else if self.0 {
                 group_q5k::<T>(w, nb, x, info, out)
             } else {
                 group_q4k::<T>(w, nb, x, info, out)

@@ -1,7 +1,7 @@
 //! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
 //! or IQ4_XS weight matrix re-laid 16 rows at a time for the AVX-512 VNNI kernels (the
-//! 32-element-block formats also for the AVX2 kernels on CPUs without AVX-512), built once at
-//! load from the GGML rows.
+//! 32-element-block formats, Q4_K and Q5_K also for the AVX2 kernels on CPUs without
+//! AVX-512), built once at load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
 //! block is the 16 rows' f16 scales (32 bytes; Q4_1 and Q5_1 then their 16 f16 mins; MXFP4: its
@@ -143,21 +143,25 @@ impl std::fmt::Debug for Interleaved {
 impl Interleaved {
     /// Whether this process's kernels use interleaved weights: the AVX2 level, fixed once per
     /// process like the rest of the dispatch. With 512-bit VNNI (avx512f/bw/vl/vnni) every
-    /// format with a group layout has its copy; on AVX2 alone the 32-element-block formats do
-    /// ([`Self::covers`]).
+    /// format with a group layout has its copy; on AVX2 alone the 32-element-block formats,
+    /// Q4_K and Q5_K do ([`Self::covers`]).
     pub fn in_use() -> bool {
         simd::level() == SimdLevel::Avx2
     }
 
     /// Whether the group kernels are the 512-bit VNNI ones (else the AVX2 ones of
-    /// `dot::avx2::interleaved_avx2`, 32-element blocks only).
+    /// `dot::avx2::interleaved_avx2` and `interleaved_avx2_k`: the 32-element blocks, Q4_K
+    /// and Q5_K).
     pub(crate) fn wide() -> bool {
         simd::vnni() && simd::avx512_detected()
     }
 
     /// Whether this process copies matrices of `ty` into the interleaved layout.
     pub fn covers(ty: GgmlType) -> bool {
-        Self::in_use() && layout(ty).is_some_and(|l| Self::wide() || l.elems == 32)
+        Self::in_use()
+            && layout(ty).is_some_and(|l| {
+                Self::wide() || l.elems == 32 || matches!(ty, GgmlType::Q4K | GgmlType::Q5K)
+            })
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` has a

@@ -238,36 +238,52 @@ fn a_model_built_at_once_shares_one_mapping_and_each_matrix_keeps_its_bits() {
     }
 }
 
-/// One group × tokens `t0..t0 + T` through the AVX2 group kernel.
+/// One group × tokens `t0..t0 + T` through the AVX2 group kernel of `iw`'s format.
 #[cfg(target_arch = "x86_64")]
 fn avx2_group<const T: usize>(
-    ty: GgmlType,
     iw: &Interleaved,
     g: usize,
     xq: &QuantizedActivations,
-    info: &[crate::dot::avx2::interleaved::XInfo],
+    info: &Avx2Infos,
     t0: usize,
 ) -> Vec<f32> {
+    use crate::dot::avx2::{interleaved_avx2::group_avx2, interleaved_avx2_k::group_k4_avx2};
     let nb = iw.blocks();
     let mut out = vec![f32::NAN; T * GROUP];
     let x: [*const u8; T] = std::array::from_fn(|i| xq.row(t0 + i).as_ptr());
-    let inf = std::array::from_fn(|i| info[(t0 + i) * nb..].as_ptr());
     let o = std::array::from_fn(|i| out[i * GROUP..].as_mut_ptr());
-    // SAFETY: the caller checked avx2/fma/f16c; group g of `iw` holds nb blocks of `ty`; each
-    // token row holds nb activation blocks and nb infos; each output has 16 f32.
+    // SAFETY: the caller checked avx2/fma/f16c; group g of `iw` holds nb blocks of its type;
+    // each token row holds nb activation blocks and nb infos; each output has 16 f32.
     unsafe {
-        crate::dot::avx2::interleaved_avx2::group_avx2::<T>(ty, iw.group_ptr(g), nb, x, inf, o)
+        match info {
+            Avx2Infos::Block32(info) => {
+                let inf = std::array::from_fn(|i| info[(t0 + i) * nb..].as_ptr());
+                group_avx2::<T>(iw.ty(), iw.group_ptr(g), nb, x, inf, o)
+            }
+            Avx2Infos::K(info) => {
+                let inf = std::array::from_fn(|i| info[(t0 + i) * nb..].as_ptr());
+                let q5 = iw.ty() == GgmlType::Q5K;
+                group_k4_avx2::<T>(q5, iw.group_ptr(g), nb, x, inf, o)
+            }
+        }
     };
     out
 }
 
-/// The AVX2 group kernel gives the sequential reference's bits for every 32-element-block
-/// format and token count 1..=8 (extreme weights and activations included), whichever group
+/// The activation infos of the AVX2 kernels' two families.
+#[cfg(target_arch = "x86_64")]
+enum Avx2Infos {
+    Block32(Vec<crate::dot::avx2::interleaved::XInfo>),
+    K(Vec<crate::dot::avx2::interleaved_k::KInfo>),
+}
+
+/// The AVX2 group kernels give the sequential reference's bits for every 32-element-block
+/// format, Q4_K and Q5_K, and token count 1..=8 (extreme weights and activations included), whichever group
 /// kernel this process runs.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
-    use super::driver_interleaved::{Block32, GroupKernel};
+    use super::driver_interleaved::{Block32, GroupKernel, SuperBlockQ4K};
     if !(is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
         && is_x86_feature_detected!("f16c"))
@@ -275,7 +291,9 @@ fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
         eprintln!("skipped: this CPU lacks AVX2/FMA/F16C");
         return;
     }
-    for ty in INTERLEAVED.into_iter().filter(|ty| ty.block_size() == 32) {
+    let avx2_formats =
+        |ty: &GgmlType| ty.block_size() == 32 || matches!(ty, GgmlType::Q4K | GgmlType::Q5K);
+    for ty in INTERLEAVED.into_iter().filter(avx2_formats) {
         let cols = cols(ty);
         let data = weights(ty, ROWS, 3 + ty.id() as u64);
         let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
@@ -287,22 +305,30 @@ fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
         let mut xq = QuantizedActivations::new();
         xq.quantize(ty.vec_dot_type(), &x, n, cols);
         let nb = iw.blocks();
-        let mut info = vec![Default::default(); n * nb];
-        for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
-            Block32(ty).infos(xq.row(t), dst);
+        fn infos<K: GroupKernel>(k: &K, xq: &QuantizedActivations, nb: usize) -> Vec<K::Info> {
+            let mut info = vec![K::Info::default(); xq.n() * nb];
+            for (t, dst) in info.chunks_exact_mut(nb).enumerate() {
+                k.infos(xq.row(t), dst);
+            }
+            info
         }
+        let info = if ty.block_size() == 32 {
+            Avx2Infos::Block32(infos(&Block32(ty), &xq, nb))
+        } else {
+            Avx2Infos::K(infos(&SuperBlockQ4K(ty == GgmlType::Q5K), &xq, nb))
+        };
         for g in 0..ROWS / GROUP {
             for len in 1..=n {
                 for t0 in [0, n - len] {
                     let got = match len {
-                        1 => avx2_group::<1>(ty, &iw, g, &xq, &info, t0),
-                        2 => avx2_group::<2>(ty, &iw, g, &xq, &info, t0),
-                        3 => avx2_group::<3>(ty, &iw, g, &xq, &info, t0),
-                        4 => avx2_group::<4>(ty, &iw, g, &xq, &info, t0),
-                        5 => avx2_group::<5>(ty, &iw, g, &xq, &info, t0),
-                        6 => avx2_group::<6>(ty, &iw, g, &xq, &info, t0),
-                        7 => avx2_group::<7>(ty, &iw, g, &xq, &info, t0),
-                        _ => avx2_group::<8>(ty, &iw, g, &xq, &info, t0),
+                        1 => avx2_group::<1>(&iw, g, &xq, &info, t0),
+                        2 => avx2_group::<2>(&iw, g, &xq, &info, t0),
+                        3 => avx2_group::<3>(&iw, g, &xq, &info, t0),
+                        4 => avx2_group::<4>(&iw, g, &xq, &info, t0),
+                        5 => avx2_group::<5>(&iw, g, &xq, &info, t0),
+                        6 => avx2_group::<6>(&iw, g, &xq, &info, t0),
+                        7 => avx2_group::<7>(&iw, g, &xq, &info, t0),
+                        _ => avx2_group::<8>(&iw, g, &xq, &info, t0),
                     };
                     for (i, v) in got.iter().enumerate() {
                         let (t, r) = (t0 + i / GROUP, g * GROUP + i % GROUP);

@@ -79,7 +79,7 @@ unsafe fn signed_table<const F: u8>() -> __m256i {
 /// # Safety
 /// avx2.
 #[inline(always)]
-unsafe fn high_bits(m: u32) -> __m256i {
+pub(super) unsafe fn high_bits(m: u32) -> __m256i {
     // SAFETY: register-only; avx2 (caller).
     unsafe {
         let v = _mm256_set1_epi32(m as i32);
