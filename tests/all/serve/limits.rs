@@ -310,11 +310,13 @@ fn serve_pipelined_valid_request_is_answered_before_a_malformed_one() {
     assert_openai(status, &body, 400, "malformed third");
 }
 
-/// Resident bytes of process `pid` (`/proc/PID/status` `VmRSS`).
+/// Resident anonymous bytes of process `pid` (`/proc/PID/status` `RssAnon`): the heap and
+/// stacks, where request bodies live. The binary's code pages a first request faults in are
+/// file-backed and left out: they never go away and would read as bytes kept.
 fn rss(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix("RssAnon:"))
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(0, |k| k * 1024)
@@ -393,8 +395,11 @@ fn serve_stalled_request_bodies_stay_within_the_body_memory_budget() {
         }),
         "closed connections give their body bytes back"
     );
+    // The heap is trimmed after the last abandoned body, but glibc's malloc_trim shrinks only
+    // the main arena's top: one body's buffer freed at the top of a worker thread's arena can
+    // stay (seen 1 run in 4 on a 2-vCPU VM). Both bodies kept would exceed this.
     assert!(
-        eventually(100, || rss(pid) <= before + before / 10),
+        eventually(100, || rss(pid) <= before + before / 10 + BODY as u64),
         "RSS {} MiB after the bodies ended, {} MiB before",
         rss(pid) >> 20,
         before >> 20
