@@ -153,7 +153,8 @@ impl Interleaved {
     /// `dot::avx2::interleaved_avx2` and `interleaved_avx2_k`: the 32-element blocks, Q4_K
     /// and Q5_K).
     pub(crate) fn wide() -> bool {
-        simd::vnni() && simd::avx512_detected()
+        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(|| simd::vnni() && simd::avx512_detected())
     }
 
     /// Whether this process copies matrices of `ty` into the interleaved layout.

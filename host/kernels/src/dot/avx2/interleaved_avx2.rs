@@ -27,7 +27,7 @@ use super::interleaved_iq4xs::IQ4NL_LEVELS;
 use crate::types::GgmlType;
 
 /// Tokens per inner tile: 8 weight chunks and 4 accumulators stay in the 16 registers.
-const TOKENS: usize = 4;
+pub(super) const TOKENS: usize = 4;
 
 /// Whether format `F` runs on signed values (levels that could saturate `maddubs`).
 const fn signed<const F: u8>() -> bool {
@@ -253,7 +253,74 @@ unsafe fn group_tile<const T: usize, const F: u8>(
     }
 }
 
-/// [`group_avx2`] for format `F`, its tokens in tiles of up to [`TOKENS`].
+/// A group kernel over one sub-tile of up to [`TOKENS`] tokens (`I`: the format's
+/// per-(token, block) activation facts).
+pub(super) trait SubTile<I> {
+    /// The group × tokens `x` (their `info`, their 16 outputs each at `out`).
+    ///
+    /// # Safety
+    /// The kernel's contract ([`group_avx2`], `group_k4_avx2`) for these tokens.
+    unsafe fn run<const C: usize>(
+        &self,
+        x: [*const u8; C],
+        info: [*const I; C],
+        out: [*mut f32; C],
+    );
+}
+
+/// `k` over the `T` tokens in sub-tiles of up to [`TOKENS`].
+///
+/// # Safety
+/// As [`SubTile::run`] for all `T` tokens.
+#[inline(always)]
+pub(super) unsafe fn in_token_tiles<I: Copy, K: SubTile<I>, const T: usize>(
+    k: &K,
+    x: [*const u8; T],
+    info: [*const I; T],
+    out: [*mut f32; T],
+) {
+    let mut t0 = 0;
+    while t0 < T {
+        let c = (T - t0).min(TOKENS);
+        macro_rules! call {
+            ($c:literal) => {{
+                let xs: [*const u8; $c] = std::array::from_fn(|i| x[t0 + i]);
+                let is: [*const I; $c] = std::array::from_fn(|i| info[t0 + i]);
+                let os: [*mut f32; $c] = std::array::from_fn(|i| out[t0 + i]);
+                // SAFETY: a sub-tile of the caller's tokens.
+                unsafe { k.run::<$c>(xs, is, os) }
+            }};
+        }
+        match c {
+            1 => call!(1),
+            2 => call!(2),
+            3 => call!(3),
+            _ => call!(4),
+        }
+        t0 += c;
+    }
+}
+
+/// One group of format `F` (`nb` blocks at `w`) as a [`SubTile`].
+struct Group<const F: u8> {
+    w: *const u8,
+    nb: usize,
+}
+
+impl<const F: u8> SubTile<XInfo> for Group<F> {
+    #[inline(always)]
+    unsafe fn run<const C: usize>(
+        &self,
+        x: [*const u8; C],
+        info: [*const XInfo; C],
+        out: [*mut f32; C],
+    ) {
+        // SAFETY: forwarded.
+        unsafe { group_tile::<C, F>(self.w, self.nb, x, info, out) }
+    }
+}
+
+/// [`group_avx2`] for format `F`.
 ///
 /// # Safety
 /// As [`group_avx2`].
@@ -265,26 +332,8 @@ unsafe fn group_f<const T: usize, const F: u8>(
     info: [*const XInfo; T],
     out: [*mut f32; T],
 ) {
-    let mut t0 = 0;
-    while t0 < T {
-        let c = (T - t0).min(TOKENS);
-        macro_rules! call {
-            ($c:literal) => {{
-                let xs: [*const u8; $c] = std::array::from_fn(|i| x[t0 + i]);
-                let is: [*const XInfo; $c] = std::array::from_fn(|i| info[t0 + i]);
-                let os: [*mut f32; $c] = std::array::from_fn(|i| out[t0 + i]);
-                // SAFETY: a sub-tile of the caller's tokens.
-                unsafe { group_tile::<$c, F>(w, nb, xs, is, os) }
-            }};
-        }
-        match c {
-            1 => call!(1),
-            2 => call!(2),
-            3 => call!(3),
-            _ => call!(4),
-        }
-        t0 += c;
-    }
+    // SAFETY: forwarded.
+    unsafe { in_token_tiles(&Group::<F> { w, nb }, x, info, out) }
 }
 
 /// `out[t][r] = dot(row r of the group, x[t])` for the 16 rows of one interleaved group of `ty`

@@ -12,19 +12,17 @@
 
 use std::arch::x86_64::*;
 
-use super::interleaved_avx2::high_bits;
+use super::interleaved_avx2::{SubTile, high_bits, in_token_tiles};
 use super::interleaved_k::{KInfo, Q4K_GROUP_BYTES, Q5K_GROUP_BYTES};
 use crate::matmul::interleave::{
     Q4K_DMIN, Q4K_MINS, Q4K_QUANTS, Q4K_SCALES, Q5K_MASKS, Q5K_QUANTS,
 };
 
-/// Tokens per inner tile (8 weight chunks plus each token's sums and accumulator).
-const TOKENS: usize = 4;
 /// Bytes of one Q8_K activation block, and the offset of its values.
 const XB: usize = 292;
 const XQ: usize = 4;
 
-/// Half `h` (rows `8h..8h + 8`) of one group × `T` (≤ [`TOKENS`]) tokens.
+/// Half `h` (rows `8h..8h + 8`) of one group × `T` (≤ [`TOKENS`](super::interleaved_avx2::TOKENS)) tokens.
 ///
 /// # Safety
 /// As [`group_k4_avx2`].
@@ -131,32 +129,34 @@ pub(crate) unsafe fn group_k4_avx2<const T: usize>(
     info: [*const KInfo; T],
     out: [*mut f32; T],
 ) {
-    let mut t0 = 0;
-    while t0 < T {
-        let c = (T - t0).min(TOKENS);
-        macro_rules! call {
-            ($c:literal) => {{
-                let xs: [*const u8; $c] = std::array::from_fn(|i| x[t0 + i]);
-                let is: [*const KInfo; $c] = std::array::from_fn(|i| info[t0 + i]);
-                let os: [*mut f32; $c] = std::array::from_fn(|i| out[t0 + i]);
-                // SAFETY: a sub-tile of the caller's tokens, both halves of the group.
-                unsafe {
-                    for h in 0..2 {
-                        if q5 {
-                            half_tile::<$c, true>(w, nb, h, xs, is, os);
-                        } else {
-                            half_tile::<$c, false>(w, nb, h, xs, is, os);
-                        }
-                    }
+    // SAFETY: forwarded.
+    unsafe { in_token_tiles(&Group { q5, w, nb }, x, info, out) }
+}
+
+/// One Q4_K / Q5_K (`q5`) group (`nb` super-blocks at `w`) as a [`SubTile`]: both halves.
+struct Group {
+    q5: bool,
+    w: *const u8,
+    nb: usize,
+}
+
+impl SubTile<KInfo> for Group {
+    #[inline(always)]
+    unsafe fn run<const C: usize>(
+        &self,
+        x: [*const u8; C],
+        info: [*const KInfo; C],
+        out: [*mut f32; C],
+    ) {
+        // SAFETY: forwarded, both halves of the group.
+        unsafe {
+            for h in 0..2 {
+                if self.q5 {
+                    half_tile::<C, true>(self.w, self.nb, h, x, info, out);
+                } else {
+                    half_tile::<C, false>(self.w, self.nb, h, x, info, out);
                 }
-            }};
+            }
         }
-        match c {
-            1 => call!(1),
-            2 => call!(2),
-            3 => call!(3),
-            _ => call!(4),
-        }
-        t0 += c;
     }
 }
