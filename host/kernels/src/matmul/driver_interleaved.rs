@@ -11,6 +11,7 @@ use super::{Interleaved, QuantizedActivations, interleave::GROUP};
 use crate::dot::avx2::interleaved::{XInfo, group};
 use crate::dot::avx2::interleaved_avx2::group_avx2;
 use crate::dot::avx2::interleaved_avx2_k::group_k4_avx2;
+use crate::dot::avx2::interleaved_avx2_k16::{group_iq4xs_avx2, group_k16_avx2};
 use crate::dot::avx2::interleaved_iq4xs::{self, XsInfo, group_iq4xs};
 use crate::dot::avx2::interleaved_k::{self, KInfo, Q6Info, group_q4k, group_q5k, group_q6k};
 use crate::dot::avx2::interleaved_k_low::{group_q2k, group_q3k};
@@ -163,9 +164,10 @@ impl GroupKernel for SuperBlock16 {
         info: [*const Q6Info; T],
         out: [*mut f32; T],
     ) {
-        // SAFETY: forwarded.
+        // SAFETY: forwarded; the AVX2 kernel needs only what every interleaved process has.
         unsafe {
             match self.0 {
+                _ if !Interleaved::wide() => group_k16_avx2::<T>(self.0, w, nb, x, info, out),
                 GgmlType::Q3K => group_q3k::<T>(w, nb, x, info, out),
                 GgmlType::Q2K => group_q2k::<T>(w, nb, x, info, out),
                 _ => group_q6k::<T>(w, nb, x, info, out),
@@ -190,8 +192,14 @@ impl GroupKernel for SuperBlockIq4Xs {
         info: [*const XsInfo; T],
         out: [*mut f32; T],
     ) {
-        // SAFETY: forwarded.
-        unsafe { group_iq4xs::<T>(w, nb, x, info, out) }
+        // SAFETY: forwarded; the AVX2 kernel needs only what every interleaved process has.
+        unsafe {
+            if Interleaved::wide() {
+                group_iq4xs::<T>(w, nb, x, info, out)
+            } else {
+                group_iq4xs_avx2::<T>(w, nb, x, info, out)
+            }
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! [`Interleaved`]: a Q4_0, Q8_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
-//! or IQ4_XS weight matrix re-laid 16 rows at a time for the AVX-512 VNNI kernels (the
-//! 32-element-block formats, Q4_K and Q5_K also for the AVX2 kernels on CPUs without
-//! AVX-512), built once at load from the GGML rows.
+//! or IQ4_XS weight matrix re-laid 16 rows at a time for the group kernels (AVX-512 VNNI, or
+//! AVX2 on CPUs without it), built once at load from the GGML rows.
 //!
 //! Layout: groups of [`GROUP`] consecutive rows, each group all its blocks in order. A group
 //! block is the 16 rows' f16 scales (32 bytes; Q4_1 and Q5_1 then their 16 f16 mins; MXFP4: its
@@ -142,16 +141,14 @@ impl std::fmt::Debug for Interleaved {
 
 impl Interleaved {
     /// Whether this process's kernels use interleaved weights: the AVX2 level, fixed once per
-    /// process like the rest of the dispatch. With 512-bit VNNI (avx512f/bw/vl/vnni) every
-    /// format with a group layout has its copy; on AVX2 alone the 32-element-block formats,
-    /// Q4_K and Q5_K do ([`Self::covers`]).
+    /// process like the rest of the dispatch. Every format with a group layout then has its
+    /// copy ([`Self::covers`]), run by the 512-bit VNNI kernels or the AVX2 ones.
     pub fn in_use() -> bool {
         simd::level() == SimdLevel::Avx2
     }
 
     /// Whether the group kernels are the 512-bit VNNI ones (else the AVX2 ones of
-    /// `dot::avx2::interleaved_avx2` and `interleaved_avx2_k`: the 32-element blocks, Q4_K
-    /// and Q5_K).
+    /// `dot::avx2::interleaved_avx2`, `interleaved_avx2_k` and `interleaved_avx2_k16`).
     pub(crate) fn wide() -> bool {
         static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *WIDE.get_or_init(|| simd::vnni() && simd::avx512_detected())
@@ -159,10 +156,7 @@ impl Interleaved {
 
     /// Whether this process copies matrices of `ty` into the interleaved layout.
     pub fn covers(ty: GgmlType) -> bool {
-        Self::in_use()
-            && layout(ty).is_some_and(|l| {
-                Self::wide() || l.elems == 32 || matches!(ty, GgmlType::Q4K | GgmlType::Q5K)
-            })
+        Self::in_use() && layout(ty).is_some()
     }
 
     /// The interleaved copy of `w` when this process uses one ([`Self::in_use`]) and `w` has a

@@ -247,7 +247,9 @@ fn avx2_group<const T: usize>(
     info: &Avx2Infos,
     t0: usize,
 ) -> Vec<f32> {
-    use crate::dot::avx2::{interleaved_avx2::group_avx2, interleaved_avx2_k::group_k4_avx2};
+    use crate::dot::avx2::interleaved_avx2::group_avx2;
+    use crate::dot::avx2::interleaved_avx2_k::group_k4_avx2;
+    use crate::dot::avx2::interleaved_avx2_k16::{group_iq4xs_avx2, group_k16_avx2};
     let nb = iw.blocks();
     let mut out = vec![f32::NAN; T * GROUP];
     let x: [*const u8; T] = std::array::from_fn(|i| xq.row(t0 + i).as_ptr());
@@ -265,6 +267,14 @@ fn avx2_group<const T: usize>(
                 let q5 = iw.ty() == GgmlType::Q5K;
                 group_k4_avx2::<T>(q5, iw.group_ptr(g), nb, x, inf, o)
             }
+            Avx2Infos::Sub16(info) => {
+                let inf = std::array::from_fn(|i| info[(t0 + i) * nb..].as_ptr());
+                group_k16_avx2::<T>(iw.ty(), iw.group_ptr(g), nb, x, inf, o)
+            }
+            Avx2Infos::Xs(info) => {
+                let inf = std::array::from_fn(|i| info[(t0 + i) * nb..].as_ptr());
+                group_iq4xs_avx2::<T>(iw.group_ptr(g), nb, x, inf, o)
+            }
         }
     };
     out
@@ -275,15 +285,19 @@ fn avx2_group<const T: usize>(
 enum Avx2Infos {
     Block32(Vec<crate::dot::avx2::interleaved::XInfo>),
     K(Vec<crate::dot::avx2::interleaved_k::KInfo>),
+    Sub16(Vec<crate::dot::avx2::interleaved_k::Q6Info>),
+    Xs(Vec<crate::dot::avx2::interleaved_iq4xs::XsInfo>),
 }
 
-/// The AVX2 group kernels give the sequential reference's bits for every 32-element-block
-/// format, Q4_K and Q5_K, and token count 1..=8 (extreme weights and activations included), whichever group
-/// kernel this process runs.
+/// The AVX2 group kernels give the sequential reference's bits for every interleaved format
+/// and token count 1..=8 (extreme weights and activations included), whichever group kernel
+/// this process runs.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
-    use super::driver_interleaved::{Block32, GroupKernel, SuperBlockQ4K};
+    use super::driver_interleaved::{
+        Block32, GroupKernel, SuperBlock16, SuperBlockIq4Xs, SuperBlockQ4K,
+    };
     if !(is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
         && is_x86_feature_detected!("f16c"))
@@ -291,9 +305,7 @@ fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
         eprintln!("skipped: this CPU lacks AVX2/FMA/F16C");
         return;
     }
-    let avx2_formats =
-        |ty: &GgmlType| ty.block_size() == 32 || matches!(ty, GgmlType::Q4K | GgmlType::Q5K);
-    for ty in INTERLEAVED.into_iter().filter(avx2_formats) {
+    for ty in INTERLEAVED {
         let cols = cols(ty);
         let data = weights(ty, ROWS, 3 + ty.id() as u64);
         let plain = WeightMatrix::new(ty, &data, ROWS, cols).unwrap();
@@ -312,10 +324,15 @@ fn the_avx2_group_kernel_is_the_sequential_reference_bit_for_bit() {
             }
             info
         }
-        let info = if ty.block_size() == 32 {
-            Avx2Infos::Block32(infos(&Block32(ty), &xq, nb))
-        } else {
-            Avx2Infos::K(infos(&SuperBlockQ4K(ty == GgmlType::Q5K), &xq, nb))
+        let info = match ty {
+            GgmlType::Q4K | GgmlType::Q5K => {
+                Avx2Infos::K(infos(&SuperBlockQ4K(ty == GgmlType::Q5K), &xq, nb))
+            }
+            GgmlType::Q6K | GgmlType::Q3K | GgmlType::Q2K => {
+                Avx2Infos::Sub16(infos(&SuperBlock16(ty), &xq, nb))
+            }
+            GgmlType::IQ4XS => Avx2Infos::Xs(infos(&SuperBlockIq4Xs, &xq, nb)),
+            _ => Avx2Infos::Block32(infos(&Block32(ty), &xq, nb)),
         };
         for g in 0..ROWS / GROUP {
             for len in 1..=n {

@@ -63,7 +63,7 @@ const fn signed_levels(levels: &[u8; 16]) -> [i8; 16] {
 /// # Safety
 /// avx2.
 #[inline(always)]
-unsafe fn signed_table<const F: u8>() -> __m256i {
+pub(super) unsafe fn signed_table<const F: u8>() -> __m256i {
     let t = if F == MXFP4 {
         &MXFP4_SIGNED
     } else {
@@ -73,13 +73,13 @@ unsafe fn signed_table<const F: u8>() -> __m256i {
     unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast())) }
 }
 
-/// The high bits of a 5-bit format's half chunk: byte `i` is 16 where bit `i` of `m` is set,
-/// else 0.
+/// The high bits of a half chunk: byte `i` is `value` where bit `i` of `m` is set, else 0 (a
+/// 5-bit format's fifth bit: 16; Q3_K's third: 4).
 ///
 /// # Safety
 /// avx2.
 #[inline(always)]
-pub(super) unsafe fn high_bits(m: u32) -> __m256i {
+pub(super) unsafe fn high_bits(m: u32, value: i8) -> __m256i {
     // SAFETY: register-only; avx2 (caller).
     unsafe {
         let v = _mm256_set1_epi32(m as i32);
@@ -90,7 +90,7 @@ pub(super) unsafe fn high_bits(m: u32) -> __m256i {
         );
         let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
         let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, spread), bits), bits);
-        _mm256_and_si256(set, _mm256_set1_epi8(16))
+        _mm256_and_si256(set, _mm256_set1_epi8(value))
     }
 }
 
@@ -129,7 +129,7 @@ unsafe fn unpack_half<const F: u8>(blk: *const u8, h: usize, table: __m256i) -> 
             let masks = if F == Q5_0 { 32 } else { 64 };
             for (c, v) in wq.iter_mut().enumerate() {
                 let m = blk.add(masks + 8 * c).cast::<u64>().read_unaligned();
-                *v = _mm256_or_si256(*v, high_bits((m >> (32 * h)) as u32));
+                *v = _mm256_or_si256(*v, high_bits((m >> (32 * h)) as u32, 16));
             }
         }
         wq

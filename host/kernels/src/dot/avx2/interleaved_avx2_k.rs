@@ -64,7 +64,7 @@ unsafe fn half_tile<const T: usize, const Q5: bool>(
                             .add(Q5K_MASKS + 8 * (8 * j + c))
                             .cast::<u64>()
                             .read_unaligned();
-                        *v = _mm256_or_si256(*v, high_bits((m >> (32 * h)) as u32));
+                        *v = _mm256_or_si256(*v, high_bits((m >> (32 * h)) as u32, 16));
                     }
                 }
                 let sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(

@@ -13,6 +13,7 @@ pub(crate) mod interleaved_amx_pipe;
 pub(crate) mod interleaved_amx_sub;
 pub(crate) mod interleaved_avx2;
 pub(crate) mod interleaved_avx2_k;
+pub(crate) mod interleaved_avx2_k16;
 pub(crate) mod interleaved_iq4xs;
 pub(crate) mod interleaved_k;
 pub(crate) mod interleaved_k_low;
