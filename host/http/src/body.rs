@@ -1,7 +1,8 @@
 //! Request and response bodies: reading a request body under a byte limit (413 past it, checked
 //! against Content-Length first so nothing is read) and within the bytes all bodies being
 //! received may hold ([`BodyBudget`], 503 past it), whole JSON/text responses, and a streamed
-//! body fed by a bounded channel (SSE). Invariant: no body is buffered past either bound.
+//! body fed by a bounded channel (SSE). Invariant: no body is buffered past either bound, and a
+//! large declared body's memory goes back to the kernel when it is dropped.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -93,6 +94,8 @@ struct Held<'a> {
     bytes: usize,
     /// The body was read whole (its buffer lives on with the request).
     read: bool,
+    /// Its buffer is on the heap (not [`Receiving::Mapped`]).
+    on_heap: bool,
 }
 
 impl Drop for Held<'_> {
@@ -100,7 +103,7 @@ impl Drop for Held<'_> {
         let before = self.budget.used.fetch_sub(self.bytes, Relaxed);
         // The last of a burst of large bodies was abandoned (its buffer was dropped first):
         // memory the allocator keeps for reuse goes back to the system.
-        if !self.read && before == self.bytes && self.bytes >= TRIM_AFTER_BYTES {
+        if self.on_heap && !self.read && before == self.bytes && self.bytes >= TRIM_AFTER_BYTES {
             trim_heap();
         }
     }
@@ -109,6 +112,67 @@ impl Drop for Held<'_> {
 /// Abandoned bodies at least this large give the heap back when the last one being received
 /// ends.
 const TRIM_AFTER_BYTES: usize = 1 << 20;
+
+/// Bodies declaring at least this many bytes are received into a mapping of their own
+/// ([`Receiving::Mapped`]).
+const MAP_FROM_BYTES: usize = 1 << 20;
+
+/// Where a body's bytes go as they arrive. A large declared body gets its own anonymous
+/// mapping: its pages are touched only as bytes arrive and go back to the kernel the moment
+/// the body (or the request that read it) is dropped, whichever thread drops it. On the heap it
+/// could stay resident after its free: a thread arena's top is never trimmed, and this process
+/// keeps freed heap memory on purpose (`memoria::heap`).
+enum Receiving {
+    Heap(BytesMut),
+    Mapped { map: memmap2::MmapMut, len: usize },
+}
+
+impl Receiving {
+    /// A buffer for a body of `declared` bytes (`None`: chunked), or `None` where the mapping
+    /// cannot be made.
+    fn new(declared: Option<usize>) -> Option<Receiving> {
+        match declared {
+            Some(n) if n >= MAP_FROM_BYTES => memmap2::MmapMut::map_anon(n)
+                .ok()
+                .map(|map| Receiving::Mapped { map, len: 0 }),
+            Some(n) => Some(Receiving::Heap(BytesMut::with_capacity(n))),
+            None => Some(Receiving::Heap(BytesMut::new())),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Receiving::Heap(b) => b.len(),
+            Receiving::Mapped { len, .. } => *len,
+        }
+    }
+
+    /// Appends `data`; `false` (nothing appended) where it would pass a mapping's end, i.e.
+    /// the body is longer than it declared.
+    fn extend(&mut self, data: &[u8]) -> bool {
+        match self {
+            Receiving::Heap(b) => b.extend_from_slice(data),
+            Receiving::Mapped { map, len } => {
+                let Some(dst) = len
+                    .checked_add(data.len())
+                    .and_then(|end| map.get_mut(*len..end))
+                else {
+                    return false;
+                };
+                dst.copy_from_slice(data);
+                *len += data.len();
+            }
+        }
+        true
+    }
+
+    fn freeze(self) -> Bytes {
+        match self {
+            Receiving::Heap(b) => b.freeze(),
+            Receiving::Mapped { map, len } => Bytes::from_owner(map).slice(..len),
+        }
+    }
+}
 
 /// Returns the heap's free memory to the system. Each call follows a body of at least
 /// [`TRIM_AFTER_BYTES`] received and abandoned, so the trims are bounded by the bytes clients
@@ -149,18 +213,19 @@ pub async fn read_limited(
         budget,
         bytes: 0,
         read: false,
+        on_heap: true,
     };
-    let mut buf = match declared {
-        Some(n) => {
-            let n = usize::try_from(n).unwrap_or(usize::MAX);
-            if !budget.try_take(n) {
-                return Err(busy());
-            }
-            held.bytes = n;
-            BytesMut::with_capacity(n)
+    let declared = declared.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    if let Some(n) = declared {
+        if !budget.try_take(n) {
+            return Err(busy());
         }
-        None => BytesMut::new(),
+        held.bytes = n;
+    }
+    let Some(mut buf) = Receiving::new(declared) else {
+        return Err(busy());
     };
+    held.on_heap = matches!(buf, Receiving::Heap(_));
     let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
         let frame = match frame {
@@ -186,7 +251,11 @@ pub async fn read_limited(
             }
             held.bytes = total;
         }
-        buf.extend_from_slice(&data);
+        if !buf.extend(&data) {
+            return Err(ApiError::bad_request(
+                "the request body is longer than its Content-Length",
+            ));
+        }
     }
     held.read = true;
     Ok(buf.freeze())
@@ -231,5 +300,34 @@ impl Body for ChannelBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_declared_body_is_received_into_its_own_mapping_whole_and_no_further() {
+        let n = MAP_FROM_BYTES + 3;
+        let mut buf = Receiving::new(Some(n)).expect("an anonymous mapping");
+        assert!(matches!(buf, Receiving::Mapped { .. }));
+        let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+        for part in data.chunks(65_537) {
+            assert!(buf.extend(part));
+        }
+        assert_eq!(buf.len(), n);
+        assert!(!buf.extend(b"x"), "one byte past the declared length");
+        assert_eq!(buf.freeze(), data);
+    }
+
+    #[test]
+    fn small_and_chunked_bodies_stay_on_the_heap() {
+        for declared in [Some(MAP_FROM_BYTES - 1), None] {
+            let mut buf = Receiving::new(declared).expect("a buffer");
+            assert!(matches!(buf, Receiving::Heap(_)));
+            assert!(buf.extend(b"{}"));
+            assert_eq!(buf.freeze(), &b"{}"[..]);
+        }
     }
 }
