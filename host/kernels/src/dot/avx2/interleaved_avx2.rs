@@ -234,41 +234,24 @@ unsafe fn half_tile<const T: usize, const F: u8>(
     }
 }
 
-/// Both halves of one group × `T` (≤ [`TOKENS`]) tokens.
-///
-/// # Safety
-/// As [`group_avx2`].
-#[inline(always)]
-unsafe fn group_tile<const T: usize, const F: u8>(
-    w: *const u8,
-    nb: usize,
-    x: [*const u8; T],
-    info: [*const XInfo; T],
-    out: [*mut f32; T],
-) {
-    // SAFETY: forwarded.
-    unsafe {
-        half_tile::<T, F>(w, nb, 0, x, info, out);
-        half_tile::<T, F>(w, nb, 1, x, info, out);
-    }
-}
-
-/// A group kernel over one sub-tile of up to [`TOKENS`] tokens (`I`: the format's
-/// per-(token, block) activation facts).
+/// A group kernel over one 8-row half of its group and one sub-tile of up to [`TOKENS`]
+/// tokens (`I`: the format's per-(token, block) activation facts).
 pub(super) trait SubTile<I> {
-    /// The group × tokens `x` (their `info`, their 16 outputs each at `out`).
+    /// Half `h` (rows `8h..8h + 8`) of the group × tokens `x` (their `info`, their 16 outputs
+    /// each at `out`).
     ///
     /// # Safety
-    /// The kernel's contract ([`group_avx2`], `group_k4_avx2`) for these tokens.
+    /// The kernel's contract ([`group_avx2`], `group_k4_avx2`, ...) for these tokens.
     unsafe fn run<const C: usize>(
         &self,
+        h: usize,
         x: [*const u8; C],
         info: [*const I; C],
         out: [*mut f32; C],
     );
 }
 
-/// `k` over the `T` tokens in sub-tiles of up to [`TOKENS`].
+/// `k` over both halves of its group and the `T` tokens in sub-tiles of up to [`TOKENS`].
 ///
 /// # Safety
 /// As [`SubTile::run`] for all `T` tokens.
@@ -287,8 +270,11 @@ pub(super) unsafe fn in_token_tiles<I: Copy, K: SubTile<I>, const T: usize>(
                 let xs: [*const u8; $c] = std::array::from_fn(|i| x[t0 + i]);
                 let is: [*const I; $c] = std::array::from_fn(|i| info[t0 + i]);
                 let os: [*mut f32; $c] = std::array::from_fn(|i| out[t0 + i]);
-                // SAFETY: a sub-tile of the caller's tokens.
-                unsafe { k.run::<$c>(xs, is, os) }
+                // SAFETY: a sub-tile of the caller's tokens, each half of the group.
+                unsafe {
+                    k.run::<$c>(0, xs, is, os);
+                    k.run::<$c>(1, xs, is, os);
+                }
             }};
         }
         match c {
@@ -311,12 +297,13 @@ impl<const F: u8> SubTile<XInfo> for Group<F> {
     #[inline(always)]
     unsafe fn run<const C: usize>(
         &self,
+        h: usize,
         x: [*const u8; C],
         info: [*const XInfo; C],
         out: [*mut f32; C],
     ) {
         // SAFETY: forwarded.
-        unsafe { group_tile::<C, F>(self.w, self.nb, x, info, out) }
+        unsafe { half_tile::<C, F>(self.w, self.nb, h, x, info, out) }
     }
 }
 

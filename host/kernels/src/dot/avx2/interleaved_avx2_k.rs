@@ -133,7 +133,7 @@ pub(crate) unsafe fn group_k4_avx2<const T: usize>(
     unsafe { in_token_tiles(&Group { q5, w, nb }, x, info, out) }
 }
 
-/// One Q4_K / Q5_K (`q5`) group (`nb` super-blocks at `w`) as a [`SubTile`]: both halves.
+/// One Q4_K / Q5_K (`q5`) group (`nb` super-blocks at `w`) as a [`SubTile`].
 struct Group {
     q5: bool,
     w: *const u8,
@@ -144,18 +144,17 @@ impl SubTile<KInfo> for Group {
     #[inline(always)]
     unsafe fn run<const C: usize>(
         &self,
+        h: usize,
         x: [*const u8; C],
         info: [*const KInfo; C],
         out: [*mut f32; C],
     ) {
-        // SAFETY: forwarded, both halves of the group.
+        // SAFETY: forwarded.
         unsafe {
-            for h in 0..2 {
-                if self.q5 {
-                    half_tile::<C, true>(self.w, self.nb, h, x, info, out);
-                } else {
-                    half_tile::<C, false>(self.w, self.nb, h, x, info, out);
-                }
+            if self.q5 {
+                half_tile::<C, true>(self.w, self.nb, h, x, info, out);
+            } else {
+                half_tile::<C, false>(self.w, self.nb, h, x, info, out);
             }
         }
     }

@@ -203,7 +203,7 @@ pub(crate) unsafe fn group_k16_avx2<const T: usize>(
     }
 }
 
-/// One group of format `F` (`nb` super-blocks at `w`) as a [`SubTile`]: both halves.
+/// One group of format `F` (`nb` super-blocks at `w`) as a [`SubTile`].
 struct Sub16<const F: u8> {
     w: *const u8,
     nb: usize,
@@ -213,15 +213,13 @@ impl<const F: u8> SubTile<Q6Info> for Sub16<F> {
     #[inline(always)]
     unsafe fn run<const C: usize>(
         &self,
+        h: usize,
         x: [*const u8; C],
         info: [*const Q6Info; C],
         out: [*mut f32; C],
     ) {
-        // SAFETY: forwarded, both halves of the group.
-        unsafe {
-            half_tile::<C, F>(self.w, self.nb, 0, x, info, out);
-            half_tile::<C, F>(self.w, self.nb, 1, x, info, out);
-        }
+        // SAFETY: forwarded.
+        unsafe { half_tile::<C, F>(self.w, self.nb, h, x, info, out) }
     }
 }
 
@@ -305,7 +303,7 @@ pub(crate) unsafe fn group_iq4xs_avx2<const T: usize>(
     unsafe { in_token_tiles(&Xs { w, nb }, x, info, out) }
 }
 
-/// One IQ4_XS group (`nb` super-blocks at `w`) as a [`SubTile`]: both halves.
+/// One IQ4_XS group (`nb` super-blocks at `w`) as a [`SubTile`].
 struct Xs {
     w: *const u8,
     nb: usize,
@@ -315,14 +313,12 @@ impl SubTile<XsInfo> for Xs {
     #[inline(always)]
     unsafe fn run<const C: usize>(
         &self,
+        h: usize,
         x: [*const u8; C],
         info: [*const XsInfo; C],
         out: [*mut f32; C],
     ) {
-        // SAFETY: forwarded, both halves of the group.
-        unsafe {
-            iq4xs_half::<C>(self.w, self.nb, 0, x, info, out);
-            iq4xs_half::<C>(self.w, self.nb, 1, x, info, out);
-        }
+        // SAFETY: forwarded.
+        unsafe { iq4xs_half::<C>(self.w, self.nb, h, x, info, out) }
     }
 }
