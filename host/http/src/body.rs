@@ -2,7 +2,7 @@
 //! against Content-Length first so nothing is read) and within the bytes all bodies being
 //! received may hold ([`BodyBudget`], 503 past it), whole JSON/text responses, and a streamed
 //! body fed by a bounded channel (SSE). Invariant: no body is buffered past either bound, and a
-//! large declared body's memory goes back to the kernel when it is dropped.
+//! large body's memory goes back to the kernel when it is dropped.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -117,8 +117,8 @@ const TRIM_AFTER_BYTES: usize = 1 << 20;
 /// ([`Receiving::Mapped`]).
 const MAP_FROM_BYTES: usize = 1 << 20;
 
-/// Where a body's bytes go as they arrive. A large declared body gets its own anonymous
-/// mapping: its pages are touched only as bytes arrive and go back to the kernel the moment
+/// Where a body's bytes go as they arrive. A large body (declared so, or a chunked one once it
+/// has grown that large) gets its own anonymous mapping: its pages are touched only as bytes arrive and go back to the kernel the moment
 /// the body (or the request that read it) is dropped, whichever thread drops it. On the heap it
 /// could stay resident after its free: a thread arena's top is never trimmed, and this process
 /// keeps freed heap memory on purpose (`memoria::heap`).
@@ -137,6 +137,22 @@ impl Receiving {
                 .map(|map| Receiving::Mapped { map, len: 0 }),
             Some(n) => Some(Receiving::Heap(BytesMut::with_capacity(n))),
             None => Some(Receiving::Heap(BytesMut::new())),
+        }
+    }
+
+    /// Moves a body on the heap that has reached [`MAP_FROM_BYTES`] (a chunked one: a declared
+    /// one that large was mapped from the start) into a mapping of `limit` bytes, its most:
+    /// pages past what arrives are never touched. It stays on the heap where the mapping
+    /// cannot be made.
+    fn promote(&mut self, total: usize, limit: usize) {
+        let Receiving::Heap(b) = self else { return };
+        if total < MAP_FROM_BYTES || total > limit {
+            return;
+        }
+        if let Ok(mut map) = memmap2::MmapMut::map_anon(limit) {
+            let len = b.len();
+            map[..len].copy_from_slice(b);
+            *self = Receiving::Mapped { map, len };
         }
     }
 
@@ -225,6 +241,7 @@ pub async fn read_limited(
     let Some(mut buf) = Receiving::new(declared) else {
         return Err(busy());
     };
+    // A body promoted to a mapping later has used the heap: its abandonment still trims.
     held.on_heap = matches!(buf, Receiving::Heap(_));
     let mut body = req.into_body();
     while let Some(frame) = body.frame().await {
@@ -251,6 +268,7 @@ pub async fn read_limited(
             }
             held.bytes = total;
         }
+        buf.promote(total, limit);
         if !buf.extend(&data) {
             return Err(ApiError::bad_request(
                 "the request body is longer than its Content-Length",
@@ -322,7 +340,26 @@ mod tests {
     }
 
     #[test]
-    fn small_and_chunked_bodies_stay_on_the_heap() {
+    fn a_chunked_body_moves_to_a_mapping_when_it_reaches_a_mebibyte() {
+        let limit = 4 * MAP_FROM_BYTES;
+        let mut buf = Receiving::new(None).expect("a buffer");
+        let data: Vec<u8> = (0..2 * MAP_FROM_BYTES).map(|i| (i % 253) as u8).collect();
+        let mut total = 0;
+        for part in data.chunks(100_003) {
+            total += part.len();
+            buf.promote(total, limit);
+            assert_eq!(
+                matches!(buf, Receiving::Mapped { .. }),
+                total >= MAP_FROM_BYTES,
+                "at {total} bytes"
+            );
+            assert!(buf.extend(part));
+        }
+        assert_eq!(buf.freeze(), data);
+    }
+
+    #[test]
+    fn small_bodies_stay_on_the_heap() {
         for declared in [Some(MAP_FROM_BYTES - 1), None] {
             let mut buf = Receiving::new(declared).expect("a buffer");
             assert!(matches!(buf, Receiving::Heap(_)));
