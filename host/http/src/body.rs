@@ -113,15 +113,16 @@ impl Drop for Held<'_> {
 /// ends.
 const TRIM_AFTER_BYTES: usize = 1 << 20;
 
-/// Bodies declaring at least this many bytes are received into a mapping of their own
-/// ([`Receiving::Mapped`]).
+/// Bodies of at least this many bytes (declared, or received so far) are received into a
+/// mapping of their own ([`Receiving::Mapped`]).
 const MAP_FROM_BYTES: usize = 1 << 20;
 
 /// Where a body's bytes go as they arrive. A large body (declared so, or a chunked one once it
-/// has grown that large) gets its own anonymous mapping: its pages are touched only as bytes arrive and go back to the kernel the moment
-/// the body (or the request that read it) is dropped, whichever thread drops it. On the heap it
-/// could stay resident after its free: a thread arena's top is never trimmed, and this process
-/// keeps freed heap memory on purpose (`memoria::heap`).
+/// has grown that large) gets its own anonymous mapping: its pages are touched only as bytes
+/// arrive and go back to the kernel the moment the body (or the request that read it) is
+/// dropped, whichever thread drops it. On the heap it could stay resident after its free: a
+/// thread arena's top is never trimmed, and this process keeps freed heap memory on purpose
+/// (`memoria::heap`).
 enum Receiving {
     Heap(BytesMut),
     Mapped { map: memmap2::MmapMut, len: usize },
