@@ -10,8 +10,10 @@
 //! [`MIN_GAIN`]; then it probes again after a back-off (4 steps, doubling to 64).
 
 /// The cost of one more row in a decode step, as a fraction of a one-token step (measured on
-/// this project's CPUs: a 135M model's prompt row costs about a tenth of its decode step; a
-/// larger model at the memory wall, less).
+/// an AVX-512 VNNI Xeon: a 135M model's prompt row costs about a tenth of its decode step; a
+/// larger model at the memory wall, less). On an AVX2-only CPU a row costs more, 0.2–0.5 of a
+/// step (docs/speculation.md), so there this figure drafts longer than pays: a constant, not
+/// a measurement of the CPU at hand.
 pub const ROW_COST: f64 = 0.12;
 /// The least expected speed-up a draft must promise.
 pub const MIN_GAIN: f64 = 1.03;
