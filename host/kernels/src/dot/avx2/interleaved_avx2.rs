@@ -152,6 +152,46 @@ unsafe fn e8m0_half_x8(p: *const u8) -> __m256 {
     }
 }
 
+/// `s` plus the exact sums `Σ w·x` of the 8 rows of `C` chunks against one token's int8 values
+/// at `xq`, widened to i32 lanes: one `maddubs` per chunk (unsigned levels `w[c]`; for the
+/// signed formats `|v|`, with the activations given `v`'s signs: `signs = Some(v)`), the i16 pair
+/// sums of `chain` consecutive chunks (`chain` divides `C`) added before one `madd`. The
+/// caller's levels keep every such i16 sum under 2^15.
+///
+/// # Safety
+/// avx2 enabled in the caller; `xq` readable for `4·C` bytes.
+#[inline(always)]
+pub(super) unsafe fn chunk_sums<const C: usize>(
+    mut s: __m256i,
+    w: &[__m256i; C],
+    signs: Option<&[__m256i; C]>,
+    xq: *const u8,
+    chain: usize,
+) -> __m256i {
+    // SAFETY: `xq` readable (caller), unaligned loads; avx2 (caller).
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut pairs = _mm256_setzero_si256();
+        for c in 0..C {
+            let xv = _mm256_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
+            let xv = match signs {
+                Some(v) => _mm256_sign_epi8(xv, v[c]),
+                None => xv,
+            };
+            let p = _mm256_maddubs_epi16(w[c], xv);
+            pairs = if c % chain == 0 {
+                p
+            } else {
+                _mm256_add_epi16(pairs, p)
+            };
+            if (c + 1) % chain == 0 {
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        s
+    }
+}
+
 /// Half `h` of one group × `T` (≤ [`TOKENS`]) tokens over `nb` blocks of format `F`.
 ///
 /// # Safety
@@ -170,7 +210,6 @@ unsafe fn half_tile<const T: usize, const F: u8>(
     let (xb, xq_off) = if with_min { (36, 4) } else { (34, 2) };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
-        let ones = _mm256_set1_epi16(1);
         let table = if F == IQ4_NL || F == MXFP4 {
             signed_table::<F>()
         } else {
@@ -190,37 +229,23 @@ unsafe fn half_tile<const T: usize, const F: u8>(
                 _mm256_setzero_ps()
             };
             let wq = unpack_half::<F>(blk, h, table);
-            let wabs: [__m256i; 8] = if signed::<F>() {
-                std::array::from_fn(|c| _mm256_abs_epi8(wq[c]))
-            } else {
-                wq
-            };
+            // A plain loop, not a closure: a closure does not inherit `target_feature`.
+            let mut wabs = wq;
+            if signed::<F>() {
+                for v in &mut wabs {
+                    *v = _mm256_abs_epi8(*v);
+                }
+            }
+            let signs = signed::<F>().then_some(&wq);
             for t in 0..T {
                 let xq = x[t].add(b * xb + xq_off);
                 let inf = info[t].add(b).read();
-                let mut s = if signed::<F>() {
+                let base = if signed::<F>() {
                     _mm256_setzero_si256()
                 } else {
                     _mm256_set1_epi32(inf.base)
                 };
-                let mut pairs = _mm256_setzero_si256();
-                for c in 0..8 {
-                    let xv = _mm256_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
-                    let xv = if signed::<F>() {
-                        _mm256_sign_epi8(xv, wq[c])
-                    } else {
-                        xv
-                    };
-                    let p = _mm256_maddubs_epi16(wabs[c], xv);
-                    pairs = if c % chain::<F>() == 0 {
-                        p
-                    } else {
-                        _mm256_add_epi16(pairs, p)
-                    };
-                    if (c + 1) % chain::<F>() == 0 {
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, ones));
-                    }
-                }
+                let s = chunk_sums(base, &wabs, signs, xq, chain::<F>());
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(inf.dx));
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[t]);
                 if with_min {

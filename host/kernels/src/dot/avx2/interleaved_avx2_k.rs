@@ -12,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use super::interleaved_avx2::{SubTile, high_bits, in_token_tiles};
+use super::interleaved_avx2::{SubTile, chunk_sums, high_bits, in_token_tiles};
 use super::interleaved_k::{KInfo, Q4K_GROUP_BYTES, Q5K_GROUP_BYTES};
 use crate::matmul::interleave::{
     Q4K_DMIN, Q4K_MINS, Q4K_QUANTS, Q4K_SCALES, Q5K_MASKS, Q5K_QUANTS,
@@ -44,7 +44,7 @@ unsafe fn half_tile<const T: usize, const Q5: bool>(
     let chain = if Q5 { 4 } else { 8 };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
-        let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+        let low = _mm256_set1_epi8(0x0F);
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let blk = w.add(b * bytes);
@@ -72,20 +72,7 @@ unsafe fn half_tile<const T: usize, const Q5: bool>(
                 ));
                 for t in 0..T {
                     let xq = x[t].add(b * XB + XQ + 32 * j);
-                    let mut s = _mm256_setzero_si256();
-                    let mut pairs = _mm256_setzero_si256();
-                    for (c, &wv) in wq.iter().enumerate() {
-                        let xv = _mm256_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
-                        let p = _mm256_maddubs_epi16(wv, xv);
-                        pairs = if c % chain == 0 {
-                            p
-                        } else {
-                            _mm256_add_epi16(pairs, p)
-                        };
-                        if (c + 1) % chain == 0 {
-                            s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, ones));
-                        }
-                    }
+                    let s = chunk_sums(_mm256_setzero_si256(), &wq, None, xq, chain);
                     isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
                 }
             }

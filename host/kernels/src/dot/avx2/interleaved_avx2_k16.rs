@@ -19,7 +19,7 @@
 use std::arch::x86_64::*;
 
 use super::interleaved::IQ4_NL;
-use super::interleaved_avx2::{SubTile, high_bits, in_token_tiles, signed_table};
+use super::interleaved_avx2::{SubTile, chunk_sums, high_bits, in_token_tiles, signed_table};
 use super::interleaved_iq4xs::{IQ4XS_GROUP_BYTES, XsInfo};
 use super::interleaved_k::{Q6Info, Q6K_GROUP_BYTES};
 use crate::matmul::interleave::{
@@ -105,7 +105,6 @@ unsafe fn half_tile<const T: usize, const F: u8>(
     let chain = if F == Q6K { 2 } else { 4 };
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
-        let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let blk = w.add(b * bytes);
@@ -129,24 +128,12 @@ unsafe fn half_tile<const T: usize, const F: u8>(
                 for t in 0..T {
                     let xq = x[t].add(b * XB + XQ + 16 * j);
                     let base = (*info[t].add(b)).base[j];
-                    let mut s = if F == Q2K {
+                    let start = if F == Q2K {
                         _mm256_setzero_si256()
                     } else {
                         _mm256_set1_epi32(base)
                     };
-                    let mut pairs = _mm256_setzero_si256();
-                    for (c, &wv) in wq.iter().enumerate() {
-                        let xv = _mm256_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
-                        let p = _mm256_maddubs_epi16(wv, xv);
-                        pairs = if c % chain == 0 {
-                            p
-                        } else {
-                            _mm256_add_epi16(pairs, p)
-                        };
-                        if (c + 1) % chain == 0 {
-                            s = _mm256_add_epi32(s, _mm256_madd_epi16(pairs, ones));
-                        }
-                    }
+                    let s = chunk_sums(start, &wq, None, xq, chain);
                     isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
                     if F == Q2K {
                         let sx = _mm256_mullo_epi32(m, _mm256_set1_epi32(base));
@@ -238,7 +225,7 @@ unsafe fn iq4xs_half<const T: usize>(
 ) {
     // SAFETY: features and pointer ranges are the caller's contract; all loads are unaligned.
     unsafe {
-        let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+        let low = _mm256_set1_epi8(0x0F);
         let table = signed_table::<IQ4_NL>();
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
@@ -262,12 +249,7 @@ unsafe fn iq4xs_half<const T: usize>(
                 ));
                 for t in 0..T {
                     let xq = x[t].add(b * XB + XQ + 32 * j);
-                    let mut s = _mm256_setzero_si256();
-                    for c in 0..8 {
-                        let xv = _mm256_set1_epi32(xq.add(4 * c).cast::<i32>().read_unaligned());
-                        let p = _mm256_maddubs_epi16(wabs[c], _mm256_sign_epi8(xv, wq[c]));
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
-                    }
+                    let s = chunk_sums(_mm256_setzero_si256(), &wabs, Some(&wq), xq, 1);
                     isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
                 }
             }
