@@ -171,7 +171,7 @@ pub(super) fn split_tiles(
                     let p = |i: usize| full[i] * n_pos + pos;
                     let off = g * hd + c0;
                     assert!(len == 0 || (len - 1) * kv_dim + off + w <= v.len());
-                    // SAFETY: tiles_apply checked avx512f + f16c; w is a multiple of 16
+                    // SAFETY: tiles_apply checked the AVX2 level (avx2, fma, f16c); w is a multiple of 16
                     // (cols_per_task); the rows' column slices are distinct, inside `out` and
                     // this task's; each p row holds `len` probabilities inside `probs`; the V
                     // rows lie inside the run (asserted).

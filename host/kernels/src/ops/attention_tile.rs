@@ -189,7 +189,6 @@ pub(super) fn tiles_apply(kv: &dyn KvRead, first: usize, hd: usize) -> bool {
     {
         use crate::simd::{self, SimdLevel};
         simd::level() == SimdLevel::Avx2
-            && simd::avx512_rows()
             && super::rows_tile::fits(hd)
             && matches!(kv.key(first), KvRow::F16(_))
             && matches!(kv.value(first), KvRow::F16(_))
@@ -304,11 +303,18 @@ pub(super) fn dot_full(
             ($n:literal) => {{
                 let qp: [*const f32; $n] = std::array::from_fn(|i| qv[full[i] * 2 * hd..].as_ptr());
                 let ats: [usize; $n] = std::array::from_fn(|i| at(full[i]));
-                // SAFETY: tiles_apply checked avx512f + f16c and the width; bounds asserted above.
+                // SAFETY: tiles_apply checked the AVX2 level (avx2, fma, f16c) and the width,
+                // the 512-bit loops run only where the process uses them; bounds asserted above.
                 unsafe {
-                    super::rows_tile::dot_tile_f16::<$n>(
-                        qp, hd, k, stride, off, len, scores, ats, spread,
-                    )
+                    if crate::simd::avx512_rows() {
+                        super::rows_tile::dot_tile_f16::<$n>(
+                            qp, hd, k, stride, off, len, scores, ats, spread,
+                        )
+                    } else {
+                        super::rows_tile_avx2::dot_tile_f16::<$n>(
+                            qp, hd, k, stride, off, len, scores, ats, spread,
+                        )
+                    }
                 }
             }};
         }

@@ -22,6 +22,8 @@ mod rows;
 mod rows_avx512;
 #[cfg(target_arch = "x86_64")]
 mod rows_tile;
+#[cfg(target_arch = "x86_64")]
+mod rows_tile_avx2;
 mod softmax;
 
 pub use activation::{

@@ -15,9 +15,14 @@ pub fn round_to_f16_in_place(x: &mut [f32]) {
     #[allow(unused_mut)]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd::level() == SimdLevel::Avx2 && simd::avx512_rows() {
-        // SAFETY: avx512_rows implies avx512f and f16c.
-        done = unsafe { rows_avx512::round_to_f16(x) };
+    if simd::level() == SimdLevel::Avx2 {
+        done = if simd::avx512_rows() {
+            // SAFETY: avx512_rows implies avx512f and f16c.
+            unsafe { rows_avx512::round_to_f16(x) }
+        } else {
+            // SAFETY: the AVX2 level implies avx2 and f16c.
+            unsafe { avx2::round_to_f16(x) }
+        };
     }
     for v in &mut x[done..] {
         *v = f16::from_f32(*v).to_f32();
@@ -31,9 +36,14 @@ pub fn extend_f16(dst: &mut Vec<f16>, src: &[f32]) {
     #[allow(unused_mut)]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd::level() == SimdLevel::Avx2 && simd::avx512_rows() {
-        // SAFETY: avx512_rows implies avx512f and f16c; lengths equal.
-        done = unsafe { rows_avx512::to_f16(src, &mut dst[start..]) };
+    if simd::level() == SimdLevel::Avx2 {
+        done = if simd::avx512_rows() {
+            // SAFETY: avx512_rows implies avx512f and f16c; lengths equal.
+            unsafe { rows_avx512::to_f16(src, &mut dst[start..]) }
+        } else {
+            // SAFETY: the AVX2 level implies avx2 and f16c; lengths equal.
+            unsafe { avx2::to_f16(src, &mut dst[start..]) }
+        };
     }
     for (d, &v) in dst[start + done..].iter_mut().zip(&src[done..]) {
         *d = f16::from_f32(v);
@@ -156,20 +166,56 @@ pub fn axpy_rows_f32_scalar(acc: &mut [f32], p: &[f32], rows: &[f32], stride: us
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(super) mod avx2 {
     use std::arch::x86_64::*;
 
     use half::f16;
 
     /// Horizontal sum of 8 lanes.
     #[target_feature(enable = "avx2")]
-    fn hsum(v: __m256) -> f32 {
+    pub(in crate::ops) fn hsum(v: __m256) -> f32 {
         let lo = _mm256_castps256_ps128(v);
         let hi = _mm256_extractf128_ps::<1>(v);
         let s = _mm_add_ps(lo, hi);
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_shuffle_ps::<0x55>(s, s));
         _mm_cvtss_f32(s)
+    }
+
+    /// `x[i] = f16::from_f32(x[i]).to_f32()` (ties to even) 8 at a time; returns the first
+    /// index not done.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn round_to_f16(x: &mut [f32]) -> usize {
+        let full = x.len() / 8 * 8;
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 8 <= x.len().
+            unsafe {
+                let v = _mm256_loadu_ps(x.as_ptr().add(i));
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm256_storeu_ps(x.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+            }
+            i += 8;
+        }
+        full
+    }
+
+    /// `dst[i] = f16::from_f32(src[i])` (ties to even) 8 at a time; returns the first index
+    /// not done. `dst.len() >= src.len()`.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn to_f16(src: &[f32], dst: &mut [f16]) -> usize {
+        let full = src.len().min(dst.len()) / 8 * 8;
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 8 <= both lengths.
+            unsafe {
+                let v = _mm256_loadu_ps(src.as_ptr().add(i));
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm_storeu_si128(dst.as_mut_ptr().add(i).cast(), h);
+            }
+            i += 8;
+        }
+        full
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -410,6 +456,46 @@ mod tests {
         extend_f16(&mut h, &x);
         let want16: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
         assert_eq!(h, want16);
+    }
+
+    /// The f16 roundings this CPU runs give `half`'s bits: ties, subnormals, overflow to
+    /// infinity, signed zero, NaNs (quiet, signalling, with payloads), tails of every length.
+    #[test]
+    fn f16_roundings_equal_half() {
+        let mut x: Vec<f32> = data(1000, 16).iter().map(|v| v * 70000.0).collect();
+        x.extend([
+            1.0 + 1.0 / 2048.0,
+            1.0 + 3.0 / 2048.0,
+            6e-8,
+            3e-8,
+            1e-9,
+            -65520.0,
+            65519.0,
+            f32::INFINITY,
+            -0.0,
+            f32::NAN,
+            f32::from_bits(0x7f80_0001),
+            f32::from_bits(0xffc0_1234),
+        ]);
+        for len in [x.len(), x.len() - 3, 7, 0] {
+            let x = &x[..len];
+            let want: Vec<u32> = x
+                .iter()
+                .map(|&v| f16::from_f32(v).to_f32().to_bits())
+                .collect();
+            let mut got = x.to_vec();
+            round_to_f16_in_place(&mut got);
+            let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "round_to_f16_in_place, {len} values");
+            let mut h = vec![f16::ONE];
+            extend_f16(&mut h, x);
+            let want16: Vec<u16> = std::iter::once(f16::ONE)
+                .chain(x.iter().map(|&v| f16::from_f32(v)))
+                .map(f16::to_bits)
+                .collect();
+            let got16: Vec<u16> = h.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got16, want16, "extend_f16, {len} values");
+        }
     }
 
     #[test]

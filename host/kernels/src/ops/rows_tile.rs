@@ -32,7 +32,7 @@ pub(super) fn fits(width: usize) -> bool {
 /// row of a cache read once per step waits on memory. Far enough ahead that a decode step's
 /// single query per head (nothing to reuse a row for) keeps enough lines in flight to stream
 /// the cache rather than wait on each row (16 measured faster than 6 and 32).
-const PREFETCH_ROWS: usize = 16;
+pub(super) const PREFETCH_ROWS: usize = 16;
 
 /// Prefetches the `width` elements of row `j` at `j·stride + off` into every cache level, if
 /// `j < n`.
@@ -40,7 +40,7 @@ const PREFETCH_ROWS: usize = 16;
 /// # Safety
 /// Row `j < n` lies inside the allocation that `base` points into.
 #[inline(always)]
-unsafe fn prefetch_row(
+pub(super) unsafe fn prefetch_row(
     base: *const f16,
     j: usize,
     n: usize,
@@ -89,7 +89,7 @@ impl Spread {
 
     /// The share of rows `j..j + step` of `n`.
     #[inline(always)]
-    fn rows(self, j: usize, step: usize, n: usize) {
+    pub(super) fn rows(self, j: usize, step: usize, n: usize) {
         if self.lines == 0 || n == 0 {
             return;
         }
@@ -267,12 +267,19 @@ pub(super) unsafe fn axpy_group(
     len: usize,
     spread: Spread,
 ) {
+    let wide = crate::simd::avx512_rows();
     macro_rules! call {
         ($n:literal) => {{
             let (acc, ps) = (std::array::from_fn(&acc_at), std::array::from_fn(&p_at));
-            // SAFETY: forwarded.
+            // SAFETY: forwarded; the 512-bit loops only where the process uses them.
             unsafe {
-                axpy_tile_f16::<$n>(out, acc, probs, ps, width, rows, stride, off, len, spread)
+                if wide {
+                    axpy_tile_f16::<$n>(out, acc, probs, ps, width, rows, stride, off, len, spread)
+                } else {
+                    super::rows_tile_avx2::axpy_tile_f16::<$n>(
+                        out, acc, probs, ps, width, rows, stride, off, len, spread,
+                    )
+                }
             }
         }};
     }

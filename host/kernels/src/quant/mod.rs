@@ -23,6 +23,8 @@ mod q6k;
 mod q8_0;
 mod q8_1;
 #[cfg(target_arch = "x86_64")]
+mod q8_avx2;
+#[cfg(target_arch = "x86_64")]
 mod q8_simd;
 mod q8k;
 #[cfg(target_arch = "x86_64")]

@@ -23,10 +23,24 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ8_1]) {
         }
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::q8_avx2::available() {
+        for (x, y) in src.as_chunks::<QK32>().0.iter().zip(dst.iter_mut()) {
+            // SAFETY: available() implies avx2.
+            let amax = unsafe { super::q8_avx2::amax32(x) };
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            y.d = f32_to_f16(d);
+            // SAFETY: as above.
+            let sum = unsafe { super::q8_avx2::block32(x, id, &mut y.qs) };
+            y.s = f32_to_f16(sum as f32 * d);
+        }
+        return;
+    }
     quantize_scalar(src, dst);
 }
 
-/// The scalar form of [`quantize`] (the reference the 512-bit path must equal byte for byte).
+/// The scalar form of [`quantize`] (the reference the 512-bit and AVX2 paths must equal byte for byte).
 pub(super) fn quantize_scalar(src: &[f32], dst: &mut [BlockQ8_1]) {
     for (x, y) in src.as_chunks::<QK32>().0.iter().zip(dst.iter_mut()) {
         let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));

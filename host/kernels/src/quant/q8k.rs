@@ -16,10 +16,18 @@ pub fn quantize(src: &[f32], dst: &mut [BlockQ8K]) {
         }
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::q8_avx2::available() {
+        for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
+            // SAFETY: `available` implies avx2.
+            unsafe { super::q8_avx2::block_q8k(x, y) };
+        }
+        return;
+    }
     quantize_scalar(src, dst);
 }
 
-/// The scalar loop of [`quantize`] (the reference the AVX-512 path is tested against).
+/// The scalar loop of [`quantize`] (the reference the AVX-512 and AVX2 paths are tested against).
 pub fn quantize_scalar(src: &[f32], dst: &mut [BlockQ8K]) {
     for (x, y) in src.as_chunks::<QK_K>().0.iter().zip(dst.iter_mut()) {
         let mut amax = 0.0f32;

@@ -152,8 +152,9 @@ fn q8_0_exact_on_representable_values() {
     assert_eq!(round_trip(GgmlType::Q8_0, &x), x);
 }
 
-/// The 512-bit Q8_0 / Q8_1 quantizers give the scalar loops' bytes: ties at every half step,
-/// values just under and over them, zeros, a lone huge value, NaN and infinities.
+/// The vector Q8_K quantizer this CPU runs (512-bit or AVX2) gives the scalar loop's bytes:
+/// ties, the largest magnitude twice with both signs, zeros, NaNs, a lone huge value, values
+/// so small that the scale overflows.
 #[test]
 fn q8k_simd_quantizer_equals_the_scalar_loop() {
     let mut x: Vec<f32> = (0..256 * 12)
@@ -177,6 +178,9 @@ fn q8k_simd_quantizer_equals_the_scalar_loop() {
     x[1536..1792].fill(0.0);
     x[1600] = 1e-30;
     x[1601] = -3e-31;
+    for (i, v) in x[1792..2048].iter_mut().enumerate() {
+        *v = (i as f32 - 100.0) * 1e-40;
+    }
     let blocks = x.len() / 256;
     let (mut a, mut b) = (
         vec![BlockQ8K::zeroed(); blocks],
@@ -190,6 +194,9 @@ fn q8k_simd_quantizer_equals_the_scalar_loop() {
     );
 }
 
+/// The vector Q8_0 / Q8_1 quantizers this CPU runs (512-bit or AVX2) give the scalar loops'
+/// bytes: ties at every half step, values just under and over them, zeros, a lone huge value,
+/// NaN and infinities, and blocks so small that `1 / d` overflows or nearly does.
 #[test]
 fn q8_simd_quantizers_equal_the_scalar_loops() {
     let mut x: Vec<f32> = (0..32 * 64)
@@ -207,6 +214,9 @@ fn q8_simd_quantizers_equal_the_scalar_loops() {
     x[200] = 1e30;
     for (i, v) in x[224..256].iter_mut().enumerate() {
         *v = (i as f32 + 0.5) * (1.0 - f32::EPSILON);
+    }
+    for (i, v) in x[256..320].iter_mut().enumerate() {
+        *v = (i as f32 - 20.0) * if i < 32 { 1e-40 } else { 1e-37 };
     }
     let blocks = x.len() / 32;
     let (mut a, mut b) = (
