@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use memoria_kv::NamespaceId;
+use memoria_kv::draft::ROW_COST;
 use memoria_model::llama::Model;
 use memoria_model::tokenizer::Tokenizer;
 use memoria_sched::sampling::SamplingParams;
@@ -18,10 +19,18 @@ fn start(model: &std::path::Path) -> EngineHandle {
     start_with(model, EngineConfig::default())
 }
 
+/// An engine whose draft lengths do not depend on timing (a fixed row cost), so two runs of
+/// the same text draft the same tokens however busy the machine is.
 fn start_with(model: &std::path::Path, cfg: EngineConfig) -> EngineHandle {
     let model = Model::load(model).expect("model");
     let tok = Tokenizer::from_gguf(model.gguf()).expect("tokenizer");
-    EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine")
+    let cfg = EngineConfig {
+        draft_row_cost: Some(ROW_COST),
+        ..cfg
+    };
+    let e = EngineHandle::start(Arc::new(model), Arc::new(tok), cfg).expect("engine");
+    assert_eq!(e.stats().speculation.row_cost(), ROW_COST);
+    e
 }
 
 /// `max_tokens` of greedy decoding, or of sampling at `temperature` with a fixed seed.

@@ -42,6 +42,10 @@ pub struct EngineConfig {
     pub draft_memory_tokens: usize,
     /// Isolation groups with a draft memory at once (the least recently used one is dropped).
     pub draft_groups: usize,
+    /// What a row past the first costs in a forward pass, as a fraction of a one-row pass, when
+    /// drafts are sized (`None`: measured from the engine's own passes; a figure makes draft
+    /// lengths independent of timing).
+    pub draft_row_cost: Option<f64>,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +65,7 @@ impl Default for EngineConfig {
             embed_step_tokens: 16,
             draft_memory_tokens: 1 << 15,
             draft_groups: 32,
+            draft_row_cost: None,
         }
     }
 }

@@ -125,9 +125,21 @@ impl SpecCounters {
 #[derive(Debug, Default)]
 pub struct SpecStats {
     by_ns: Mutex<BTreeMap<NamespaceId, Arc<SpecCounters>>>,
+    /// The engine's figure for what a row past the first costs in a pass (f64 bits).
+    row_cost: AtomicU64,
 }
 
 impl SpecStats {
+    /// What a row past the first costs in a pass, as a fraction of a one-row pass: the figure
+    /// draft lengths are weighed with now (measured, or the configured one).
+    pub fn row_cost(&self) -> f64 {
+        f64::from_bits(self.row_cost.load(Relaxed))
+    }
+
+    pub(crate) fn set_row_cost(&self, cost: f64) {
+        self.row_cost.store(cost.to_bits(), Relaxed);
+    }
+
     /// The counters of `ns`, created if missing.
     pub(crate) fn of(&self, ns: NamespaceId) -> Arc<SpecCounters> {
         let mut m = self.by_ns.lock().unwrap_or_else(PoisonError::into_inner);
@@ -182,9 +194,10 @@ impl Speculation {
     }
 
     /// Fills `self.draft` with up to `max` tokens (the session's own context first, then its
-    /// group's memory, then its group's blocks resident in `pool`); returns how many.
-    pub fn propose(&mut self, max: usize, pool: &BlockPool) -> usize {
-        let want = self.length.for_next_step().min(max);
+    /// group's memory, then its group's blocks resident in `pool`), as many as pay when a row
+    /// costs `row_cost` of a one-row pass; returns how many.
+    pub fn propose(&mut self, max: usize, pool: &BlockPool, row_cost: f64) -> usize {
+        let want = self.length.for_next_step(row_cost).min(max);
         self.draft.clear();
         if want == 0 {
             return 0;

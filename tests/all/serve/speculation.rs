@@ -126,6 +126,13 @@ fn serve_speculation_changes_no_answer_on_any_endpoint() {
         shared["tokens_per_pass"].as_f64().is_some_and(|t| t > 1.0),
         "{spec}"
     );
+    // What a row costs, measured from the server's own passes.
+    assert!(
+        spec["row_cost"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0 && c <= 1.0),
+        "{spec}"
+    );
     let m = get(s.addr, "/metrics", &[]).text();
     let line =
         format!("memoria_speculation_drafted_tokens_total{{namespace=\"shared\"}} {drafted}");

@@ -1,6 +1,7 @@
 //! Speculative decoding's figures, per namespace, for `/stats` and `/metrics`: draft tokens
 //! verified and accepted, the acceptance rate, verifying passes and the tokens they produced
-//! (tokens per pass), and the bytes of the isolation groups' draft memories.
+//! (tokens per pass), the bytes of the isolation groups' draft memories, and what the engine
+//! reckons a row past the first costs in a pass (what draft lengths are weighed with).
 
 use serde_json::{Value, json};
 
@@ -35,6 +36,10 @@ pub fn json(state: &AppState) -> Value {
         o.insert(
             "draft_memory_bytes".into(),
             state.engine.draft_memory_bytes().into(),
+        );
+        o.insert(
+            "row_cost".into(),
+            state.engine.stats().speculation.row_cost().into(),
         );
         o.insert("namespaces".into(), Value::Object(namespaces));
     }
@@ -98,5 +103,15 @@ pub(super) fn render(o: &mut Out, state: &AppState) {
         "memoria_speculation_draft_memory_bytes",
         "",
         state.engine.draft_memory_bytes(),
+    );
+    o.family(
+        "memoria_speculation_row_cost",
+        "gauge",
+        "What a row past the first costs in a forward pass, as a fraction of a one-row pass (measured from the engine's passes; draft lengths are weighed with it).",
+    );
+    o.sample(
+        "memoria_speculation_row_cost",
+        "",
+        state.engine.stats().speculation.row_cost(),
     );
 }

@@ -65,6 +65,9 @@ pub(crate) struct Engine {
     pub(crate) sizing: sizing::Sizing,
     /// Every isolation group's memory of token sequences, drafted from (see `speculate`).
     pub drafts: Arc<memoria_kv::draft::DraftMemory>,
+    /// What a row past the first costs in this engine's passes (weighed against a draft's
+    /// expected tokens).
+    pub(crate) row_cost: memoria_kv::draft::RowCost,
 }
 
 /// How a warm ends: its explicit pin and the pin's lifetime, and a re-warmed hot prefix's

@@ -47,6 +47,7 @@ impl Engine {
     pub(super) fn draft(&mut self, id: SessionId, room: usize) -> usize {
         let max_context = self.cfg.max_context;
         let pool = &self.pool;
+        let row_cost = self.row_cost.get();
         let Some(s) = self.sessions.get_mut(&id) else {
             return 0;
         };
@@ -64,7 +65,7 @@ impl Engine {
             .saturating_sub(len.saturating_add(s.pending.len()))
             .saturating_sub(1);
         let max = room.min(left).min(context_left).min(MAX_DRAFT);
-        let k = sp.propose(max, pool);
+        let k = sp.propose(max, pool, row_cost);
         s.pending.extend_from_slice(&sp.draft[..k]);
         k
     }

@@ -73,6 +73,8 @@ impl Engine {
                 return;
             }
         };
+        self.row_cost.observe(buf.batch.len(), started.elapsed());
+        self.stats.speculation.set_row_cost(self.row_cost.get());
         self.stats.record_step(
             buf.batch.len(),
             buf.plan

@@ -98,6 +98,8 @@ impl Blueprint {
         for (ns, chain) in self.publics.all() {
             pool.set_public_prefixes(ns, Some(chain));
         }
+        let row_cost = memoria_kv::draft::RowCost::new(self.cfg.draft_row_cost);
+        self.stats.speculation.set_row_cost(row_cost.get());
         Engine {
             model: self.model.clone(),
             tok: self.tok.clone(),
@@ -114,6 +116,7 @@ impl Blueprint {
             namespaces: self.namespaces.clone(),
             sizing: Default::default(),
             drafts: self.drafts.clone(),
+            row_cost,
         }
     }
 }
