@@ -36,18 +36,12 @@ pub fn extend_f16(dst: &mut Vec<f16>, src: &[f32]) {
     #[allow(unused_mut)]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd::level() == SimdLevel::Avx2 {
-        done = if simd::avx512_rows() {
-            // SAFETY: avx512_rows implies avx512f and f16c; lengths equal.
-            unsafe { rows_avx512::to_f16(src, &mut dst[start..]) }
-        } else {
-            // SAFETY: the AVX2 level implies avx2 and f16c; lengths equal.
-            unsafe { avx2::to_f16(src, &mut dst[start..]) }
-        };
+    if simd::level() == SimdLevel::Avx2 && simd::avx512_rows() {
+        // SAFETY: avx512_rows implies avx512f and f16c; lengths equal.
+        done = unsafe { rows_avx512::to_f16(src, &mut dst[start..]) };
     }
-    for (d, &v) in dst[start + done..].iter_mut().zip(&src[done..]) {
-        *d = f16::from_f32(v);
-    }
+    // The rest (all of it without the 512-bit loops): F16C 8 at a time where there is F16C.
+    crate::quant::f32_to_f16_row(&src[done..], &mut dst[start + done..]);
 }
 
 /// `out[j] = Σ_d q[d] · rows[j·stride + off + d]` for `j < out.len()`, rows in f16.
@@ -194,24 +188,6 @@ pub(super) mod avx2 {
                 let v = _mm256_loadu_ps(x.as_ptr().add(i));
                 let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
                 _mm256_storeu_ps(x.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
-            }
-            i += 8;
-        }
-        full
-    }
-
-    /// `dst[i] = f16::from_f32(src[i])` (ties to even) 8 at a time; returns the first index
-    /// not done. `dst.len() >= src.len()`.
-    #[target_feature(enable = "avx2,f16c")]
-    pub unsafe fn to_f16(src: &[f32], dst: &mut [f16]) -> usize {
-        let full = src.len().min(dst.len()) / 8 * 8;
-        let mut i = 0;
-        while i < full {
-            // SAFETY: i + 8 <= both lengths.
-            unsafe {
-                let v = _mm256_loadu_ps(src.as_ptr().add(i));
-                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-                _mm_storeu_si128(dst.as_mut_ptr().add(i).cast(), h);
             }
             i += 8;
         }

@@ -54,33 +54,28 @@ pub(super) unsafe fn dot_tile_f16<const NQ: usize>(
             let (q0, q1) = qv.split_at(NQ / 2);
             let (a0, a1) = at.split_at(NQ / 2);
             macro_rules! half {
-                ($q:expr, $a:expr, $s:expr) => {
+                ($q:expr, $a:expr, $s:expr) => {{
+                    macro_rules! pass {
+                        ($m:literal) => {
+                            dot_pass::<$m>(
+                                $q.try_into().unwrap(),
+                                width,
+                                rows,
+                                stride,
+                                off,
+                                n,
+                                out,
+                                $a.try_into().unwrap(),
+                                $s,
+                            )
+                        };
+                    }
                     match $q.len() {
-                        3 => dot_pass::<3>(
-                            $q.try_into().unwrap(),
-                            width,
-                            rows,
-                            stride,
-                            off,
-                            n,
-                            out,
-                            $a.try_into().unwrap(),
-                            $s,
-                        ),
-                        4 => dot_pass::<4>(
-                            $q.try_into().unwrap(),
-                            width,
-                            rows,
-                            stride,
-                            off,
-                            n,
-                            out,
-                            $a.try_into().unwrap(),
-                            $s,
-                        ),
+                        3 => pass!(3),
+                        4 => pass!(4),
                         m => unreachable!("score pass of {m} queries"),
                     }
-                };
+                }};
             }
             const _: () = assert!(super::rows_tile::DOT_QUERIES <= 2 * 4);
             half!(q0, a0, spread);

@@ -26,6 +26,8 @@ mod q8_1;
 mod q8_avx2;
 #[cfg(target_arch = "x86_64")]
 mod q8_simd;
+#[cfg(target_arch = "x86_64")]
+mod q8_vec;
 mod q8k;
 #[cfg(target_arch = "x86_64")]
 mod q8k_simd;

@@ -10,29 +10,12 @@ use crate::types::QK32;
 
 pub fn quantize(src: &[f32], dst: &mut [BlockQ8_1]) {
     #[cfg(target_arch = "x86_64")]
-    if super::q8_simd::available() {
+    if let Some(v) = super::q8_vec::Block32::pick() {
         for (x, y) in src.as_chunks::<QK32>().0.iter().zip(dst.iter_mut()) {
-            // SAFETY: available() implies avx512f/bw.
-            let amax = unsafe { super::q8_simd::amax32(x) };
-            let d = amax / 127.0;
+            let d = v.amax(x) / 127.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
             y.d = f32_to_f16(d);
-            // SAFETY: as above.
-            let sum = unsafe { super::q8_simd::block32(x, id, &mut y.qs) };
-            y.s = f32_to_f16(sum as f32 * d);
-        }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if super::q8_avx2::available() {
-        for (x, y) in src.as_chunks::<QK32>().0.iter().zip(dst.iter_mut()) {
-            // SAFETY: available() implies avx2.
-            let amax = unsafe { super::q8_avx2::amax32(x) };
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            y.d = f32_to_f16(d);
-            // SAFETY: as above.
-            let sum = unsafe { super::q8_avx2::block32(x, id, &mut y.qs) };
+            let sum = v.quantize(x, id, &mut y.qs);
             y.s = f32_to_f16(sum as f32 * d);
         }
         return;
@@ -49,8 +32,9 @@ pub(super) fn quantize_scalar(src: &[f32], dst: &mut [BlockQ8_1]) {
         y.d = f32_to_f16(d);
         let mut sum = 0i32;
         for (q, &v) in y.qs.iter_mut().zip(x) {
-            // C `roundf`: half away from zero.
-            *q = (v * id).round() as i8;
+            // C `roundf`: half away from zero; held to [-127, 127] when `1 / d` overflowed
+            // (C's conversion of an infinity is undefined).
+            *q = (v * id).round().clamp(-127.0, 127.0) as i8;
             sum += *q as i32;
         }
         y.s = f32_to_f16(sum as f32 * d);

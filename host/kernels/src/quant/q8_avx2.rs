@@ -1,8 +1,8 @@
 //! The int8 activation blocks (Q8_0 and Q8_1 of 32 elements, Q8_K of 256) quantized 8 lanes
 //! at a time with AVX2, for CPUs without the 512-bit forms (`q8_simd`, `q8k_simd`): the same
 //! `amax`, scales and roundings as the scalar loops, so the bytes are identical (tests in
-//! `quant::tests`). Q8_0/Q8_1 round half away from zero (C `roundf`) and saturate like Rust's
-//! `as i8`, NaN lanes giving 0; Q8_K keeps ggml's `nearest_int` bit trick and a truncating
+//! `quant::tests`). Q8_0/Q8_1 round half away from zero (C `roundf`) and hold values to
+//! [-127, 127], NaN lanes giving 0; Q8_K keeps ggml's `nearest_int` bit trick and a truncating
 //! `as i8`.
 
 use std::arch::x86_64::*;
@@ -80,7 +80,7 @@ pub(super) unsafe fn amax32(x: &[f32; 32]) -> f32 {
     }
 }
 
-/// `qs[i] = roundf(x[i] · id) as i8` for 32 elements; returns `Σ qs`.
+/// `qs[i] = roundf(x[i] · id)` held to [-127, 127] (NaN: 0) for 32 elements; returns `Σ qs`.
 ///
 /// # Safety
 /// avx2.
@@ -92,7 +92,7 @@ pub(super) unsafe fn block32(x: &[f32; 32], id: f32, qs: &mut [i8; 32]) -> i32 {
         let half = _mm256_set1_ps(0.5);
         let one = _mm256_set1_ps(1.0);
         let sign = _mm256_set1_ps(-0.0);
-        let (lo, hi) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
+        let (lo, hi) = (_mm256_set1_ps(-127.0), _mm256_set1_ps(127.0));
         let mut q = [_mm256_setzero_si256(); 4];
         for (c, slot) in q.iter_mut().enumerate() {
             let y = _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(8 * c)), idv);
@@ -101,7 +101,7 @@ pub(super) unsafe fn block32(x: &[f32; 32], id: f32, qs: &mut [i8; 32]) -> i32 {
             let away = _mm256_cmp_ps::<_CMP_GE_OQ>(abs(_mm256_sub_ps(y, t)), half);
             let step = _mm256_or_ps(one, _mm256_and_ps(y, sign));
             let r = _mm256_add_ps(t, _mm256_and_ps(away, step));
-            // Saturate as `as i8` does (an infinite `y` when `id` overflowed), NaN to 0.
+            // Held to [-127, 127] (an infinite `y` when `id` overflowed), NaN to 0.
             let r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
             let r = _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_ORD_Q>(y, y));
             *slot = _mm256_cvttps_epi32(r);

@@ -28,7 +28,7 @@ pub(super) unsafe fn amax32(x: &[f32; 32]) -> f32 {
     }
 }
 
-/// `qs[i] = roundf(x[i] · id) as i8` for 32 elements; returns `Σ qs`.
+/// `qs[i] = roundf(x[i] · id)` held to [-127, 127] (NaN: 0) for 32 elements; returns `Σ qs`.
 ///
 /// # Safety
 /// avx512f + avx512bw.
@@ -50,9 +50,9 @@ pub(super) unsafe fn block32(x: &[f32; 32], id: f32, qs: &mut [i8; 32]) -> i32 {
                 _mm512_and_ps(y, _mm512_castsi512_ps(_mm512_set1_epi32(i32::MIN))),
             );
             let r = _mm512_mask_add_ps(t, away, t, step);
-            // Saturate as `as i8` does (an infinite `y` when `id` overflowed).
+            // Held to [-127, 127] (an infinite `y` when `id` overflowed).
             let r = _mm512_min_ps(
-                _mm512_max_ps(r, _mm512_set1_ps(-128.0)),
+                _mm512_max_ps(r, _mm512_set1_ps(-127.0)),
                 _mm512_set1_ps(127.0),
             );
             let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(y, y);
