@@ -154,7 +154,7 @@ fn q8_0_exact_on_representable_values() {
 
 /// The vector Q8_K quantizer this CPU runs (512-bit or AVX2) gives the scalar loop's bytes:
 /// ties, the largest magnitude twice with both signs, zeros, NaNs, a lone huge value, values
-/// so small that the scale overflows.
+/// so small that the scale is near f32's largest.
 #[test]
 fn q8k_simd_quantizer_equals_the_scalar_loop() {
     let mut x: Vec<f32> = (0..256 * 12)
@@ -178,8 +178,10 @@ fn q8k_simd_quantizer_equals_the_scalar_loop() {
     x[1536..1792].fill(0.0);
     x[1600] = 1e-30;
     x[1601] = -3e-31;
+    // Subnormals, and a scale near f32's largest (`-127 / max` still finite: ggml's
+    // `nearest_int` asserts that its argument is in range).
     for (i, v) in x[1792..2048].iter_mut().enumerate() {
-        *v = (i as f32 - 100.0) * 1e-40;
+        *v = (i as f32 - 100.0) * 1e-38;
     }
     let blocks = x.len() / 256;
     let (mut a, mut b) = (
