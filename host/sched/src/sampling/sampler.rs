@@ -131,6 +131,15 @@ impl Sampler {
         if n == 0 {
             return 0;
         }
+        if self.params.temperature <= 0.0
+            && self.params.logit_bias.is_empty()
+            && !self.params.penalties_active()
+            && allowed.is_none()
+        {
+            // Plain greedy (every verifying row of a speculative pass takes this): the first
+            // best raw logit, as `argmax` over the candidates below picks it, without them.
+            return greedy(&logits[..n]);
+        }
         self.candidates.clear();
         self.candidates
             .extend(logits[..n].iter().enumerate().map(|(i, &l)| Candidate {
@@ -305,6 +314,19 @@ impl Sampler {
 }
 
 /// The best candidate; the first in slice order on ties (the lowest id while in id order).
+/// The id of the first largest of `logits` (NaN counting as -inf), as [`argmax`] over their
+/// candidates gives it; `logits` is not empty.
+fn greedy(logits: &[f32]) -> u32 {
+    let mut best = (0, sanitize(logits[0]));
+    for (i, &l) in logits.iter().enumerate().skip(1) {
+        let l = sanitize(l);
+        if l > best.1 {
+            best = (i, l);
+        }
+    }
+    best.0 as u32
+}
+
 fn argmax(candidates: &[Candidate]) -> Candidate {
     let mut best = candidates[0];
     for c in &candidates[1..] {

@@ -493,6 +493,36 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Plain greedy's shortcut (no candidates built) picks what the full chain picks: here the
+    /// chain runs through a zero `logit_bias`, which adds nothing; NaN, infinities, ties and a
+    /// vocabulary shorter than the logits included.
+    #[test]
+    fn plain_greedy_equals_the_full_chain(
+        logits in prop::collection::vec(
+            prop_oneof![
+                4 => -1e4f32..1e4,
+                1 => Just(f32::NEG_INFINITY),
+                1 => Just(f32::INFINITY),
+                1 => Just(f32::MAX),
+                1 => Just(f32::NAN),
+                1 => Just(1.0f32),
+            ],
+            1..48,
+        ),
+        n_vocab_delta in -4i32..4,
+    ) {
+        let n_vocab = (logits.len() as i32 + n_vocab_delta).max(1) as usize;
+        let chain = SamplingParams {
+            logit_bias: vec![(0, 0.0)],
+            ..SamplingParams::greedy()
+        };
+        let fast = Sampler::new(SamplingParams::greedy(), n_vocab).sample(&logits);
+        let full = Sampler::new(chain, n_vocab).sample(&logits);
+        prop_assert_eq!(fast, full);
+    }
+}
+
 #[test]
 fn logit_bias_forces_and_bans_tokens_greedy_and_sampled() {
     let logits = [2.0f32, 5.0, 1.0, 4.0];
