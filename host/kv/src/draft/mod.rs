@@ -1,6 +1,6 @@
 //! Draft tokens for speculative decoding, from token memory the host already holds, cheapest
-//! source first: the session's own context ([`ContextIndex`]: the latest earlier occurrence of
-//! its last n tokens, prompt lookup) and its isolation group's memory of earlier sequences
+//! source first: the session's own context ([`ContextIndex`]: the earlier occurrence of its
+//! last n tokens whose context agrees longest, prompt lookup) and its isolation group's memory of earlier sequences
 //! ([`GroupMemory`]: an n-gram table over a bounded ring of tokens, one per group, never
 //! shared across groups, so no tenant's text can become another's draft), then the pool's
 //! resident sealed blocks of the same group (`BlockPool::draft_from_blocks`). [`DraftLength`]
