@@ -41,6 +41,11 @@ pub struct SpeculateArgs {
     /// Most draft tokens per step.
     #[arg(long, default_value_t = memoria_sched::speculation::DEFAULT_MAX_DRAFT)]
     draft_max: usize,
+    /// What a row past the first costs in a pass, as a fraction of a one-row pass, instead of
+    /// the engine's measurement (0 to 1): draft lengths then do not follow timing noise, so
+    /// two builds draft alike.
+    #[arg(long, value_parser = row_cost)]
+    row_cost: Option<f64>,
     /// Threads (0: one per core).
     #[arg(short = 't', long, default_value_t = 0)]
     threads: usize,
@@ -102,6 +107,7 @@ pub fn main(a: SpeculateArgs) -> anyhow::Result<()> {
     }
     let cfg = EngineConfig {
         kv_budget_bytes: 512 << 20,
+        draft_row_cost: a.row_cost,
         ..EngineConfig::default()
     };
     let engine = EngineHandle::start(Arc::new(loaded.model), Arc::new(loaded.tokenizer), cfg)?;
@@ -166,6 +172,14 @@ pub fn main(a: SpeculateArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&rows)?);
     }
     Ok(())
+}
+
+/// `--row-cost`: a fraction in (0, 1].
+fn row_cost(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a row cost in (0, 1]")),
+    }
 }
 
 /// The workloads `--workloads` names (all by default).
