@@ -9,7 +9,10 @@
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use memoria_kernels::matmul::Interleaved;
 use memoria_kernels::{
     GgmlType, QuantizedActivations, WeightMatrix, matmul_prequantized, quantize_row,
@@ -60,19 +63,25 @@ fn bench_matmul(c: &mut Criterion) {
                 .into_iter()
                 .flat_map(|n| layouts.iter().map(move |l| (n, l)))
             {
-                let x = values(n * cols, 2); // [n, cols]
-                let mut xq = QuantizedActivations::new();
-                xq.quantize(ty.vec_dot_type(), &x, n, cols);
-                let mut out = vec![0.0f32; n * rows]; // [n, rows]
-                group.throughput(Throughput::Elements((rows * cols * n) as u64));
-                let id = BenchmarkId::new(format!("{name}_{rows}x{cols}"), format!("n{n}"));
-                group.bench_with_input(id, &n, |b, _| {
-                    b.iter(|| matmul_prequantized(black_box(w), black_box(&xq), &mut out))
-                });
+                time_matmul(&mut group, name, w, n);
             }
         }
     }
     group.finish();
+}
+
+/// Times `w` against `n` activation rows under the id `{name}_{rows}x{cols}/n{n}`.
+fn time_matmul(group: &mut BenchmarkGroup<'_, WallTime>, name: &str, w: &WeightMatrix, n: usize) {
+    let (ty, rows, cols) = (w.ty, w.rows, w.cols);
+    let x = values(n * cols, 2); // [n, cols]
+    let mut xq = QuantizedActivations::new();
+    xq.quantize(ty.vec_dot_type(), &x, n, cols);
+    let mut out = vec![0.0f32; n * rows]; // [n, rows]
+    group.throughput(Throughput::Elements((rows * cols * n) as u64));
+    let id = BenchmarkId::new(format!("{name}_{rows}x{cols}"), format!("n{n}"));
+    group.bench_with_input(id, &n, |b, _| {
+        b.iter(|| matmul_prequantized(black_box(w), black_box(&xq), &mut out))
+    });
 }
 
 fn bench_small_batch(c: &mut Criterion) {
@@ -86,15 +95,7 @@ fn bench_small_batch(c: &mut Criterion) {
         let copy = Interleaved::build(&plain);
         let w = plain.with_interleaved(copy.as_ref());
         for n in [1usize, 4, 8, 9] {
-            let x = values(n * cols, 2);
-            let mut xq = QuantizedActivations::new();
-            xq.quantize(ty.vec_dot_type(), &x, n, cols);
-            let mut out = vec![0.0f32; n * rows];
-            group.throughput(Throughput::Elements((rows * cols * n) as u64));
-            let id = BenchmarkId::new(format!("{ty}_{rows}x{cols}"), format!("n{n}"));
-            group.bench_with_input(id, &n, |b, _| {
-                b.iter(|| matmul_prequantized(black_box(&w), black_box(&xq), &mut out))
-            });
+            time_matmul(&mut group, &ty.to_string(), &w, n);
         }
     }
     group.finish();

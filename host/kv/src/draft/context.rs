@@ -137,7 +137,7 @@ impl ContextIndex {
             let Some(start) = at.checked_sub(1).filter(|&s| s < len) else {
                 break;
             };
-            if let Some(start) = self.continues(at, MAX_N, len) {
+            if self.continues(at, MAX_N, len).is_some() {
                 let agree = self.agreement(start, len);
                 if best.is_none_or(|(_, b)| agree > b) {
                     best = Some((start, agree));

@@ -314,24 +314,26 @@ impl Sampler {
 }
 
 /// The best candidate; the first in slice order on ties (the lowest id while in id order).
-/// The id of the first largest of `logits` (NaN counting as -inf), as [`argmax`] over their
-/// candidates gives it; `logits` is not empty.
-fn greedy(logits: &[f32]) -> u32 {
-    let mut best = (0, sanitize(logits[0]));
-    for (i, &l) in logits.iter().enumerate().skip(1) {
-        let l = sanitize(l);
-        if l > best.1 {
-            best = (i, l);
-        }
-    }
-    best.0 as u32
+fn argmax(candidates: &[Candidate]) -> Candidate {
+    first_best(candidates.iter().copied())
 }
 
-fn argmax(candidates: &[Candidate]) -> Candidate {
-    let mut best = candidates[0];
-    for c in &candidates[1..] {
+/// The id of the first largest of `logits` (NaN counting as -inf), as [`argmax`] over their
+/// candidates gives it, without building them; `logits` is not empty.
+fn greedy(logits: &[f32]) -> u32 {
+    let candidates = logits.iter().enumerate().map(|(i, &l)| Candidate {
+        id: i as u32,
+        logit: sanitize(l),
+    });
+    first_best(candidates).id
+}
+
+/// The first candidate with the largest logit; `candidates` is not empty.
+fn first_best(mut candidates: impl Iterator<Item = Candidate>) -> Candidate {
+    let mut best = candidates.next().expect("at least one candidate");
+    for c in candidates {
         if c.logit > best.logit {
-            best = *c;
+            best = c;
         }
     }
     best
